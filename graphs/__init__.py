@@ -1,0 +1,1 @@
+"""Graphs and the public engine of workmem."""

@@ -1,0 +1,1 @@
+"""Nodes of the commit graph, the guards and merge, and the models they call."""

