@@ -1,0 +1,83 @@
+"""The commit graph, wired top to bottom like its diagram. No logic lives here.
+
+    START → slice_turns ─(nothing_to_cover)→ END
+              └(covered)→ load_memory → generate → validate
+    validate ─(valid)→ guard → merge ─(next_chunk)→ generate
+                                    └─(done)→ persist → END
+    validate ─(malformed)→ recover ─(recovered)→ guard
+    validate / recover ─(no_usable_call)→ create_retry → generate      (once per chunk)
+    validate / recover ─(fallback: retry used, or model error)→ extractive_fallback → guard
+    generate raises a transport error → RetryPolicy (3 attempts) → generate_failed → validate
+"""
+
+from __future__ import annotations
+
+from langgraph.checkpoint.base import BaseCheckpointSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import RetryPolicy
+
+from nodes.context import CommitContext
+from nodes.create_retry import create_retry
+from nodes.extractive_fallback import extractive_fallback
+from nodes.generate import generate, generate_failed
+from nodes.guards import guard
+from nodes.load_memory import load_memory
+from nodes.merge import merge
+from nodes.models import is_transport_error
+from nodes.persist import persist
+from nodes.recover import recover
+from nodes.routing import route_after_merge, route_after_recover, route_after_slice, route_after_validate
+from nodes.slice_turns import slice_turns
+from nodes.validate import validate
+from state.commit_state import CommitInput, CommitOutput, CommitState
+
+MODEL_RETRY = RetryPolicy(max_attempts=3, initial_interval=0.5, retry_on=is_transport_error)
+
+
+def build_commit_graph() -> StateGraph:
+    """The uncompiled commit graph (nodes, edges and every fallback edge with its label)."""
+    builder = StateGraph(CommitState, context_schema=CommitContext,
+                         input_schema=CommitInput, output_schema=CommitOutput)
+
+    builder.add_node("slice_turns", slice_turns)
+    builder.add_node("load_memory", load_memory)
+    builder.add_node("generate", generate, retry_policy=MODEL_RETRY, error_handler=generate_failed)
+    builder.add_node("validate", validate)
+    builder.add_node("recover", recover)
+    builder.add_node("create_retry", create_retry)
+    builder.add_node("extractive_fallback", extractive_fallback)
+    builder.add_node("guard", guard)
+    builder.add_node("merge", merge)
+    builder.add_node("persist", persist)
+
+    builder.add_edge(START, "slice_turns")
+    builder.add_conditional_edges("slice_turns", route_after_slice,
+                                  {"covered": "load_memory", "nothing_to_cover": END})
+    builder.add_edge("load_memory", "generate")
+    builder.add_edge("generate", "validate")
+    builder.add_conditional_edges("validate", route_after_validate, {
+        "valid": "guard",
+        "malformed": "recover",
+        "no_usable_call": "create_retry",
+        "fallback": "extractive_fallback",
+    })
+    builder.add_conditional_edges("recover", route_after_recover, {
+        "recovered": "guard",
+        "no_usable_call": "create_retry",
+        "fallback": "extractive_fallback",
+    })
+    builder.add_edge("create_retry", "generate")
+    builder.add_edge("extractive_fallback", "guard")
+    builder.add_edge("guard", "merge")
+    builder.add_conditional_edges("merge", route_after_merge, {"next_chunk": "generate", "done": "persist"})
+    builder.add_edge("persist", END)
+    return builder
+
+
+def compile_commit_graph(checkpointer: BaseCheckpointSaver | None = None) -> CompiledStateGraph:
+    """Compile the commit graph, checkpointed by `checkpointer` when given."""
+    return build_commit_graph().compile(checkpointer=checkpointer, name="workmem_commit")
+
+
+graph = compile_commit_graph()

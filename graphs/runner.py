@@ -1,0 +1,137 @@
+"""Runs commits: the lease, the task row, the checkpointed graph, resume and abandonment (SPEC §6)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sqlite3
+import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+from graphs.commit import compile_commit_graph
+from graphs.lease import LEASE_TTL_SECONDS, heartbeat
+from nodes.context import CommitContext
+from state.ids import safe_session_id
+from state.index import Index, redact_secrets
+from state.store import SessionStore
+
+MAX_RESUMES = 3
+MAX_ERROR_CHARS = 500
+
+
+def open_sqlite(path: Path) -> sqlite3.Connection:
+    """An explicit connection as SPEC §2 asks: shared across threads, 30 s busy timeout, WAL."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path, check_same_thread=False, timeout=30)
+    conn.execute("PRAGMA journal_mode=WAL")
+    return conn
+
+
+class CommitRunner:
+    """Starts, resumes and tracks commits of one data root; at most one commit per session."""
+
+    def __init__(self, store: SessionStore, index: Index, context: CommitContext, *,
+                 max_workers: int = 2, lease_ttl: float = LEASE_TTL_SECONDS) -> None:
+        self.store, self.index, self.context = store, index, context
+        self.lease_ttl = lease_ttl
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._conn = open_sqlite(Path(store.root) / "checkpoints.sqlite")
+        self.checkpointer = SqliteSaver(self._conn)
+        self.checkpointer.setup()
+        self.graph = compile_commit_graph(self.checkpointer)
+        self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="workmem-commit")
+        self._futures: list[Future] = []
+
+    # -- starting -------------------------------------------------------------------------------
+
+    def start(self, session_id: str, keep_recent_count: int, *, wait: bool) -> dict[str, Any]:
+        """Take the lease and run (or schedule) a commit; a held lease returns the running task."""
+        task_id = uuid.uuid4().hex
+        holder = self.index.acquire_lease(session_id, task_id, self.owner, ttl=self.lease_ttl)
+        if holder is not None:
+            running = self.index.get_task(holder) or {}
+            return {"status": "busy", "task_id": holder, "archive_id": running.get("archive_id"),
+                    "reason": "commit_in_progress"}
+        self.index.create_task(task_id=task_id, session_id=session_id, status="pending")
+        if wait:
+            return self._run_leased(session_id, task_id, keep_recent_count)
+        self._futures.append(self._pool.submit(self._run_leased, session_id, task_id, keep_recent_count))
+        return {"status": "pending", "task_id": task_id, "archive_id": None, "reason": "started"}
+
+    def _run_leased(self, session_id: str, task_id: str, keep_recent_count: int) -> dict[str, Any]:
+        with heartbeat(self.index, session_id, task_id, ttl=self.lease_ttl):
+            for task in self.index.unfinished_tasks(session_id):
+                if task["task_id"] != task_id:
+                    self._resume_task(task)
+            archive_id = self.store.next_archive_id(session_id)
+            thread_id = f"{safe_session_id(session_id)}/commit/{task_id}"
+            self.index.update_task(task_id, archive_id=archive_id, thread_id=thread_id, status="running")
+            graph_input = {"session_id": session_id, "archive_id": archive_id, "task_id": task_id,
+                           "keep_recent_count": keep_recent_count}
+            return self._invoke(task_id, thread_id, graph_input)
+
+    # -- running and resuming -------------------------------------------------------------------
+
+    def _invoke(self, task_id: str, thread_id: str, graph_input: dict[str, Any] | None) -> dict[str, Any]:
+        config = {"configurable": {"thread_id": thread_id}}
+        try:
+            out = self.graph.invoke(graph_input, config, context=self.context, durability="sync")
+        except Exception as exc:
+            error = redact_secrets(f"{type(exc).__name__}: {exc}")[:MAX_ERROR_CHARS]
+            self.index.update_task(task_id, status="failed", error=error)
+            return {"status": "failed", "task_id": task_id, "archive_id": self._archive_of(task_id),
+                    "reason": error}
+        if out.get("status") == "skipped":
+            self.index.update_task(task_id, status="skipped", result={"reason": out.get("reason")})
+            self.checkpointer.delete_thread(thread_id)
+        return {"status": out.get("status", "completed"), "task_id": task_id,
+                "archive_id": None if out.get("status") == "skipped" else self._archive_of(task_id),
+                "reason": out.get("reason") or "", "degraded": bool(out.get("degraded")),
+                "route": out.get("route", [])}
+
+    def _archive_of(self, task_id: str) -> str | None:
+        return (self.index.get_task(task_id) or {}).get("archive_id")
+
+    def _resume_task(self, task: dict[str, Any]) -> dict[str, Any]:
+        """Resume an unfinished commit on its own thread; abandon it after MAX_RESUMES failures."""
+        task_id, thread_id = task["task_id"], task.get("thread_id")
+        config = {"configurable": {"thread_id": thread_id}}
+        has_checkpoint = bool(thread_id) and self.checkpointer.get_tuple(config) is not None
+        if not has_checkpoint or task.get("attempts", 0) >= MAX_RESUMES:
+            return self._abandon(task, "never started" if not has_checkpoint else "too many resumes")
+        self.index.update_task(task_id, status="running", attempts=task.get("attempts", 0) + 1)
+        return self._invoke(task_id, thread_id, None)
+
+    def _abandon(self, task: dict[str, Any], reason: str) -> dict[str, Any]:
+        if task.get("thread_id"):
+            self.checkpointer.delete_thread(task["thread_id"])
+        self.index.update_task(task["task_id"], status="abandoned", error=reason)
+        return {"status": "abandoned", "task_id": task["task_id"], "archive_id": task.get("archive_id"),
+                "reason": reason}
+
+    def resume_all(self) -> list[dict[str, Any]]:
+        """Resume every unfinished commit whose session lease is free."""
+        results = []
+        for task in self.index.unfinished_tasks():
+            session_id = task["session_id"]
+            if self.index.acquire_lease(session_id, task["task_id"], self.owner, ttl=self.lease_ttl):
+                continue  # another process holds this session; it resumes the task itself
+            with heartbeat(self.index, session_id, task["task_id"], ttl=self.lease_ttl):
+                results.append(self._resume_task(task))
+        return results
+
+    def wait(self) -> None:
+        """Block until every background commit has finished."""
+        for future in list(self._futures):
+            future.exception()
+        self._futures.clear()
+
+    def close(self) -> None:
+        """Wait for background commits, then release the thread pool and the checkpoint connection."""
+        self.wait()
+        self._pool.shutdown(wait=True)
+        self._conn.close()

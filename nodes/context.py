@@ -1,0 +1,82 @@
+"""Runtime knobs of the commit graph and the services (store, index, model) its nodes use."""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from state.index import Index
+from state.store import SessionStore
+
+DEFAULT_CHUNK_TOKENS = 24_000
+DEFAULT_CLIP_TOKENS = 4_000
+
+
+def default_root() -> Path:
+    """The data root: `WORKMEM_HOME` if set, else `./.workmem`."""
+    return Path(os.environ.get("WORKMEM_HOME") or ".workmem").resolve()
+
+
+@dataclass(kw_only=True)
+class CommitContext:
+    """Passed with `context=` on every invoke (also on resume); everything has a default for Studio."""
+
+    root: str | None = None
+    model: Any = None  # a BaseChatModel; None → WORKMEM_MODEL or the extractive default
+    chunk_tokens: int = DEFAULT_CHUNK_TOKENS
+    clip_tokens: int = DEFAULT_CLIP_TOKENS
+    durable: bool = True
+    store: Any = None  # the engine's SessionStore; None → one per root
+    index: Any = None  # the engine's Index; None → one per root
+
+
+@dataclass(frozen=True)
+class Services:
+    """What the nodes of one commit talk to."""
+
+    store: SessionStore
+    index: Index
+    model: Any
+    chunk_tokens: int
+    clip_tokens: int
+
+
+_lock = threading.Lock()
+
+
+@lru_cache(maxsize=32)
+def _storage(root: str, durable: bool) -> tuple[SessionStore, Index]:
+    return SessionStore(root, durable=durable), Index(root)
+
+
+@lru_cache(maxsize=1)
+def _default_model() -> Any:
+    from nodes.models import resolve_model
+
+    return resolve_model()
+
+
+def context_of(runtime: Runtime | None) -> CommitContext:
+    """The run's CommitContext; Studio may pass none or a plain dict."""
+    ctx = getattr(runtime, "context", None) if runtime is not None else None
+    if ctx is None:
+        return CommitContext()
+    if isinstance(ctx, dict):
+        return CommitContext(**{k: v for k, v in ctx.items() if k in CommitContext.__dataclass_fields__})
+    return ctx
+
+
+def services(runtime: Runtime | None) -> Services:
+    """Resolve the store, index and model of this run (cached per root)."""
+    ctx = context_of(runtime)
+    root = str(Path(ctx.root).resolve()) if ctx.root else str(default_root())
+    with _lock:
+        store, index = (ctx.store, ctx.index) if ctx.store is not None else _storage(root, ctx.durable)
+        model = ctx.model if ctx.model is not None else _default_model()
+    return Services(store, index, model, ctx.chunk_tokens, ctx.clip_tokens)

@@ -1,0 +1,26 @@
+"""Node `extractive_fallback`: the deterministic offline model produces this chunk's ops (degraded)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from nodes.context import CommitContext, services
+from nodes.extractive import ExtractiveChatModel
+from nodes.generate import answer_of, build_prompt
+from nodes.models import bind_commit_tool
+from nodes.validate import classify_answer
+from state.commit_state import CommitState
+from state.memory import is_v2
+
+_EXTRACTIVE = ExtractiveChatModel()
+
+
+def extractive_fallback(state: CommitState, runtime: Runtime[CommitContext]) -> dict[str, Any]:
+    """Last resort: never fails, never stores an error text; the archive is flagged degraded."""
+    kind = "update" if is_v2(state.get("working_memory", "")) else "create"
+    prompt, tool = build_prompt({**state, "prompt_kind": kind}, services(runtime))
+    reply = bind_commit_tool(_EXTRACTIVE, tool).invoke(prompt)
+    verdict = classify_answer(answer_of(reply), creating=kind == "create")
+    return {"ops": verdict["ops"], "degraded": True, "route": ["extractive_fallback"]}

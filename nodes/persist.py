@@ -1,0 +1,97 @@
+"""Node `persist`: write the archive, index it, garbage-collect the live file, finish the task.
+
+Every step is idempotent, in this order, so re-running any prefix after a crash is harmless:
+archive dir (temp → rename) with `.done` last → full-text index → lease re-check → live-file GC →
+meta → task completed.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+from langgraph.runtime import Runtime
+
+from nodes.context import CommitContext, services
+from state.commit_state import CommitState
+from state.ids import archive_name, archive_number
+from state.memory import SECTION_KEYS, parse_sections
+from state.tokens import count_tokens
+
+ARCHIVE_INDEX_SIZE = 20
+ABSTRACT_CHARS = 200
+EXPAND_TOOL = "archive_expand"
+SEARCH_TOOL = "archive_search"
+
+
+def abstract_of(working_memory: str) -> str:
+    """One line: Session Title — first sentence of Current State (at most 200 characters)."""
+    sections = parse_sections(working_memory)
+    title = " ".join(sections.get("Session Title", "").split()) or "Untitled session"
+    state_text = " ".join(sections.get("Current State", "").split())
+    first = re.split(r"(?<=[.!?])\s", state_text, maxsplit=1)[0] if state_text else ""
+    line = f"{title} — {first}" if first else title
+    return line if len(line) <= ABSTRACT_CHARS else line[: ABSTRACT_CHARS - 1] + "…"
+
+
+def build_archive(
+    state: CommitState, messages: list[dict[str, Any]], previous: dict[str, Any] | None
+) -> dict[str, Any]:
+    """The working-memory object of SPEC §2 for this commit."""
+    wm = state["working_memory"]
+    sections = parse_sections(wm)
+    abstract = abstract_of(wm)
+    entry = {"archive_id": state["archive_id"], "abstract": abstract,
+             "start_seq": state["start_seq"], "end_seq": state["end_seq"]}
+    older = (previous or {}).get("expansion", {}).get("archive_index", [])
+    return {
+        "archive_id": state["archive_id"],
+        "session_id": state["session_id"],
+        "task_id": state.get("task_id"),
+        "created_at": datetime.now(UTC).isoformat(),
+        "source_turn_range": {
+            "start_turn_id": messages[0]["turn_id"] if messages else None,
+            "end_turn_id": messages[-1]["turn_id"] if messages else None,
+            "start_seq": state["start_seq"],
+            "end_seq": state["end_seq"],
+        },
+        "working_summary": {
+            "markdown": wm,
+            "sections": {key: sections.get(name, "") for name, key in SECTION_KEYS.items()},
+        },
+        "preserved_tail": state.get("tail") or {},
+        "expansion": {
+            "archive_index": ([*older, entry])[-ARCHIVE_INDEX_SIZE:],
+            "expand_tool": EXPAND_TOOL,
+            "search_tool": SEARCH_TOOL,
+        },
+        "model": {
+            "name": state.get("model_name") or "",
+            "degraded": bool(state.get("degraded")),
+            "route": list(state.get("route") or []) + ["persist"],
+        },
+        "tokens": {"covered": state.get("covered_tokens", 0), "working_memory": count_tokens(wm)},
+    }
+
+
+def persist(state: CommitState, runtime: Runtime[CommitContext]) -> dict[str, Any]:
+    """Archive the covered messages with the new WM, then let the live file forget them."""
+    svc = services(runtime)
+    session_id, archive_id = state["session_id"], state["archive_id"]
+    messages = svc.store.messages_in_range(session_id, state["start_seq"], state["end_seq"])
+    number = archive_number(archive_id)
+    previous = svc.store.read_archive(session_id, archive_name(number - 1)) if number > 1 else None
+    archive = build_archive(state, messages, previous)
+    svc.store.write_archive(session_id, archive, messages, state["working_memory"],
+                            archive["expansion"]["archive_index"][-1]["abstract"])
+    svc.index.index_messages(session_id, archive_id, messages)
+    holder = svc.index.lease_holder(session_id)
+    if holder is None or holder.get("task_id") == state.get("task_id"):
+        svc.store.drop_covered(session_id, state["end_seq"])
+    svc.store.record_commit(session_id, archive, state.get("keep_recent_count", 0))
+    if state.get("task_id"):
+        svc.index.update_task(state["task_id"], status="completed",
+                              result={"archive_id": archive_id, "route": archive["model"]["route"],
+                                      "degraded": archive["model"]["degraded"]})
+    return {"status": "completed", "route": ["persist"]}

@@ -1,0 +1,48 @@
+"""Every routing decision of the commit graph: pure functions of the state, no I/O.
+
+Each returns an edge label; `graphs/commit.py` maps labels to nodes with an explicit path map so the
+mermaid drawing shows every fallback edge by name.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from state.commit_state import CommitState
+
+
+def route_after_slice(state: CommitState) -> Literal["covered", "nothing_to_cover"]:
+    """Nothing to cover (no messages, all within the keep window) ends the run as skipped."""
+    return "nothing_to_cover" if state.get("status") == "skipped" else "covered"
+
+
+def _retry_or_give_up(state: CommitState) -> Literal["no_usable_call", "fallback"]:
+    """One create retry per chunk; after that the extractive model takes over."""
+    return "fallback" if state.get("create_retry_used") else "no_usable_call"
+
+
+def route_after_validate(state: CommitState) -> Literal["valid", "malformed", "no_usable_call", "fallback"]:
+    """Valid call → guard; malformed args or JSON in text → recover; no usable call → the create
+    prompt once, then the extractive fallback; transport errors past the retries → fallback."""
+    verdict = state.get("verdict")
+    if verdict == "valid":
+        return "valid"
+    if verdict == "malformed":
+        return "malformed"
+    if verdict == "model_error":
+        return "fallback"
+    return _retry_or_give_up(state)
+
+
+def route_after_recover(state: CommitState) -> Literal["recovered", "no_usable_call", "fallback"]:
+    """Some sections recovered → guard; nothing recovered → create retry once, then fallback."""
+    if state.get("verdict") == "valid":
+        return "recovered"
+    return _retry_or_give_up(state)
+
+
+def route_after_merge(state: CommitState) -> Literal["next_chunk", "done"]:
+    """Loop back to the model for the next chunk, or persist once every chunk is merged."""
+    if state.get("chunk_index", 0) < len(state.get("chunks", [])):
+        return "next_chunk"
+    return "done"

@@ -1,0 +1,96 @@
+"""File-system steps of the store: each durable write is one function (tests inject crashes here).
+
+Every write except a live append goes temp → fsync → rename → fsync of the directory (§2).
+The store calls these through the module (`fsutil.atomic_write(...)`), so a test can patch one of
+them to raise or `os._exit` right after a chosen step.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+
+def fsync_dir(path: str | Path) -> None:
+    """fsync a directory so a rename or create inside it survives power loss (no-op where unsupported)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_file(path: str | Path, data: bytes, *, durable: bool = True) -> None:
+    """Create (or replace in place) `path` with `data`, fsynced; for files inside a not-yet-published temp dir."""
+    _write_file(path, data, durable=durable)
+
+
+def _write_file(path: str | Path, data: bytes, *, durable: bool) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        _write_all(fd, data)
+        if durable:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: str | Path, data: bytes, *, durable: bool = True) -> None:
+    """Replace `path` atomically: temp file → fsync → rename → fsync of the directory."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    try:
+        _write_file(tmp, data, durable=durable)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    if durable:
+        fsync_dir(path.parent)
+
+
+def publish_dir(tmp: str | Path, final: str | Path, *, durable: bool = True) -> None:
+    """Rename a fully written temp directory to its final name and make the rename durable."""
+    os.rename(tmp, final)
+    if durable:
+        fsync_dir(Path(final).parent)
+
+
+def remove_tree(path: str | Path) -> None:
+    """Remove a directory tree if it exists (a half-written archive)."""
+    if os.path.lexists(path):
+        shutil.rmtree(path)
+
+
+def make_dirs(path: str | Path, *, durable: bool = True) -> None:
+    """Create `path` and missing parents; fsync each parent whose entry list changed."""
+    path = Path(path)
+    missing = []
+    p = path
+    while not p.exists():
+        missing.append(p)
+        p = p.parent
+    for d in reversed(missing):
+        try:
+            d.mkdir()
+        except FileExistsError:
+            continue
+        if durable:
+            fsync_dir(d.parent)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]

@@ -1,0 +1,183 @@
+"""The seven-section working-memory document: parse, render, bullet items, escaping, size rules (§3, §5)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from state.tokens import count_tokens
+
+SECTIONS: tuple[str, ...] = (
+    "Session Title",
+    "Current State",
+    "Task & Goals",
+    "Key Facts & Decisions",
+    "Files & Context",
+    "Errors & Corrections",
+    "Open Issues",
+)
+
+SECTION_KEYS: dict[str, str] = {
+    "Session Title": "session_title",
+    "Current State": "current_state",
+    "Task & Goals": "task_and_goals",
+    "Key Facts & Decisions": "key_facts_and_decisions",
+    "Files & Context": "files_and_context",
+    "Errors & Corrections": "errors_and_corrections",
+    "Open Issues": "open_issues",
+}
+
+DOCUMENT_TITLE = "# Working Memory"
+
+MAX_BULLETS = 25
+MAX_TOKENS = 1500
+EMERGENCY_BULLETS = 50
+EMERGENCY_TOKENS = 3000
+
+CONSOLIDATION_SENTINEL = (
+    "[⚠ CONSOLIDATION REQUIRED: Key Facts exceeds size limit. "
+    "You MUST use UPDATE to merge and compress existing bullets before adding new facts.]"
+)
+
+_LIST_MARKER = re.compile(r"^(?:[-*+]|\d+[.)])(?:\s+|$)")
+_BULLET_MARKER = re.compile(r"^[-*+](?:\s+|$)")
+_REMINDER_LINE = (
+    '- "{name}" has {n} bullets (~{t} tokens): it MUST be consolidated via UPDATE — group related facts '
+    "by topic, keep names, dates and exact values. Target: <=25 bullets, <=1500 tokens."
+)
+
+
+def split_lines(text: str) -> list[str]:
+    """The one line rule of parsing, escaping and `is_v2`: every separator `str.splitlines` knows."""
+    return text.splitlines()
+
+
+def parse_sections(md: str | None) -> dict[str, str]:
+    """Parse a WM document into {bare section name: stripped body}; later repeats win, preamble dropped."""
+    if not isinstance(md, str) or not md:
+        return {}
+    sections: dict[str, str] = {}
+    name: str | None = None
+    body: list[str] = []
+    for line in split_lines(md):
+        stripped = line.strip()
+        if stripped.startswith("## "):
+            if name is not None:
+                sections[name] = "\n".join(body).strip()
+            name, body = stripped[3:], []
+        elif name is not None:
+            body.append(line)
+    if name is not None:
+        sections[name] = "\n".join(body).strip()
+    return sections
+
+
+def render_sections(mapping: Mapping[str, str]) -> str:
+    """Render the seven sections in order with LF line ends; missing names render empty, others drop."""
+    lines = [DOCUMENT_TITLE, ""]
+    for name in SECTIONS:
+        body = mapping.get(name) if isinstance(mapping, Mapping) else None
+        lines.append(f"## {name}")
+        if isinstance(body, str) and body.strip():
+            lines.append("\n".join(split_lines(body.strip())))
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def bullet_items(body: str | None) -> list[str]:
+    """Return the items of a body: non-empty, non-`#` lines with one leading list marker removed."""
+    if not isinstance(body, str):
+        return []
+    items = []
+    for line in split_lines(body):
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        item = _LIST_MARKER.sub("", stripped, count=1).strip()
+        if item:
+            items.append(item)
+    return items
+
+
+def is_v2(md: str | None) -> bool:
+    """True iff some line, stripped, is exactly `## <name>` for one of the seven sections."""
+    if not isinstance(md, str):
+        return False
+    headers = {f"## {name}" for name in SECTIONS}
+    return any(line.strip() in headers for line in split_lines(md))
+
+
+def scrub_text(text: str) -> str:
+    """Replace lone surrogates (possible after JSON `\\ud800` escapes) so the text can be written as UTF-8."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace").decode("utf-8")
+    return text
+
+
+def escape_body(content: str) -> str:
+    """Escape every line whose stripped form starts with `#` as `\\#…` so a body can never open a section."""
+    lines = []
+    for line in split_lines(scrub_text(content)):
+        head = len(line) - len(line.lstrip())
+        if line[head:].startswith("#"):
+            line = f"{line[:head]}\\{line[head:]}"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def clean_item(item: str) -> str:
+    """Collapse an APPEND item to one line and drop the bullet marker(s) the model may have added."""
+    text = " ".join(part.strip() for part in scrub_text(item).splitlines() if part.strip())
+    while True:
+        unmarked = _BULLET_MARKER.sub("", text, count=1).strip()
+        if unmarked == text:
+            return text
+        text = unmarked
+
+
+def bullet_count(body: str) -> int:
+    """Number of bullet items of a body (the n of the size rules)."""
+    return len(bullet_items(body))
+
+
+def body_tokens(body: str) -> int:
+    """Token count of a body (the t of the size rules)."""
+    return count_tokens(body) if isinstance(body, str) else 0
+
+
+def is_oversized(n: int, t: int) -> bool:
+    """Oversized: more than 25 bullets or more than 1500 tokens."""
+    return n > MAX_BULLETS or t > MAX_TOKENS
+
+
+def is_emergency(n: int, t: int) -> bool:
+    """Emergency size: more than 50 bullets or more than 3000 tokens."""
+    return n > EMERGENCY_BULLETS or t > EMERGENCY_TOKENS
+
+
+def body_is_oversized(body: str) -> bool:
+    """`is_oversized` measured on a body."""
+    return is_oversized(bullet_count(body), body_tokens(body))
+
+
+def body_is_emergency(body: str) -> bool:
+    """`is_emergency` measured on a body."""
+    return is_emergency(bullet_count(body), body_tokens(body))
+
+
+def section_reminders(md: str | None) -> str:
+    """Size warnings for every oversized section except Errors & Corrections; '' when none is oversized."""
+    sections = parse_sections(md)
+    lines = []
+    for name in SECTIONS:
+        body = sections.get(name, "")
+        if name == "Errors & Corrections" or not body:
+            continue
+        n, t = bullet_count(body), body_tokens(body)
+        if is_oversized(n, t):
+            lines.append(_REMINDER_LINE.format(name=name, n=n, t=t))
+    if not lines:
+        return ""
+    return "<section_size_warnings>\n" + "\n".join(lines) + "\n</section_size_warnings>"

@@ -1,0 +1,351 @@
+"""Messages: normalisation of LangChain / OpenAI / workmem inputs into parts, validation, text (SPEC §1, §10).
+
+LangChain messages are recognised by duck typing (`.type`, `.content`, `.tool_calls`, …) so `state/`
+never imports LangChain. A normalised message is `{role, parts, meta}`; the store adds `id, seq,
+turn_id, created_at, tokens`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from state.errors import InvalidInput
+
+ROLES = ("user", "assistant", "tool", "system")
+DEFAULT_MAX_MESSAGE_BYTES = 1 << 20
+PART_FIELDS = {
+    "text": ("text",),
+    "tool_call": ("id", "name", "arguments"),
+    "tool_result": ("tool_call_id", "name", "content", "is_error"),
+    "context": ("uri", "abstract"),
+}
+ALLOWED_PARTS = {
+    "user": {"text", "context"},
+    "system": {"text", "context"},
+    "assistant": {"text", "tool_call", "context"},
+    "tool": {"tool_result"},
+}
+_LC_TYPES = {
+    "human": "user", "ai": "assistant", "tool": "tool", "system": "system",
+    "HumanMessageChunk": "user", "AIMessageChunk": "assistant",
+    "ToolMessageChunk": "tool", "SystemMessageChunk": "system",
+}
+_ROLE_ALIASES = {"human": "user", "ai": "assistant", "developer": "system"}
+_TEXT_BLOCKS = {"text", "input_text", "output_text"}
+_CALL_BLOCKS = {"tool_use", "tool_call", "function_call"}
+_SKIPPED_BLOCKS = {"tool_call_chunk", "invalid_tool_call"}
+_DROPPED_KWARGS = {"tool_calls", "function_call"}
+_STORED_KEYS = ("id", "seq", "turn_id", "role", "parts", "created_at", "tokens", "meta")
+
+
+def normalize_message(
+    obj: Any, *, field: str = "message", max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+) -> dict[str, Any]:
+    """Turn a LangChain message, an OpenAI-style dict or a workmem dict into a validated `{role, parts, meta}`."""
+    if isinstance(obj, dict):
+        msg = _from_workmem(obj, field) if "parts" in obj else _from_openai(obj, field)
+    elif isinstance(getattr(obj, "type", None), str) and hasattr(obj, "content"):
+        msg = _from_langchain(obj, field)
+    else:
+        raise InvalidInput(field, obj, "expected a LangChain message or a dict with 'role'")
+    validate_message(msg, field=field, max_bytes=max_bytes)
+    return msg
+
+
+def normalize_messages(objs: Any, *, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> list[dict[str, Any]]:
+    """Normalise every message of a batch; the first bad one raises InvalidInput naming `messages[i]`."""
+    if isinstance(objs, (str, bytes, dict)) or not hasattr(objs, "__iter__"):
+        raise InvalidInput("messages", objs, "must be a list of messages")
+    return [normalize_message(m, field=f"messages[{i}]", max_bytes=max_bytes) for i, m in enumerate(objs)]
+
+
+def validate_message(msg: dict[str, Any], *, field: str = "message",
+                     max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> int:
+    """Check a normalised message (§10); return its size in bytes of UTF-8 JSON or raise InvalidInput."""
+    role = msg.get("role")
+    if role not in ROLES:
+        raise InvalidInput(f"{field}.role", role, f"must be one of {', '.join(ROLES)}")
+    parts = msg.get("parts")
+    if not isinstance(parts, list) or not parts:
+        raise InvalidInput(f"{field}.parts", parts, "empty message: no text, tool call, tool result or context")
+    for i, part in enumerate(parts):
+        _check_part(part, role, f"{field}.parts[{i}]")
+    if role == "tool" and len(parts) != 1:
+        raise InvalidInput(f"{field}.parts", len(parts), "a tool message holds exactly one tool_result")
+    meta = msg.get("meta", {})
+    if not isinstance(meta, dict):
+        raise InvalidInput(f"{field}.meta", meta, "must be a dict")
+    try:
+        data = json.dumps(msg, ensure_ascii=False, allow_nan=False).encode("utf-8")
+    except (TypeError, ValueError) as exc:  # UnicodeEncodeError is a ValueError
+        path, value, reason = _find_bad_value(msg, field)
+        raise InvalidInput(path or field, value, reason or str(exc)) from exc
+    if len(data) > max_bytes:
+        raise InvalidInput(field, f"<{len(data)} bytes>", f"message is larger than the cap of {max_bytes} bytes")
+    return len(data)
+
+
+def message_text(msg: dict[str, Any]) -> str:
+    """Deterministic text of a message's parts (what `tokens` counts and the full-text index holds)."""
+    out: list[str] = []
+    for part in msg["parts"]:
+        kind = part["type"]
+        if kind == "text":
+            out.append(part["text"])
+        elif kind == "tool_call":
+            args = part["arguments"]
+            shown = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+            out.append(f"{part['name']}({shown})")
+        elif kind == "tool_result":
+            out.append(part["content"])
+        elif kind == "context":
+            out.append(" ".join(x for x in (part["uri"], part["abstract"]) if x))
+    return "\n".join(out)
+
+
+def stored_view(msg: dict[str, Any]) -> dict[str, Any]:
+    """The stored keys of a message, in the canonical order of ARCHITECTURE.md."""
+    return {k: msg[k] for k in _STORED_KEYS if k in msg}
+
+
+# -- parts -------------------------------------------------------------------------------------------
+
+
+def _check_part(part: Any, role: str, field: str) -> None:
+    if not isinstance(part, dict):
+        raise InvalidInput(field, part, "must be a dict")
+    kind = part.get("type")
+    if kind not in PART_FIELDS:
+        raise InvalidInput(f"{field}.type", kind, f"must be one of {', '.join(PART_FIELDS)}")
+    if kind not in ALLOWED_PARTS[role]:
+        raise InvalidInput(f"{field}.type", kind, f"not allowed in a {role} message")
+    if kind == "text":
+        _need_str(part.get("text"), f"{field}.text")
+    elif kind == "tool_call":
+        _opt_str(part.get("id"), f"{field}.id")
+        _need_str(part.get("name"), f"{field}.name", nonempty=True)
+        if not isinstance(part.get("arguments"), (dict, str)):
+            raise InvalidInput(f"{field}.arguments", part.get("arguments"), "must be an object or a string")
+    elif kind == "tool_result":
+        _need_str(part.get("tool_call_id"), f"{field}.tool_call_id", nonempty=True)
+        _opt_str(part.get("name"), f"{field}.name")
+        _need_str(part.get("content"), f"{field}.content")
+        if not isinstance(part.get("is_error"), bool):
+            raise InvalidInput(f"{field}.is_error", part.get("is_error"), "must be a bool")
+    else:
+        _need_str(part.get("uri"), f"{field}.uri")
+        _need_str(part.get("abstract"), f"{field}.abstract")
+
+
+def _need_str(value: Any, field: str, *, nonempty: bool = False) -> None:
+    if isinstance(value, bytes):
+        raise InvalidInput(field, value, "bytes are not text: decode to str (UTF-8) first")
+    if not isinstance(value, str):
+        raise InvalidInput(field, value, "must be a string")
+    if nonempty and not value:
+        raise InvalidInput(field, value, "must not be empty")
+
+
+def _opt_str(value: Any, field: str) -> None:
+    if value is not None:
+        _need_str(value, field)
+
+
+def _text(text: Any) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
+def _tool_call(call_id: Any, name: Any, args: Any) -> dict[str, Any]:
+    if isinstance(args, str):
+        try:
+            parsed = json.loads(args) if args.strip() else {}
+        except ValueError:
+            parsed = args  # malformed arguments are kept raw (→ invalid_tool_calls on the way back)
+        args = parsed if isinstance(parsed, dict) else args
+    elif args is None:
+        args = {}
+    return {"type": "tool_call", "id": call_id, "name": name, "arguments": args}
+
+
+def _tool_result(call_id: Any, name: Any, content: Any, is_error: Any) -> dict[str, Any]:
+    return {"type": "tool_result", "tool_call_id": call_id, "name": name, "content": content,
+            "is_error": is_error}
+
+
+def _content(content: Any, field: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[Any]]:
+    """Split message content into text parts, tool-call parts found in blocks, and other blocks (kept in meta)."""
+    if content is None:
+        return [], [], []
+    if isinstance(content, str):
+        return ([_text(content)] if content else []), [], []
+    if isinstance(content, bytes):
+        raise InvalidInput(field, content, "bytes are not text: decode to str (UTF-8) first")
+    if not isinstance(content, (list, tuple)):
+        raise InvalidInput(field, content, "must be a string or a list of content blocks")
+    texts: list[dict[str, Any]] = []
+    calls: list[dict[str, Any]] = []
+    other: list[Any] = []
+    for i, block in enumerate(content):
+        if isinstance(block, str):
+            if block:
+                texts.append(_text(block))
+            continue
+        if not isinstance(block, dict):
+            raise InvalidInput(f"{field}[{i}]", block, "content block must be a string or a dict")
+        kind = block.get("type")
+        if kind in _TEXT_BLOCKS:
+            if block.get("text"):
+                texts.append(_text(block.get("text")))
+        elif kind in _CALL_BLOCKS:
+            args = block.get("input", block.get("args", block.get("arguments")))
+            calls.append(_tool_call(block.get("id") or block.get("call_id"), block.get("name"), args))
+        elif kind not in _SKIPPED_BLOCKS:
+            other.append(block)  # images, reasoning, …: not parts, but kept verbatim in meta
+    return texts, calls, other
+
+
+def _joined(texts: list[dict[str, Any]]) -> str:
+    return "\n".join(p["text"] for p in texts)
+
+
+# -- sources -----------------------------------------------------------------------------------------
+
+
+def _from_langchain(obj: Any, field: str) -> dict[str, Any]:
+    kind = obj.type
+    role = _LC_TYPES.get(kind)
+    if kind == "chat":
+        role = _role(getattr(obj, "role", None), f"{field}.role")
+    if role is None:
+        raise InvalidInput(f"{field}.type", kind, "unknown message type (human, ai, tool or system)")
+    texts, block_calls, other = _content(obj.content, f"{field}.content")
+    meta: dict[str, Any] = {}
+    name = getattr(obj, "name", None)
+    if role == "tool":
+        status = getattr(obj, "status", None)
+        parts = [_tool_result(getattr(obj, "tool_call_id", None), name, _joined(texts), status == "error")]
+    else:
+        parts = texts
+        if name is not None:
+            meta["name"] = name
+    if role == "assistant":
+        calls = [_tool_call(c.get("id"), c.get("name"), c.get("args")) for c in _dicts(obj, "tool_calls", field)]
+        parts += calls or block_calls
+        parts += [_tool_call(c.get("id"), c.get("name"), c.get("args") or "")
+                  for c in _dicts(obj, "invalid_tool_calls", field)]
+    kwargs = getattr(obj, "additional_kwargs", None) or {}
+    kept = {k: v for k, v in kwargs.items() if k not in _DROPPED_KWARGS} if isinstance(kwargs, dict) else {}
+    if kept:
+        meta["additional_kwargs"] = kept
+    if getattr(obj, "id", None) is not None:
+        meta["source_id"] = obj.id
+    if other:
+        meta["content_blocks"] = other
+    return {"role": role, "parts": parts, "meta": meta}
+
+
+def _dicts(obj: Any, attr: str, field: str) -> list[dict[str, Any]]:
+    value = getattr(obj, attr, None) or []
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, dict) for v in value):
+        raise InvalidInput(f"{field}.{attr}", value, "must be a list of dicts")
+    return list(value)
+
+
+def _role(role: Any, field: str) -> str:
+    role = _ROLE_ALIASES.get(role, role) if isinstance(role, str) else role
+    if role not in ROLES:
+        raise InvalidInput(field, role, f"must be one of {', '.join(ROLES)}")
+    return role
+
+
+def _from_openai(d: dict[str, Any], field: str) -> dict[str, Any]:
+    role = _role(d.get("role"), f"{field}.role")
+    texts, block_calls, other = _content(d.get("content"), f"{field}.content")
+    meta = _meta(d.get("meta"), f"{field}.meta")
+    if role == "tool":
+        is_error = bool(d.get("is_error")) or d.get("status") == "error"
+        parts = [_tool_result(d.get("tool_call_id"), d.get("name"), _joined(texts), is_error)]
+    else:
+        parts = texts
+        if d.get("name") is not None:
+            meta["name"] = d["name"]
+    if role == "assistant":
+        raw_calls = d.get("tool_calls") or []
+        if not isinstance(raw_calls, list):
+            raise InvalidInput(f"{field}.tool_calls", raw_calls, "must be a list")
+        calls = [_openai_call(c, f"{field}.tool_calls[{i}]") for i, c in enumerate(raw_calls)]
+        parts += calls or block_calls
+    if other:
+        meta["content_blocks"] = other
+    return {"role": role, "parts": parts, "meta": meta}
+
+
+def _openai_call(call: Any, field: str) -> dict[str, Any]:
+    if not isinstance(call, dict):
+        raise InvalidInput(field, call, "must be a dict")
+    fn = call.get("function")
+    if isinstance(fn, dict):
+        return _tool_call(call.get("id"), fn.get("name"), fn.get("arguments"))
+    return _tool_call(call.get("id"), call.get("name"), call.get("args", call.get("arguments")))
+
+
+def _from_workmem(d: dict[str, Any], field: str) -> dict[str, Any]:
+    role = _role(d.get("role"), f"{field}.role")
+    raw = d.get("parts")
+    if not isinstance(raw, list):
+        raise InvalidInput(f"{field}.parts", raw, "must be a list of parts")
+    parts = []
+    for i, part in enumerate(raw):
+        if not isinstance(part, dict):
+            raise InvalidInput(f"{field}.parts[{i}]", part, "must be a dict")
+        kind = part.get("type")
+        if kind not in PART_FIELDS:
+            raise InvalidInput(f"{field}.parts[{i}].type", kind, f"must be one of {', '.join(PART_FIELDS)}")
+        if kind == "text" and part.get("text") == "":
+            continue
+        clean = {"type": kind, **{k: part.get(k) for k in PART_FIELDS[kind]}}
+        if kind == "tool_result" and clean["is_error"] is None:
+            clean["is_error"] = False
+        parts.append(clean)
+    return {"role": role, "parts": parts, "meta": _meta(d.get("meta"), f"{field}.meta")}
+
+
+def _meta(meta: Any, field: str) -> dict[str, Any]:
+    if meta is None:
+        return {}
+    if not isinstance(meta, dict):
+        raise InvalidInput(field, meta, "must be a dict")
+    return dict(meta)
+
+
+def _find_bad_value(value: Any, path: str) -> tuple[str, Any, str]:
+    """Locate the first value that is not JSON-able UTF-8 text, for a precise error message."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return path, value, "not valid UTF-8 (lone surrogate)"
+        return "", None, ""
+    if isinstance(value, bytes):
+        return path, value, "bytes are not text: decode to str (UTF-8) first"
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return path, value, "NaN and infinity are not JSON"
+    if isinstance(value, dict):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                return f"{path}.{k!r}", k, "keys must be strings"
+            found = _find_bad_value(k, f"{path}.{k}") if k else ("", None, "")
+            found = found if found[0] else _find_bad_value(v, f"{path}.{k}")
+            if found[0]:
+                return found
+        return "", None, ""
+    if isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            found = _find_bad_value(v, f"{path}[{i}]")
+            if found[0]:
+                return found
+        return "", None, ""
+    if value is None or isinstance(value, (bool, int, float)):
+        return "", None, ""
+    return path, value, f"{type(value).__name__} is not JSON-serializable"

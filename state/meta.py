@@ -1,0 +1,267 @@
+"""Session meta (`.meta.json`): a cache of what the files imply (SPEC §2), recomputed from them here.
+
+On disk the meta carries, besides the §2 fields, `last_turn` and `live_file {ino, size}` — the state
+of `messages.jsonl` it describes. `LiveState` is this process's copy, kept current in O(1) per
+appended message and checked against the files with a few stats before each locked operation.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal, NamedTuple
+
+from state import archives, jsonl
+from state.errors import InvalidInput
+from state.ids import archive_name, archive_number
+from state.turns import clamp_keep
+
+META_FILE = ".meta.json"
+MESSAGES_FILE = "messages.jsonl"
+LOCK_FILE = ".lock"
+DEFAULT_KEEP_RECENT = 10
+META_VERSION = 1
+PUBLIC_FIELDS = (
+    "session_id", "created_at", "updated_at", "next_seq", "message_count", "total_message_count",
+    "commit_count", "last_commit_at", "keep_recent_count", "pending_tokens", "last_archive",
+)
+
+
+class SessionPaths(NamedTuple):
+    """Where one session lives; built only from a validated id (see `SessionStore._paths`)."""
+
+    session_id: str
+    safe_id: str
+    dir: Path
+    messages: Path
+    meta: Path
+    lock: Path
+
+    @classmethod
+    def of(cls, sessions_dir: Path, session_id: str, safe_id: str) -> SessionPaths:
+        """Paths of session `session_id` whose directory name is `safe_id`."""
+        folder = sessions_dir / safe_id
+        return cls(session_id, safe_id, folder, folder / MESSAGES_FILE, folder / META_FILE, folder / LOCK_FILE)
+
+
+def now_iso() -> str:
+    """Current UTC time as ISO 8601 with offset."""
+    return datetime.now(UTC).isoformat()
+
+
+def turn_number(turn_id: Any) -> int:
+    """n of a `t<n>` turn id; 0 for anything else."""
+    if isinstance(turn_id, str) and turn_id[:1] == "t" and turn_id[1:].isdigit():
+        return int(turn_id[1:])
+    return 0
+
+
+def file_key(path: str | os.PathLike[str]) -> tuple[int, int, int] | None:
+    """(inode, mtime_ns, size) of a file, None when missing: changes whenever the file is replaced."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_ino, st.st_mtime_ns, st.st_size
+
+
+def live_file_stamp(path: Path) -> tuple[int, int] | None:
+    """(inode, size) of `messages.jsonl`, None when missing."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return st.st_ino, st.st_size
+
+
+def read_meta(path: Path) -> dict[str, Any] | None:
+    """The stored meta, or None when missing or unreadable (it is recomputed from the files then)."""
+    try:
+        with open(path, "rb") as f:
+            obj = json.loads(f.read())
+    except (FileNotFoundError, ValueError):
+        return None
+    return obj if isinstance(obj, dict) and isinstance(obj.get("session_id"), str) else None
+
+
+def check_owner(p: SessionPaths, disk: dict[str, Any] | None) -> None:
+    """The stored original id must be the one we were asked for (§1)."""
+    if disk is not None and disk["session_id"] != p.session_id:
+        raise InvalidInput("session_id", p.session_id,
+                           f"directory {p.safe_id} belongs to session {disk['session_id']!r}")
+
+
+def public(meta: dict[str, Any]) -> dict[str, Any]:
+    """The §2 fields of a meta dict (a copy)."""
+    out = {k: meta.get(k) for k in PUBLIC_FIELDS}
+    if isinstance(out["last_archive"], dict):
+        out["last_archive"] = dict(out["last_archive"])
+    return out
+
+
+def encode_meta(meta: dict[str, Any]) -> bytes:
+    """`.meta.json` bytes."""
+    return (json.dumps(meta, ensure_ascii=False, indent=2) + "\n").encode("utf-8")
+
+
+def archive_hint(last_archive: Any) -> tuple[int, int | None]:
+    """(number, end_seq) of a meta's `last_archive`, (0, None) when absent or malformed."""
+    if not isinstance(last_archive, dict):
+        return 0, None
+    try:
+        n = archive_number(last_archive.get("id"))
+    except InvalidInput:
+        return 0, None
+    end = last_archive.get("end_seq")
+    return n, end if isinstance(end, int) and not isinstance(end, bool) else None
+
+
+@dataclass
+class LiveState:
+    """What this process knows of one session's files; valid while the stamps still match them."""
+
+    meta: dict[str, Any]
+    meta_stamp: tuple[int, int, int] | None  # file_key of .meta.json as last read or written by us
+    file_stamp: tuple[int, int] | None  # (inode, size) of messages.jsonl this state describes
+    lines: int  # complete lines in messages.jsonl (for line numbers of appended segments)
+    archive_n: int  # last complete archive number (0: none)
+    archive_end: int  # its end_seq (0: none)
+    last_turn: int
+    seqs: list[int] = field(default_factory=list)  # live seqs, oldest first
+    tokens: list[int] = field(default_factory=list)  # their stored `tokens`
+    saved_at: float = 0.0  # time.monotonic() of our last meta write
+    dirty: bool = False  # appends not yet reflected in .meta.json
+
+    def push(self, seq: int, tokens: int, turn: int, created_at: str) -> None:
+        """Account one appended live message in O(1) (§2 pending_tokens window rule)."""
+        self.seqs.append(seq)
+        self.tokens.append(tokens)
+        meta = self.meta
+        n, k = len(self.tokens), meta["keep_recent_count"]
+        if n > k:
+            meta["pending_tokens"] += self.tokens[n - 1 - k]  # the message pushed out of the window
+        meta["message_count"] = n
+        meta["next_seq"] = max(meta["next_seq"], seq + 1)
+        meta["total_message_count"] = meta["next_seq"] - 1
+        if created_at > meta["updated_at"]:
+            meta["updated_at"] = created_at
+        self.last_turn = max(self.last_turn, turn)
+        self.dirty = True
+
+    def recompute_pending(self) -> None:
+        """pending_tokens from scratch (on load, after a commit or a keep change)."""
+        k, n = self.meta["keep_recent_count"], len(self.tokens)
+        self.meta["pending_tokens"] = sum(self.tokens[: n - k]) if n > k else 0
+
+    def disk_form(self) -> dict[str, Any]:
+        """The meta as written to `.meta.json`: §2 fields plus the internal stamps."""
+        out = public(self.meta)
+        out["last_turn"] = self.last_turn
+        out["live_file"] = {"ino": self.file_stamp[0], "size": self.file_stamp[1]} if self.file_stamp else None
+        out["version"] = META_VERSION
+        return out
+
+
+def freshness(p: SessionPaths, live: LiveState) -> Literal["fresh", "grown", "stale"]:
+    """Does `live` still describe the files? `grown`: only appends by others since (same inode)."""
+    if file_key(p.meta) != live.meta_stamp or archives.is_complete(p.dir, live.archive_n + 1):
+        return "stale"
+    stamp = live_file_stamp(p.messages)
+    if stamp == live.file_stamp:
+        return "fresh"
+    if stamp and live.file_stamp and stamp[0] == live.file_stamp[0] and stamp[1] > live.file_stamp[1]:
+        return "grown"
+    return "stale"
+
+
+def catch_up(p: SessionPaths, live: LiveState) -> jsonl.Parsed:
+    """Account the lines other processes appended since `live.file_stamp`; the caller holds the lock."""
+    stamp = live_file_stamp(p.messages)
+    assert stamp is not None and live.file_stamp is not None
+    start = live.file_stamp[1]
+    with open(p.messages, "rb") as f:
+        f.seek(start)
+        data = f.read(stamp[1] - start)
+    parsed = jsonl.parse(data, str(p.messages), first_line=live.lines + 1)
+    if parsed.end < len(data):
+        os.truncate(p.messages, start + parsed.end)  # a torn tail left by a crashed writer
+    last = live.seqs[-1] if live.seqs else live.archive_end
+    for msg in parsed.messages:
+        if msg["seq"] > last:
+            live.push(msg["seq"], msg["tokens"], turn_number(msg.get("turn_id")), str(msg.get("created_at") or ""))
+            last = msg["seq"]
+    live.lines += parsed.lines
+    live.file_stamp = (stamp[0], start + parsed.end)
+    return parsed
+
+
+def load(p: SessionPaths, cache: archives.ArchiveCache) -> tuple[LiveState, jsonl.Parsed, bool]:
+    """Recompute the session state from the files; the caller holds the lock (a torn tail is cut).
+
+    Returns the state, the parsed live file, and whether `.meta.json` disagrees with it (stale cache).
+    """
+    raw = read_meta(p.meta)
+    check_owner(p, raw)
+    disk = raw or {}
+    hint_n, hint_end = archive_hint(disk.get("last_archive"))
+    n, end = archives.last_complete(p.dir, cache, hint_n, hint_end)
+    data = jsonl.read_bytes(p.messages) or b""
+    parsed = jsonl.parse(data, str(p.messages))
+    if parsed.end < len(data):
+        os.truncate(p.messages, parsed.end)  # torn tail: the next append must not write after it
+    archive = cache.get(p.dir, n) if n else {}
+    msgs = parsed.messages
+    top = max([end, _int(disk.get("next_seq"), 1) - 1, *(m["seq"] for m in msgs)])
+    end_turn = (archive.get("source_turn_range") or {}).get("end_turn_id")
+    turns = [_int(disk.get("last_turn"), 0), turn_number(end_turn), *(turn_number(m.get("turn_id")) for m in msgs)]
+    same_archive = n == hint_n and n > 0
+    last_time = str(msgs[-1].get("created_at") or "") if msgs else ""
+    meta = {
+        "session_id": p.session_id,
+        "created_at": disk.get("created_at") or _first_created_at(p, msgs) or now_iso(),
+        "updated_at": max(str(disk.get("updated_at") or ""), last_time) or now_iso(),
+        "next_seq": top + 1,
+        "message_count": 0,
+        "total_message_count": top,
+        "commit_count": n,
+        "last_commit_at": (disk.get("last_commit_at") if same_archive else None) or archive.get("created_at"),
+        "keep_recent_count": _keep(disk, archive),
+        "pending_tokens": 0,
+        "last_archive": {"id": archive_name(n), "end_seq": end} if n else None,
+    }
+    live = LiveState(meta=meta, meta_stamp=file_key(p.meta), file_stamp=live_file_stamp(p.messages),
+                     lines=parsed.lines, archive_n=n, archive_end=end, last_turn=max(turns))
+    last = end
+    for msg in msgs:
+        if msg["seq"] > last:
+            live.seqs.append(msg["seq"])
+            live.tokens.append(msg["tokens"])
+            last = msg["seq"]
+    meta["message_count"] = len(live.seqs)
+    live.recompute_pending()
+    return live, parsed, live.disk_form() != raw
+
+
+def _first_created_at(p: SessionPaths, live: list[dict[str, Any]]) -> str:
+    """When the meta is lost: the creation time of the session's first message (archive_001 or live)."""
+    try:
+        with open(archives.archive_dir(p.dir, 1) / archives.MESSAGES, "rb") as f:
+            first = json.loads(f.readline())
+        return str(first.get("created_at") or "")
+    except (OSError, ValueError, AttributeError):
+        return str(live[0].get("created_at") or "") if live else ""
+
+
+def _int(value: Any, default: int) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def _keep(disk: dict[str, Any], archive: dict[str, Any]) -> int:
+    keep = disk.get("keep_recent_count")
+    if isinstance(keep, int) and not isinstance(keep, bool):
+        return clamp_keep(keep)
+    kept = (archive.get("preserved_tail") or {}).get("message_count")  # meta lost: the best evidence left
+    return clamp_keep(kept) if isinstance(kept, int) and not isinstance(kept, bool) else DEFAULT_KEEP_RECENT

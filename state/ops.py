@@ -1,0 +1,347 @@
+"""The model output contract (§4): the two hand-written tool schemas, op models and tolerant parsers."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+from state.memory import SECTION_KEYS, SECTIONS
+
+KEEP: dict[str, Any] = {"op": "KEEP"}
+OP_NAMES = ("KEEP", "UPDATE", "APPEND")
+
+_SECTION_HINTS: dict[str, str] = {
+    "Session Title": "Short title of the session.",
+    "Current State": "Where the work stands now, 2-5 sentences.",
+    "Task & Goals": "What the user wants and the goals still being pursued.",
+    "Key Facts & Decisions": "Durable facts and decisions with names, dates and exact values.",
+    "Files & Context": "Files, paths and other referenced context.",
+    "Errors & Corrections": "Errors met and corrections made; append-only.",
+    "Open Issues": "Unresolved questions and tasks; mark finished ones [resolved].",
+}
+
+
+def _op_schema(name: str, **fields: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {"op": {"type": "string", "enum": [name]}, **fields},
+        "required": ["op", *fields],
+        "additionalProperties": False,
+    }
+
+
+def _section_op_schema(section: str) -> dict[str, Any]:
+    return {
+        "description": _SECTION_HINTS[section],
+        "anyOf": [
+            _op_schema("KEEP"),
+            _op_schema("UPDATE", content={"type": "string"}),
+            _op_schema("APPEND", items={"type": "array", "items": {"type": "string"}}),
+        ],
+    }
+
+
+def _tool(
+    name: str, description: str, section_schema: Callable[[str], dict[str, Any]]
+) -> dict[str, Any]:
+    sections = {
+        "type": "object",
+        "properties": {section: section_schema(section) for section in SECTIONS},
+        "required": list(SECTIONS),
+        "additionalProperties": False,
+    }
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": description,
+            "parameters": {
+                "type": "object",
+                "properties": {"sections": sections},
+                "required": ["sections"],
+                "additionalProperties": False,
+            },
+        },
+    }
+
+
+UPDATE_TOOL: dict[str, Any] = _tool(
+    "update_working_memory",
+    "Update the working memory: for every one of the seven sections choose KEEP (unchanged), "
+    "APPEND (new bullet items, no markers) or UPDATE (full replacement body, no header). "
+    "Prefer KEEP over APPEND over UPDATE.",
+    _section_op_schema,
+)
+
+CREATE_TOOL: dict[str, Any] = _tool(
+    "create_working_memory",
+    "Create the working memory: write the body of each of the seven sections (no headers).",
+    lambda section: {"type": "string", "description": _SECTION_HINTS[section]},
+)
+
+
+class KeepOp(BaseModel):
+    """Leave the section unchanged."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    op: Literal["KEEP"]
+
+
+class UpdateOp(BaseModel):
+    """Replace the section body with `content`."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    op: Literal["UPDATE"]
+    content: str
+
+
+class AppendOp(BaseModel):
+    """Append `items` as new bullets."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    op: Literal["APPEND"]
+    items: list[str]
+
+
+SectionOp = Annotated[KeepOp | UpdateOp | AppendOp, Field(discriminator="op")]
+_SECTION_OP = TypeAdapter(SectionOp)
+
+
+class UpdateSections(BaseModel):
+    """The seven section ops of an `update_working_memory` call."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    session_title: SectionOp = Field(alias="Session Title")
+    current_state: SectionOp = Field(alias="Current State")
+    task_and_goals: SectionOp = Field(alias="Task & Goals")
+    key_facts_and_decisions: SectionOp = Field(alias="Key Facts & Decisions")
+    files_and_context: SectionOp = Field(alias="Files & Context")
+    errors_and_corrections: SectionOp = Field(alias="Errors & Corrections")
+    open_issues: SectionOp = Field(alias="Open Issues")
+
+
+class UpdateArgs(BaseModel):
+    """Arguments of `update_working_memory`, exactly as the schema allows."""
+
+    model_config = ConfigDict(extra="forbid")
+    sections: UpdateSections
+
+
+class CreateSections(BaseModel):
+    """The seven section bodies of a `create_working_memory` call."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    session_title: str = Field(alias="Session Title")
+    current_state: str = Field(alias="Current State")
+    task_and_goals: str = Field(alias="Task & Goals")
+    key_facts_and_decisions: str = Field(alias="Key Facts & Decisions")
+    files_and_context: str = Field(alias="Files & Context")
+    errors_and_corrections: str = Field(alias="Errors & Corrections")
+    open_issues: str = Field(alias="Open Issues")
+
+
+class CreateArgs(BaseModel):
+    """Arguments of `create_working_memory`, exactly as the schema allows."""
+
+    model_config = ConfigDict(extra="forbid")
+    sections: CreateSections
+
+
+@dataclass
+class ParsedUpdate:
+    """A tolerant reading of update arguments: all seven ops, the sections given a usable op, problems."""
+
+    ops: dict[str, dict[str, Any]]
+    present: tuple[str, ...] = ()
+    issues: list[str] = field(default_factory=list)
+    ok: bool = True
+
+
+@dataclass
+class ParsedCreate:
+    """A tolerant reading of create arguments: seven bodies (None when unusable) and problems."""
+
+    sections: dict[str, str] | None
+    issues: list[str] = field(default_factory=list)
+    ok: bool = True
+
+
+def _alias_key(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", name.lower().replace("&", "and"))
+
+
+_ALIASES: dict[str, str] = {_alias_key(name): name for name in SECTIONS} | {
+    _alias_key(key): name for name, key in SECTION_KEYS.items()
+}
+
+
+def resolve_section_name(key: object) -> str | None:
+    """Map a key to its section name: exact, or up to case, `&`/`and`, spaces and underscores."""
+    if not isinstance(key, str):
+        return None
+    if key in SECTIONS:
+        return key
+    return _ALIASES.get(_alias_key(key))
+
+
+def _short(value: object, limit: int = 40) -> str:
+    shown = repr(value)
+    return shown if len(shown) <= limit else shown[: limit - 3] + "..."
+
+
+def canonical_op(value: object) -> tuple[dict[str, Any], str | None]:
+    """Turn one section value into a canonical op dict; anything unusable is KEEP plus the reason."""
+    op, issue, _ = _read_op(value)
+    return op, issue
+
+
+def _read_op(value: object) -> tuple[dict[str, Any], str | None, bool]:
+    """(canonical op, issue, usable): `usable` is False when the value was junk and fell back to KEEP."""
+    if not isinstance(value, Mapping):
+        return dict(KEEP), f"not an object ({_short(value)}) -> KEEP", False
+    op = value.get("op")
+    name = op.strip().upper() if isinstance(op, str) else op
+    if name not in OP_NAMES:
+        return dict(KEEP), f"unknown op {_short(op)} -> KEEP", False
+    issue = None
+    candidate: dict[str, Any] = {"op": name}
+    if name == "UPDATE":
+        candidate["content"] = value.get("content")
+    elif name == "APPEND":
+        items = value.get("items")
+        if isinstance(items, list):
+            kept = [item for item in items if isinstance(item, str)]
+            if len(kept) < len(items):
+                if not kept:
+                    return dict(KEEP), "APPEND has no string items -> KEEP", False
+                issue = f"{len(items) - len(kept)} non-string APPEND item(s) dropped"
+            items = kept
+        candidate["items"] = items
+    try:
+        return _SECTION_OP.validate_python(candidate).model_dump(), issue, True
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(part) for part in first["loc"][1:])
+        return dict(KEEP), f"{name} {where}: {first['msg'].lower()} -> KEEP", False
+
+
+def _load_object(raw: object) -> tuple[object, str | None]:
+    if isinstance(raw, bytes | bytearray):
+        raw = bytes(raw).decode("utf-8", "replace")
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+            if isinstance(raw, str):  # arguments encoded twice
+                raw = json.loads(raw)
+        except (ValueError, RecursionError) as err:
+            return None, f"arguments are not valid JSON: {err}"
+    if raw is None:
+        return None, "arguments are null"
+    if not isinstance(raw, Mapping):
+        return None, f"arguments are not an object ({type(raw).__name__})"
+    if not raw:
+        return None, "arguments are an empty object"
+    return raw, None
+
+
+def _section_mapping(args: Mapping[Any, Any]) -> tuple[Mapping[Any, Any], list[str]]:
+    """Unwrap `sections` when it holds an object (or a JSON string of one); else use the top level."""
+    wrapped = args.get("sections")
+    if isinstance(wrapped, str):
+        try:
+            wrapped = json.loads(wrapped)
+        except (ValueError, RecursionError):
+            return args, ["'sections' is an unparseable string; reading the top level"]
+    if isinstance(wrapped, Mapping):
+        extra = [key for key in args if key != "sections"]
+        return wrapped, ([f"ignored top-level keys {extra}"] if extra else [])
+    return args, []
+
+
+def _by_section(mapping: Mapping[Any, Any]) -> tuple[dict[str, object], list[str]]:
+    found: dict[str, object] = {}
+    issues = []
+    for key, value in mapping.items():
+        name = resolve_section_name(key)
+        if name is None:
+            issues.append(f"unknown section {_short(key)} ignored")
+        elif name in found:
+            issues.append(f"{name}: given twice, first kept")
+        else:
+            if key != name:
+                issues.append(f"section {_short(key)} read as {name!r}")
+            found[name] = value
+    return found, issues
+
+
+def canonical_ops(ops: object) -> dict[str, dict[str, Any]]:
+    """All seven canonical ops from any value (wrapped or bare mapping); junk of any kind means KEEP."""
+    if not isinstance(ops, Mapping):
+        return {name: dict(KEEP) for name in SECTIONS}
+    given, _ = _by_section(_section_mapping(ops)[0])
+    return {name: canonical_op(given[name])[0] if name in given else dict(KEEP) for name in SECTIONS}
+
+
+def parse_update_args(raw: object) -> ParsedUpdate:
+    """Read update-tool arguments (dict or JSON string) tolerantly; problems are returned as data."""
+    args, problem = _load_object(raw)
+    all_keep = {name: dict(KEEP) for name in SECTIONS}
+    if args is None:
+        return ParsedUpdate(ops=all_keep, issues=[problem or "no arguments"], ok=False)
+    mapping, issues = _section_mapping(args)
+    given, more = _by_section(mapping)
+    issues += more
+    if not given:
+        return ParsedUpdate(ops=all_keep, issues=issues + ["no section ops found"], ok=False)
+    ops = {}
+    present = []
+    for name in SECTIONS:
+        if name not in given:
+            ops[name] = dict(KEEP)
+            issues.append(f"{name}: missing -> KEEP")
+            continue
+        ops[name], issue, usable = _read_op(given[name])
+        if issue:
+            issues.append(f"{name}: {issue}")
+        if usable:
+            present.append(name)
+    if not present:
+        return ParsedUpdate(ops=ops, issues=issues + ["no usable section op"], ok=False)
+    return ParsedUpdate(ops=ops, present=tuple(present), issues=issues, ok=True)
+
+
+def parse_create_args(raw: object) -> ParsedCreate:
+    """Read create-tool arguments tolerantly: missing or non-string bodies become '' and are reported."""
+    args, problem = _load_object(raw)
+    if args is None:
+        return ParsedCreate(sections=None, issues=[problem or "no arguments"], ok=False)
+    mapping, issues = _section_mapping(args)
+    given, more = _by_section(mapping)
+    issues += more
+    sections = {}
+    for name in SECTIONS:
+        value = given.get(name)
+        if name not in given:
+            issues.append(f"{name}: missing -> empty")
+        elif not isinstance(value, str):
+            issues.append(f"{name}: not a string ({_short(value)}) -> empty")
+        sections[name] = value if isinstance(value, str) else ""
+    if not any(body.strip() for body in sections.values()):
+        return ParsedCreate(sections=None, issues=issues + ["no section has a body"], ok=False)
+    return ParsedCreate(sections=sections, issues=issues, ok=True)
+
+
+def create_as_update_ops(sections: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
+    """Turn a create answer into UPDATE ops so it passes the guards; a missing or empty section is KEEP."""
+    given = sections if isinstance(sections, Mapping) else {}
+    ops: dict[str, dict[str, Any]] = {}
+    for name in SECTIONS:
+        body = given.get(name)
+        usable = isinstance(body, str) and bool(body.strip())
+        ops[name] = {"op": "UPDATE", "content": body} if usable else dict(KEEP)
+    return ops

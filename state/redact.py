@@ -1,0 +1,38 @@
+"""Secret redaction for stored errors and logs (SPEC §10)."""
+
+from __future__ import annotations
+
+import re
+
+MAX_ERROR_CHARS = 500
+MASK = "***"
+
+_PATTERNS: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?(?:-----END [A-Z ]*PRIVATE KEY-----|\Z)", re.S),
+     "-----PRIVATE KEY " + MASK + "-----"),
+    (re.compile(r"\bsk-[A-Za-z0-9_\-]{8,}"), "sk-" + MASK),
+    (re.compile(r"\b(Bearer|Basic|Token)\s+[A-Za-z0-9._~+/=\-]{8,}", re.I), r"\1 " + MASK),
+    (re.compile(r"\bAKIA[0-9A-Z]{16}\b"), "AKIA" + MASK),
+    (re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"), "gh_" + MASK),
+    (re.compile(r"\bxox[abprs]-[A-Za-z0-9\-]{10,}"), "xox-" + MASK),
+    (re.compile(r"\bAIza[0-9A-Za-z_\-]{30,}"), "AIza" + MASK),
+    (re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"), "jwt-" + MASK),
+    (re.compile(r"(://[^/\s:@]+):[^/\s@]+@"), r"\1:" + MASK + "@"),
+    (re.compile(r"(?i)\b((?:api[_-]?key|access[_-]?token|auth[_-]?token|secret|password|passwd|pwd|token)"
+                r"[\"']?\s*[:=]\s*[\"']?)[^\s\"',;}]{4,}"), r"\1" + MASK),
+]
+
+
+def redact_secrets(text: str) -> str:
+    """`text` with API keys, bearer tokens, passwords and similar secrets masked."""
+    if not isinstance(text, str):
+        text = str(text)
+    for pattern, replacement in _PATTERNS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def clean_error(text: object, limit: int = MAX_ERROR_CHARS) -> str:
+    """A stored error: redacted first, then cut to `limit` characters."""
+    out = redact_secrets(str(text))
+    return out if len(out) <= limit else out[: limit - 1] + "…"

@@ -1,0 +1,437 @@
+"""`SessionStore`: the session files of SPEC §2 — append under lock, meta, the live rule, archives, GC.
+
+Files are the truth. A message is live iff its seq > the last complete archive's end_seq; every
+reader applies that rule, so a crash anywhere between writing an archive and rewriting
+`messages.jsonl` shows no duplicate and loses nothing. `.meta.json` is a cache: appends keep it in
+memory (O(1) per message) and refresh the file at most every `meta_refresh_seconds`; whoever finds
+it stale recomputes it from the files under the session lock.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from state import archives, fsutil, jsonl
+from state.errors import ArchiveNotFound, CorruptLine, InvalidInput, SessionNotFound
+from state.ids import archive_name, archive_number, safe_session_id
+from state.locks import DEFAULT_TIMEOUT, FileMutex, session_lock
+from state.messages import DEFAULT_MAX_MESSAGE_BYTES, message_text, normalize_messages
+from state.meta import (
+    LiveState,
+    SessionPaths,
+    archive_hint,
+    catch_up,
+    check_owner,
+    encode_meta,
+    file_key,
+    freshness,
+    load,
+    now_iso,
+    public,
+    read_meta,
+    turn_number,
+)
+from state.tokens import count_tokens
+from state.turns import clamp_keep
+
+log = logging.getLogger("workmem.store")
+
+ABSTRACT_CHARS = 200
+
+
+class SessionStore:
+    """Session files under `<root>/sessions/`; safe for many threads and processes at once."""
+
+    def __init__(self, root: str | os.PathLike[str], *, durable: bool = True,
+                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, meta_refresh_seconds: float = 1.0,
+                 lock_timeout: float = DEFAULT_TIMEOUT) -> None:
+        if not isinstance(root, (str, os.PathLike)) or not str(root):
+            raise InvalidInput("root", root, "must be a non-empty path")
+        if not isinstance(durable, bool):
+            raise InvalidInput("durable", durable, "must be a bool")
+        if isinstance(max_message_bytes, bool) or not isinstance(max_message_bytes, int) or max_message_bytes < 1:
+            raise InvalidInput("max_message_bytes", max_message_bytes, "must be a positive integer")
+        self.root = Path(root).absolute()
+        self.sessions_dir = self.root / "sessions"
+        self.durable = durable
+        self.max_message_bytes = max_message_bytes
+        self.meta_refresh_seconds = float(meta_refresh_seconds)
+        self.lock_timeout = float(lock_timeout)
+        self._paths_by_id: dict[str, SessionPaths] = {}
+        self._live: dict[Path, LiveState] = {}
+        self._archives = archives.ArchiveCache()
+        self._problems: dict[Path, dict[str, list[CorruptLine]]] = {}
+        self._reported: set[tuple[str, int]] = set()
+
+    # -- sessions -----------------------------------------------------------------------------------
+
+    def session_dir(self, session_id: str) -> Path:
+        """Directory of a session (it may not exist yet); never outside `<root>/sessions/`."""
+        return self._paths(session_id).dir
+
+    def session_exists(self, session_id: str) -> bool:
+        """True once the session has been written to."""
+        p = self._paths(session_id)
+        return p.meta.exists() or p.messages.exists()
+
+    def list_sessions(self) -> list[str]:
+        """Original ids of every session with a readable meta (lists `sessions/`; not a hot path)."""
+        try:
+            names = sorted(os.listdir(self.sessions_dir))
+        except FileNotFoundError:
+            return []
+        ids = []
+        for name in names:
+            disk = read_meta(self.sessions_dir / name / ".meta.json")
+            try:
+                if disk is not None and safe_session_id(disk["session_id"]) == name:
+                    ids.append(disk["session_id"])
+            except InvalidInput:
+                continue
+        return ids
+
+    def meta(self, session_id: str) -> dict[str, Any]:
+        """Session meta (§2 fields); O(1) unless another process changed the files since we last looked."""
+        p = self._existing(session_id)
+        with self._lock(p):
+            return public(self._sync(p).meta)
+
+    def set_keep_recent_count(self, session_id: str, keep_recent_count: int) -> dict[str, Any]:
+        """Set the keep window pending_tokens is computed with (clamped to 0..10 000); returns the meta."""
+        keep = clamp_keep(keep_recent_count)
+        p = self._existing(session_id)
+        with self._lock(p):
+            live = self._sync(p)
+            live.meta["keep_recent_count"] = keep
+            live.recompute_pending()
+            self._save_meta(p, live, durable=self.durable)
+            return public(live.meta)
+
+    def flush(self) -> None:
+        """Write every meta this store changed in memory but not yet on disk."""
+        for p in list(self._paths_by_id.values()):
+            live = self._live.get(p.dir)
+            if live is not None and live.dirty:
+                with self._lock(p):
+                    self._save_meta(p, self._sync(p), durable=False)
+
+    def close(self) -> None:
+        """Flush stale metas; the store stays usable."""
+        self.flush()
+
+    # -- appending ----------------------------------------------------------------------------------
+
+    def append(self, session_id: str, messages: list[Any], *, durable: bool | None = None) -> list[dict[str, Any]]:
+        """Validate every message, then append the batch with one write and one fsync; returns the stored messages."""
+        p = self._paths(session_id)
+        if durable is not None and not isinstance(durable, bool):
+            raise InvalidInput("durable", durable, "must be a bool or None")
+        normalized = normalize_messages(messages, max_bytes=self.max_message_bytes)
+        if not normalized:
+            return []
+        counts = [count_tokens(message_text(m)) for m in normalized]
+        sync = self.durable if durable is None else durable
+        if p.dir not in self._live and not p.dir.exists():
+            fsutil.make_dirs(p.dir, durable=self.durable)
+        with self._lock(p):
+            try:
+                return self._append_locked(p, normalized, counts, sync)
+            except BaseException:
+                self._live.pop(p.dir, None)  # unknown state: the next operation reloads from the files
+                raise
+
+    def _append_locked(self, p: SessionPaths, normalized: list[dict[str, Any]], counts: list[int],
+                       sync: bool) -> list[dict[str, Any]]:
+        now = now_iso()
+        if p.dir not in self._live and not p.meta.exists():
+            self._create(p, now)
+        live = self._sync(p)
+        turn, seq = live.last_turn, live.meta["next_seq"]
+        stored = []
+        for msg, tokens in zip(normalized, counts, strict=True):
+            turn += msg["role"] == "user"
+            stored.append({"id": f"m-{uuid.uuid4().hex}", "seq": seq, "turn_id": f"t{turn}", "role": msg["role"],
+                           "created_at": now, "tokens": tokens, "meta": msg["meta"], "parts": msg["parts"]})
+            seq += 1
+        data = b"".join(jsonl.encode_line(m) for m in stored)
+        fd = os.open(p.messages, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            st = os.fstat(fd)
+            try:
+                if os.write(fd, data) != len(data):
+                    raise OSError(errno.ENOSPC, f"short write to {p.messages}")
+                if sync:
+                    os.fsync(fd)
+            except BaseException:
+                os.ftruncate(fd, st.st_size)  # all or nothing: take back a partial batch
+                raise
+        finally:
+            os.close(fd)
+        for msg in stored:
+            live.push(msg["seq"], msg["tokens"], turn_number(msg["turn_id"]), now)
+        live.lines += len(stored)
+        live.file_stamp = (st.st_ino, st.st_size + len(data))
+        if time.monotonic() - live.saved_at >= self.meta_refresh_seconds:
+            self._save_meta(p, live, durable=False)
+        return stored
+
+    # -- reading ------------------------------------------------------------------------------------
+
+    def live_messages(self, session_id: str, *, strict: bool = False) -> list[dict[str, Any]]:
+        """Messages not yet archived, oldest first (bad lines skipped and recorded; strict → CorruptLine)."""
+        return self._live_snapshot(self._existing(session_id), strict)[0]
+
+    def messages_in_range(self, session_id: str, start_seq: int, end_seq: int) -> list[dict[str, Any]]:
+        """Messages with start_seq ≤ seq ≤ end_seq, from the archives and/or the live file."""
+        for field, value in (("start_seq", start_seq), ("end_seq", end_seq)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidInput(field, value, "must be an integer >= 1")
+        if end_seq < start_seq:
+            raise InvalidInput("end_seq", end_seq, f"must be >= start_seq ({start_seq})")
+        p = self._existing(session_id)
+        live, n, end = self._live_snapshot(p, strict=False)
+        out: list[dict[str, Any]] = []
+        k = archives.find_containing(p.dir, self._archives, n, start_seq) if start_seq <= end else 0
+        while 0 < k <= n and archives.seq_range(self._archives.get(p.dir, k))[0] <= end_seq:
+            out.extend(m for m in self._archive_messages(p, k) if start_seq <= m["seq"] <= end_seq)
+            k += 1
+        out.extend(m for m in live if start_seq <= m["seq"] <= end_seq)
+        return out
+
+    def problems(self, session_id: str) -> list[CorruptLine]:
+        """Corrupt lines met by the latest read of each of the session's files (file and line number)."""
+        p = self._paths(session_id)
+        return [c for found in self._problems.get(p.dir, {}).values() for c in found]
+
+    # -- archives -----------------------------------------------------------------------------------
+
+    def last_complete_archive(self, session_id: str) -> dict[str, Any] | None:
+        """archive.json of the newest complete archive, or None before the first commit."""
+        p = self._existing(session_id)
+        n, _ = self._last_complete(p)
+        return dict(self._archives.get(p.dir, n)) if n else None
+
+    def next_archive_id(self, session_id: str) -> str:
+        """Id the next commit writes: last complete + 1."""
+        return archive_name(self._last_complete(self._existing(session_id))[0] + 1)
+
+    def list_archives(self, session_id: str) -> list[dict[str, Any]]:
+        """`{archive_id, abstract, start_seq, end_seq}` of every complete archive, oldest first."""
+        p = self._existing(session_id)
+        out = []
+        for n in archives.complete_numbers(p.dir):
+            start, end = archives.seq_range(self._archives.get(p.dir, n))
+            abstract = archives.read_text(archives.archive_dir(p.dir, n) / archives.ABSTRACT).strip()
+            out.append({"archive_id": archive_name(n), "abstract": abstract, "start_seq": start, "end_seq": end})
+        return out
+
+    def read_archive(self, session_id: str, archive_id: str) -> dict[str, Any]:
+        """The archive object plus `overview` (the WM) and `abstract`; unknown id → ArchiveNotFound."""
+        p, n = self._complete(session_id, archive_id)
+        folder = archives.archive_dir(p.dir, n)
+        return {**self._archives.get(p.dir, n),
+                "overview": archives.read_text(folder / archives.OVERVIEW),
+                "abstract": archives.read_text(folder / archives.ABSTRACT).strip()}
+
+    def archive_messages(self, session_id: str, archive_id: str, *, strict: bool = False) -> list[dict[str, Any]]:
+        """The messages one complete archive covers."""
+        p, n = self._complete(session_id, archive_id)
+        return self._archive_messages(p, n, strict)
+
+    def latest_overview(self, session_id: str) -> str | None:
+        """The working-memory document of the newest complete archive, or None."""
+        p = self._existing(session_id)
+        n, _ = self._last_complete(p)
+        return archives.read_text(archives.archive_dir(p.dir, n) / archives.OVERVIEW) if n else None
+
+    def write_archive(self, session_id: str, archive: dict[str, Any], messages: list[dict[str, Any]],
+                      overview: str, abstract: str) -> Path:
+        """Write `history/<archive_id>/` (temp dir → rename → `.done`); a no-op when already complete.
+
+        The archive's messages.jsonl holds the live file's own lines for the covered seqs (verbatim);
+        `messages` must be exactly the oldest live messages up to end_seq.
+        """
+        p = self._existing(session_id)
+        n, start, end = archives.check_archive(archive, session_id)
+        seqs = archives.check_covered(messages, start, end)
+        archives.check_text(overview, "overview")
+        abstract = " ".join(archives.check_text(abstract, "abstract").split())[:ABSTRACT_CHARS]
+        folder = archives.archive_dir(p.dir, n)
+        with self._lock(p):
+            if archives.is_complete(p.dir, n):
+                return folder
+            live = self._sync(p)
+            if n != live.archive_n + 1:
+                raise InvalidInput("archive.archive_id", archive["archive_id"],
+                                   f"the next archive of this session is {archive_name(live.archive_n + 1)}")
+            parsed = self._parsed(p, p.messages, jsonl.read_bytes(p.messages) or b"", strict=False)
+            covered = [(m["seq"], raw) for m, raw in zip(parsed.messages, parsed.raw, strict=True)
+                       if live.archive_end < m["seq"] <= end]
+            if [s for s, _ in covered] != seqs:
+                raise InvalidInput("messages", f"seqs {seqs[0]}..{seqs[-1]}",
+                                   f"must be exactly the oldest live messages up to end_seq {end}")
+            self._archives.forget(p.dir, n)
+            self._live.pop(p.dir, None)  # the live set changes (or may have): reload next time
+            archives.write_archive_dir(p.dir, n, b"".join(raw + b"\n" for _, raw in covered), overview,
+                                       abstract, archive, durable=self.durable)
+        return folder
+
+    def drop_covered(self, session_id: str, end_seq: int) -> int:
+        """GC: rewrite `messages.jsonl` without seqs ≤ end_seq (already archived); returns lines dropped."""
+        if isinstance(end_seq, bool) or not isinstance(end_seq, int) or end_seq < 0:
+            raise InvalidInput("end_seq", end_seq, "must be an integer >= 0")
+        p = self._existing(session_id)
+        with self._lock(p):
+            live = self._sync(p)
+            if end_seq > live.archive_end:
+                raise InvalidInput("end_seq", end_seq,
+                                   f"not archived: the last complete archive ends at seq {live.archive_end}")
+            parsed = jsonl.parse(jsonl.read_bytes(p.messages) or b"", str(p.messages))
+            kept = [raw for m, raw in zip(parsed.messages, parsed.raw, strict=True) if m["seq"] > end_seq]
+            dropped = len(parsed.messages) - len(kept)
+            if dropped:
+                kept += parsed.bad_lines  # never delete what we cannot read; it stays reported
+                self._live.pop(p.dir, None)
+                fsutil.atomic_write(p.messages, b"".join(raw + b"\n" for raw in kept), durable=self.durable)
+            return dropped
+
+    def record_commit(self, session_id: str, archive: dict[str, Any], keep_recent_count: int) -> dict[str, Any]:
+        """After a commit: meta gets the new last archive, commit count, keep count and pending tokens."""
+        keep = clamp_keep(keep_recent_count)
+        if not isinstance(archive, dict):
+            raise InvalidInput("archive", archive, "must be the archive object (a dict)")
+        p, n = self._complete(session_id, archive.get("archive_id"))
+        with self._lock(p):
+            self._live.pop(p.dir, None)
+            live = self._sync(p)
+            if n == live.archive_n:
+                live.meta["keep_recent_count"] = keep
+                live.meta["last_commit_at"] = self._archives.get(p.dir, n).get("created_at") or now_iso()
+                live.recompute_pending()
+            self._save_meta(p, live, durable=self.durable)
+            return public(live.meta)
+
+    # -- internals ----------------------------------------------------------------------------------
+
+    def _paths(self, session_id: str) -> SessionPaths:
+        p = self._paths_by_id.get(session_id) if isinstance(session_id, str) else None
+        if p is None:
+            safe = safe_session_id(session_id)
+            p = SessionPaths.of(self.sessions_dir, session_id, safe)
+            if p.dir.parent != self.sessions_dir or p.dir.name != safe:
+                raise InvalidInput("session_id", session_id, "does not map inside the data root")
+            if len(self._paths_by_id) > 10_000:
+                self._paths_by_id.clear()
+            self._paths_by_id[session_id] = p
+        return p
+
+    def _existing(self, session_id: str) -> SessionPaths:
+        p = self._paths(session_id)
+        if p.dir not in self._live:
+            if not (p.meta.exists() or p.messages.exists()):
+                raise SessionNotFound(session_id)
+            check_owner(p, read_meta(p.meta))
+        return p
+
+    def _complete(self, session_id: str, archive_id: Any) -> tuple[SessionPaths, int]:
+        p = self._existing(session_id)
+        if not isinstance(archive_id, str):
+            raise InvalidInput("archive_id", archive_id, "must be a string like 'archive_001'")
+        try:
+            n = archive_number(archive_id)
+        except InvalidInput:
+            raise ArchiveNotFound(session_id, archive_id) from None
+        if not archives.is_complete(p.dir, n):
+            raise ArchiveNotFound(session_id, archive_id)
+        return p, n
+
+    def _lock(self, p: SessionPaths) -> FileMutex:
+        return session_lock(p.lock, self.lock_timeout)
+
+    def _last_complete(self, p: SessionPaths) -> tuple[int, int]:
+        """Last complete archive: hint from our state or the stored meta, checked with two `.done` stats."""
+        live = self._live.get(p.dir)
+        hint = (live.archive_n, live.archive_end) if live else archive_hint((read_meta(p.meta) or {}).get("last_archive"))
+        return archives.last_complete(p.dir, self._archives, *hint)
+
+    def _live_snapshot(self, p: SessionPaths, strict: bool) -> tuple[list[dict[str, Any]], int, int]:
+        """Live messages without taking the lock: read the file first, then find the last complete archive.
+
+        GC only removes seqs of an archive whose `.done` exists before the rewrite, so the archive found
+        after reading covers everything the file we read may lack; older lines it still holds are filtered.
+        """
+        data = jsonl.read_bytes(p.messages) or b""
+        n, end = self._last_complete(p)
+        parsed = self._parsed(p, p.messages, data, strict)
+        out, last = [], end
+        for msg in parsed.messages:
+            if msg["seq"] > last:
+                out.append(msg)
+                last = msg["seq"]
+        return out, n, end
+
+    def _parsed(self, p: SessionPaths, path: Path, data: bytes, strict: bool) -> jsonl.Parsed:
+        parsed = jsonl.parse(data, str(path))
+        if strict and parsed.problems:
+            raise parsed.problems[0]
+        self._note_problems(p, path, parsed.problems, replace=True)
+        return parsed
+
+    def _note_problems(self, p: SessionPaths, path: Path, found: list[CorruptLine], *, replace: bool) -> None:
+        per_file = self._problems.setdefault(p.dir, {})
+        if replace:
+            per_file[str(path)] = list(found)
+        else:
+            per_file.setdefault(str(path), []).extend(found)
+        for problem in found:
+            if (problem.path, problem.line_no) not in self._reported:
+                self._reported.add((problem.path, problem.line_no))
+                log.warning("%s", problem)
+
+    def _archive_messages(self, p: SessionPaths, n: int, strict: bool = False) -> list[dict[str, Any]]:
+        path = archives.archive_dir(p.dir, n) / archives.MESSAGES
+        return self._parsed(p, path, jsonl.read_bytes(path) or b"", strict).messages
+
+    def _create(self, p: SessionPaths, now: str) -> None:
+        """First write of a session (or of a lost meta): directory, empty live file, durable meta."""
+        fsutil.make_dirs(p.dir, durable=self.durable)
+        os.close(os.open(p.messages, os.O_WRONLY | os.O_CREAT, 0o644))
+        live, parsed, _ = load(p, self._archives)
+        self._note_problems(p, p.messages, parsed.problems, replace=True)
+        if not parsed.messages and not live.archive_n:
+            live.meta["created_at"] = live.meta["updated_at"] = now  # the first message's time
+        self._live[p.dir] = live
+        self._save_meta(p, live, durable=self.durable)
+
+    def _save_meta(self, p: SessionPaths, live: LiveState, *, durable: bool) -> None:
+        fsutil.atomic_write(p.meta, encode_meta(live.disk_form()), durable=durable)
+        live.meta_stamp = file_key(p.meta)
+        live.saved_at = time.monotonic()
+        live.dirty = False
+
+    def _sync(self, p: SessionPaths) -> LiveState:
+        """Our state of the session, brought up to date with the files (the caller holds the lock)."""
+        live = self._live.get(p.dir)
+        if live is not None:
+            state = freshness(p, live)
+            if state == "fresh":
+                return live
+            if state == "grown":
+                parsed = catch_up(p, live)
+                self._note_problems(p, p.messages, parsed.problems, replace=False)
+                return live
+        return self._reload(p)
+
+    def _reload(self, p: SessionPaths) -> LiveState:
+        live, parsed, stale = load(p, self._archives)
+        self._note_problems(p, p.messages, parsed.problems, replace=True)
+        self._live[p.dir] = live
+        if stale:
+            self._save_meta(p, live, durable=False)  # the cache on disk disagreed with the files
+        return live

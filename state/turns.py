@@ -1,0 +1,90 @@
+"""Pure helpers over an ordered list of stored messages: tool groups, the covered range, pending tokens.
+
+A *tool group* is an assistant message with tool calls plus the tool results that answer it (§1).
+Spans are inclusive index ranges into the list; overlapping groups (interleaved parallel calls)
+are merged so a cut never lands inside any of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from state.errors import InvalidInput
+
+MAX_KEEP_RECENT = 10_000
+
+
+def clamp_keep(value: Any, field: str = "keep_recent_count") -> int:
+    """An int keep count clamped to 0..10 000 (§10); anything that is not an int → InvalidInput."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInput(field, value, "must be an integer")
+    return max(0, min(value, MAX_KEEP_RECENT))
+
+
+def tool_groups(messages: Sequence[dict[str, Any]]) -> list[tuple[int, int]]:
+    """Inclusive index spans of the tool groups of `messages`, merged where they overlap, in order."""
+    call_at: dict[str, int] = {}
+    spans: list[tuple[int, int]] = []
+    for i, msg in enumerate(messages):
+        for part in msg["parts"]:
+            if part["type"] == "tool_call" and part.get("id"):
+                call_at.setdefault(part["id"], i)
+    firsts: dict[int, int] = {}
+    for i, msg in enumerate(messages):
+        for part in msg["parts"]:
+            if part["type"] == "tool_result" and part["tool_call_id"] in call_at:
+                j = call_at[part["tool_call_id"]]
+                lo, hi = min(i, j), max(i, j)
+                firsts[lo] = max(firsts.get(lo, lo), hi)
+    for lo in sorted(firsts):
+        hi = firsts[lo]
+        if spans and lo <= spans[-1][1]:
+            spans[-1] = (spans[-1][0], max(spans[-1][1], hi))
+        else:
+            spans.append((lo, hi))
+    return spans
+
+
+def message_units(messages: Sequence[dict[str, Any]]) -> list[tuple[int, int]]:
+    """Partition `messages` into inclusive index spans that must stay together (tool groups or singles)."""
+    units: list[tuple[int, int]] = []
+    i = 0
+    for lo, hi in tool_groups(messages):
+        units.extend((k, k) for k in range(i, lo))
+        units.append((lo, hi))
+        i = hi + 1
+    units.extend((k, k) for k in range(i, len(messages)))
+    return units
+
+
+def choose_covered_range(messages: Sequence[dict[str, Any]], keep_recent_count: int) -> tuple[int, int] | None:
+    """`(start_seq, end_seq)` a commit covers: all but the newest `keep_recent_count`, never splitting a
+    tool group (the cut moves earlier so the group stays in the tail); None when nothing is covered."""
+    keep = clamp_keep(keep_recent_count)
+    cut = len(messages) - keep
+    if cut <= 0:
+        return None
+    for lo, hi in tool_groups(messages):
+        if lo < cut <= hi:
+            cut = lo
+            break
+    if cut <= 0:
+        return None
+    return messages[0]["seq"], messages[cut - 1]["seq"]
+
+
+def compute_pending_tokens(messages: Sequence[dict[str, Any]], keep_recent_count: int) -> int:
+    """Brute-force §2 definition: token sum of the live messages except the newest k (no tool-pair rule)."""
+    k = max(0, keep_recent_count)
+    older = messages[: max(0, len(messages) - k)]
+    return sum(m["tokens"] for m in older)
+
+
+def source_turn_range(messages: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """`source_turn_range` of an archive object for the covered `messages` (non-empty, ordered by seq)."""
+    if not messages:
+        raise InvalidInput("messages", messages, "a covered range holds at least one message")
+    first, last = messages[0], messages[-1]
+    return {"start_turn_id": first["turn_id"], "end_turn_id": last["turn_id"],
+            "start_seq": first["seq"], "end_seq": last["seq"]}

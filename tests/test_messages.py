@@ -1,0 +1,182 @@
+"""Message normalisation, validation (§10), text, and the LangChain round trip."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from langchain_core.messages import AIMessage, ChatMessage, HumanMessage, SystemMessage, ToolMessage
+
+from graphs.lc_messages import to_langchain_message, to_langchain_messages
+from state.errors import InvalidInput
+from state.messages import message_text, normalize_message, normalize_messages, validate_message
+from state.store import SessionStore
+
+
+def test_langchain_messages_by_duck_typing():
+    ai = AIMessage(content="let me look", tool_calls=[{"id": "c1", "name": "read_file", "args": {"path": "a.py"}}])
+    tool = ToolMessage(content="print(1)", tool_call_id="c1", name="read_file")
+    assert normalize_message(HumanMessage(content="hi", name="ann")) == {
+        "role": "user", "parts": [{"type": "text", "text": "hi"}], "meta": {"name": "ann"}}
+    assert normalize_message(ai)["parts"] == [
+        {"type": "text", "text": "let me look"},
+        {"type": "tool_call", "id": "c1", "name": "read_file", "arguments": {"path": "a.py"}}]
+    assert normalize_message(tool)["parts"] == [
+        {"type": "tool_result", "tool_call_id": "c1", "name": "read_file", "content": "print(1)", "is_error": False}]
+    assert normalize_message(SystemMessage(content="be brief"))["role"] == "system"
+    assert normalize_message(ChatMessage(role="assistant", content="x"))["role"] == "assistant"
+
+
+def test_tool_error_status_and_block_content():
+    tool = ToolMessage(content=[{"type": "text", "text": "a"}, {"type": "text", "text": "b"}],
+                       tool_call_id="c9", status="error")
+    part = normalize_message(tool)["parts"][0]
+    assert part["content"] == "a\nb" and part["is_error"] is True and part["name"] is None
+
+
+def test_ai_message_with_empty_content_and_tool_call_only():
+    msg = normalize_message(AIMessage(content="", tool_calls=[{"id": "c1", "name": "f", "args": {}}]))
+    assert [p["type"] for p in msg["parts"]] == ["tool_call"]
+
+
+def test_anthropic_style_tool_use_blocks_become_calls_when_tool_calls_is_empty():
+    msg = AIMessage(content=[{"type": "text", "text": "ok"},
+                             {"type": "tool_use", "id": "t1", "name": "grep", "input": {"q": "x"}}])
+    parts = normalize_message(msg)["parts"]
+    assert parts[1] == {"type": "tool_call", "id": "t1", "name": "grep", "arguments": {"q": "x"}}
+
+
+def test_non_text_blocks_are_kept_in_meta():
+    img = {"type": "image_url", "image_url": {"url": "https://x/y.png"}}
+    msg = normalize_message(HumanMessage(content=[{"type": "text", "text": "look"}, img]))
+    assert msg["parts"] == [{"type": "text", "text": "look"}] and msg["meta"]["content_blocks"] == [img]
+
+
+def test_openai_dicts():
+    call = {"id": "call_1", "type": "function", "function": {"name": "get", "arguments": '{"k": [1, 2]}'}}
+    assistant = normalize_message({"role": "assistant", "content": None, "tool_calls": [call]})
+    assert assistant["parts"] == [{"type": "tool_call", "id": "call_1", "name": "get", "arguments": {"k": [1, 2]}}]
+    tool = normalize_message({"role": "tool", "tool_call_id": "call_1", "name": "get", "content": "42"})
+    assert tool["parts"][0]["content"] == "42" and tool["parts"][0]["tool_call_id"] == "call_1"
+    user = normalize_message({"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]})
+    assert [p["text"] for p in user["parts"]] == ["a", "b"]
+    assert normalize_message({"role": "developer", "content": "rules"})["role"] == "system"
+
+
+def test_malformed_openai_arguments_are_kept_raw():
+    call = {"id": "c", "type": "function", "function": {"name": "f", "arguments": '{"a": 1'}}
+    part = normalize_message({"role": "assistant", "tool_calls": [call]})["parts"][0]
+    assert part["arguments"] == '{"a": 1'
+    lc = to_langchain_message({"role": "assistant", "parts": [part], "meta": {}})
+    assert lc.tool_calls == [] and lc.invalid_tool_calls[0]["args"] == '{"a": 1'
+
+
+def test_workmem_dicts_pass_through_and_drop_store_fields():
+    stored = {"id": "m-1", "seq": 4, "turn_id": "t2", "tokens": 3, "created_at": "x", "role": "user",
+              "parts": [{"type": "text", "text": "hi"}, {"type": "context", "uri": "wm://a", "abstract": "note"}],
+              "meta": {"k": 1}}
+    assert normalize_message(stored) == {"role": "user", "parts": stored["parts"], "meta": {"k": 1}}
+
+
+@pytest.mark.parametrize(
+    ("message", "field"),
+    [
+        ({"role": "wizard", "content": "x"}, "messages[1].role"),
+        ({"content": "x"}, "messages[1].role"),
+        ({"role": "user", "content": ""}, "messages[1].parts"),
+        ({"role": "assistant", "content": None}, "messages[1].parts"),
+        ({"role": "user", "parts": []}, "messages[1].parts"),
+        ({"role": "user", "content": b"bytes"}, "messages[1].content"),
+        ({"role": "user", "content": "bad \ud800 surrogate"}, "messages[1].parts[0].text"),
+        ({"role": "user", "content": "x", "meta": {"k": b"\xff"}}, "messages[1].meta.k"),
+        ({"role": "user", "content": "x", "meta": {"k": object()}}, "messages[1].meta.k"),
+        ({"role": "user", "parts": [{"type": "video"}]}, "messages[1].parts[0].type"),
+        ({"role": "user", "parts": [{"type": "tool_call", "id": "a", "name": "f", "arguments": {}}]},
+         "messages[1].parts[0].type"),
+        ({"role": "tool", "content": "r"}, "messages[1].parts[0].tool_call_id"),
+        ({"role": "assistant", "tool_calls": [{"id": "a", "function": {"name": "", "arguments": "{}"}}]},
+         "messages[1].parts[0].name"),
+        (42, "messages[1]"),
+    ],
+)
+def test_bad_messages_name_the_field(message, field):
+    with pytest.raises(InvalidInput) as err:
+        normalize_messages([{"role": "user", "content": "fine"}, message])
+    assert err.value.field == field
+
+
+def test_unknown_langchain_type_is_rejected():
+    class Weird:
+        type = "function"
+        content = "x"
+
+    with pytest.raises(InvalidInput) as err:
+        normalize_message(Weird(), field="messages[0]")
+    assert err.value.field == "messages[0].type"
+
+
+def test_size_cap_is_configurable():
+    big = {"role": "user", "content": "é" * 600}  # 1 200 bytes of UTF-8
+    normalize_message(big, max_bytes=2000)
+    with pytest.raises(InvalidInput, match="cap of 1000 bytes"):
+        normalize_message(big, max_bytes=1000)
+    msg = normalize_message({"role": "user", "content": "x" * 100})
+    assert validate_message(msg) > 100
+
+
+def test_oversized_message_is_rejected_before_anything_is_written(root):
+    store = SessionStore(root, durable=False, max_message_bytes=1 << 10)
+    with pytest.raises(InvalidInput) as err:
+        store.append("s", [{"role": "user", "content": "ok"}, {"role": "user", "content": "x" * 2000}])
+    assert err.value.field == "messages[1]"
+    assert not store.session_exists("s") and not (root / "sessions").exists()
+
+
+def test_message_text_is_deterministic():
+    msg = {"parts": [{"type": "text", "text": "see"},
+                     {"type": "tool_call", "id": "1", "name": "grep", "arguments": {"q": "é", "n": 2}},
+                     {"type": "tool_result", "tool_call_id": "1", "name": "grep", "content": "hit", "is_error": False},
+                     {"type": "context", "uri": "wm://x", "abstract": "abs"}]}
+    assert message_text(msg) == 'see\ngrep({"q": "é", "n": 2})\nhit\nwm://x abs'
+
+
+def _conversation():
+    return [
+        SystemMessage(content="You are terse."),
+        HumanMessage(content="Read a.py and b.py", id="h1"),
+        AIMessage(content="", id="a1", tool_calls=[
+            {"id": "call_a", "name": "read_file", "args": {"path": "a.py"}},
+            {"id": "call_b", "name": "read_file", "args": {"path": "b.py", "opts": {"lines": [1, 2]}}}]),
+        ToolMessage(content="print('a')", tool_call_id="call_a", name="read_file"),
+        ToolMessage(content="No such file", tool_call_id="call_b", name="read_file", status="error"),
+        AIMessage(content=[{"type": "text", "text": "a.py prints a;"}, {"type": "text", "text": "b.py is missing"}]),
+    ]
+
+
+def test_langchain_round_trip_through_the_store(root):
+    original = _conversation()
+    store = SessionStore(root, durable=False)
+    store.append("rt", original)
+    back = to_langchain_messages(SessionStore(root).live_messages("rt"))
+    assert [type(m) for m in back] == [type(m) for m in original]
+    assert back[1].content == "Read a.py and b.py" and back[1].id == "h1"
+    assert back[2].tool_calls == original[2].tool_calls
+    for got, want in zip(back[3:5], original[3:5], strict=True):
+        assert (got.tool_call_id, got.name, got.content, got.status) == (
+            want.tool_call_id, want.name, want.content, want.status)
+    assert back[5].content == original[5].content
+    def shape(m):
+        n = normalize_message(m)
+        return n["role"], n["parts"]
+
+    assert [shape(m) for m in back] == [shape(m) for m in original]
+
+
+def test_round_trip_keeps_additional_kwargs_and_json_args():
+    ai = AIMessage(content="x", additional_kwargs={"refusal": None, "tool_calls": ["dup"]},
+                   tool_calls=[{"id": "c", "name": "f", "args": {"s": "ü", "n": None}}])
+    stored = normalize_message(ai)
+    assert stored["meta"]["additional_kwargs"] == {"refusal": None}
+    json.dumps(stored)
+    back = to_langchain_message(stored)
+    assert back.additional_kwargs == {"refusal": None} and back.tool_calls == ai.tool_calls

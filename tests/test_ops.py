@@ -1,0 +1,591 @@
+"""The model output contract (§4): exact tool schemas, op models and the tolerant parsers."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pydantic import ValidationError
+
+from state.memory import SECTIONS
+from state.ops import (
+    CREATE_TOOL,
+    UPDATE_TOOL,
+    AppendOp,
+    CreateArgs,
+    KeepOp,
+    UpdateArgs,
+    UpdateOp,
+    canonical_op,
+    canonical_ops,
+    parse_create_args,
+    parse_update_args,
+    resolve_section_name,
+)
+
+EXPECTED_UPDATE_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "update_working_memory",
+        "description": (
+            "Update the working memory: for every one of the seven sections choose KEEP (unchanged), "
+            "APPEND (new bullet items, no markers) or UPDATE (full replacement body, no header). "
+            "Prefer KEEP over APPEND over UPDATE."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "sections": {
+                    "type": "object",
+                    "properties": {
+                        "Session Title": {
+                            "description": "Short title of the session.",
+                            "anyOf": [
+                                {
+                                    "type": "object",
+                                    "properties": {"op": {"type": "string", "enum": ["KEEP"]}},
+                                    "required": ["op"],
+                                    "additionalProperties": False,
+                                },
+                                {
+                                    "type": "object",
+                                    "properties": {
+                                        "op": {"type": "string", "enum": ["UPDATE"]},
+                                        "content": {"type": "string"},
+                                    },
+                                    "required": ["op", "content"],
+                                    "additionalProperties": False,
+                                },
+                                {
+                                    "type": "object",
+                                    "properties": {
+                                        "op": {"type": "string", "enum": ["APPEND"]},
+                                        "items": {"type": "array", "items": {"type": "string"}},
+                                    },
+                                    "required": ["op", "items"],
+                                    "additionalProperties": False,
+                                },
+                            ],
+                        },
+                        "Current State": {
+                            "description": "Where the work stands now, 2-5 sentences.",
+                            "anyOf": [
+                                {
+                                    "type": "object",
+                                    "properties": {"op": {"type": "string", "enum": ["KEEP"]}},
+                                    "required": ["op"],
+                                    "additionalProperties": False,
+                                },
+                                {
+                                    "type": "object",
+                                    "properties": {
+                                        "op": {"type": "string", "enum": ["UPDATE"]},
+                                        "content": {"type": "string"},
+                                    },
+                                    "required": ["op", "content"],
+                                    "additionalProperties": False,
+                                },
+                                {
+                                    "type": "object",
+                                    "properties": {
+                                        "op": {"type": "string", "enum": ["APPEND"]},
+                                        "items": {"type": "array", "items": {"type": "string"}},
+                                    },
+                                    "required": ["op", "items"],
+                                    "additionalProperties": False,
+                                },
+                            ],
+                        },
+                        "Task & Goals": {
+                            "description": "What the user wants and the goals still being pursued.",
+                            "anyOf": [
+                                {
+                                    "type": "object",
+                                    "properties": {"op": {"type": "string", "enum": ["KEEP"]}},
+                                    "required": ["op"],
+                                    "additionalProperties": False,
+                                },
+                                {
+                                    "type": "object",
+                                    "properties": {
+                                        "op": {"type": "string", "enum": ["UPDATE"]},
+                                        "content": {"type": "string"},
+                                    },
+                                    "required": ["op", "content"],
+                                    "additionalProperties": False,
+                                },
+                                {
+                                    "type": "object",
+                                    "properties": {
+                                        "op": {"type": "string", "enum": ["APPEND"]},
+                                        "items": {"type": "array", "items": {"type": "string"}},
+                                    },
+                                    "required": ["op", "items"],
+                                    "additionalProperties": False,
+                                },
+                            ],
+                        },
+                        "Key Facts & Decisions": {
+                            "description": "Durable facts and decisions with names, dates and exact values.",
+                            "anyOf": [
+                                {
+                                    "type": "object",
+                                    "properties": {"op": {"type": "string", "enum": ["KEEP"]}},
+                                    "required": ["op"],
+                                    "additionalProperties": False,
+                                },
+                                {
+                                    "type": "object",
+                                    "properties": {
+                                        "op": {"type": "string", "enum": ["UPDATE"]},
+                                        "content": {"type": "string"},
+                                    },
+                                    "required": ["op", "content"],
+                                    "additionalProperties": False,
+                                },
+                                {
+                                    "type": "object",
+                                    "properties": {
+                                        "op": {"type": "string", "enum": ["APPEND"]},
+                                        "items": {"type": "array", "items": {"type": "string"}},
+                                    },
+                                    "required": ["op", "items"],
+                                    "additionalProperties": False,
+                                },
+                            ],
+                        },
+                        "Files & Context": {
+                            "description": "Files, paths and other referenced context.",
+                            "anyOf": [
+                                {
+                                    "type": "object",
+                                    "properties": {"op": {"type": "string", "enum": ["KEEP"]}},
+                                    "required": ["op"],
+                                    "additionalProperties": False,
+                                },
+                                {
+                                    "type": "object",
+                                    "properties": {
+                                        "op": {"type": "string", "enum": ["UPDATE"]},
+                                        "content": {"type": "string"},
+                                    },
+                                    "required": ["op", "content"],
+                                    "additionalProperties": False,
+                                },
+                                {
+                                    "type": "object",
+                                    "properties": {
+                                        "op": {"type": "string", "enum": ["APPEND"]},
+                                        "items": {"type": "array", "items": {"type": "string"}},
+                                    },
+                                    "required": ["op", "items"],
+                                    "additionalProperties": False,
+                                },
+                            ],
+                        },
+                        "Errors & Corrections": {
+                            "description": "Errors met and corrections made; append-only.",
+                            "anyOf": [
+                                {
+                                    "type": "object",
+                                    "properties": {"op": {"type": "string", "enum": ["KEEP"]}},
+                                    "required": ["op"],
+                                    "additionalProperties": False,
+                                },
+                                {
+                                    "type": "object",
+                                    "properties": {
+                                        "op": {"type": "string", "enum": ["UPDATE"]},
+                                        "content": {"type": "string"},
+                                    },
+                                    "required": ["op", "content"],
+                                    "additionalProperties": False,
+                                },
+                                {
+                                    "type": "object",
+                                    "properties": {
+                                        "op": {"type": "string", "enum": ["APPEND"]},
+                                        "items": {"type": "array", "items": {"type": "string"}},
+                                    },
+                                    "required": ["op", "items"],
+                                    "additionalProperties": False,
+                                },
+                            ],
+                        },
+                        "Open Issues": {
+                            "description": "Unresolved questions and tasks; mark finished ones [resolved].",
+                            "anyOf": [
+                                {
+                                    "type": "object",
+                                    "properties": {"op": {"type": "string", "enum": ["KEEP"]}},
+                                    "required": ["op"],
+                                    "additionalProperties": False,
+                                },
+                                {
+                                    "type": "object",
+                                    "properties": {
+                                        "op": {"type": "string", "enum": ["UPDATE"]},
+                                        "content": {"type": "string"},
+                                    },
+                                    "required": ["op", "content"],
+                                    "additionalProperties": False,
+                                },
+                                {
+                                    "type": "object",
+                                    "properties": {
+                                        "op": {"type": "string", "enum": ["APPEND"]},
+                                        "items": {"type": "array", "items": {"type": "string"}},
+                                    },
+                                    "required": ["op", "items"],
+                                    "additionalProperties": False,
+                                },
+                            ],
+                        },
+                    },
+                    "required": [
+                        "Session Title",
+                        "Current State",
+                        "Task & Goals",
+                        "Key Facts & Decisions",
+                        "Files & Context",
+                        "Errors & Corrections",
+                        "Open Issues",
+                    ],
+                    "additionalProperties": False,
+                }
+            },
+            "required": ["sections"],
+            "additionalProperties": False,
+        },
+    },
+}
+EXPECTED_CREATE_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "create_working_memory",
+        "description": (
+            "Create the working memory: write the body of each of the seven sections (no headers)."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "sections": {
+                    "type": "object",
+                    "properties": {
+                        "Session Title": {"type": "string", "description": "Short title of the session."},
+                        "Current State": {
+                            "type": "string",
+                            "description": "Where the work stands now, 2-5 sentences.",
+                        },
+                        "Task & Goals": {
+                            "type": "string",
+                            "description": "What the user wants and the goals still being pursued.",
+                        },
+                        "Key Facts & Decisions": {
+                            "type": "string",
+                            "description": "Durable facts and decisions with names, dates and exact values.",
+                        },
+                        "Files & Context": {
+                            "type": "string",
+                            "description": "Files, paths and other referenced context.",
+                        },
+                        "Errors & Corrections": {
+                            "type": "string",
+                            "description": "Errors met and corrections made; append-only.",
+                        },
+                        "Open Issues": {
+                            "type": "string",
+                            "description": "Unresolved questions and tasks; mark finished ones [resolved].",
+                        },
+                    },
+                    "required": [
+                        "Session Title",
+                        "Current State",
+                        "Task & Goals",
+                        "Key Facts & Decisions",
+                        "Files & Context",
+                        "Errors & Corrections",
+                        "Open Issues",
+                    ],
+                    "additionalProperties": False,
+                }
+            },
+            "required": ["sections"],
+            "additionalProperties": False,
+        },
+    },
+}
+
+
+def _walk(node, path="$"):
+    yield path, node
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield from _walk(value, f"{path}.{key}")
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from _walk(value, f"{path}[{index}]")
+
+
+def test_update_tool_schema_is_exactly_the_hand_written_one():
+    assert UPDATE_TOOL == EXPECTED_UPDATE_TOOL
+
+
+def test_create_tool_schema_is_exactly_the_hand_written_one():
+    assert CREATE_TOOL == EXPECTED_CREATE_TOOL
+
+
+@pytest.mark.parametrize("tool", [UPDATE_TOOL, CREATE_TOOL], ids=["update", "create"])
+def test_schemas_close_every_object_and_avoid_pydantic_keywords(tool):
+    for path, node in _walk(tool["function"]["parameters"]):
+        if isinstance(node, dict):
+            assert not {"const", "oneOf", "discriminator", "$defs", "$ref"} & set(node), path
+            if node.get("type") == "object":
+                assert node.get("additionalProperties") is False, path
+    json.dumps(tool)
+
+
+def _all(op: dict) -> dict:
+    return {name: dict(op) for name in SECTIONS}
+
+
+VALID_UPDATE = {
+    "sections": {
+        "Session Title": {"op": "KEEP"},
+        "Current State": {"op": "UPDATE", "content": "Now testing."},
+        "Task & Goals": {"op": "APPEND", "items": ["ship it"]},
+        "Key Facts & Decisions": {"op": "KEEP"},
+        "Files & Context": {"op": "KEEP"},
+        "Errors & Corrections": {"op": "KEEP"},
+        "Open Issues": {"op": "KEEP"},
+    }
+}
+
+
+def test_update_args_model_accepts_the_schema_shape():
+    args = UpdateArgs.model_validate(VALID_UPDATE)
+    assert args.sections.current_state == UpdateOp(op="UPDATE", content="Now testing.")
+    assert args.sections.task_and_goals == AppendOp(op="APPEND", items=["ship it"])
+    assert args.sections.session_title == KeepOp(op="KEEP")
+    assert args.model_dump(by_alias=True) == VALID_UPDATE
+
+
+@pytest.mark.parametrize(
+    "mutate",
+    [
+        lambda a: a["sections"].pop("Open Issues"),
+        lambda a: a["sections"].update({"Extra": {"op": "KEEP"}}),
+        lambda a: a.update({"extra": 1}),
+        lambda a: a["sections"].update({"Session Title": {"op": "KEEP", "content": "x"}}),
+        lambda a: a["sections"].update({"Session Title": {"op": "keep"}}),
+        lambda a: a["sections"].update({"Session Title": {"op": "UPDATE", "content": 5}}),
+        lambda a: a["sections"].update({"Session Title": {"op": "APPEND", "items": ["a", 2]}}),
+    ],
+    ids=[
+        "missing_section",
+        "extra_section",
+        "extra_top_level_key",
+        "extra_op_field",
+        "lowercase_op",
+        "non_string_content",
+        "non_string_item",
+    ],
+)
+def test_update_args_model_rejects_what_the_schema_rejects(mutate):
+    args = json.loads(json.dumps(VALID_UPDATE))
+    mutate(args)
+    with pytest.raises(ValidationError):
+        UpdateArgs.model_validate(args)
+
+
+def test_create_args_model():
+    sections = {name: f"body of {name}" for name in SECTIONS}
+    assert CreateArgs.model_validate({"sections": sections}).sections.open_issues == "body of Open Issues"
+    with pytest.raises(ValidationError):
+        CreateArgs.model_validate({"sections": {**sections, "Open Issues": 3}})
+    with pytest.raises(ValidationError):
+        CreateArgs.model_validate({"sections": {k: v for k, v in sections.items() if k != "Open Issues"}})
+
+
+def test_parse_update_valid_dict_and_json_string_agree():
+    from_dict = parse_update_args(VALID_UPDATE)
+    from_text = parse_update_args(json.dumps(VALID_UPDATE))
+    assert from_dict == from_text
+    assert from_dict.ok and from_dict.issues == []
+    assert from_dict.ops == VALID_UPDATE["sections"]
+    assert from_dict.present == SECTIONS
+
+
+def test_parse_update_tolerates_missing_wrapper_lowercase_ops_and_missing_sections():
+    parsed = parse_update_args(
+        {"Current State": {"op": "update", "content": "x"}, "Open Issues": {"op": " Append ", "items": ["a"]}}
+    )
+    assert parsed.ok
+    assert parsed.ops["Current State"] == {"op": "UPDATE", "content": "x"}
+    assert parsed.ops["Open Issues"] == {"op": "APPEND", "items": ["a"]}
+    assert parsed.ops["Session Title"] == {"op": "KEEP"}
+    assert parsed.present == ("Current State", "Open Issues")
+    assert "Session Title: missing -> KEEP" in parsed.issues
+
+
+@pytest.mark.parametrize(
+    ("value", "op", "issue"),
+    [
+        ({"op": "DELETE"}, {"op": "KEEP"}, "Open Issues: unknown op 'DELETE' -> KEEP"),
+        ({"content": "x"}, {"op": "KEEP"}, "Open Issues: unknown op None -> KEEP"),
+        ("KEEP", {"op": "KEEP"}, "Open Issues: not an object ('KEEP') -> KEEP"),
+        (
+            {"op": "UPDATE", "content": 5},
+            {"op": "KEEP"},
+            "Open Issues: UPDATE content: input should be a valid string -> KEEP",
+        ),
+        (
+            {"op": "UPDATE"},
+            {"op": "KEEP"},
+            "Open Issues: UPDATE content: input should be a valid string -> KEEP",
+        ),
+        (
+            {"op": "APPEND", "items": "a"},
+            {"op": "KEEP"},
+            "Open Issues: APPEND items: input should be a valid list -> KEEP",
+        ),
+        (
+            {"op": "APPEND", "items": [1, None]},
+            {"op": "KEEP"},
+            "Open Issues: APPEND has no string items -> KEEP",
+        ),
+        (
+            {"op": "APPEND", "items": ["a", 1, {"x": 1}, "b"]},
+            {"op": "APPEND", "items": ["a", "b"]},
+            "Open Issues: 2 non-string APPEND item(s) dropped",
+        ),
+    ],
+    ids=[
+        "unknown_op",
+        "missing_op",
+        "bare_string",
+        "non_string_content",
+        "missing_content",
+        "items_not_a_list",
+        "only_non_string_items",
+        "non_string_items_dropped",
+    ],
+)
+def test_parse_update_problem_ops_are_data(value, op, issue):
+    parsed = parse_update_args({"sections": {"Session Title": {"op": "KEEP"}, "Open Issues": value}})
+    assert parsed.ok
+    assert parsed.ops["Open Issues"] == op
+    assert issue in parsed.issues
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        None,
+        "null",
+        "",
+        "not json",
+        "{}",
+        {},
+        [],
+        "[1, 2]",
+        5,
+        '"text"',
+        {"sections": {}},
+        {"foo": 1},
+        {"Session Title": "x", "Open Issues": 3},
+    ],
+    ids=[
+        "none",
+        "json_null",
+        "empty_string",
+        "not_json",
+        "empty_object_text",
+        "empty_dict",
+        "list",
+        "json_list",
+        "number",
+        "json_string",
+        "empty_sections",
+        "no_known_section",
+        "only_junk_values",
+    ],
+)
+def test_parse_update_unusable_arguments_are_not_ok(raw):
+    parsed = parse_update_args(raw)
+    assert not parsed.ok
+    assert parsed.issues
+    assert parsed.ops == _all({"op": "KEEP"})
+    assert parsed.present == ()
+
+
+def test_parse_update_reads_aliases_and_double_encoded_arguments():
+    parsed = parse_update_args(json.dumps(json.dumps({"sections": {"task_and_goals": {"op": "KEEP"}}})))
+    assert parsed.ok and parsed.present == ("Task & Goals",)
+    assert "section 'task_and_goals' read as 'Task & Goals'" in parsed.issues
+    sections_as_text = parse_update_args({"sections": json.dumps({"Open Issues": {"op": "KEEP"}})})
+    assert sections_as_text.ok and sections_as_text.present == ("Open Issues",)
+
+
+def test_parse_update_reports_unknown_sections():
+    parsed = parse_update_args({"Session Title": {"op": "KEEP"}, "Mood": {"op": "UPDATE", "content": "x"}})
+    assert parsed.ok
+    assert "unknown section 'Mood' ignored" in parsed.issues
+    assert "Mood" not in parsed.ops
+
+
+@pytest.mark.parametrize(
+    ("key", "name"),
+    [
+        ("Task & Goals", "Task & Goals"),
+        ("task & goals", "Task & Goals"),
+        ("task_and_goals", "Task & Goals"),
+        ("KEY FACTS AND DECISIONS", "Key Facts & Decisions"),
+        ("Goals", None),
+        (3, None),
+    ],
+)
+def test_resolve_section_name(key, name):
+    assert resolve_section_name(key) == name
+
+
+def test_canonical_op_and_ops():
+    assert canonical_op({"op": "keep", "extra": 1}) == ({"op": "KEEP"}, None)
+    assert canonical_ops(None) == _all({"op": "KEEP"})
+    assert canonical_ops({"sections": {"Open Issues": {"op": "APPEND", "items": ["a"]}}})["Open Issues"] == {
+        "op": "APPEND",
+        "items": ["a"],
+    }
+
+
+def test_parse_create_valid():
+    sections = {name: f"body {i}" for i, name in enumerate(SECTIONS)}
+    parsed = parse_create_args(json.dumps({"sections": sections}))
+    assert parsed.ok and parsed.issues == [] and parsed.sections == sections
+
+
+def test_parse_create_missing_and_non_string_sections_are_empty_and_reported():
+    parsed = parse_create_args({"Session Title": "Trip", "Open Issues": ["a"]})
+    assert parsed.ok
+    assert parsed.sections == {name: "Trip" if name == "Session Title" else "" for name in SECTIONS}
+    assert "Current State: missing -> empty" in parsed.issues
+    assert "Open Issues: not a string (['a']) -> empty" in parsed.issues
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [None, "null", "{}", {}, "[]", "oops", {"sections": {}}, {"Session Title": "  ", "Open Issues": 4}],
+    ids=[
+        "none",
+        "json_null",
+        "empty_object_text",
+        "empty_dict",
+        "list",
+        "not_json",
+        "empty_sections",
+        "no_body",
+    ],
+)
+def test_parse_create_unusable_arguments_are_not_ok(raw):
+    parsed = parse_create_args(raw)
+    assert not parsed.ok and parsed.sections is None and parsed.issues
