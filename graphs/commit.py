@@ -1,9 +1,9 @@
 """The commit graph, wired top to bottom like its diagram. No logic lives here.
 
-    START → slice_turns ─(nothing_to_cover)→ END
+    START → slice_turns ─(nothing_to_cover)→ report → END
               └(covered)→ load_memory → generate → validate
     validate ─(valid)→ guard → merge ─(next_chunk)→ generate
-                                    └─(done)→ persist → END
+                                    └─(done)→ persist → report → END
     validate ─(malformed)→ recover ─(recovered)→ guard
     validate / recover ─(no_usable_call)→ create_retry → generate      (once per chunk)
     validate / recover ─(fallback: retry used, or model error)→ extractive_fallback → guard
@@ -27,18 +27,30 @@ from nodes.merge import merge
 from nodes.models import is_transport_error
 from nodes.persist import persist
 from nodes.recover import recover
-from nodes.routing import route_after_merge, route_after_recover, route_after_slice, route_after_validate
+from nodes.report import report
+from nodes.routing import (
+    route_after_merge,
+    route_after_prepare,
+    route_after_recover,
+    route_after_slice,
+    route_after_validate,
+)
 from nodes.slice_turns import slice_turns
+from nodes.studio_lease import finish, prepare
 from nodes.validate import validate
-from state.commit_state import CommitInput, CommitOutput, CommitState
+from state.commit_state import CommitInput, CommitOutput, CommitState, StudioInput
 
 MODEL_RETRY = RetryPolicy(max_attempts=3, initial_interval=0.5, retry_on=is_transport_error)
 
 
-def build_commit_graph() -> StateGraph:
-    """The uncompiled commit graph (nodes, edges and every fallback edge with its label)."""
+def build_commit_graph(*, with_lease: bool = False) -> StateGraph:
+    """The uncompiled commit graph (nodes, edges and every fallback edge with its label).
+
+    `with_lease=True` adds what the engine otherwise does around a run (Studio runs need it):
+    `prepare` (input messages, lease, archive id, task row) first and `finish` (release) last.
+    """
     builder = StateGraph(CommitState, context_schema=CommitContext,
-                         input_schema=CommitInput, output_schema=CommitOutput)
+                         input_schema=StudioInput if with_lease else CommitInput, output_schema=CommitOutput)
 
     builder.add_node("slice_turns", slice_turns)
     builder.add_node("load_memory", load_memory)
@@ -50,10 +62,17 @@ def build_commit_graph() -> StateGraph:
     builder.add_node("guard", guard)
     builder.add_node("merge", merge)
     builder.add_node("persist", persist)
+    builder.add_node("report", report)
 
-    builder.add_edge(START, "slice_turns")
+    if with_lease:
+        builder.add_node("prepare", prepare)
+        builder.add_node("finish", finish)
+        builder.add_edge(START, "prepare")
+        builder.add_conditional_edges("prepare", route_after_prepare, {"leased": "slice_turns", "busy": END})
+    else:
+        builder.add_edge(START, "slice_turns")
     builder.add_conditional_edges("slice_turns", route_after_slice,
-                                  {"covered": "load_memory", "nothing_to_cover": END})
+                                  {"covered": "load_memory", "nothing_to_cover": "report"})
     builder.add_edge("load_memory", "generate")
     builder.add_edge("generate", "validate")
     builder.add_conditional_edges("validate", route_after_validate, {
@@ -71,13 +90,20 @@ def build_commit_graph() -> StateGraph:
     builder.add_edge("extractive_fallback", "guard")
     builder.add_edge("guard", "merge")
     builder.add_conditional_edges("merge", route_after_merge, {"next_chunk": "generate", "done": "persist"})
-    builder.add_edge("persist", END)
+    builder.add_edge("persist", "report")
+    if with_lease:
+        builder.add_edge("report", "finish")
+        builder.add_edge("finish", END)
+    else:
+        builder.add_edge("report", END)
     return builder
 
 
 def compile_commit_graph(checkpointer: BaseCheckpointSaver | None = None) -> CompiledStateGraph:
-    """Compile the commit graph, checkpointed by `checkpointer` when given."""
+    """Compile the commit graph the engine runs, checkpointed by `checkpointer` when given."""
     return build_commit_graph().compile(checkpointer=checkpointer, name="workmem_commit")
 
 
-graph = compile_commit_graph()
+# What `langgraph dev` serves (studio.json): no checkpointer of its own (the server brings
+# studio.sqlite), and the lease taken inside the run like any engine commit.
+graph = build_commit_graph(with_lease=True).compile(name="workmem_commit")

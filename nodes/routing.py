@@ -46,3 +46,8 @@ def route_after_merge(state: CommitState) -> Literal["next_chunk", "done"]:
     if state.get("chunk_index", 0) < len(state.get("chunks", [])):
         return "next_chunk"
     return "done"
+
+
+def route_after_prepare(state: CommitState) -> Literal["leased", "busy"]:
+    """Only the run holding the lease commits; others end with status busy (or skipped)."""
+    return "leased" if state.get("status") == "running" else "busy"

@@ -18,10 +18,19 @@ class CommitInput(TypedDict, total=False):
     messages: list[dict[str, Any]]
 
 
+class StudioInput(TypedDict, total=False):
+    """The Studio input panel: which session, how many recent messages stay raw, messages to add first."""
+
+    session_id: str
+    keep_recent_count: int
+    messages: list[dict[str, Any]]
+
+
 class CommitOutput(TypedDict, total=False):
     """What a finished commit returns."""
 
     status: str
+    task_id: str
     reason: str
     archive_id: str
     working_memory: str

@@ -17,6 +17,11 @@ from types import TracebackType
 
 from filelock import Timeout, lock_descriptor, unlock_descriptor
 
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
 DEFAULT_TIMEOUT = 60.0
 _registry: dict[str, FileMutex] = {}
 _registry_lock = threading.Lock()
@@ -78,7 +83,7 @@ class FileMutex:
         delay = 0.0002
         while True:
             fd = self._open()
-            if lock_descriptor(fd, blocking=False):
+            if lock_descriptor(fd, blocking=False) or self._wait(fd, deadline):
                 if self._still_current():
                     return
                 unlock_descriptor(fd)  # the lock file was replaced: lock the new one
@@ -87,7 +92,16 @@ class FileMutex:
             if time.monotonic() >= deadline:
                 raise Timeout(self.path)
             time.sleep(delay)
-            delay = min(delay * 2, 0.002)
+            delay = min(delay * 2, 0.005)
+
+    @staticmethod
+    def _wait(fd: int, deadline: float) -> bool:
+        """Contended: sleep in the kernel until the holder releases (POSIX), so waiters are not starved by
+        a busy appender the way short polling sleeps are. The lock is released when its holder dies."""
+        if fcntl is None:
+            return False  # Windows: poll with backoff until the deadline
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return True
 
     def _open(self) -> int:
         if self._fd is None:
@@ -110,7 +124,7 @@ class FileMutex:
 
 def session_lock(path: str | Path, timeout: float = DEFAULT_TIMEOUT) -> FileMutex:
     """The process-wide mutex of lock file `path` (one per path, so threads exclude each other too)."""
-    key = os.path.abspath(path)
+    key = os.fspath(path) if os.path.isabs(path) else os.path.abspath(path)
     with _registry_lock:
         mutex = _registry.get(key)
         if mutex is None:

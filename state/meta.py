@@ -24,6 +24,9 @@ MESSAGES_FILE = "messages.jsonl"
 LOCK_FILE = ".lock"
 DEFAULT_KEEP_RECENT = 10
 META_VERSION = 1
+# Meta fields a count refresh never changes; another value on disk means a commit or a keep change.
+_DECIDED_FIELDS = ("session_id", "created_at", "commit_count", "last_commit_at", "keep_recent_count",
+                   "last_archive")
 PUBLIC_FIELDS = (
     "session_id", "created_at", "updated_at", "next_seq", "message_count", "total_message_count",
     "commit_count", "last_commit_at", "keep_recent_count", "pending_tokens", "last_archive",
@@ -166,9 +169,19 @@ class LiveState:
 
 
 def freshness(p: SessionPaths, live: LiveState) -> Literal["fresh", "grown", "stale"]:
-    """Does `live` still describe the files? `grown`: only appends by others since (same inode)."""
-    if file_key(p.meta) != live.meta_stamp or archives.is_complete(p.dir, live.archive_n + 1):
+    """Does `live` still describe the files? `grown`: only appends by others since (same inode).
+
+    A `.meta.json` rewritten by another process only to refresh counts is accepted without a reload
+    (otherwise concurrent appenders would make each other reload on every refresh).
+    """
+    if archives.is_complete(p.dir, live.archive_n + 1):
         return "stale"
+    key = file_key(p.meta)
+    if key != live.meta_stamp:
+        disk = read_meta(p.meta)
+        if disk is None or any(disk.get(f) != live.meta.get(f) for f in _DECIDED_FIELDS):
+            return "stale"
+        live.meta_stamp = key
     stamp = live_file_stamp(p.messages)
     if stamp == live.file_stamp:
         return "fresh"

@@ -1,0 +1,16 @@
+"""Node `report`: the one exit of the commit graph, so every run ends in the same place.
+
+A single terminal node also lets a parent graph (Studio's wrapper) draw this graph expanded.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from state.commit_state import CommitState
+
+
+def report(state: CommitState) -> dict[str, Any]:
+    """Close the run: skipped runs keep their reason; persisted runs are completed."""
+    status = "skipped" if state.get("status") == "skipped" else "completed"
+    return {"status": status, "route": ["report"]}
