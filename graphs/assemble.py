@@ -1,4 +1,10 @@
-"""Build the context a model sees: system addition + WM summary + live messages, within a budget."""
+"""Build the context a model sees: system addition + WM summary + live messages, within a budget (SPEC §7).
+
+Priority with what is left after the reply reserve: the system addition; the newest user turn (it
+must fit, else `InvalidInput("token_budget")`); the working memory, whole or not at all; then older
+live messages newest-first in whole tool groups, stopping at the first that does not fit. The
+output keeps chronological order. Token counts of messages are their stored `tokens` fields.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +12,13 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
-from graphs.lc_messages import to_langchain_messages
+from graphs.injected import SUMMARY_MARKER, clean_messages
+from graphs.lc_messages import to_langchain_message
 from state.errors import InvalidInput
+from state.messages import DEFAULT_MAX_MESSAGE_BYTES, message_text
 from state.tokens import count_tokens
 
-SUMMARY_PREFIX = "[Session History Summary]\n"
+SUMMARY_PREFIX = SUMMARY_MARKER + "\n"
 SYSTEM_ADDITION = (
     "This session uses workmem. The [Session History Summary] message is a lossy working memory of "
     "older turns; the raw messages after it are recent and win over the summary on any conflict. "
@@ -19,16 +27,19 @@ SYSTEM_ADDITION = (
 )
 MAX_BUDGET = 10_000_000
 LARGE_BUDGET = 40_000
+MIN_LARGE_RESERVE = 20_000
+
+Unit = list[dict[str, Any]]
 
 
 def reserve_for_reply(token_budget: int) -> int:
-    """Tokens kept free for the model's reply: max(15 %, 20 000) from 40 000 up, else 15 %."""
+    """Tokens kept free for the model's reply: max(15 %, 20 000) from 40 000 up, else 15 % (rounded up)."""
     share = (token_budget * 15 + 99) // 100
-    return max(share, 20_000) if token_budget >= LARGE_BUDGET else share
+    return max(share, MIN_LARGE_RESERVE) if token_budget >= LARGE_BUDGET else share
 
 
 def validate_budget(token_budget: Any) -> int:
-    """A token budget is a positive int of at most 10 000 000."""
+    """A token budget is an int between 1 and 10 000 000."""
     if isinstance(token_budget, bool) or not isinstance(token_budget, int):
         raise InvalidInput("token_budget", token_budget, "must be an integer")
     if token_budget <= 0 or token_budget > MAX_BUDGET:
@@ -36,62 +47,81 @@ def validate_budget(token_budget: Any) -> int:
     return token_budget
 
 
-def message_units(live: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-    """Live messages grouped so a tool call and its results are never separated; orphans dropped."""
-    units: list[list[dict[str, Any]]] = []
+def pending_entries(messages: list[Any], *, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> list[dict[str, Any]]:
+    """Not-yet-stored messages (e.g. the agent's current turn) as entries `assemble_context` can budget.
+
+    Injected content is stripped as `after_turn` would; an unchanged LangChain message is sent as is.
+    """
+    entries = []
+    for i, msg, changed in clean_messages(list(messages), max_bytes=max_bytes):
+        original = messages[i]
+        entry = {**msg, "tokens": count_tokens(message_text(msg))}
+        entry["lc"] = original if isinstance(original, BaseMessage) and not changed else to_langchain_message(msg)
+        entries.append(entry)
+    return entries
+
+
+def message_units(messages: list[dict[str, Any]]) -> list[Unit]:
+    """Messages grouped so a tool call and its results stay together; results without their call dropped."""
+    units: list[Unit] = []
     open_calls: set[str] = set()
-    for message in live:
+    for message in messages:
         result_ids = {p["tool_call_id"] for p in message["parts"] if p.get("type") == "tool_result"}
-        if units and result_ids and result_ids & open_calls:
-            units[-1].append(message)
-            open_calls -= result_ids
-            continue
-        if result_ids and message["role"] == "tool":
-            continue  # a result whose call is archived cannot be sent to a model without it
+        if result_ids:
+            if units and result_ids <= open_calls:
+                units[-1].append(message)
+                open_calls -= result_ids
+            continue  # a result whose call is archived (or missing) cannot be sent without it
         units.append([message])
-        open_calls = {p["id"] for p in message["parts"] if p.get("type") == "tool_call"}
+        open_calls = {p["id"] for p in message["parts"] if p.get("type") == "tool_call" and p.get("id")}
     return units
 
 
-def _newest_user_turn_start(units: list[list[dict[str, Any]]]) -> int:
+def newest_turn_start(units: list[Unit]) -> int:
+    """Index of the unit that opens the newest user turn; 0 when its user message is already archived."""
     for i in range(len(units) - 1, -1, -1):
         if units[i][0]["role"] == "user":
             return i
-    return len(units)
+    return 0
+
+
+def _tokens(unit: Unit) -> int:
+    return sum(m["tokens"] for m in unit)
 
 
 def assemble_context(
-    live: list[dict[str, Any]], working_memory: str, archives_total: int, token_budget: int
+    live: list[dict[str, Any]], working_memory: str, archives_total: int, token_budget: int,
+    pending: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """Pick what fits by priority (system, newest user turn, WM whole or not at all, older units)."""
+    """Pick what fits by priority (system, newest user turn, WM whole or not at all, older units) → {messages, stats}."""
     budget = validate_budget(token_budget)
     reserve = reserve_for_reply(budget)
     available = budget - reserve
     system_tokens = count_tokens(SYSTEM_ADDITION)
-    units = message_units(live)
-    newest = _newest_user_turn_start(units)
-    newest_tokens = sum(m["tokens"] for unit in units[newest:] for m in unit)
+    candidates = [*live, *(pending or [])]
+    units = message_units(candidates)
+    newest = newest_turn_start(units)
+    newest_tokens = sum(_tokens(u) for u in units[newest:])
     if system_tokens + newest_tokens > available:
         raise InvalidInput("token_budget", token_budget,
-                           f"{available} tokens after the reply reserve cannot hold the newest user turn "
-                           f"({system_tokens + newest_tokens} tokens)")
+                           f"{available} tokens after the reply reserve of {reserve} cannot hold the system "
+                           f"addition and the newest user turn ({system_tokens + newest_tokens} tokens)")
     used = system_tokens + newest_tokens
-    summary_text = SUMMARY_PREFIX + working_memory if working_memory else ""
+    summary_text = SUMMARY_PREFIX + working_memory if working_memory.strip() else ""
     summary_tokens = count_tokens(summary_text) if summary_text else 0
     include_summary = bool(summary_text) and used + summary_tokens <= available
     used += summary_tokens if include_summary else 0
     first_kept = newest
     for i in range(newest - 1, -1, -1):
-        unit_tokens = sum(m["tokens"] for m in units[i])
-        if used + unit_tokens > available:
+        if used + _tokens(units[i]) > available:
             break
-        used += unit_tokens
+        used += _tokens(units[i])
         first_kept = i
     kept = [m for unit in units[first_kept:] for m in unit]
     messages: list[BaseMessage] = [SystemMessage(content=SYSTEM_ADDITION, additional_kwargs={"workmem": "system"})]
     if include_summary:
         messages.append(HumanMessage(content=summary_text, additional_kwargs={"workmem": "summary"}))
-    messages.extend(to_langchain_messages(kept))
+    messages.extend(m["lc"] if "lc" in m else to_langchain_message(m) for m in kept)
     stats = {
         "budget": budget,
         "reserve": reserve,
@@ -99,9 +129,12 @@ def assemble_context(
         "system_tokens": system_tokens,
         "summary_tokens": summary_tokens if include_summary else 0,
         "summary_included": include_summary,
+        "working_memory_tokens": summary_tokens,
+        "newest_turn_tokens": newest_tokens,
         "messages_tokens": sum(m["tokens"] for m in kept),
         "messages_included": len(kept),
-        "messages_dropped": len(live) - len(kept),
+        "messages_dropped": len(candidates) - len(kept),
+        "pending_included": sum("lc" in m for m in kept),
         "total_tokens": used,
         "archives_total": archives_total,
     }

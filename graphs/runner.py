@@ -20,6 +20,8 @@ from state.index import Index, redact_secrets
 from state.store import SessionStore
 
 MAX_RESUMES = 3
+# A failed run keeps its checkpoint: it is resumed like an interrupted one until MAX_RESUMES.
+RESUMABLE_STATUSES = ("pending", "running", "failed")
 MAX_ERROR_CHARS = 500
 
 
@@ -64,7 +66,7 @@ class CommitRunner:
 
     def _run_leased(self, session_id: str, task_id: str, keep_recent_count: int) -> dict[str, Any]:
         with heartbeat(self.index, session_id, task_id, ttl=self.lease_ttl):
-            for task in self.index.unfinished_tasks(session_id):
+            for task in self.resumable_tasks(session_id):
                 if task["task_id"] != task_id:
                     self._resume_task(task)
             archive_id = self.store.next_archive_id(session_id)
@@ -113,10 +115,14 @@ class CommitRunner:
         return {"status": "abandoned", "task_id": task["task_id"], "archive_id": task.get("archive_id"),
                 "reason": reason}
 
+    def resumable_tasks(self, session_id: str | None = None) -> list[dict[str, Any]]:
+        """Commits that did not finish (pending, running, or failed with a checkpoint to resume)."""
+        return [t for t in self.index.list_tasks(session_id) if t["status"] in RESUMABLE_STATUSES]
+
     def resume_all(self) -> list[dict[str, Any]]:
         """Resume every unfinished commit whose session lease is free."""
         results = []
-        for task in self.index.unfinished_tasks():
+        for task in self.resumable_tasks():
             session_id = task["session_id"]
             if self.index.acquire_lease(session_id, task["task_id"], self.owner, ttl=self.lease_ttl):
                 continue  # another process holds this session; it resumes the task itself

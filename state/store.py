@@ -308,8 +308,7 @@ class SessionStore:
             raise InvalidInput("archive", archive, "must be the archive object (a dict)")
         p, n = self._complete(session_id, archive.get("archive_id"))
         with self._lock(p):
-            self._live.pop(p.dir, None)
-            live = self._sync(p)
+            live = self._reload(p, save_stale=False)  # saved below
             if n == live.archive_n:
                 live.meta["keep_recent_count"] = keep
                 live.meta["last_commit_at"] = self._archives.get(p.dir, n).get("created_at") or now_iso()
@@ -428,10 +427,10 @@ class SessionStore:
                 return live
         return self._reload(p)
 
-    def _reload(self, p: SessionPaths) -> LiveState:
+    def _reload(self, p: SessionPaths, *, save_stale: bool = True) -> LiveState:
         live, parsed, stale = load(p, self._archives)
         self._note_problems(p, p.messages, parsed.problems, replace=True)
         self._live[p.dir] = live
-        if stale:
+        if stale and save_stale:
             self._save_meta(p, live, durable=False)  # the cache on disk disagreed with the files
         return live

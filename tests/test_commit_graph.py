@@ -1,0 +1,467 @@
+"""Every path of the commit graph, driven by a scripted model through the real engine (SPEC §6).
+
+Each case asserts the route taken (the node sequence recorded in `archive.json` `model.route`) and
+what was stored. A first commit with a full create answer gives the session a v2 working memory, so
+the cases below exercise the update prompt and its fallbacks on top of a good memory.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from langgraph.types import RetryPolicy
+
+import graphs.commit
+from fakes import (
+    CREATE,
+    UPDATE,
+    create_call,
+    fenced_json_reply,
+    invalid_call,
+    scripted,
+    text_reply,
+    transport_error,
+    valid_update_call,
+)
+from graphs.engine import WorkingMemoryEngine
+from nodes.extractive import ExtractiveChatModel
+from nodes.formatting import HEADER_RE
+from nodes.models import is_transport_error
+from state.memory import SECTIONS, parse_sections
+
+HEAD = ["slice_turns", "load_memory"]
+TAIL = ["persist", "report"]
+ONE_CHUNK = ["generate", "validate", "guard", "merge"]
+
+BASE = {
+    "Session Title": "Fix the CSV parser",
+    "Current State": "Reading src/parser.py to find the delimiter bug.",
+    "Task & Goals": "- Fix delimiter detection in src/parser.py",
+    "Key Facts & Decisions": "- Decided on 2024-05-14 to use csv.Sniffer because Nordhavn changes formats.",
+    "Files & Context": "- src/parser.py\n- tests/test_parser.py",
+    "Errors & Corrections": "- ValueError: missing columns in test_brightline",
+    "Open Issues": "- Confirm the encoding of the Nordhavn feed",
+}
+
+FIRST_TURNS = [
+    {"role": "user", "content": "Please fix the CSV parser in src/parser.py, Nordhavn feeds fail."},
+    {"role": "assistant", "content": "", "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "src/parser.py"}'}}]},
+    {"role": "tool", "tool_call_id": "c1", "content": "def parse(text): return text.split(',')"},
+    {"role": "assistant", "content": "The parser hard-codes a comma delimiter."},
+]
+SECOND_TURNS = [
+    {"role": "user", "content": "Use csv.Sniffer and keep tests/test_parser.py green."},
+    {"role": "assistant", "content": "Switched to csv.Sniffer; the tests pass now."},
+]
+
+# Strings that must never end up in a working memory: what the scripts raise or send as junk.
+ERROR_TEXTS = ("boom-7f3a", "APIConnectionError", "Connection error", "ValueError: boom", "not valid JSON",
+               "no tool call", "model error", "Traceback", "placeholder", "[object", "None", "null",
+               "I cannot do that", "still nothing useful")
+
+
+@pytest.fixture
+def fast_retry(monkeypatch):
+    """Transport-error retries without sleeping (the policy is read when the engine compiles the graph)."""
+    monkeypatch.setattr(graphs.commit, "MODEL_RETRY",
+                        RetryPolicy(max_attempts=3, initial_interval=0.0, jitter=False, retry_on=is_transport_error))
+
+
+@pytest.fixture
+def make_engine(root, fast_retry):
+    engines: list[WorkingMemoryEngine] = []
+
+    def make(model: Any, **kwargs: Any) -> WorkingMemoryEngine:
+        engine = WorkingMemoryEngine(root=root, model=model, durable=False, **kwargs)
+        engines.append(engine)
+        return engine
+
+    yield make
+    for engine in engines:
+        engine.close()
+
+
+def archive_of(engine: WorkingMemoryEngine, session: str = "s") -> dict[str, Any]:
+    archive = engine.working_memory(session)
+    assert archive is not None
+    return archive
+
+
+def sections_of(engine: WorkingMemoryEngine, session: str = "s") -> dict[str, str]:
+    return parse_sections(archive_of(engine, session)["working_summary"]["markdown"])
+
+
+def assert_clean(markdown: str) -> None:
+    """No error text or placeholder stored as memory; exactly the seven sections."""
+    for junk in ERROR_TEXTS:
+        assert junk not in markdown, f"{junk!r} stored as memory"
+    assert list(parse_sections(markdown)) == list(SECTIONS)
+
+
+def assert_each_message_once(engine: WorkingMemoryEngine, session: str = "s") -> None:
+    seqs = [m["seq"] for a in engine.store.list_archives(session)
+            for m in engine.store.archive_messages(session, a["archive_id"])]
+    seqs += [m["seq"] for m in engine.store.live_messages(session)]
+    assert seqs == list(range(1, engine.session_info(session)["total_message_count"] + 1))
+
+
+def tool_asked(model: Any, call: int) -> str:
+    """The tool the model was forced to call on its `call`-th invocation (0-based)."""
+    return model.bound[call]["tool_choice"]
+
+
+def run_second_commit(make_engine, *script: Any) -> tuple[WorkingMemoryEngine, Any, dict[str, Any]]:
+    """First commit: a full create answer (v2 WM); then more messages and a second commit playing `script`."""
+    model = scripted(create_call(BASE), *script)
+    engine = make_engine(model)
+    engine.add_messages("s", FIRST_TURNS)
+    first = engine.commit("s")
+    assert first["status"] == "completed"
+    assert sections_of(engine) == BASE
+    engine.add_messages("s", SECOND_TURNS)
+    result = engine.commit("s")
+    return engine, model, result
+
+
+UPDATE_PATH = [*HEAD, *ONE_CHUNK, *TAIL]
+RETRY_THEN_CREATE = ["generate", "validate", "create_retry", "generate", "validate", "guard", "merge"]
+
+# (id, script of the second commit, route of the second commit, degraded, section checks)
+CASES = [
+    (
+        "valid_ops",
+        [valid_update_call({"Current State": {"op": "UPDATE", "content": "Sniffer in place; tests pass."},
+                            "Key Facts & Decisions": {"op": "APPEND", "items": ["Sniffer limited to ; , and tab"]}})],
+        UPDATE_PATH, False,
+        {"Current State": "Sniffer in place; tests pass.",
+         "Key Facts & Decisions": BASE["Key Facts & Decisions"] + "\n- Sniffer limited to ; , and tab"},
+    ),
+    (
+        "no_tool_call_then_create_prompt",
+        [text_reply("I think the session went well."),
+         create_call({**BASE, "Current State": "Sniffer in place after a create retry."})],
+        [*HEAD, *RETRY_THEN_CREATE, *TAIL], False,
+        {"Current State": "Sniffer in place after a create retry.", "Files & Context": BASE["Files & Context"]},
+    ),
+    (
+        "empty_arguments_are_no_call",
+        [valid_update_call({}, fill_keep=False),
+         create_call({"Current State": "Rewritten after empty arguments."})],
+        [*HEAD, *RETRY_THEN_CREATE, *TAIL], False,
+        {"Current State": "Rewritten after empty arguments.", "Open Issues": BASE["Open Issues"]},
+    ),
+    (
+        "broken_json_recovers_partial_ops",
+        [invalid_call('{"sections": {"Current State": {"op": "UPDATE", "content": "Recovered state."}, '
+                      '"Open Issues": {"op": "APPEND", "items": ["Check the CI run", "cut off her')],
+        [*HEAD, "generate", "validate", "recover", "guard", "merge", *TAIL], False,
+        {"Current State": "Recovered state.",
+         "Open Issues": BASE["Open Issues"] + "\n- Check the CI run",
+         "Task & Goals": BASE["Task & Goals"]},
+    ),
+    (
+        "fenced_json_in_text",
+        [fenced_json_reply({"sections": {"Current State": {"op": "UPDATE", "content": "From a fenced block."},
+                                         "Task & Goals": {"op": "APPEND", "items": ["Keep tests green"]}}})],
+        [*HEAD, "generate", "validate", "recover", "guard", "merge", *TAIL], False,
+        {"Current State": "From a fenced block.", "Task & Goals": BASE["Task & Goals"] + "\n- Keep tests green"},
+    ),
+    (
+        "nothing_recoverable_then_create",
+        [invalid_call("I cannot do that"), create_call({"Current State": "Created after recover failed."})],
+        [*HEAD, "generate", "validate", "recover", "create_retry", "generate", "validate", "guard", "merge", *TAIL],
+        False,
+        {"Current State": "Created after recover failed.", "Key Facts & Decisions": BASE["Key Facts & Decisions"]},
+    ),
+    (
+        "nothing_recoverable_twice_then_extractive",
+        [invalid_call("I cannot do that"), text_reply("still nothing useful")],
+        [*HEAD, "generate", "validate", "recover", "create_retry", "generate", "validate", "extractive_fallback",
+         "guard", "merge", *TAIL],
+        True,
+        {"Session Title": BASE["Session Title"]},
+    ),
+    (
+        "client_validation_error_is_malformed_output",
+        [ValueError("boom-7f3a: arguments are a list"), create_call({"Current State": "After a bad answer."})],
+        [*HEAD, "generate", "validate", "recover", "create_retry", "generate", "validate", "guard", "merge", *TAIL],
+        False,
+        {"Current State": "After a bad answer."},
+    ),
+    (
+        "transport_errors_every_time_then_extractive",
+        [transport_error("Connection error. boom-7f3a sk-abcdefghijklmnopqrstuvwxyz")] * 3,
+        [*HEAD, "generate_failed", "validate", "extractive_fallback", "guard", "merge", *TAIL], True,
+        {"Session Title": BASE["Session Title"], "Errors & Corrections": BASE["Errors & Corrections"]},
+    ),
+    (
+        "transport_error_then_success_is_retried",
+        [transport_error(), valid_update_call({"Current State": {"op": "UPDATE", "content": "Second try."}})],
+        UPDATE_PATH, False,
+        {"Current State": "Second try."},
+    ),
+]
+
+
+@pytest.mark.parametrize(("script", "route", "degraded", "expected"),
+                         [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_path_over_existing_memory(make_engine, script, route, degraded, expected):
+    engine, model, result = run_second_commit(make_engine, *script)
+
+    assert result["status"] == "completed", result
+    archive = archive_of(engine)
+    assert archive["archive_id"] == "archive_002"
+    assert archive["model"]["route"] == route
+    assert result["route"] == route
+    assert archive["model"]["degraded"] is degraded
+    assert engine.task(result["task_id"])["result"]["degraded"] is degraded
+    assert model.calls == 1 + len(script)  # the script was played exactly, nothing more
+    sections = sections_of(engine)
+    for name, body in expected.items():
+        assert sections[name] == body, name
+    for name in SECTIONS:  # a good WM is never replaced by an empty one
+        assert sections[name].strip(), name
+    assert_clean(archive["working_summary"]["markdown"])
+    assert_each_message_once(engine)
+    assert engine.store.live_messages("s") == []
+
+
+def test_update_prompt_first_then_create_prompt_on_retry(make_engine):
+    """After a no-call answer the same chunk is asked again with the create tool forced."""
+    engine, model, _ = run_second_commit(make_engine, text_reply("no tools today"), create_call(BASE))
+    assert [tool_asked(model, i) for i in range(3)] == [CREATE, UPDATE, CREATE]
+    # the update prompt shows the current WM; the retry's create prompt does not need it
+    assert "Reading src/parser.py to find the delimiter bug." in model.prompt_text(1)
+    assert "csv.Sniffer" in model.prompt_text(2)
+
+
+def test_transport_error_text_is_redacted_in_issues_not_memory(make_engine):
+    """The model error is recorded (redacted) for debugging, never as memory."""
+    secret = "sk-abcdefghijklmnopqrstuvwxyz0123"
+    engine, _, result = run_second_commit(make_engine, *[transport_error(f"Connection error. {secret}")] * 3)
+    state = engine.runner.graph.get_state({"configurable": {"thread_id": engine.task(result["task_id"])["thread_id"]}})
+    issues = " ".join(state.values.get("issues", []))
+    assert "model error" in issues
+    assert secret not in issues
+    assert secret not in archive_of(engine)["working_summary"]["markdown"]
+
+
+# -- the create path --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("given", "expected_empty"), [
+    ({"Session Title": "Fix the CSV parser", "Current State": "Just started."}, SECTIONS[2:]),
+    ({"Session Title": "Fix the CSV parser", "Open Issues": "- Which encoding?", "Task & Goals": "   "},
+     [s for s in SECTIONS if s not in ("Session Title", "Open Issues")]),
+    ({}, SECTIONS),
+], ids=["title_and_state_only", "blank_section_is_empty", "no_sections"])
+def test_first_commit_create_answer_missing_sections(make_engine, given, expected_empty):
+    model = scripted(create_call(given))
+    engine = make_engine(model)
+    engine.add_messages("s", FIRST_TURNS)
+    result = engine.commit("s")
+    archive = archive_of(engine)
+    assert result["status"] == "completed"
+    assert tool_asked(model, 0) == CREATE
+    sections = sections_of(engine)
+    assert list(sections) == list(SECTIONS)
+    for name in SECTIONS:
+        if name in expected_empty:
+            assert sections[name] == "", name
+        else:
+            assert sections[name] == given[name].strip(), name
+    assert_clean(archive["working_summary"]["markdown"])
+
+
+def test_first_commit_empty_create_answer_retries_then_falls_back(make_engine):
+    """A create answer with no usable section fails its schema: create retry once, then extractive."""
+    model = scripted(create_call({}), create_call({}))
+    engine = make_engine(model)
+    engine.add_messages("s", FIRST_TURNS)
+    engine.commit("s")
+    archive = archive_of(engine)
+    if archive["model"]["route"] == [*HEAD, *ONE_CHUNK, *TAIL]:
+        pytest.fail("an empty create answer was accepted as the working memory")
+    assert archive["model"]["route"] == [*HEAD, *RETRY_THEN_CREATE[:-2], "extractive_fallback", "guard", "merge",
+                                         *TAIL]
+    assert archive["model"]["degraded"] is True
+    assert "src/parser.py" in sections_of(engine)["Files & Context"]
+
+
+def test_create_answer_missing_sections_over_existing_memory_keeps_them(make_engine):
+    engine, _, _ = run_second_commit(make_engine, text_reply("no call"),
+                                     create_call({"Current State": "Only the state was rewritten."}))
+    sections = sections_of(engine)
+    assert sections == {**BASE, "Current State": "Only the state was rewritten."}
+
+
+def test_create_answer_over_existing_memory_goes_through_the_guards(make_engine):
+    """A worse create answer cannot replace a good WM: every guarded section refuses the loss."""
+    worse = {
+        "Session Title": "Cooking recipes",  # shares no word with the old title → kept
+        "Current State": "Everything is fine.",  # volatile → replaced
+        "Task & Goals": "- Ship it",  # volatile → replaced
+        "Key Facts & Decisions": "- Fine",  # loses the anchors (2024-05-14, Nordhavn, decided) → salvaged as APPEND
+        "Files & Context": "- docs/README.md",  # loses src/parser.py → KEEP + APPEND of the new path
+        "Errors & Corrections": "- Nothing went wrong",  # append-only
+        "Open Issues": "- Nothing open",  # silently drops the encoding issue → restored
+    }
+    engine, _, result = run_second_commit(make_engine, text_reply("no call"), create_call(worse))
+    assert result["route"] == [*HEAD, *RETRY_THEN_CREATE, *TAIL]
+    s = sections_of(engine)
+    assert s["Session Title"] == BASE["Session Title"]
+    assert s["Current State"] == "Everything is fine."
+    assert s["Task & Goals"] == "- Ship it"
+    assert s["Key Facts & Decisions"].startswith(BASE["Key Facts & Decisions"])
+    assert s["Files & Context"] == BASE["Files & Context"] + "\n- docs/README.md"
+    assert s["Errors & Corrections"] == BASE["Errors & Corrections"] + "\n- Nothing went wrong"
+    assert "- [silently dropped, restored] Confirm the encoding of the Nordhavn feed" in s["Open Issues"]
+    assert "Nothing open" in s["Open Issues"]
+
+
+def test_legacy_memory_goes_through_the_create_prompt(make_engine):
+    """A previous free-form summary is upgraded: create prompt with the legacy text as previous memory."""
+    legacy = "We were fixing the CSV parser; the Nordhavn feed uses semicolons (legacy-note-41)."
+    model = scripted(create_call({"Session Title": "Fix the CSV parser", "Current State": "Upgraded."}))
+    engine = make_engine(model)
+    stored = engine.add_messages("s", FIRST_TURNS)
+    archive = {"archive_id": "archive_001", "session_id": "s", "task_id": None, "created_at": "2024-01-01T00:00:00Z",
+               "source_turn_range": {"start_turn_id": "t1", "end_turn_id": "t1", "start_seq": 1, "end_seq": 2},
+               "working_summary": {"markdown": legacy, "sections": {}}, "preserved_tail": {},
+               "expansion": {"archive_index": []}, "model": {"name": "legacy", "degraded": False, "route": []},
+               "tokens": {"covered": 0, "working_memory": 0}}
+    engine.store.write_archive("s", archive, stored[:2], legacy, "legacy summary")
+    result = engine.commit("s")
+    assert result["archive_id"] == "archive_002"
+    assert tool_asked(model, 0) == CREATE
+    assert "legacy-note-41" in model.prompt_text(0)
+    assert sections_of(engine)["Current State"] == "Upgraded."
+    assert_each_message_once(engine)
+
+
+# -- nothing to do ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("keep", "reason"), [(10, "all_within_keep_window"), (0, "no_messages")])
+def test_nothing_to_cover_is_skipped_without_a_model_call(make_engine, keep, reason):
+    model = scripted(create_call(BASE))
+    engine = make_engine(model)
+    engine.add_messages("s", FIRST_TURNS)
+    if reason == "no_messages":
+        engine.commit("s")
+    result = engine.commit("s", keep_recent_count=keep)
+    assert (result["status"], result["reason"]) == ("skipped", reason)
+    assert model.calls == (1 if reason == "no_messages" else 0)
+    task = engine.task(result["task_id"])
+    assert task["status"] == "skipped"
+    # a skipped run deletes its thread
+    assert engine.runner.checkpointer.get_tuple({"configurable": {"thread_id": task["thread_id"]}}) is None
+
+
+def test_keep_recent_count_leaves_the_tail_live(make_engine):
+    model = scripted(create_call(BASE))
+    engine = make_engine(model)
+    engine.add_messages("s", [*FIRST_TURNS, *SECOND_TURNS])
+    engine.commit("s", keep_recent_count=2)
+    archive = archive_of(engine)
+    assert archive["source_turn_range"]["end_seq"] == 4
+    assert archive["preserved_tail"]["head_seq"] == 5
+    assert [m["seq"] for m in engine.store.live_messages("s")] == [5, 6]
+    assert "[#5 " not in model.prompt_text(0)
+    assert_each_message_once(engine)
+
+
+# -- chunking ---------------------------------------------------------------------------------------
+
+
+class RecordingExtractive(ExtractiveChatModel):
+    """The extractive model, remembering the seqs of the transcript of each call."""
+
+    seen: list[list[int]] = []
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+        text = "\n".join(m.text for m in messages)
+        self.seen.append([int(m.group(1)) for line in text.splitlines() if (m := HEADER_RE.match(line))])
+        return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
+
+
+def long_session(n_turns: int) -> list[dict[str, Any]]:
+    out = []
+    for i in range(n_turns):
+        out.append({"role": "user", "content": f"Step {i}: please update module_{i}.py so the importer "
+                                               f"handles supplier number {i} on 2024-05-{i % 28 + 1:02d}."})
+        out.append({"role": "assistant", "content": f"Updated module_{i}.py; supplier {i} now imports cleanly, "
+                                                    f"decided to keep the old delimiter because tests rely on it."})
+    return out
+
+
+def test_long_range_is_split_into_checkpointed_chunks(make_engine):
+    model = RecordingExtractive(seen=[])
+    engine = make_engine(model, chunk_tokens=300)
+    engine.add_messages("s", long_session(12))
+    result = engine.commit("s", keep_recent_count=2)
+    assert result["status"] == "completed"
+
+    archive = archive_of(engine)
+    state = engine.runner.graph.get_state({"configurable": {"thread_id": engine.task(result["task_id"])["thread_id"]}})
+    chunks = state.values["chunks"]
+    assert len(chunks) >= 3
+    # consecutive chunks covering exactly the covered range
+    assert chunks[0][0] == archive["source_turn_range"]["start_seq"] == 1
+    assert chunks[-1][1] == archive["source_turn_range"]["end_seq"] == 22
+    assert all(b[0] == a[1] + 1 for a, b in zip(chunks, chunks[1:], strict=False))
+    # one model call per chunk, each seeing only its own messages
+    assert model.seen == [list(range(a, b + 1)) for a, b in chunks]
+    # the route loops once per chunk
+    assert archive["model"]["route"] == [*HEAD, *ONE_CHUNK * len(chunks), *TAIL]
+    # every chunk's merge was checkpointed: a checkpoint per chunk_index 1..n with the WM so far
+    history = list(engine.runner.graph.get_state_history(
+        {"configurable": {"thread_id": engine.task(result["task_id"])["thread_id"]}}))
+    after_merge = {s.values.get("chunk_index") for s in history if s.next in (("generate",), ("persist",))
+                   and s.values.get("route", [""])[-1] == "merge"}
+    assert after_merge == set(range(1, len(chunks) + 1))
+    # the later chunks' facts are in the final WM, merged on top of the first chunk's
+    wm = archive["working_summary"]["markdown"]
+    assert "module_0.py" in wm and "module_10.py" in wm
+    assert_each_message_once(engine)
+
+
+def test_huge_message_is_clipped_in_the_prompt_only(make_engine):
+    huge = "row;" + " ".join(f"value{i}" for i in range(6000)) + " tail-marker-93"
+    model = RecordingExtractive(seen=[])
+    captured: list[str] = []
+    original = RecordingExtractive._generate
+
+    def spy(self, messages, stop=None, run_manager=None, **kwargs):
+        captured.append("\n".join(m.text for m in messages))
+        return original(self, messages, stop=stop, run_manager=run_manager, **kwargs)
+
+    engine = make_engine(model, clip_tokens=200, chunk_tokens=2000)
+    engine.add_messages("s", [{"role": "user", "content": "Load the feed in data/feed.csv"},
+                              {"role": "assistant", "content": huge}])
+    RecordingExtractive._generate = spy
+    try:
+        engine.commit("s")
+    finally:
+        RecordingExtractive._generate = original
+    assert len(captured) == 1
+    assert "…[clipped " in captured[0]
+    assert "tail-marker-93" in captured[0]  # head + tail kept
+    assert "value3000 " not in captured[0]
+    stored = engine.store.archive_messages("s", "archive_001")
+    assert stored[1]["parts"][0]["text"] == huge
+
+
+def test_archive_object_records_route_model_and_tokens(make_engine):
+    engine, model, result = run_second_commit(make_engine, valid_update_call({}))
+    archive = archive_of(engine)
+    assert archive["task_id"] == result["task_id"]
+    assert archive["model"]["name"]
+    assert archive["tokens"]["covered"] == sum(m["tokens"] for m in engine.store.archive_messages("s", "archive_002"))
+    assert archive["source_turn_range"]["start_seq"] == 5
+    assert [e["archive_id"] for e in archive["expansion"]["archive_index"]] == ["archive_001", "archive_002"]
+    on_disk = json.loads((engine.store.session_dir("s") / "history" / "archive_002" / "archive.json").read_text())
+    assert on_disk["model"]["route"] == archive["model"]["route"]
