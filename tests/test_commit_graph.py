@@ -32,7 +32,7 @@ from nodes.models import is_transport_error
 from state.memory import SECTIONS, parse_sections
 
 HEAD = ["slice_turns", "load_memory"]
-TAIL = ["persist", "report"]
+TAIL = ["persist"]  # the archive records the route up to persist; the run then ends in `report`
 ONE_CHUNK = ["generate", "validate", "guard", "merge"]
 
 BASE = {
@@ -215,7 +215,7 @@ def test_path_over_existing_memory(make_engine, script, route, degraded, expecte
     archive = archive_of(engine)
     assert archive["archive_id"] == "archive_002"
     assert archive["model"]["route"] == route
-    assert result["route"] == route
+    assert result["route"] == [*route, "report"]
     assert archive["model"]["degraded"] is degraded
     assert engine.task(result["task_id"])["result"]["degraded"] is degraded
     assert model.calls == 1 + len(script)  # the script was played exactly, nothing more
@@ -310,7 +310,7 @@ def test_create_answer_over_existing_memory_goes_through_the_guards(make_engine)
         "Open Issues": "- Nothing open",  # silently drops the encoding issue → restored
     }
     engine, _, result = run_second_commit(make_engine, text_reply("no call"), create_call(worse))
-    assert result["route"] == [*HEAD, *RETRY_THEN_CREATE, *TAIL]
+    assert result["route"] == [*HEAD, *RETRY_THEN_CREATE, *TAIL, "report"]
     s = sections_of(engine)
     assert s["Session Title"] == BASE["Session Title"]
     assert s["Current State"] == "Everything is fine."
