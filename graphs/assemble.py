@@ -93,7 +93,7 @@ def assemble_context(
     live: list[dict[str, Any]], working_memory: str, archives_total: int, token_budget: int,
     pending: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """Pick what fits by priority (system, newest user turn, WM whole or not at all, older units) → {messages, stats}."""
+    """Pick what fits by priority (system, newest user turn, WM whole or not at all, older units)."""
     budget = validate_budget(token_budget)
     reserve = reserve_for_reply(budget)
     available = budget - reserve
@@ -114,7 +114,7 @@ def assemble_context(
     first_kept = newest
     for i in range(newest - 1, -1, -1):
         if used + _tokens(units[i]) > available:
-            break
+            continue
         used += _tokens(units[i])
         first_kept = i
     kept = [m for unit in units[first_kept:] for m in unit]

@@ -1,4 +1,7 @@
-"""The `workmem` command line: demo, add, commit, tasks, resume, reindex (rich output, `--json`)."""
+"""The `workmem` command line: demo, add, commit, context, search, expand, tasks, resume, reindex.
+
+Rich output for people, `--json` (before or after the subcommand) for scripts. Typed errors exit with 2.
+"""
 
 from __future__ import annotations
 
@@ -10,8 +13,9 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
-from state.errors import WorkmemError
+from state.errors import InvalidInput, WorkmemError
 
 console = Console()
 
@@ -40,11 +44,20 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def read_messages(file: str | None) -> list[Any]:
+    """Messages from a file (or stdin): a JSON list, or JSONL with one message per line."""
+    try:
+        text = (Path(file).read_text(encoding="utf-8") if file else sys.stdin.read()).strip()
+        if text.startswith("["):
+            return json.loads(text)
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InvalidInput("file", file or "<stdin>", f"cannot read messages: {exc}") from exc
+
+
 def cmd_add(args: argparse.Namespace) -> int:
     """Append messages (a JSON list or JSONL from a file or stdin) to a session."""
-    text = Path(args.file).read_text(encoding="utf-8") if args.file else sys.stdin.read()
-    text = text.strip()
-    messages = json.loads(text) if text.startswith("[") else [json.loads(line) for line in text.splitlines() if line]
+    messages = read_messages(args.file)
     with _engine(args) as engine:
         stored = engine.add_messages(args.session, messages)
         info = engine.session_info(args.session)
@@ -61,6 +74,79 @@ def cmd_commit(args: argparse.Namespace) -> int:
     _emit(args, result, lambda r: console.print(
         f"[bold]{r['status']}[/] task {r['task_id']} archive {r.get('archive_id') or '-'} {r.get('reason') or ''}"))
     return 0 if result["status"] in ("completed", "skipped") else 1
+
+
+def message_json(message: Any) -> dict[str, Any]:
+    """A LangChain message as a small JSON object: role, content, workmem tag, tool wiring."""
+    roles = {"system": "system", "human": "user", "ai": "assistant", "tool": "tool"}
+    out: dict[str, Any] = {"role": roles.get(message.type, message.type), "content": message.content,
+                           "workmem": message.additional_kwargs.get("workmem")}
+    if getattr(message, "tool_calls", None):
+        out["tool_calls"] = [{"id": c["id"], "name": c["name"], "args": c["args"]} for c in message.tool_calls]
+    if message.type == "tool":
+        out["tool_call_id"] = message.tool_call_id
+    return out
+
+
+def cmd_context(args: argparse.Namespace) -> int:
+    """Show the context the next model call would get (system addition, working memory, live tail)."""
+    with _engine(args) as engine:
+        result = engine.assemble(args.session, args.budget)
+    data = {"messages": [message_json(m) for m in result["messages"]], "stats": result["stats"]}
+    _emit(args, data, _render_context)
+    return 0
+
+
+def _render_context(data: dict[str, Any]) -> None:
+    for m in data["messages"]:
+        label = m["role"] + (f" ({m['workmem']})" if m["workmem"] else "")
+        if m.get("tool_call_id"):
+            label += f" ← {m['tool_call_id']}"
+        console.rule(Text(label, style="bold"))
+        content = m["content"] if isinstance(m["content"], str) else json.dumps(m["content"], ensure_ascii=False)
+        if content:
+            console.print(Text(content))
+        for call in m.get("tool_calls", []):
+            console.print(Text(f"→ {call['name']} {json.dumps(call['args'], ensure_ascii=False)} [{call['id']}]"))
+    s = data["stats"]
+    console.print(f"{s['total_tokens']} of {s['available']} tokens ({s['budget']} budget − {s['reserve']} reply "
+                  f"reserve); {s['messages_included']} message(s), {s['messages_dropped']} dropped; "
+                  f"{s['archives_total']} archive(s)")
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    """Search the archived messages of a session (literal words, best first)."""
+    query = " ".join(args.query)
+    with _engine(args) as engine:
+        hits = engine.archive_search(args.session, query, archive_id=args.archive, limit=args.limit)
+    _emit(args, hits, lambda rows: _render_hits(query, rows))
+    return 0
+
+
+def _render_hits(query: str, hits: list[dict[str, Any]]) -> None:
+    if not hits:
+        console.print(Text(f"no archived message matches {query!r}"))
+        return
+    table = Table("archive", "seq", "turn", "role", "content")
+    for h in hits:
+        table.add_row(h["archive_id"], str(h["seq"]), h["turn_id"], h["role"], Text(h["content"][:300]))
+    console.print(table)
+
+
+def cmd_expand(args: argparse.Namespace) -> int:
+    """Print an archive (by id) or a seq / turn range of a session verbatim."""
+    with _engine(args) as engine:
+        found = engine.archive_expand(args.session, args.archive_id, start_seq=args.start_seq, end_seq=args.end_seq,
+                                      start_turn_id=args.start_turn, end_turn_id=args.end_turn)
+    _emit(args, found, _render_expansion)
+    return 0
+
+
+def _render_expansion(found: dict[str, Any]) -> None:
+    if found["archive_id"]:
+        console.print(Text(f"{found['archive_id']}: {found['abstract']}", style="bold"))
+    console.print(f"{found['message_count']} message(s), seq {found['start_seq']}–{found['end_seq']}")
+    console.print(Text(found["content"]))
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:
@@ -101,29 +187,51 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="workmem", description="Working memory for long agent sessions.")
     parser.add_argument("--root", help="data root (default: $WORKMEM_HOME or ./.workmem)")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
-    sub = parser.add_subparsers(dest="command", required=True)
+    common = argparse.ArgumentParser(add_help=False)  # the same options also work after the subcommand
+    common.add_argument("--root", default=argparse.SUPPRESS, help="data root")
+    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output")
+    subparsers = parser.add_subparsers(dest="command", required=True)
 
-    demo = sub.add_parser("demo", help=cmd_demo.__doc__)
+    def command(name: str, func: Any) -> argparse.ArgumentParser:
+        cmd = subparsers.add_parser(name, help=func.__doc__, parents=[common])
+        cmd.set_defaults(func=func)
+        return cmd
+
+    demo = command("demo", cmd_demo)
     demo.add_argument("--threshold", type=int, default=2500, help="pending tokens that trigger a commit")
     demo.add_argument("--keep", type=int, default=10, help="recent messages kept raw")
-    demo.set_defaults(func=cmd_demo)
 
-    add = sub.add_parser("add", help=cmd_add.__doc__)
+    add = command("add", cmd_add)
     add.add_argument("session")
     add.add_argument("file", nargs="?", help="JSON list or JSONL of messages (default: stdin)")
-    add.set_defaults(func=cmd_add)
 
-    commit = sub.add_parser("commit", help=cmd_commit.__doc__)
+    commit = command("commit", cmd_commit)
     commit.add_argument("session")
     commit.add_argument("--keep", type=int, default=10, help="recent messages kept raw")
-    commit.set_defaults(func=cmd_commit)
 
-    tasks = sub.add_parser("tasks", help=cmd_tasks.__doc__)
+    context = command("context", cmd_context)
+    context.add_argument("session")
+    context.add_argument("--budget", type=int, default=128_000, help="token budget of the model call")
+
+    search = command("search", cmd_search)
+    search.add_argument("session")
+    search.add_argument("query", nargs="+", help="words to look for (use -- before a query starting with -)")
+    search.add_argument("--archive", help="only this archive, e.g. archive_002")
+    search.add_argument("--limit", type=int, default=12, help="at most this many hits (1–12)")
+
+    expand = command("expand", cmd_expand)
+    expand.add_argument("session")
+    expand.add_argument("archive_id", nargs="?", help="e.g. archive_002 (or give a range)")
+    expand.add_argument("--start-seq", type=int)
+    expand.add_argument("--end-seq", type=int)
+    expand.add_argument("--start-turn", help="first turn id, e.g. t3")
+    expand.add_argument("--end-turn", help="last turn id (default: the start turn)")
+
+    tasks = command("tasks", cmd_tasks)
     tasks.add_argument("--session")
-    tasks.set_defaults(func=cmd_tasks)
 
-    sub.add_parser("resume", help=cmd_resume.__doc__).set_defaults(func=cmd_resume)
-    sub.add_parser("reindex", help=cmd_reindex.__doc__).set_defaults(func=cmd_reindex)
+    command("resume", cmd_resume)
+    command("reindex", cmd_reindex)
     return parser
 
 

@@ -64,16 +64,27 @@ class WorkingMemoryEngine:
         self.store = SessionStore(self.root, durable=durable, max_message_bytes=max_message_bytes)
         self.index = Index(self.root)
         self.model = model
-        context = CommitContext(root=str(self.root), model=model, chunk_tokens=_positive_int("chunk_tokens", chunk_tokens),
-                                clip_tokens=_positive_int("clip_tokens", clip_tokens), durable=durable,
-                                store=self.store, index=self.index)
-        self.runner = CommitRunner(self.store, self.index, context, max_workers=_positive_int("max_workers", max_workers))
+        context = CommitContext(root=str(self.root), model=model, durable=durable, store=self.store, index=self.index,
+                                chunk_tokens=_positive_int("chunk_tokens", chunk_tokens),
+                                clip_tokens=_positive_int("clip_tokens", clip_tokens))
+        workers = _positive_int("max_workers", max_workers)
+        self.runner = CommitRunner(self.store, self.index, context, max_workers=workers)
 
     # -- storing ----------------------------------------------------------------------------------
 
     def add_messages(self, session_id: str, messages: list[Any]) -> list[dict[str, Any]]:
         """Validate every message, then append the batch to the session (creating it if new)."""
-        return self.store.append(session_id, messages)
+        stored = self.store.append(session_id, messages)
+        if stored:
+            self._meta_with_default_keep(session_id)
+        return stored
+
+    def _meta_with_default_keep(self, session_id: str) -> dict[str, Any]:
+        """Session meta; before its first commit pending_tokens is counted with this engine's keep (§2)."""
+        meta = self.store.meta(session_id)
+        if not meta.get("commit_count") and meta.get("keep_recent_count") != self.keep_recent_count:
+            meta = self.store.set_keep_recent_count(session_id, self.keep_recent_count)
+        return meta
 
     def after_turn(self, session_id: str, messages: list[Any], pre_prompt_count: int = 0) -> dict[str, Any]:
         """Store `messages[pre_prompt_count:]` minus what workmem injected; past the threshold start a
@@ -85,7 +96,8 @@ class WorkingMemoryEngine:
         new = strip_injected(list(messages[pre_prompt_count:]), offset=pre_prompt_count,
                              max_bytes=self.max_message_bytes)
         stored = self.store.append(session_id, new) if new else []
-        pending = self.store.meta(session_id)["pending_tokens"] if self.store.session_exists(session_id) else 0
+        exists = bool(stored) or self.store.session_exists(session_id)
+        pending = self._meta_with_default_keep(session_id)["pending_tokens"] if exists else 0
         commit = None
         if pending >= self.commit_token_threshold:
             commit = self.runner.start(session_id, self.keep_recent_count, wait=False)
@@ -198,10 +210,10 @@ class WorkingMemoryEngine:
         for field, value in (("start_seq", start_seq), ("end_seq", end_seq)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InvalidInput(field, value, "give archive_id, start_seq and end_seq >= 1, or turn ids")
-        assert start_seq is not None and end_seq is not None
-        if end_seq < start_seq:
+        first_seq, last_seq = int(start_seq or 0), int(end_seq or 0)
+        if last_seq < first_seq:
             raise InvalidInput("end_seq", end_seq, f"must be >= start_seq ({start_seq})")
-        return _expansion(None, "", self.store.messages_in_range(session_id, start_seq, end_seq))
+        return _expansion(None, "", self.store.messages_in_range(session_id, first_seq, last_seq))
 
     def _turn_messages(self, session_id: str, first: int, last: int) -> list[dict[str, Any]]:
         """Messages of turns first..last: from the archives whose turn range overlaps, then the live file."""

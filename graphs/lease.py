@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -10,6 +12,38 @@ from state.index import Index
 
 LEASE_TTL_SECONDS = 60.0
 HEARTBEAT_SECONDS = 20.0
+
+
+def holder_alive(row: dict | None) -> bool:
+    """Whether a lease row's holder may still be running: False only when it provably died (its
+    process is gone on this very host); leases of other hosts are trusted until they expire."""
+    if row is None:
+        return False
+    if row.get("host") != socket.gethostname() or row.get("pid") in (None, os.getpid()):
+        return True
+    try:
+        os.kill(int(row["pid"]), 0)
+    except ProcessLookupError:
+        return False
+    except (OSError, ValueError):
+        return True  # e.g. PermissionError: the pid exists under another user
+    return True
+
+
+def acquire(index: Index, session_id: str, task_id: str, owner: str, *, ttl: float = LEASE_TTL_SECONDS) -> str | None:
+    """Take the session's lease for `task_id` (None) or return the live holder's task id.
+
+    A lease left by a process of this host that died (SIGKILL, power loss of a container) is broken at
+    once instead of blocking the session until its TTL runs out.
+    """
+    holder = index.acquire_lease(session_id, task_id, owner, ttl=ttl)
+    if holder is None:
+        return None
+    row = index.lease_holder(session_id)
+    if row is not None and not holder_alive(row):
+        index.release_lease(session_id, row["task_id"])
+        return index.acquire_lease(session_id, task_id, owner, ttl=ttl)
+    return holder
 
 
 class Heartbeat:

@@ -13,8 +13,9 @@ from typing import Any
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from graphs.commit import compile_commit_graph
-from graphs.lease import LEASE_TTL_SECONDS, heartbeat
+from graphs.lease import LEASE_TTL_SECONDS, acquire, heartbeat, holder_alive
 from nodes.context import CommitContext
+from state.errors import ArchiveNotFound
 from state.ids import safe_session_id
 from state.index import Index, redact_secrets
 from state.store import SessionStore
@@ -53,7 +54,7 @@ class CommitRunner:
     def start(self, session_id: str, keep_recent_count: int, *, wait: bool) -> dict[str, Any]:
         """Take the lease and run (or schedule) a commit; a held lease returns the running task."""
         task_id = uuid.uuid4().hex
-        holder = self.index.acquire_lease(session_id, task_id, self.owner, ttl=self.lease_ttl)
+        holder = acquire(self.index, session_id, task_id, self.owner, ttl=self.lease_ttl)
         if holder is not None:
             running = self.index.get_task(holder) or {}
             return {"status": "busy", "task_id": holder, "archive_id": running.get("archive_id"),
@@ -67,8 +68,16 @@ class CommitRunner:
     def _run_leased(self, session_id: str, task_id: str, keep_recent_count: int) -> dict[str, Any]:
         with heartbeat(self.index, session_id, task_id, ttl=self.lease_ttl):
             for task in self.resumable_tasks(session_id):
-                if task["task_id"] != task_id:
-                    self._resume_task(task)
+                if task["task_id"] == task_id:
+                    continue
+                earlier = self._resume_task(task)
+                if earlier["status"] not in ("completed", "skipped", "abandoned"):
+                    # Its messages stay reserved for it until it is abandoned (MAX_RESUMES): a new commit
+                    # now would reserve the same archive id and cover the same seqs.
+                    reason = f"earlier commit {task['task_id']} did not finish: {earlier.get('reason') or ''}"
+                    self.index.update_task(task_id, status="skipped", result={"reason": reason[:MAX_ERROR_CHARS]})
+                    return {"status": "failed", "task_id": task_id, "archive_id": None,
+                            "reason": reason[:MAX_ERROR_CHARS]}
             archive_id = self.store.next_archive_id(session_id)
             thread_id = f"{safe_session_id(session_id)}/commit/{task_id}"
             self.index.update_task(task_id, archive_id=archive_id, thread_id=thread_id, status="running")
@@ -105,8 +114,20 @@ class CommitRunner:
         has_checkpoint = bool(thread_id) and self.checkpointer.get_tuple(config) is not None
         if not has_checkpoint or task.get("attempts", 0) >= MAX_RESUMES:
             return self._abandon(task, "never started" if not has_checkpoint else "too many resumes")
+        if self._archive_taken(task):
+            return self._abandon(task, f"{task['archive_id']} was written by another commit")
         self.index.update_task(task_id, status="running", attempts=task.get("attempts", 0) + 1)
         return self._invoke(task_id, thread_id, None)
+
+    def _archive_taken(self, task: dict[str, Any]) -> bool:
+        """True when the archive this task reserved is complete but holds another commit's work."""
+        if not task.get("archive_id"):
+            return False
+        try:
+            archive = self.store.read_archive(task["session_id"], task["archive_id"])
+        except ArchiveNotFound:
+            return False
+        return archive.get("task_id") != task["task_id"]
 
     def _abandon(self, task: dict[str, Any], reason: str) -> dict[str, Any]:
         if task.get("thread_id"):
@@ -124,10 +145,16 @@ class CommitRunner:
         results = []
         for task in self.resumable_tasks():
             session_id = task["session_id"]
-            if self.index.acquire_lease(session_id, task["task_id"], self.owner, ttl=self.lease_ttl):
+            # The lease may carry this very task id while its process still runs it (acquire_lease
+            # treats an equal task id as "ours"), so a live holder of any task means hands off.
+            if holder_alive(self.index.lease_holder(session_id)):
+                continue
+            if acquire(self.index, session_id, task["task_id"], self.owner, ttl=self.lease_ttl):
                 continue  # another process holds this session; it resumes the task itself
             with heartbeat(self.index, session_id, task["task_id"], ttl=self.lease_ttl):
-                results.append(self._resume_task(task))
+                task = self.index.get_task(task["task_id"]) or task  # it may have finished meanwhile
+                if task["status"] in RESUMABLE_STATUSES:
+                    results.append(self._resume_task(task))
         return results
 
     def wait(self) -> None:

@@ -129,6 +129,7 @@ class _Msg:
 
 
 def prompt_text(messages: Sequence[BaseMessage]) -> str:
+    """The prompt's human text (the system prompt only when nothing else is there)."""
     texts = [m.text for m in messages if m.type != "system"] or [m.text for m in messages]
     return "\n\n".join(texts)
 

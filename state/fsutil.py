@@ -7,6 +7,7 @@ them to raise or `os._exit` right after a chosen step.
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import uuid
@@ -57,6 +58,27 @@ def atomic_write(path: str | Path, data: bytes, *, durable: bool = True) -> None
         raise
     if durable:
         fsync_dir(path.parent)
+
+
+def append_bytes(path: str | Path, data: bytes, *, durable: bool = True) -> tuple[int, int]:
+    """The live append: one `write()` to an `O_APPEND` descriptor, then one fsync; all or nothing.
+
+    Returns (inode, size before the write). A short or failed write is truncated away before raising.
+    """
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        st = os.fstat(fd)
+        try:
+            if os.write(fd, data) != len(data):
+                raise OSError(errno.ENOSPC, f"short write to {path}")
+            if durable:
+                os.fsync(fd)
+        except BaseException:
+            os.ftruncate(fd, st.st_size)
+            raise
+    finally:
+        os.close(fd)
+    return st.st_ino, st.st_size
 
 
 def publish_dir(tmp: str | Path, final: str | Path, *, durable: bool = True) -> None:

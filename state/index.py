@@ -238,10 +238,11 @@ class Index:
                 raise InvalidInput(f"messages[{i}]", msg, reason)
             rows.append((session_id, archive_id, msg["seq"], str(msg.get("turn_id") or ""), msg["role"],
                          message_text(msg)))
-        self._delete_archive(session_id, archive_id)
-        for start in range(0, len(rows), BATCH_ROWS):
+        for start in range(0, max(len(rows), 1), BATCH_ROWS):
             batch = rows[start:start + BATCH_ROWS]
             with self._immediate() as db:
+                if start == 0:
+                    self._delete_archive(db, session_id, archive_id)  # same transaction as the first rows
                 base = db.execute("SELECT COALESCE(MAX(rowid), 0) FROM fts_docs").fetchone()[0] + 1
                 ids = range(base, base + len(batch))
                 db.conn.executemany("INSERT INTO fts_docs (rowid, session_id, archive_id, seq) VALUES (?, ?, ?, ?)",
@@ -252,15 +253,16 @@ class Index:
                         "VALUES (?, ?, ?, ?, ?, ?, ?)", [(i, *r) for i, r in zip(ids, batch, strict=True)])
         return len(rows)
 
-    def _delete_archive(self, session_id: str, archive_id: str) -> None:
-        with self._immediate() as db:
-            ids = [r[0] for r in db.execute("SELECT rowid FROM fts_docs WHERE session_id = ? AND archive_id = ?",
-                                            [session_id, archive_id])]
-            for start in range(0, len(ids), BATCH_ROWS):
-                chunk = ids[start:start + BATCH_ROWS]
-                marks = ",".join("?" * len(chunk))
-                for table in ("fts_words", "fts_trigram", "fts_docs"):
-                    db.execute(f"DELETE FROM {table} WHERE rowid IN ({marks})", chunk)
+    @staticmethod
+    def _delete_archive(db: Database, session_id: str, archive_id: str) -> None:
+        """Delete one archive's rows from the three tables (inside the caller's transaction)."""
+        ids = [r[0] for r in db.execute("SELECT rowid FROM fts_docs WHERE session_id = ? AND archive_id = ?",
+                                        [session_id, archive_id])]
+        for start in range(0, len(ids), BATCH_ROWS):
+            chunk = ids[start:start + BATCH_ROWS]
+            marks = ",".join("?" * len(chunk))
+            for table in ("fts_words", "fts_trigram", "fts_docs"):
+                db.execute(f"DELETE FROM {table} WHERE rowid IN ({marks})", chunk)
 
     def search(self, session_id: str, query: str, archive_id: str | None = None,
                limit: int = 12) -> list[dict[str, Any]]:
@@ -323,10 +325,9 @@ class Index:
         for sid in sessions:
             if session_id is not None:
                 with self._immediate() as db:
-                    stale = [r[0] for r in db.execute("SELECT DISTINCT archive_id FROM fts_docs WHERE session_id = ?",
-                                                      [sid])]
-                for aid in stale:
-                    self._delete_archive(sid, aid)
+                    stale = db.execute("SELECT DISTINCT archive_id FROM fts_docs WHERE session_id = ?", [sid])
+                    for (aid,) in stale.fetchall():
+                        self._delete_archive(db, sid, aid)
             for archive in store.list_archives(sid):
                 if progress is not None:
                     progress(sid, archive["archive_id"])

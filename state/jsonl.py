@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from state.errors import CorruptLine
+from state.jsonutil import dumps
 from state.messages import ROLES
 
 
@@ -23,9 +26,57 @@ class Parsed:
     lines: int = 0  # complete lines seen (for line numbers of a later segment)
 
 
+log = logging.getLogger("workmem.store")
+
+
+def stored_lines(prepared: list[tuple[dict[str, Any], bytes]], counts: list[int], first_seq: int, turn: int,
+                 now: str) -> tuple[list[dict[str, Any]], bytes, int]:
+    """Stored messages of a validated batch, their JSONL bytes, and the turn number after them.
+
+    Each line reuses the body (`"meta":…,"parts":…`) encoded during validation; ids are 128 random bits
+    (like uuid4) drawn in one call. `turn_id` is `t<n>`, n growing at each user message.
+    """
+    ids = os.urandom(16 * len(prepared)).hex()
+    stored, lines = [], []
+    for i, ((msg, body), tokens) in enumerate(zip(prepared, counts, strict=True)):
+        role, seq = msg["role"], first_seq + i
+        if role == "user":
+            turn += 1
+        msg_id = f"m-{ids[32 * i:32 * i + 32]}"
+        stored.append({"id": msg_id, "seq": seq, "turn_id": f"t{turn}", "role": role, "created_at": now,
+                       "tokens": tokens, "meta": msg["meta"], "parts": msg["parts"]})
+        lines.append(f'{{"id":"{msg_id}","seq":{seq},"turn_id":"t{turn}","role":"{role}",'
+                     f'"created_at":"{now}","tokens":{tokens},'.encode() + body + b"}\n")
+    return stored, b"".join(lines), turn
+
+
+class Problems:
+    """Corrupt lines met by the latest read of each file, per session; each is logged once."""
+
+    def __init__(self) -> None:
+        self._found: dict[Path, dict[str, list[CorruptLine]]] = {}
+        self._logged: set[tuple[str, int]] = set()
+
+    def note(self, session_dir: Path, path: Path, found: list[CorruptLine], *, replace: bool) -> None:
+        """Record what a read of `path` found (replacing the file's earlier record, or adding to it)."""
+        per_file = self._found.setdefault(session_dir, {})
+        if replace:
+            per_file[str(path)] = list(found)
+        else:
+            per_file.setdefault(str(path), []).extend(found)
+        for problem in found:
+            if (problem.path, problem.line_no) not in self._logged:
+                self._logged.add((problem.path, problem.line_no))
+                log.warning("%s", problem)
+
+    def of(self, session_dir: Path) -> list[CorruptLine]:
+        """Every recorded problem of a session."""
+        return [c for found in self._found.get(session_dir, {}).values() for c in found]
+
+
 def encode_line(msg: dict[str, Any]) -> bytes:
     """One stored message as a UTF-8 JSON line ending in a newline."""
-    return (json.dumps(msg, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+    return dumps(msg) + b"\n"
 
 
 def check_stored(obj: Any) -> str:

@@ -43,7 +43,12 @@ class FileMutex:
         self._pid = os.getpid()
 
     def acquire(self) -> None:
-        """Block until this thread holds the lock (reentrant); raise `filelock.Timeout` after `timeout` s."""
+        """Block until this thread holds the lock (reentrant).
+
+        Waiting for another thread raises `filelock.Timeout` after `timeout` s; waiting for another
+        process sleeps in the kernel (flock) until the holder releases or dies (Windows: polls until
+        `timeout`).
+        """
         if self._pid != os.getpid():  # inherited through fork: start over with our own descriptor
             self._reset()
         if not self._thread_lock.acquire(timeout=self.timeout):

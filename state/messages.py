@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from state.errors import InvalidInput
+from state.jsonutil import dumps
 
 ROLES = ("user", "assistant", "tool", "system")
 DEFAULT_MAX_MESSAGE_BYTES = 1 << 20
@@ -31,38 +32,75 @@ _LC_TYPES = {
     "HumanMessageChunk": "user", "AIMessageChunk": "assistant",
     "ToolMessageChunk": "tool", "SystemMessageChunk": "system",
 }
+_PLAIN_ROLES = frozenset(("user", "assistant", "system"))
 _ROLE_ALIASES = {"human": "user", "ai": "assistant", "developer": "system"}
 _TEXT_BLOCKS = {"text", "input_text", "output_text"}
 _CALL_BLOCKS = {"tool_use", "tool_call", "function_call"}
 _SKIPPED_BLOCKS = {"tool_call_chunk", "invalid_tool_call"}
 _DROPPED_KWARGS = {"tool_calls", "function_call"}
-_STORED_KEYS = ("id", "seq", "turn_id", "role", "parts", "created_at", "tokens", "meta")
 
 
 def normalize_message(
     obj: Any, *, field: str = "message", max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
 ) -> dict[str, Any]:
-    """Turn a LangChain message, an OpenAI-style dict or a workmem dict into a validated `{role, parts, meta}`."""
+    """A LangChain message, OpenAI-style dict or workmem dict as a validated `{role, parts, meta}`."""
+    return prepare_message(obj, field=field, max_bytes=max_bytes)[0]
+
+
+def normalize_messages(objs: Any, *, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> list[dict[str, Any]]:
+    """Normalise every message of a batch; the first bad one raises InvalidInput naming `messages[i]`."""
+    return [msg for msg, _body in prepare_messages(objs, max_bytes=max_bytes)]
+
+
+def prepare_message(obj: Any, *, field: str = "message",
+                    max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> tuple[dict[str, Any], bytes]:
+    """Normalise and validate one message; also return its stored JSON body (`"meta":…,"parts":…`)."""
+    plain = _plain_text(obj, max_bytes)  # the common `{"role", "content": str}` shape, fast
+    if plain is not None:
+        return plain
     if isinstance(obj, dict):
         msg = _from_workmem(obj, field) if "parts" in obj else _from_openai(obj, field)
     elif isinstance(getattr(obj, "type", None), str) and hasattr(obj, "content"):
         msg = _from_langchain(obj, field)
     else:
         raise InvalidInput(field, obj, "expected a LangChain message or a dict with 'role'")
-    validate_message(msg, field=field, max_bytes=max_bytes)
-    return msg
+    return msg, encode_body(msg, field=field, max_bytes=max_bytes)
 
 
-def normalize_messages(objs: Any, *, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> list[dict[str, Any]]:
-    """Normalise every message of a batch; the first bad one raises InvalidInput naming `messages[i]`."""
+def prepare_messages(objs: Any, *, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> list[tuple[dict[str, Any], bytes]]:
+    """`prepare_message` for each message of a batch (fields named `messages[i]`)."""
     if isinstance(objs, (str, bytes, dict)) or not hasattr(objs, "__iter__"):
         raise InvalidInput("messages", objs, "must be a list of messages")
-    return [normalize_message(m, field=f"messages[{i}]", max_bytes=max_bytes) for i, m in enumerate(objs)]
+    return [_plain_text(m, max_bytes) or prepare_message(m, field=f"messages[{i}]", max_bytes=max_bytes)
+            for i, m in enumerate(objs)]
+
+
+def _plain_text(obj: Any, max_bytes: int) -> tuple[dict[str, Any], bytes] | None:
+    """`{"role": user|assistant|system, "content": non-empty str}` without the general machinery;
+    None when it does not apply or the text is bad (the general path then names the problem)."""
+    if type(obj) is not dict or len(obj) != 2 or obj.get("role") not in _PLAIN_ROLES:
+        return None
+    content = obj.get("content")
+    if type(content) is not str or not content:
+        return None
+    try:
+        text = dumps(content)
+    except (TypeError, ValueError):
+        return None
+    body = b'"meta":{},"parts":[{"type":"text","text":' + text + b"}]"
+    if len(body) > max_bytes:
+        return None
+    return {"role": obj["role"], "parts": [{"type": "text", "text": content}], "meta": {}}, body
 
 
 def validate_message(msg: dict[str, Any], *, field: str = "message",
                      max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> int:
-    """Check a normalised message (§10); return its size in bytes of UTF-8 JSON or raise InvalidInput."""
+    """Check a normalised message (§10); return the size in bytes of its stored JSON body."""
+    return len(encode_body(msg, field=field, max_bytes=max_bytes))
+
+
+def encode_body(msg: dict[str, Any], *, field: str = "message", max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> bytes:
+    """Validate a normalised message and encode `"meta":…,"parts":…` as UTF-8 JSON (one encode per message)."""
     role = msg.get("role")
     if role not in ROLES:
         raise InvalidInput(f"{field}.role", role, f"must be one of {', '.join(ROLES)}")
@@ -73,23 +111,26 @@ def validate_message(msg: dict[str, Any], *, field: str = "message",
         _check_part(part, role, f"{field}.parts[{i}]")
     if role == "tool" and len(parts) != 1:
         raise InvalidInput(f"{field}.parts", len(parts), "a tool message holds exactly one tool_result")
-    meta = msg.get("meta", {})
+    meta = msg.get("meta")
     if not isinstance(meta, dict):
         raise InvalidInput(f"{field}.meta", meta, "must be a dict")
     try:
-        data = json.dumps(msg, ensure_ascii=False, allow_nan=False).encode("utf-8")
+        body = dumps({"meta": meta, "parts": parts})[1:-1]
     except (TypeError, ValueError) as exc:  # UnicodeEncodeError is a ValueError
         path, value, reason = _find_bad_value(msg, field)
         raise InvalidInput(path or field, value, reason or str(exc)) from exc
-    if len(data) > max_bytes:
-        raise InvalidInput(field, f"<{len(data)} bytes>", f"message is larger than the cap of {max_bytes} bytes")
-    return len(data)
+    if len(body) > max_bytes:
+        raise InvalidInput(field, f"<{len(body)} bytes>", f"message is larger than the cap of {max_bytes} bytes")
+    return body
 
 
 def message_text(msg: dict[str, Any]) -> str:
     """Deterministic text of a message's parts (what `tokens` counts and the full-text index holds)."""
+    parts = msg["parts"]
+    if len(parts) == 1 and parts[0]["type"] == "text":
+        return parts[0]["text"]
     out: list[str] = []
-    for part in msg["parts"]:
+    for part in parts:
         kind = part["type"]
         if kind == "text":
             out.append(part["text"])
@@ -102,11 +143,6 @@ def message_text(msg: dict[str, Any]) -> str:
         elif kind == "context":
             out.append(" ".join(x for x in (part["uri"], part["abstract"]) if x))
     return "\n".join(out)
-
-
-def stored_view(msg: dict[str, Any]) -> dict[str, Any]:
-    """The stored keys of a message, in the canonical order of ARCHITECTURE.md."""
-    return {k: msg[k] for k in _STORED_KEYS if k in msg}
 
 
 # -- parts -------------------------------------------------------------------------------------------
@@ -346,6 +382,8 @@ def _find_bad_value(value: Any, path: str) -> tuple[str, Any, str]:
             if found[0]:
                 return found
         return "", None, ""
+    if isinstance(value, int) and not isinstance(value, bool) and not -(2**63) <= value < 2**64:
+        return path, value, "integer out of the 64-bit range"
     if value is None or isinstance(value, (bool, int, float)):
         return "", None, ""
     return path, value, f"{type(value).__name__} is not JSON-serializable"

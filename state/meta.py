@@ -138,16 +138,18 @@ class LiveState:
     saved_at: float = 0.0  # time.monotonic() of our last meta write
     dirty: bool = False  # appends not yet reflected in .meta.json
 
-    def push(self, seq: int, tokens: int, turn: int, created_at: str) -> None:
-        """Account one appended live message in O(1) (§2 pending_tokens window rule)."""
-        self.seqs.append(seq)
-        self.tokens.append(tokens)
+    def push(self, seqs: list[int], tokens: list[int], turn: int, created_at: str) -> None:
+        """Account appended live messages, O(1) each (§2): each one pushes the (k+1)-th newest out of the
+        keep window, so the batch adds the tokens of the messages between the old and new window edge."""
+        k, old_n = self.meta["keep_recent_count"], len(self.tokens)
+        self.seqs.extend(seqs)
+        self.tokens.extend(tokens)
+        n = len(self.tokens)
         meta = self.meta
-        n, k = len(self.tokens), meta["keep_recent_count"]
-        if n > k:
-            meta["pending_tokens"] += self.tokens[n - 1 - k]  # the message pushed out of the window
+        meta["pending_tokens"] += sum(self.tokens[max(0, old_n - k):max(0, n - k)])
         meta["message_count"] = n
-        meta["next_seq"] = max(meta["next_seq"], seq + 1)
+        if seqs:
+            meta["next_seq"] = max(meta["next_seq"], seqs[-1] + 1)
         meta["total_message_count"] = meta["next_seq"] - 1
         if created_at > meta["updated_at"]:
             meta["updated_at"] = created_at
@@ -202,10 +204,14 @@ def catch_up(p: SessionPaths, live: LiveState) -> jsonl.Parsed:
     if parsed.end < len(data):
         os.truncate(p.messages, start + parsed.end)  # a torn tail left by a crashed writer
     last = live.seqs[-1] if live.seqs else live.archive_end
+    fresh = []
     for msg in parsed.messages:
         if msg["seq"] > last:
-            live.push(msg["seq"], msg["tokens"], turn_number(msg.get("turn_id")), str(msg.get("created_at") or ""))
+            fresh.append(msg)
             last = msg["seq"]
+    if fresh:
+        live.push([m["seq"] for m in fresh], [m["tokens"] for m in fresh],
+                  max(turn_number(m.get("turn_id")) for m in fresh), str(fresh[-1].get("created_at") or ""))
     live.lines += parsed.lines
     live.file_stamp = (stamp[0], start + parsed.end)
     return parsed

@@ -9,11 +9,8 @@ it stale recomputes it from the files under the session lock.
 
 from __future__ import annotations
 
-import errno
-import logging
 import os
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +18,7 @@ from state import archives, fsutil, jsonl
 from state.errors import ArchiveNotFound, CorruptLine, InvalidInput, SessionNotFound
 from state.ids import archive_name, archive_number, safe_session_id
 from state.locks import DEFAULT_TIMEOUT, FileMutex, session_lock
-from state.messages import DEFAULT_MAX_MESSAGE_BYTES, message_text, normalize_messages
+from state.messages import DEFAULT_MAX_MESSAGE_BYTES, message_text, prepare_messages
 from state.meta import (
     LiveState,
     SessionPaths,
@@ -35,12 +32,9 @@ from state.meta import (
     now_iso,
     public,
     read_meta,
-    turn_number,
 )
 from state.tokens import count_tokens
 from state.turns import clamp_keep
-
-log = logging.getLogger("workmem.store")
 
 ABSTRACT_CHARS = 200
 
@@ -66,8 +60,7 @@ class SessionStore:
         self._paths_by_id: dict[str, SessionPaths] = {}
         self._live: dict[Path, LiveState] = {}
         self._archives = archives.ArchiveCache()
-        self._problems: dict[Path, dict[str, list[CorruptLine]]] = {}
-        self._reported: set[tuple[str, int]] = set()
+        self._problems = jsonl.Problems()
 
     # -- sessions -----------------------------------------------------------------------------------
 
@@ -132,51 +125,32 @@ class SessionStore:
         p = self._paths(session_id)
         if durable is not None and not isinstance(durable, bool):
             raise InvalidInput("durable", durable, "must be a bool or None")
-        normalized = normalize_messages(messages, max_bytes=self.max_message_bytes)
-        if not normalized:
+        prepared = prepare_messages(messages, max_bytes=self.max_message_bytes)
+        if not prepared:
             return []
-        counts = [count_tokens(message_text(m)) for m in normalized]
+        counts = [count_tokens(message_text(m)) for m, _body in prepared]
         sync = self.durable if durable is None else durable
         if p.dir not in self._live and not p.dir.exists():
             fsutil.make_dirs(p.dir, durable=self.durable)
         with self._lock(p):
             try:
-                return self._append_locked(p, normalized, counts, sync)
+                return self._append_locked(p, prepared, counts, sync)
             except BaseException:
                 self._live.pop(p.dir, None)  # unknown state: the next operation reloads from the files
                 raise
 
-    def _append_locked(self, p: SessionPaths, normalized: list[dict[str, Any]], counts: list[int],
+    def _append_locked(self, p: SessionPaths, prepared: list[tuple[dict[str, Any], bytes]], counts: list[int],
                        sync: bool) -> list[dict[str, Any]]:
         now = now_iso()
         if p.dir not in self._live and not p.meta.exists():
             self._create(p, now)
         live = self._sync(p)
-        turn, seq = live.last_turn, live.meta["next_seq"]
-        stored = []
-        for msg, tokens in zip(normalized, counts, strict=True):
-            turn += msg["role"] == "user"
-            stored.append({"id": f"m-{uuid.uuid4().hex}", "seq": seq, "turn_id": f"t{turn}", "role": msg["role"],
-                           "created_at": now, "tokens": tokens, "meta": msg["meta"], "parts": msg["parts"]})
-            seq += 1
-        data = b"".join(jsonl.encode_line(m) for m in stored)
-        fd = os.open(p.messages, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            st = os.fstat(fd)
-            try:
-                if os.write(fd, data) != len(data):
-                    raise OSError(errno.ENOSPC, f"short write to {p.messages}")
-                if sync:
-                    os.fsync(fd)
-            except BaseException:
-                os.ftruncate(fd, st.st_size)  # all or nothing: take back a partial batch
-                raise
-        finally:
-            os.close(fd)
-        for msg in stored:
-            live.push(msg["seq"], msg["tokens"], turn_number(msg["turn_id"]), now)
+        seq = live.meta["next_seq"]
+        stored, data, turn = jsonl.stored_lines(prepared, counts, seq, live.last_turn, now)
+        ino, start = fsutil.append_bytes(p.messages, data, durable=sync)
+        live.push(list(range(seq, seq + len(stored))), counts, turn, now)
         live.lines += len(stored)
-        live.file_stamp = (st.st_ino, st.st_size + len(data))
+        live.file_stamp = (ino, start + len(data))
         if time.monotonic() - live.saved_at >= self.meta_refresh_seconds:
             self._save_meta(p, live, durable=False)
         return stored
@@ -206,8 +180,7 @@ class SessionStore:
 
     def problems(self, session_id: str) -> list[CorruptLine]:
         """Corrupt lines met by the latest read of each of the session's files (file and line number)."""
-        p = self._paths(session_id)
-        return [c for found in self._problems.get(p.dir, {}).values() for c in found]
+        return self._problems.of(self._paths(session_id).dir)
 
     # -- archives -----------------------------------------------------------------------------------
 
@@ -356,7 +329,10 @@ class SessionStore:
     def _last_complete(self, p: SessionPaths) -> tuple[int, int]:
         """Last complete archive: hint from our state or the stored meta, checked with two `.done` stats."""
         live = self._live.get(p.dir)
-        hint = (live.archive_n, live.archive_end) if live else archive_hint((read_meta(p.meta) or {}).get("last_archive"))
+        if live is not None:
+            hint = (live.archive_n, live.archive_end)
+        else:
+            hint = archive_hint((read_meta(p.meta) or {}).get("last_archive"))
         return archives.last_complete(p.dir, self._archives, *hint)
 
     def _live_snapshot(self, p: SessionPaths, strict: bool) -> tuple[list[dict[str, Any]], int, int]:
@@ -379,19 +355,8 @@ class SessionStore:
         parsed = jsonl.parse(data, str(path))
         if strict and parsed.problems:
             raise parsed.problems[0]
-        self._note_problems(p, path, parsed.problems, replace=True)
+        self._problems.note(p.dir, path, parsed.problems, replace=True)
         return parsed
-
-    def _note_problems(self, p: SessionPaths, path: Path, found: list[CorruptLine], *, replace: bool) -> None:
-        per_file = self._problems.setdefault(p.dir, {})
-        if replace:
-            per_file[str(path)] = list(found)
-        else:
-            per_file.setdefault(str(path), []).extend(found)
-        for problem in found:
-            if (problem.path, problem.line_no) not in self._reported:
-                self._reported.add((problem.path, problem.line_no))
-                log.warning("%s", problem)
 
     def _archive_messages(self, p: SessionPaths, n: int, strict: bool = False) -> list[dict[str, Any]]:
         path = archives.archive_dir(p.dir, n) / archives.MESSAGES
@@ -402,7 +367,7 @@ class SessionStore:
         fsutil.make_dirs(p.dir, durable=self.durable)
         os.close(os.open(p.messages, os.O_WRONLY | os.O_CREAT, 0o644))
         live, parsed, _ = load(p, self._archives)
-        self._note_problems(p, p.messages, parsed.problems, replace=True)
+        self._problems.note(p.dir, p.messages, parsed.problems, replace=True)
         if not parsed.messages and not live.archive_n:
             live.meta["created_at"] = live.meta["updated_at"] = now  # the first message's time
         self._live[p.dir] = live
@@ -423,13 +388,13 @@ class SessionStore:
                 return live
             if state == "grown":
                 parsed = catch_up(p, live)
-                self._note_problems(p, p.messages, parsed.problems, replace=False)
+                self._problems.note(p.dir, p.messages, parsed.problems, replace=False)
                 return live
         return self._reload(p)
 
     def _reload(self, p: SessionPaths, *, save_stale: bool = True) -> LiveState:
         live, parsed, stale = load(p, self._archives)
-        self._note_problems(p, p.messages, parsed.problems, replace=True)
+        self._problems.note(p.dir, p.messages, parsed.problems, replace=True)
         self._live[p.dir] = live
         if stale and save_stale:
             self._save_meta(p, live, durable=False)  # the cache on disk disagreed with the files

@@ -204,7 +204,7 @@ def test_literal_queries(searchable, query, expected_first):
 
 def test_operators_are_words(searchable):
     assert set(seqs(searchable.search("s", "AND"))) == {2, 3}
-    assert seqs(searchable.search("s", "PostgreSQL OR")) [0] == 1
+    assert seqs(searchable.search("s", "PostgreSQL OR"))[0] == 1
 
 
 def test_no_hit_is_an_empty_list(searchable):

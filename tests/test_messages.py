@@ -58,7 +58,8 @@ def test_openai_dicts():
     assert assistant["parts"] == [{"type": "tool_call", "id": "call_1", "name": "get", "arguments": {"k": [1, 2]}}]
     tool = normalize_message({"role": "tool", "tool_call_id": "call_1", "name": "get", "content": "42"})
     assert tool["parts"][0]["content"] == "42" and tool["parts"][0]["tool_call_id"] == "call_1"
-    user = normalize_message({"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]})
+    blocks = [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]
+    user = normalize_message({"role": "user", "content": blocks})
     assert [p["text"] for p in user["parts"]] == ["a", "b"]
     assert normalize_message({"role": "developer", "content": "rules"})["role"] == "system"
 

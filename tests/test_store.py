@@ -7,6 +7,7 @@ import os
 import threading
 
 import pytest
+from filelock import FileLock
 
 from state import store as store_module
 from state.errors import ArchiveNotFound, CorruptLine, InvalidInput, SessionNotFound
@@ -357,6 +358,18 @@ def test_threads_append_without_losing_or_duplicating(store):
         t.join()
     assert [m["seq"] for m in store.live_messages("s")] == list(range(1, 161))
     assert store.meta("s")["message_count"] == 160
+
+
+def test_a_filelock_on_the_session_lock_file_blocks_appends(store):
+    store.append("s", texts(1))
+    appended = threading.Event()
+    with FileLock(store.session_dir("s") / ".lock"):
+        worker = threading.Thread(target=lambda: (store.append("s", texts(1)), appended.set()))
+        worker.start()
+        assert not appended.wait(0.3)
+    assert appended.wait(30)
+    worker.join()
+    assert store.meta("s")["message_count"] == 2
 
 
 def test_other_process_appends_are_seen_by_a_cached_store(root):

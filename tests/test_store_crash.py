@@ -99,24 +99,35 @@ def steps(tmp_path_factory) -> int:
     return n
 
 
+def crash_after_step(setattr_, crash_after: int, crash) -> None:
+    """Wrap every step function so that `crash()` runs right after step number `crash_after` returns."""
+    done = {"steps": 0}
+
+    def counting(real):
+        def wrapped(*args, **kwargs):
+            out = real(*args, **kwargs)
+            done["steps"] += 1
+            if done["steps"] == crash_after:
+                crash()
+            return out
+
+        return wrapped
+
+    for name in STEP_FUNCTIONS:
+        setattr_(fsutil, name, counting(getattr(fsutil, name)))
+
+
+def _raise() -> None:
+    raise Crash("injected")
+
+
 def test_crash_by_raising_after_each_step(tmp_path, steps, monkeypatch):
     for crash_after in range(1, steps + 1):
         root = tmp_path / f"raise{crash_after}"
         setup_session(root)
-        calls = []
         store = SessionStore(root)
         with monkeypatch.context() as patch:
-            for name in STEP_FUNCTIONS:
-                real = getattr(fsutil, name)
-
-                def wrapped(*args, _real=real, **kwargs):
-                    out = _real(*args, **kwargs)
-                    calls.append(1)
-                    if len(calls) == crash_after:
-                        raise Crash(f"after step {crash_after}")
-                    return out
-
-                patch.setattr(fsutil, name, wrapped)
+            crash_after_step(patch.setattr, crash_after, _raise)
             with pytest.raises(Crash):
                 archive_step(store)
         assert_consistent(root, complete=False)
@@ -127,20 +138,9 @@ def test_crash_by_raising_after_each_step(tmp_path, steps, monkeypatch):
 CHILD = """
 import os, sys
 sys.path.insert(0, {tests!r})
-from state import fsutil
 from state.store import SessionStore
 import test_store_crash as t
-crash_after = int(sys.argv[2])
-calls = []
-for name in t.STEP_FUNCTIONS:
-    real = getattr(fsutil, name)
-    def wrapped(*args, _real=real, **kwargs):
-        out = _real(*args, **kwargs)
-        calls.append(1)
-        if len(calls) == crash_after:
-            os._exit(17)
-        return out
-    setattr(fsutil, name, wrapped)
+t.crash_after_step(setattr, int(sys.argv[2]), lambda: os._exit(17))
 t.archive_step(SessionStore(sys.argv[1]))
 """
 

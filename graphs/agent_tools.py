@@ -1,0 +1,103 @@
+"""LangChain tools `archive_search` and `archive_expand`, bound to an engine and a session (SPEC §7)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.tools import BaseTool, StructuredTool, ToolException
+from pydantic import BaseModel, Field
+
+from graphs.binding import resolve_engine, session_from_run
+from state.errors import WorkmemError
+
+if TYPE_CHECKING:
+    from graphs.engine import WorkingMemoryEngine
+
+MAX_EXPAND_CHARS = 20_000
+
+SEARCH_DESCRIPTION = (
+    "Search the archived (older, summarised) messages of this conversation. Give 2-3 distinctive keywords, "
+    "a name, or an exact identifier such as a file path; the text is matched literally (no regex or query "
+    "syntax), best matches first, at most 12. Use it before saying something is unknown or was never "
+    "discussed, then call archive_expand to read the surrounding messages."
+)
+EXPAND_DESCRIPTION = (
+    "Read archived messages verbatim: a whole archive by its id (e.g. 'archive_002', as shown by "
+    "archive_search), or a range of message numbers with start_seq and end_seq (the '#12' in a search hit)."
+)
+
+
+class SearchArgs(BaseModel):
+    """Arguments of `archive_search`."""
+
+    query: str = Field(description="2-3 keywords or an exact identifier, matched literally")
+    archive_id: str | None = Field(default=None, description="only search this archive, e.g. 'archive_002'")
+
+
+class ExpandArgs(BaseModel):
+    """Arguments of `archive_expand`."""
+
+    archive_id: str | None = Field(default=None, description="the archive to read, e.g. 'archive_002'")
+    start_seq: int | None = Field(default=None, description="first message number of a range to read")
+    end_seq: int | None = Field(default=None, description="last message number of a range to read")
+
+
+def format_hits(query: str, hits: list[dict[str, Any]]) -> str:
+    """Search hits as the text a model reads: one `[archive_id #seq turn role] content` block per hit."""
+    if not hits:
+        return f"No archived message matches {query!r}. Try other keywords or an exact identifier."
+    blocks = [f"[{h['archive_id']} #{h['seq']} {h['turn_id']} {h['role']}] {h['content']}" for h in hits]
+    return f"{len(hits)} archived message(s) match {query!r}, best first:\n\n" + "\n\n".join(blocks)
+
+
+def format_expansion(found: dict[str, Any], max_chars: int = MAX_EXPAND_CHARS) -> str:
+    """An expansion as text, cut at `max_chars` with a note on how to read the rest."""
+    if not found["message_count"]:
+        return "No messages in that range."
+    head = f"{found['archive_id']}: {found['abstract']}\n" if found["archive_id"] else ""
+    head += f"messages #{found['start_seq']}-#{found['end_seq']} ({found['message_count']}):\n\n"
+    content = found["content"]
+    if len(content) > max_chars:
+        content = (content[:max_chars] + f"\n\n[cut: {len(content) - max_chars} more characters; call "
+                   "archive_expand with start_seq/end_seq to read a smaller range]")
+    return head + content
+
+
+def make_archive_tools(
+    engine: WorkingMemoryEngine | Callable[[], WorkingMemoryEngine],
+    session_id: str | None = None,
+    *,
+    default_session_id: str | None = None,
+    max_expand_chars: int = MAX_EXPAND_CHARS,
+) -> list[BaseTool]:
+    """`archive_search` and `archive_expand` for one session (None: the run's session, see `session_from_run`).
+
+    Errors such as an unknown archive id come back to the model as the tool's answer, not as exceptions.
+    """
+
+    def _session() -> str:
+        return session_from_run(session_id, default=default_session_id)
+
+    def archive_search(query: str, archive_id: str | None = None) -> tuple[str, list[dict[str, Any]]]:
+        try:
+            hits = resolve_engine(engine).archive_search(_session(), query, archive_id=archive_id)
+        except WorkmemError as exc:
+            raise ToolException(str(exc)) from exc
+        return format_hits(query, hits), hits
+
+    def archive_expand(archive_id: str | None = None, start_seq: int | None = None,
+                       end_seq: int | None = None) -> str:
+        try:
+            found = resolve_engine(engine).archive_expand(_session(), archive_id, start_seq=start_seq,
+                                                          end_seq=end_seq)
+        except WorkmemError as exc:
+            raise ToolException(str(exc)) from exc
+        return format_expansion(found, max_expand_chars)
+
+    search = StructuredTool.from_function(archive_search, name="archive_search", description=SEARCH_DESCRIPTION,
+                                          args_schema=SearchArgs, response_format="content_and_artifact",
+                                          handle_tool_error=True)
+    expand = StructuredTool.from_function(archive_expand, name="archive_expand", description=EXPAND_DESCRIPTION,
+                                          args_schema=ExpandArgs, handle_tool_error=True)
+    return [search, expand]

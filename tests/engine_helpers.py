@@ -1,0 +1,106 @@
+"""Shared helpers of the engine / agent tests: a commit model held open by an Event, message shapes, pairing."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+
+from nodes.extractive import ExtractiveChatModel
+
+GATE_TIMEOUT_S = 20.0
+
+
+class GatedModel(ExtractiveChatModel):
+    """The extractive commit model, but every call waits for `gate` (set `entered` first).
+
+    If the gate is never opened the call goes on after GATE_TIMEOUT_S and records `timed_out`, so a
+    test whose code under test wrongly waits for the commit fails instead of hanging.
+    """
+
+    gate: Any = None
+    entered: Any = None
+    timed_out: bool = False
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.gate = threading.Event()
+        self.entered = threading.Event()
+
+    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None,
+                  **kwargs: Any) -> Any:
+        self.entered.set()
+        if not self.gate.wait(GATE_TIMEOUT_S):
+            self.timed_out = True
+        return super()._generate(messages, stop, run_manager, **kwargs)
+
+
+def shape(messages: list[BaseMessage]) -> list[tuple[Any, ...]]:
+    """A compact, exact description of a message list: role, content and the tool-call wiring."""
+    out: list[tuple[Any, ...]] = []
+    for m in messages:
+        if isinstance(m, SystemMessage):
+            out.append(("system", m.content, m.additional_kwargs.get("workmem")))
+        elif isinstance(m, HumanMessage):
+            out.append(("human", m.content, m.additional_kwargs.get("workmem")))
+        elif isinstance(m, AIMessage):
+            out.append(("ai", m.content, [(c["id"], c["name"], c["args"]) for c in m.tool_calls]))
+        elif isinstance(m, ToolMessage):
+            out.append(("tool", m.content, m.tool_call_id))
+        else:
+            raise AssertionError(f"unexpected message type {type(m).__name__}")
+    return out
+
+
+def pairing_problems(messages: list[BaseMessage]) -> list[str]:
+    """Every tool result must follow its call, and every call must be answered before the next non-tool message."""
+    problems: list[str] = []
+    open_calls: set[str] = set()
+    seen_calls: set[str] = set()
+    for i, m in enumerate(messages):
+        if isinstance(m, ToolMessage):
+            if m.tool_call_id not in seen_calls:
+                problems.append(f"#{i}: tool result {m.tool_call_id} has no call before it")
+            open_calls.discard(m.tool_call_id)
+            continue
+        if open_calls:
+            problems.append(f"#{i}: calls {sorted(open_calls)} were never answered")
+            open_calls = set()
+        if isinstance(m, AIMessage):
+            ids = {c["id"] for c in m.tool_calls}
+            open_calls |= ids
+            seen_calls |= ids
+    return problems
+
+
+def stored_pairing_problems(messages: list[dict[str, Any]]) -> list[str]:
+    """The same check over stored workmem messages (parts)."""
+    seen: set[str] = set()
+    problems = []
+    for m in messages:
+        for p in m["parts"]:
+            if p["type"] == "tool_call":
+                seen.add(p["id"])
+            elif p["type"] == "tool_result" and p["tool_call_id"] not in seen:
+                problems.append(f"seq {m['seq']}: result {p['tool_call_id']} without its call")
+    return problems
+
+
+def user(text: str) -> dict[str, Any]:
+    """An OpenAI-style user message."""
+    return {"role": "user", "content": text}
+
+
+def assistant(text: str = "", calls: list[tuple[str, str, str]] | None = None) -> dict[str, Any]:
+    """An OpenAI-style assistant message; `calls` are (id, name, JSON arguments)."""
+    msg: dict[str, Any] = {"role": "assistant", "content": text}
+    if calls:
+        msg["tool_calls"] = [{"id": i, "type": "function", "function": {"name": n, "arguments": a}}
+                             for i, n, a in calls]
+    return msg
+
+
+def tool(call_id: str, content: str, name: str = "") -> dict[str, Any]:
+    """An OpenAI-style tool result."""
+    return {"role": "tool", "tool_call_id": call_id, "content": content, "name": name or None}

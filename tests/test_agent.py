@@ -1,0 +1,255 @@
+"""LangChain integration: create_agent + WorkingMemoryMiddleware + archive tools, commit_node, the demo agent."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypedDict
+
+import pytest
+from engine_helpers import pairing_problems, stored_pairing_problems
+from fakes import ScriptedToolModel
+from langchain.agents import create_agent
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import END, START, MessagesState, StateGraph
+
+from graphs.agent import build_demo_agent, commit_node, demo_engine, make_archive_tools
+from graphs.assemble import SYSTEM_ADDITION
+from graphs.engine import WorkingMemoryEngine
+from graphs.middleware import WorkingMemoryMiddleware
+
+AGENT_PROMPT = "You are a careful file assistant."
+TURNS = 30
+
+
+class ReactiveScript(ScriptedToolModel):
+    """ScriptedToolModel whose script may also hold functions of the prompt (answers computed from it)."""
+
+    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None,
+                  **kwargs: Any) -> ChatResult:
+        self.calls += 1
+        self.prompts.append(list(messages))
+        item = next(self.messages)
+        message = item(messages) if callable(item) else item
+        message = AIMessage(content=message) if isinstance(message, str) else message
+        return ChatResult(generations=[ChatGeneration(message=message)])
+
+
+def code(i: int) -> str:
+    return f"KX-{i:02d}-{(i * 7919) % 1000:03d}"
+
+
+@tool
+def read_file(path: str) -> str:
+    """Read a text file of the project."""
+    i = int(path.split("_")[1].split(".")[0])
+    return f"{path} says: the access code is {code(i)}. " + "Background paragraph. " * 25
+
+
+def turn_script(i: int) -> list[Any]:
+    return [
+        AIMessage(content="", tool_calls=[{"name": "read_file", "args": {"path": f"notes/file_{i}.txt"},
+                                           "id": f"call_read_{i}", "type": "tool_call"}]),
+        AIMessage(content=f"file_{i}.txt holds access code {code(i)}."),
+    ]
+
+
+def search_call(messages: list[BaseMessage]) -> AIMessage:
+    assert messages[-1].text == "Which access code did file_3.txt hold?"
+    return AIMessage(content="", tool_calls=[{"name": "archive_search", "args": {"query": "file_3.txt access code"},
+                                              "id": "call_search", "type": "tool_call"}])
+
+
+def answer_from_search(messages: list[BaseMessage]) -> AIMessage:
+    result = messages[-1]
+    assert isinstance(result, ToolMessage) and result.name == "archive_search"
+    first_hit = result.text.split("\n\n")[1]
+    return AIMessage(content=f"According to the archive: {first_hit}")
+
+
+def agent_with(engine: WorkingMemoryEngine, model: Any, session: str | None = "agent-s",
+               checkpointer: Any = None) -> Any:
+    return create_agent(model, tools=[read_file, *make_archive_tools(engine, session)],
+                        middleware=[WorkingMemoryMiddleware(engine, session_id=session)],
+                        system_prompt=AGENT_PROMPT, checkpointer=checkpointer)
+
+
+def test_thirty_turns_with_tool_calls_and_automatic_commits(root):
+    script: list[Any] = [step for i in range(TURNS) for step in turn_script(i)]
+    script += [search_call, answer_from_search]
+    model = ReactiveScript(messages=iter(script))
+    with WorkingMemoryEngine(root, durable=False, keep_recent_count=6, commit_token_threshold=1_200) as engine:
+        agent = agent_with(engine, model, checkpointer=InMemorySaver())
+        config = {"configurable": {"thread_id": "agent-s"}}
+        commit_tasks = []
+        for i in range(TURNS):
+            state = agent.invoke({"messages": [HumanMessage(content=f"Turn {i}: what is in notes/file_{i}.txt?")]},
+                                 config)
+            commit_tasks.append(state.get("workmem_commit_task"))
+            engine.wait()  # keep the run deterministic; test_engine proves the commit does not block the turn
+        state = agent.invoke({"messages": [HumanMessage(content="Which access code did file_3.txt hold?")]}, config)
+        engine.wait()
+
+        archives = engine.store.list_archives("agent-s")
+        started = [t for t in commit_tasks if t]
+        assert len(archives) >= 2 and len(started) == len(archives)
+        assert all(engine.task(t)["status"] == "completed" for t in started)
+
+        final = state["messages"][-1]
+        assert final.content.startswith("According to the archive: [archive_001 ") and code(3) in final.content
+        search_result = state["messages"][-2]
+        assert search_result.artifact[0]["archive_id"] == "archive_001"
+
+        # what the model was sent: the assembled context, never orphaned, far shorter than the history
+        assert model.calls == 2 * TURNS + 2
+        for prompt in model.prompts:
+            assert isinstance(prompt[0], SystemMessage)
+            assert prompt[0].text.startswith(AGENT_PROMPT) and SYSTEM_ADDITION in prompt[0].text
+            assert pairing_problems(prompt) == []
+        assert max(len(p) for p in model.prompts) < len(state["messages"]) / 2
+        assert any(p[1].additional_kwargs.get("workmem") == "summary" for p in model.prompts[-10:])
+        question_prompt = model.prompts[-2]
+        assert code(3) not in "\n".join(m.text for m in question_prompt[2:]), "file_3's turn is only in the archive"
+
+        # what was stored: every message of the agent history exactly once, in order, tool pairs intact
+        info = engine.session_info("agent-s")
+        stored = engine.store.messages_in_range("agent-s", 1, info["next_seq"] - 1)
+        assert [m["meta"]["source_id"] for m in stored] == [m.id for m in state["messages"]]
+        assert state["workmem_stored"] == len(state["messages"]) == info["total_message_count"]
+        assert stored_pairing_problems(stored) == []
+        assert pairing_problems(engine.assemble("agent-s")["messages"]) == []
+
+
+def test_without_a_checkpointer_the_history_comes_from_workmem(root):
+    model = ReactiveScript(messages=iter(["First answer.", "Second answer.", "Third answer."]))
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        agent = create_agent(model, tools=[], middleware=[WorkingMemoryMiddleware(engine)])
+        for text in ("My name is Ada.", "I live in Lyon.", "Where do I live?"):
+            agent.invoke({"messages": [HumanMessage(content=text)]}, {"configurable": {"session_id": "stateless"}})
+        last_prompt = model.prompts[-1]
+        assert [m.text for m in last_prompt] == [SYSTEM_ADDITION, "My name is Ada.", "First answer.",
+                                                 "I live in Lyon.", "Second answer.", "Where do I live?"]
+        assert engine.session_info("stateless")["total_message_count"] == 6
+
+
+def test_the_middleware_leaves_the_agent_history_alone(root):
+    model = ReactiveScript(messages=iter(["ok"]))
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        engine.add_messages("h", [{"role": "user", "content": "stored earlier"}])
+        agent = create_agent(model, tools=[], middleware=[WorkingMemoryMiddleware(engine, session_id="h")])
+        state = agent.invoke({"messages": [HumanMessage(content="hello")]})
+        assert [m.text for m in state["messages"]] == ["hello", "ok"]
+        assert [m.text for m in model.prompts[0]] == [SYSTEM_ADDITION, "stored earlier", "hello"]
+
+
+def test_archive_tools_answer_errors_instead_of_raising(root):
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        engine.add_messages("t", [{"role": "user", "content": "The staging port is 5433."},
+                                  {"role": "assistant", "content": "Noted."}])
+        engine.commit("t", keep_recent_count=0)
+        search, expand = make_archive_tools(engine, "t")
+        message = search.invoke({"type": "tool_call", "id": "c1", "name": "archive_search",
+                                 "args": {"query": "staging port"}})
+        assert message.content.startswith("1 archived message(s)") or "[archive_001 #1 t1 user]" in message.content
+        assert message.artifact[0]["seq"] == 1
+        assert "No archived message matches" in search.invoke({"query": "zebra"})
+        missing = search.invoke({"type": "tool_call", "id": "c2", "name": "archive_search",
+                                 "args": {"query": "port", "archive_id": "archive_404"}})
+        assert missing.status == "error" and "archive_404" in missing.content
+        whole = expand.invoke({"archive_id": "archive_001"})
+        assert "[#1 t1 user]" in whole and "The staging port is 5433." in whole
+        assert "archive_404" in expand.invoke({"archive_id": "archive_404"})
+
+
+# -- commit_node ---------------------------------------------------------------------------------------
+
+class Parent(TypedDict, total=False):
+    session_id: str
+    workmem_commit: dict
+
+
+def test_commit_node_inside_a_parent_graph(root):
+    with WorkingMemoryEngine(root, durable=False, keep_recent_count=1) as engine:
+        engine.add_messages("p", [{"role": "user", "content": f"message {i}"} for i in range(5)])
+        builder = StateGraph(Parent)
+        builder.add_node("commit", commit_node(engine))
+        builder.add_edge(START, "commit")
+        builder.add_edge("commit", END)
+        graph = builder.compile(checkpointer=InMemorySaver())
+        out = graph.invoke({"session_id": "p"}, {"configurable": {"thread_id": "parent-1"}})
+        assert out["workmem_commit"]["status"] == "completed"
+        assert [m["seq"] for m in engine.store.live_messages("p")] == [5]
+        nothing = graph.invoke({"session_id": "never-seen"}, {"configurable": {"thread_id": "parent-2"}})
+        assert nothing["workmem_commit"]["status"] == "skipped"
+
+
+class AgentWithCommit(MessagesState, total=False):
+    workmem_commit: dict
+
+
+class AgentWithCommitAndCount(AgentWithCommit, total=False):
+    workmem_stored: int
+
+
+@pytest.mark.parametrize("parent_state", [AgentWithCommit, AgentWithCommitAndCount])
+def test_agent_then_commit_node_in_one_parent_graph(root, parent_state):
+    """With or without `workmem_stored` in the parent state, each message is stored once."""
+    model = ReactiveScript(messages=iter(["Noted the first.", "Noted the second."]))
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        builder = StateGraph(parent_state)
+        builder.add_node("agent", agent_with(engine, model, session=None))
+        builder.add_node("commit", commit_node(engine, keep_recent_count=0))
+        builder.add_edge(START, "agent")
+        builder.add_edge("agent", "commit")
+        builder.add_edge("commit", END)
+        graph = builder.compile(checkpointer=InMemorySaver())
+        config = {"configurable": {"thread_id": "combo"}}
+        first = graph.invoke({"messages": [HumanMessage(content="Remember alpha.")]}, config)
+        assert first["workmem_commit"]["archive_id"] == "archive_001"
+        second = graph.invoke({"messages": [HumanMessage(content="Remember beta.")]}, config)
+        assert second["workmem_commit"]["archive_id"] == "archive_002"
+        assert engine.session_info("combo")["total_message_count"] == 4
+        assert second.get("workmem_stored", 4) == 4
+        assert model.prompts[-1][1].additional_kwargs.get("workmem") == "summary"
+
+
+# -- the demo agent -------------------------------------------------------------------------------------
+
+def test_demo_agent_answers_from_the_archive(root):
+    with WorkingMemoryEngine(root, durable=False, keep_recent_count=2, commit_token_threshold=60) as engine:
+        demo = build_demo_agent(engine, checkpointer=InMemorySaver())
+        config = {"configurable": {"thread_id": "demo-s"}}
+        statements = ["The staging database listens on port 5433.", "Alice owns the billing service.",
+                      "The deploy script lives in ops/deploy.sh.", "Lunch is at noon on Fridays.",
+                      "The office plant is called Gerald.", "Backups run nightly.", "The logo is teal.",
+                      "Tickets go to the ops queue."]
+        for text in statements:
+            demo.invoke({"messages": [HumanMessage(content=text)]}, config)
+            engine.wait()
+        assert len(engine.store.list_archives("demo-s")) >= 2
+        state = demo.invoke({"messages": [HumanMessage(content="What is the plant called?")]}, config)
+        call, result, answer = state["messages"][-3:]
+        assert call.tool_calls[0]["name"] == "archive_search" and result.name == "archive_search"
+        assert answer.content.startswith("From the archive (archive_") and "Gerald" in answer.content
+        unknown = demo.invoke({"messages": [HumanMessage(content="What colour is the submarine?")]}, config)
+        assert "don't know" in unknown["messages"][-1].content
+
+
+def test_module_level_demo_agent_is_importable_without_side_effects():
+    from graphs import agent as module
+
+    assert module.agent.checkpointer is None, "langgraph dev refuses graphs that bring a checkpointer"
+    nodes = set(module.agent.get_graph().nodes)
+    assert {"model", "tools", "WorkingMemoryMiddleware.after_agent"} <= nodes
+    assert demo_engine.cache_info().currsize == 0, "no engine (and no data root) until the agent runs"
+
+
+@pytest.mark.parametrize("factory", [lambda e: e, lambda e: (lambda: e)])
+def test_engine_may_be_given_lazily(root, factory: Callable[[Any], Any]):
+    model = ReactiveScript(messages=iter(["hi"]))
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        agent = create_agent(model, tools=[], middleware=[WorkingMemoryMiddleware(factory(engine), session_id="l")])
+        agent.invoke({"messages": [HumanMessage(content="hello")]})
+        assert engine.session_info("l")["total_message_count"] == 2

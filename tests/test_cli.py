@@ -1,0 +1,109 @@
+"""The CLI in-process: add, commit, context, search, expand (and the older commands) with --json."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from graphs.assemble import SUMMARY_PREFIX, SYSTEM_ADDITION
+from graphs.cli import main
+
+MESSAGES = [
+    {"role": "user", "content": "Please read config/app.toml and tell me the port."},
+    {"role": "assistant", "content": "", "tool_calls": [{
+        "id": "call_1", "type": "function",
+        "function": {"name": "read_file", "arguments": '{"path": "config/app.toml"}'}}]},
+    {"role": "tool", "tool_call_id": "call_1", "content": "port = 8080"},
+    {"role": "assistant", "content": "The service listens on port 8080."},
+    {"role": "user", "content": "Thanks. Keep it [bold]as is[/bold]."},
+    {"role": "assistant", "content": "Will do."},
+]
+
+
+def run(capsys, root, *argv: str) -> tuple[int, object]:
+    """Run the CLI with --json on `root`; return the exit code and the parsed stdout (or None)."""
+    code = main(["--root", str(root), *argv, "--json"])
+    out = capsys.readouterr().out
+    return code, json.loads(out) if out.strip() else None
+
+
+@pytest.fixture
+def session(tmp_path, capsys, root):
+    jsonl = tmp_path / "conversation.jsonl"
+    jsonl.write_text("\n".join(json.dumps(m) for m in MESSAGES) + "\n", encoding="utf-8")
+    code, out = run(capsys, root, "add", "cli-s", str(jsonl))
+    assert code == 0 and out["added"] == 6 and out["first_seq"] == 1
+    return "cli-s"
+
+
+def test_add_accepts_a_json_list_too(tmp_path, capsys, root):
+    path = tmp_path / "list.json"
+    path.write_text(json.dumps(MESSAGES[:2]), encoding="utf-8")
+    code, out = run(capsys, root, "add", "listed", str(path))
+    assert (code, out["added"]) == (0, 2)
+
+
+def test_context_before_and_after_a_commit(capsys, root, session):
+    code, before = run(capsys, root, "context", session)
+    assert code == 0
+    assert [m["role"] for m in before["messages"]] == ["system", "user", "assistant", "tool", "assistant", "user",
+                                                      "assistant"]
+    assert before["messages"][0] == {"role": "system", "content": SYSTEM_ADDITION, "workmem": "system"}
+    assert before["messages"][2]["tool_calls"] == [{"id": "call_1", "name": "read_file",
+                                                   "args": {"path": "config/app.toml"}}]
+    assert before["messages"][3]["tool_call_id"] == "call_1"
+
+    code, committed = run(capsys, root, "commit", session, "--keep", "2")
+    assert code == 0 and committed["status"] == "completed" and committed["archive_id"] == "archive_001"
+
+    code, after = run(capsys, root, "context", session, "--budget", "4000")
+    assert [m["workmem"] for m in after["messages"][:2]] == ["system", "summary"]
+    assert after["messages"][1]["content"].startswith(SUMMARY_PREFIX + "# Working Memory")
+    assert [m["content"] for m in after["messages"][2:]] == ["Thanks. Keep it [bold]as is[/bold].", "Will do."]
+    assert after["stats"]["budget"] == 4000 and after["stats"]["archives_total"] == 1
+
+
+def test_search_and_expand(capsys, root, session):
+    run(capsys, root, "commit", session, "--keep", "0")
+    code, hits = run(capsys, root, "search", session, "config/app.toml")
+    assert code == 0 and hits[0]["archive_id"] == "archive_001"
+    assert "config/app.toml" in hits[0]["content"]
+    code, hits = run(capsys, root, "search", session, "port", "8080", "--archive", "archive_001", "--limit", "2")
+    assert code == 0 and len(hits) == 2 and {h["seq"] for h in hits} <= {3, 4}
+    assert run(capsys, root, "search", session, "nothing-like-this")[1] == []
+
+    code, archive = run(capsys, root, "expand", session, "archive_001")
+    assert code == 0 and archive["message_count"] == 6 and "port = 8080" in archive["content"]
+    code, seqs = run(capsys, root, "expand", session, "--start-seq", "3", "--end-seq", "4")
+    assert (seqs["start_seq"], seqs["end_seq"], seqs["message_count"]) == (3, 4, 2)
+    code, turn = run(capsys, root, "expand", session, "--start-turn", "t2")
+    assert code == 0 and turn["start_seq"] == 5 and turn["message_count"] == 2
+
+
+def test_errors_exit_2_with_a_message(capsys, root, session, tmp_path):
+    assert main(["--root", str(root), "context", "no-such-session"]) == 2
+    assert "session not found" in capsys.readouterr().err
+    assert main(["--root", str(root), "expand", session, "archive_042"]) == 2
+    assert "archive_042" in capsys.readouterr().err
+    assert main(["--root", str(root), "context", session, "--budget", "0"]) == 2
+    assert "token_budget" in capsys.readouterr().err
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("{not json\n", encoding="utf-8")
+    assert main(["--root", str(root), "add", session, str(bad)]) == 2
+    assert "cannot read messages" in capsys.readouterr().err
+
+
+def test_human_output_does_not_interpret_message_text_as_markup(capsys, root, session):
+    assert main(["--root", str(root), "context", session]) == 0
+    out = capsys.readouterr().out
+    assert "[bold]as is[/bold]" in out and "of 108000 tokens" in out
+    assert main(["--root", str(root), "search", session, "anything"]) == 0
+    assert "no archived message matches" in capsys.readouterr().out
+
+
+def test_global_and_trailing_json_flags_agree(capsys, root, session):
+    assert main(["--root", str(root), "--json", "tasks"]) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert main(["tasks", "--root", str(root), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == first == []

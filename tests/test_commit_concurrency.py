@@ -1,0 +1,171 @@
+"""One commit per session at a time (SPEC §6 lease): a second request gets the running task, and
+messages appended while a commit runs stay live. The commit is held open by a model that blocks on a
+`threading.Event`, so nothing here depends on timing."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+import threading
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from typing import Any
+
+import pytest
+
+from fakes import scripted
+from graphs.engine import WorkingMemoryEngine
+from nodes.extractive import ExtractiveChatModel
+
+SAFETY_TIMEOUT = 60  # only so a broken lease cannot hang the suite; never reached when the code works
+
+
+class BlockingModel(ExtractiveChatModel):
+    """The extractive model, blocking its first call until the test releases it."""
+
+    entered: Any = None
+    release: Any = None
+    calls: int = 0
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+        self.calls += 1
+        if self.calls == 1:
+            self.entered.set()
+            assert self.release.wait(SAFETY_TIMEOUT), "the test never released the model"
+        return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
+
+
+def turns(start: int, n: int) -> list[dict[str, Any]]:
+    out = []
+    for i in range(start, start + n):
+        out.append({"role": "user", "content": f"Request {i}: add the export for report_{i}.csv please."})
+        out.append({"role": "assistant", "content": f"Added the export for report_{i}.csv."})
+    return out
+
+
+@pytest.fixture
+def blocking(root):
+    model = BlockingModel(entered=threading.Event(), release=threading.Event())
+    engine = WorkingMemoryEngine(root=root, model=model, durable=False)
+    engine.add_messages("s", turns(0, 5))
+    # Open index.sqlite once before threads race to create it: two threads opening a fresh index at the
+    # same time can get "database is locked" from `PRAGMA journal_mode=WAL` (reported to the store owner).
+    engine.index.list_tasks()
+    yield engine, model
+    model.release.set()
+    engine.close()
+
+
+def every_seq(engine: WorkingMemoryEngine) -> list[int]:
+    seqs = [m["seq"] for a in engine.store.list_archives("s") for m in engine.store.archive_messages("s", a["archive_id"])]
+    return seqs + [m["seq"] for m in engine.store.live_messages("s")]
+
+
+def test_two_commits_at_once_one_runs_the_other_gets_the_running_task(blocking):
+    engine, model = blocking
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        barrier = threading.Barrier(2)
+
+        def commit() -> dict[str, Any]:
+            barrier.wait(SAFETY_TIMEOUT)
+            return engine.commit("s", keep_recent_count=0)
+
+        futures = [pool.submit(commit), pool.submit(commit)]
+        try:
+            done, running = wait(futures, timeout=SAFETY_TIMEOUT, return_when=FIRST_COMPLETED)
+            assert len(done) == 1 and len(running) == 1, "one commit must be held open by the model"
+            busy = done.pop().result()
+            assert model.entered.wait(SAFETY_TIMEOUT)
+            # messages appended while the commit runs
+            added = engine.add_messages("s", turns(5, 2))
+        finally:
+            model.release.set()
+        finished = running.pop().result(timeout=SAFETY_TIMEOUT)
+
+    assert busy["status"] == "busy"
+    assert busy["task_id"] == finished["task_id"]
+    assert finished["status"] == "completed"
+    assert model.calls == 1  # the busy request never reached the model
+    archive = engine.working_memory("s")
+    assert archive["source_turn_range"]["end_seq"] == 10
+    assert [m["seq"] for m in engine.store.live_messages("s")] == [m["seq"] for m in added] == [11, 12, 13, 14]
+    assert every_seq(engine) == list(range(1, 15))
+    assert [t["status"] for t in engine.index.list_tasks("s")] == ["completed"]  # busy requests leave no task
+
+
+def test_background_commit_is_returned_to_a_second_request_and_to_another_engine(blocking, root):
+    engine, model = blocking
+    started = engine.commit("s", keep_recent_count=0, wait=False)
+    assert started["status"] == "pending"
+    other_model = scripted()  # any call would be a bug: the other engine must not run anything
+    try:
+        assert model.entered.wait(SAFETY_TIMEOUT)
+        again = engine.commit("s", keep_recent_count=0)
+        with WorkingMemoryEngine(root=root, model=other_model, durable=False) as other:
+            elsewhere = other.commit("s", keep_recent_count=0)
+            # resume_all elsewhere must not pick up the running task (its lease carries the same task id)
+            resumed = other.resume_all()
+        engine.add_messages("s", turns(5, 1))
+    finally:
+        model.release.set()
+    engine.wait()
+
+    assert (again["status"], again["task_id"]) == ("busy", started["task_id"])
+    assert (elsewhere["status"], elsewhere["task_id"]) == ("busy", started["task_id"])
+    assert resumed == []
+    assert other_model.calls == 0
+    assert engine.task(started["task_id"])["status"] == "completed"
+    assert engine.task(started["task_id"])["attempts"] == 0
+    assert [m["seq"] for m in engine.store.live_messages("s")] == [11, 12]
+    assert every_seq(engine) == list(range(1, 13))
+
+
+def test_lease_is_released_when_the_commit_ends(blocking):
+    engine, model = blocking
+    model.release.set()
+    assert engine.commit("s", keep_recent_count=2)["status"] == "completed"
+    assert engine.index.lease_holder("s") is None
+    engine.add_messages("s", turns(5, 2))
+    assert engine.commit("s", keep_recent_count=0)["status"] == "completed"
+    assert [a["archive_id"] for a in engine.store.list_archives("s")] == ["archive_001", "archive_002"]
+
+
+def _set_lease_holder(root, **fields: Any) -> None:
+    conn = sqlite3.connect(root / "index.sqlite")
+    with conn:
+        conn.execute(f"UPDATE leases SET {', '.join(f'{k} = ?' for k in fields)} WHERE session_id = 's'",
+                     list(fields.values()))
+    conn.close()
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+@pytest.mark.parametrize(("holder", "expect"), [
+    ({"pid": "dead"}, "completed"),  # its process is gone on this host: the lease is broken at once
+    ({"pid": "self"}, "busy"),  # another thread of this process
+    ({"host": "some-other-host", "pid": 12345}, "busy"),  # trusted until it expires
+], ids=["dead_process_on_this_host", "live_holder_here", "other_host"])
+def test_lease_of_a_dead_holder_is_broken_a_live_one_is_respected(blocking, root, holder, expect):
+    engine, model = blocking
+    model.release.set()
+    assert engine.index.acquire_lease("s", "ghost-task", "someone", ttl=600) is None
+    fields = dict(holder)
+    if fields["pid"] == "dead":
+        fields["pid"] = _dead_pid()
+    elif fields["pid"] == "self":
+        fields["pid"] = os.getpid()
+    _set_lease_holder(root, **fields)
+
+    result = engine.commit("s", keep_recent_count=0)
+
+    assert result["status"] == expect
+    if expect == "busy":
+        assert result["task_id"] == "ghost-task"
+        assert engine.working_memory("s") is None
+    else:
+        assert engine.working_memory("s")["task_id"] == result["task_id"]

@@ -1,0 +1,59 @@
+"""The commit graph's topology as a stored mermaid text (SPEC §6): adding or dropping an edge is a
+visible diff, and every fallback edge is drawn with its label. Regenerate after a deliberate change
+with `WORKMEM_UPDATE_SNAPSHOTS=1 pytest tests/test_graph_snapshot.py` and review the diff."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from graphs.commit import compile_commit_graph, graph
+
+SNAPSHOTS = Path(__file__).parent / "snapshots"
+EDGE = re.compile(r"^\s*(\w+) -\. &nbsp;(\w+)&nbsp; \.-> (\w+);$")
+
+# (source, label, target): every conditional edge of the commit, fallbacks first
+LABELLED_EDGES = [
+    ("validate", "malformed", "recover"),
+    ("validate", "no_usable_call", "create_retry"),
+    ("validate", "fallback", "extractive_fallback"),
+    ("recover", "no_usable_call", "create_retry"),
+    ("recover", "fallback", "extractive_fallback"),
+    ("recover", "recovered", "guard"),
+    ("validate", "valid", "guard"),
+    ("slice_turns", "covered", "load_memory"),
+    ("slice_turns", "nothing_to_cover", "report"),
+    ("merge", "next_chunk", "generate"),
+    ("merge", "done", "persist"),
+]
+PLAIN_EDGES = ["create_retry --> generate", "extractive_fallback --> guard", "generate --> validate",
+               "guard --> merge", "load_memory --> generate", "persist --> report"]
+GRAPHS = {
+    "commit_graph.mmd": (lambda: graph, [("prepare", "leased", "slice_turns"), ("prepare", "busy", "__end__")]),
+    "commit_graph_engine.mmd": (lambda: compile_commit_graph(), []),
+}
+
+
+def mermaid(name: str) -> str:
+    return GRAPHS[name][0]().get_graph().draw_mermaid(with_styles=False)
+
+
+@pytest.mark.parametrize("name", sorted(GRAPHS))
+def test_drawing_matches_the_snapshot(name):
+    drawn = mermaid(name)
+    path = SNAPSHOTS / name
+    if os.environ.get("WORKMEM_UPDATE_SNAPSHOTS"):
+        path.write_text(drawn, encoding="utf-8")
+    assert drawn == path.read_text(encoding="utf-8"), f"topology changed: review and regenerate {path.name}"
+
+
+@pytest.mark.parametrize("name", sorted(GRAPHS))
+def test_every_fallback_edge_is_drawn_with_its_label(name):
+    drawn = mermaid(name)
+    labelled = {m.groups() for line in drawn.splitlines() if (m := EDGE.match(line))}
+    assert labelled == set(LABELLED_EDGES) | set(GRAPHS[name][1])
+    for edge in PLAIN_EDGES:
+        assert f"\t{edge};" in drawn, edge
