@@ -114,7 +114,7 @@ def assemble_context(
     first_kept = newest
     for i in range(newest - 1, -1, -1):
         if used + _tokens(units[i]) > available:
-            continue
+            break
         used += _tokens(units[i])
         first_kept = i
     kept = [m for unit in units[first_kept:] for m in unit]

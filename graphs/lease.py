@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
+import sqlite3
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -12,6 +14,8 @@ from state.index import Index
 
 LEASE_TTL_SECONDS = 60.0
 HEARTBEAT_SECONDS = 20.0
+
+log = logging.getLogger("workmem.lease")
 
 
 def holder_alive(row: dict | None) -> bool:
@@ -63,11 +67,25 @@ class Heartbeat:
     def stop(self) -> None:
         """Stop renewing (the caller releases the lease)."""
         self._stop.set()
-        self._thread.join()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def release(self) -> None:
+        """Stop renewing and give the lease up."""
+        self.stop()
+        self._index.release_lease(self._session_id, self._task_id)
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval):
-            self._index.renew_lease(self._session_id, self._task_id, ttl=self._ttl)
+            try:
+                self._index.renew_lease(self._session_id, self._task_id, ttl=self._ttl)
+            except sqlite3.Error as exc:  # a busy database must not end the renewals for good
+                log.warning("could not renew the lease of %s: %s", self._task_id, exc)
+
+
+def hold(index: Index, session_id: str, task_id: str, *, ttl: float = LEASE_TTL_SECONDS) -> Heartbeat:
+    """Start renewing a just-acquired lease (every ttl/3 at most); `release()` it when the commit ends."""
+    return Heartbeat(index, session_id, task_id, ttl=ttl, interval=min(HEARTBEAT_SECONDS, ttl / 3)).start()
 
 
 @contextmanager
@@ -76,9 +94,8 @@ def heartbeat(
     ttl: float = LEASE_TTL_SECONDS, interval: float = HEARTBEAT_SECONDS,
 ) -> Iterator[None]:
     """Keep an already-acquired lease alive for the duration of the block, then release it."""
-    beat = Heartbeat(index, session_id, task_id, ttl=ttl, interval=interval).start()
+    beat = Heartbeat(index, session_id, task_id, ttl=ttl, interval=min(interval, ttl / 3)).start()
     try:
         yield
     finally:
-        beat.stop()
-        index.release_lease(session_id, task_id)
+        beat.release()

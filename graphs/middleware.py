@@ -4,19 +4,22 @@ Before each model call the model sees `engine.assemble()`'s context — system a
 agent's own system prompt), working memory, the stored live tail — followed by the messages of the
 current run that are not stored yet. The agent's own message history is never modified. After the
 agent finishes, the turn's new messages go to `engine.after_turn` exactly once: the state field
-`workmem_stored` counts how many of the history's messages are already stored. A parent graph that
-runs the agent as a node without carrying that field is caught too: when the session's newest stored
-message (by LangChain message id) shows up later in the history, everything up to it counts as stored.
+`workmem_stored` counts how many of the history's messages are already stored. When the session's
+newest stored message (by LangChain message id) shows up later in the history, everything up to it
+counts as stored too: that covers a parent graph that runs the agent as a node without carrying the
+field, and a crash between storing a turn and checkpointing the new count.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, NotRequired
 
 from langchain.agents.middleware.types import AgentMiddleware, AgentState, ModelRequest, ModelResponse
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 
+from graphs.assemble import validate_budget
 from graphs.binding import resolve_engine, session_from_run
 from state.tokens import count_tokens
 
@@ -99,7 +102,7 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         self.engine = engine
         self.session_id = session_id
         self.default_session_id = default_session_id
-        self.token_budget = token_budget
+        self.token_budget = validate_budget(token_budget)
         self.tools = []
 
     def _session(self, runtime: Any) -> str:
@@ -126,8 +129,8 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
     async def awrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
     ) -> ModelResponse:
-        """Async variant of `wrap_model_call`."""
-        return await handler(self.assembled_request(request))
+        """Async variant of `wrap_model_call` (the engine's file I/O runs in a worker thread)."""
+        return await handler(await asyncio.to_thread(self.assembled_request, request))
 
     def after_agent(self, state: WorkmemAgentState, runtime: Any) -> dict[str, Any] | None:
         """Store this run's new messages once (after_turn may start a background commit)."""
@@ -139,5 +142,5 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         return {"workmem_stored": len(messages), "workmem_commit_task": result["task_id"]}
 
     async def aafter_agent(self, state: WorkmemAgentState, runtime: Any) -> dict[str, Any] | None:
-        """Async variant of `after_agent`."""
-        return self.after_agent(state, runtime)
+        """Async variant of `after_agent` (the engine's file I/O runs in a worker thread)."""
+        return await asyncio.to_thread(self.after_agent, state, runtime)

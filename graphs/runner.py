@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import sqlite3
@@ -13,12 +14,14 @@ from typing import Any
 from langgraph.checkpoint.sqlite import SqliteSaver
 
 from graphs.commit import compile_commit_graph
-from graphs.lease import LEASE_TTL_SECONDS, acquire, heartbeat, holder_alive
+from graphs.lease import LEASE_TTL_SECONDS, Heartbeat, acquire, heartbeat, hold, holder_alive
 from nodes.context import CommitContext
 from state.errors import ArchiveNotFound
 from state.ids import safe_session_id
 from state.index import Index, redact_secrets
 from state.store import SessionStore
+
+log = logging.getLogger("workmem.runner")
 
 MAX_RESUMES = 3
 # A failed run keeps its checkpoint: it is resumed like an interrupted one until MAX_RESUMES.
@@ -59,31 +62,52 @@ class CommitRunner:
             running = self.index.get_task(holder) or {}
             return {"status": "busy", "task_id": holder, "archive_id": running.get("archive_id"),
                     "reason": "commit_in_progress"}
-        self.index.create_task(task_id=task_id, session_id=session_id, status="pending")
+        # Renewed from now on, also while a background commit waits for a free worker of the pool.
+        beat = hold(self.index, session_id, task_id, ttl=self.lease_ttl)
+        try:
+            self.index.create_task(task_id=task_id, session_id=session_id, status="pending")
+            if not wait:
+                self._futures.append(self._pool.submit(self._run_leased, session_id, task_id, keep_recent_count,
+                                                       beat))
+        except BaseException:
+            beat.release()  # never leave a session locked by a commit that did not start
+            raise
         if wait:
-            return self._run_leased(session_id, task_id, keep_recent_count)
-        self._futures.append(self._pool.submit(self._run_leased, session_id, task_id, keep_recent_count))
+            return self._run_leased(session_id, task_id, keep_recent_count, beat)
         return {"status": "pending", "task_id": task_id, "archive_id": None, "reason": "started"}
 
-    def _run_leased(self, session_id: str, task_id: str, keep_recent_count: int) -> dict[str, Any]:
-        with heartbeat(self.index, session_id, task_id, ttl=self.lease_ttl):
-            for task in self.resumable_tasks(session_id):
-                if task["task_id"] == task_id:
-                    continue
-                earlier = self._resume_task(task)
-                if earlier["status"] not in ("completed", "skipped", "abandoned"):
-                    # Its messages stay reserved for it until it is abandoned (MAX_RESUMES): a new commit
-                    # now would reserve the same archive id and cover the same seqs.
-                    reason = f"earlier commit {task['task_id']} did not finish: {earlier.get('reason') or ''}"
-                    self.index.update_task(task_id, status="skipped", result={"reason": reason[:MAX_ERROR_CHARS]})
-                    return {"status": "failed", "task_id": task_id, "archive_id": None,
-                            "reason": reason[:MAX_ERROR_CHARS]}
-            archive_id = self.store.next_archive_id(session_id)
-            thread_id = f"{safe_session_id(session_id)}/commit/{task_id}"
-            self.index.update_task(task_id, archive_id=archive_id, thread_id=thread_id, status="running")
-            graph_input = {"session_id": session_id, "archive_id": archive_id, "task_id": task_id,
-                           "keep_recent_count": keep_recent_count}
-            return self._invoke(task_id, thread_id, graph_input)
+    def _run_leased(self, session_id: str, task_id: str, keep_recent_count: int, beat: Heartbeat) -> dict[str, Any]:
+        try:
+            return self._run_held(session_id, task_id, keep_recent_count)
+        except Exception as exc:  # before or around the graph run (the graph's own errors are results)
+            log.exception("commit %s of session %r failed before its graph ran", task_id, session_id)
+            try:
+                self.index.update_task(task_id, status="failed",
+                                       error=redact_secrets(f"{type(exc).__name__}: {exc}")[:MAX_ERROR_CHARS])
+            except Exception:  # the index itself may be what failed; the task is abandoned on resume
+                pass
+            raise
+        finally:
+            beat.release()
+
+    def _run_held(self, session_id: str, task_id: str, keep_recent_count: int) -> dict[str, Any]:
+        for task in self.resumable_tasks(session_id):
+            if task["task_id"] == task_id:
+                continue
+            earlier = self._resume_task(task)
+            if earlier["status"] not in ("completed", "skipped", "abandoned"):
+                # Its messages stay reserved for it until it is abandoned (MAX_RESUMES): a new commit
+                # now would reserve the same archive id and cover the same seqs.
+                reason = f"earlier commit {task['task_id']} did not finish: {earlier.get('reason') or ''}"
+                self.index.update_task(task_id, status="skipped", result={"reason": reason[:MAX_ERROR_CHARS]})
+                return {"status": "failed", "task_id": task_id, "archive_id": None,
+                        "reason": reason[:MAX_ERROR_CHARS]}
+        archive_id = self.store.next_archive_id(session_id)
+        thread_id = f"{safe_session_id(session_id)}/commit/{task_id}"
+        self.index.update_task(task_id, archive_id=archive_id, thread_id=thread_id, status="running")
+        graph_input = {"session_id": session_id, "archive_id": archive_id, "task_id": task_id,
+                       "keep_recent_count": keep_recent_count}
+        return self._invoke(task_id, thread_id, graph_input)
 
     # -- running and resuming -------------------------------------------------------------------
 

@@ -144,9 +144,9 @@ def patch_kill(kill: str) -> None:
 
 
 def engine_for(root: str) -> Any:
-    import graphs.commit
     from langgraph.types import RetryPolicy
 
+    import graphs.commit
     from nodes.models import is_transport_error
 
     graphs.commit.MODEL_RETRY = RetryPolicy(max_attempts=3, initial_interval=0.0, jitter=False,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any, TypedDict
 
@@ -134,6 +135,34 @@ def test_without_a_checkpointer_the_history_comes_from_workmem(root):
         assert engine.session_info("stateless")["total_message_count"] == 6
 
 
+def test_messages_stored_by_someone_else_between_turns_do_not_cause_duplicates(root):
+    model = ReactiveScript(messages=iter(["First.", "Second."]))
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        agent = agent_with(engine, model, checkpointer=InMemorySaver())
+        config = {"configurable": {"thread_id": "agent-s"}}
+        agent.invoke({"messages": [HumanMessage(content="one")]}, config)
+        engine.add_messages("agent-s", [{"role": "system", "content": "A note logged by another writer."}])
+        state = agent.invoke({"messages": [HumanMessage(content="two")]}, config)
+        stored = engine.store.live_messages("agent-s")
+        assert [m["parts"][0]["text"] for m in stored] == ["one", "First.", "A note logged by another writer.",
+                                                           "two", "Second."]
+        assert state["workmem_stored"] == 4
+
+
+def test_a_stale_stored_count_does_not_store_a_turn_twice(root):
+    """As after a crash between after_turn's append and the checkpoint of the new count."""
+    model = ReactiveScript(messages=iter(["First.", "Second."]))
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        agent = agent_with(engine, model, checkpointer=InMemorySaver())
+        config = {"configurable": {"thread_id": "agent-s"}}
+        agent.invoke({"messages": [HumanMessage(content="one")]}, config)
+        agent.update_state(config, {"workmem_stored": 0})
+        agent.invoke({"messages": [HumanMessage(content="two")]}, config)
+        assert [m["parts"][0]["text"] for m in engine.store.live_messages("agent-s")] == [
+            "one", "First.", "two", "Second."]
+        assert [m.text for m in model.prompts[-1][1:]] == ["one", "First.", "two"]
+
+
 def test_the_middleware_leaves_the_agent_history_alone(root):
     model = ReactiveScript(messages=iter(["ok"]))
     with WorkingMemoryEngine(root, durable=False) as engine:
@@ -235,6 +264,22 @@ def test_demo_agent_answers_from_the_archive(root):
         assert answer.content.startswith("From the archive (archive_") and "Gerald" in answer.content
         unknown = demo.invoke({"messages": [HumanMessage(content="What colour is the submarine?")]}, config)
         assert "don't know" in unknown["messages"][-1].content
+
+
+def test_the_async_path_stores_and_searches_too(root):
+    async def conversation(demo: Any) -> list[BaseMessage]:
+        config = {"configurable": {"thread_id": "async-s"}}
+        for text in ("Backups run nightly.", "The office plant is called Gerald.", "The logo is teal.",
+                     "Tickets go to the ops queue.", "Lunch is at noon."):
+            await demo.ainvoke({"messages": [HumanMessage(content=text)]}, config)
+            await asyncio.to_thread(engine.wait)  # deterministic commit points
+        state = await demo.ainvoke({"messages": [HumanMessage(content="What is the plant called?")]}, config)
+        return state["messages"]
+
+    with WorkingMemoryEngine(root, durable=False, keep_recent_count=1, commit_token_threshold=20) as engine:
+        messages = asyncio.run(conversation(build_demo_agent(engine, checkpointer=InMemorySaver())))
+        assert engine.session_info("async-s")["total_message_count"] == len(messages)
+        assert messages[-1].content.startswith("From the archive") and "Gerald" in messages[-1].content
 
 
 def test_module_level_demo_agent_is_importable_without_side_effects():

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from fakes import create_call, fenced_json_reply, invalid_call, scripted, text_reply, valid_update_call
+
 from graphs.engine import WorkingMemoryEngine
 from nodes.formatting import chunk_messages
 
@@ -135,7 +135,8 @@ def test_no_message_text_in_any_checkpoint(session, root):
     assert {"recover", "create_retry", "guard", "merge", "persist"} <= covered
     assert sum(r.count("merge") for r in paths) >= 5 + n_chunks
     # the markers were really committed: they are in the archives (the files hold the truth)
-    archived = "".join((p / "messages.jsonl").read_text() for p in (engine.store.session_dir("s") / "history").iterdir())
+    history = engine.store.session_dir("s") / "history"
+    archived = "".join((p / "messages.jsonl").read_text() for p in history.iterdir())
     assert all(m in archived for m in markers)
     assert len(markers) > 30
     assert checkpoint_rows(root / "checkpoints.sqlite"), "the checkpoints were written"

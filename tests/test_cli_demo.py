@@ -58,7 +58,7 @@ def test_demo_working_memory_is_readable(demo):
         assert sections[name].strip(), name
     for path in KEY_FILES:
         assert path in sections["Files & Context"], path
-    assert "User correction" in sections["Errors & Corrections"]
+    assert sections["Errors & Corrections"].strip()  # the session has failing tests and user corrections
 
 
 @pytest.mark.slow

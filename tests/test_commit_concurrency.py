@@ -4,19 +4,23 @@ messages appended while a commit runs stay live. The commit is held open by a mo
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
 import subprocess
 import sys
 import threading
+import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from typing import Any
 
 import pytest
-
 from fakes import scripted
+
+import graphs.engine
 from graphs.engine import WorkingMemoryEngine
 from nodes.extractive import ExtractiveChatModel
+from state.index import Index
 
 SAFETY_TIMEOUT = 60  # only so a broken lease cannot hang the suite; never reached when the code works
 
@@ -58,7 +62,8 @@ def blocking(root):
 
 
 def every_seq(engine: WorkingMemoryEngine) -> list[int]:
-    seqs = [m["seq"] for a in engine.store.list_archives("s") for m in engine.store.archive_messages("s", a["archive_id"])]
+    store = engine.store
+    seqs = [m["seq"] for a in store.list_archives("s") for m in store.archive_messages("s", a["archive_id"])]
     return seqs + [m["seq"] for m in engine.store.live_messages("s")]
 
 
@@ -169,3 +174,31 @@ def test_lease_of_a_dead_holder_is_broken_a_live_one_is_respected(blocking, root
         assert engine.working_memory("s") is None
     else:
         assert engine.working_memory("s")["task_id"] == result["task_id"]
+
+
+def test_queued_background_commit_keeps_its_lease(root, monkeypatch):
+    """A background commit waiting for a free worker renews its lease, so the session stays locked."""
+    now = [time.time()]
+    monkeypatch.setattr(graphs.engine, "Index", functools.partial(Index, clock=lambda: now[0]))
+    model = BlockingModel(entered=threading.Event(), release=threading.Event())
+    engine = WorkingMemoryEngine(root=root, model=model, durable=False, max_workers=1)
+    engine.runner.lease_ttl = 3.0  # renewed every second
+    try:
+        for session in ("a", "b"):
+            engine.add_messages(session, turns(0, 3))
+        engine.index.list_tasks()
+        engine.commit("a", keep_recent_count=0, wait=False)
+        assert model.entered.wait(SAFETY_TIMEOUT)
+        queued = engine.commit("b", keep_recent_count=0, wait=False)  # the only worker is busy with "a"
+
+        now[0] += 3600  # by the index's clock every lease taken so far has expired
+        deadline = time.monotonic() + SAFETY_TIMEOUT
+        while engine.index.lease_holder("b") is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        again = engine.commit("b", keep_recent_count=0)
+    finally:
+        model.release.set()
+        engine.close()
+
+    assert (again["status"], again["task_id"]) == ("busy", queued["task_id"])
+    assert [t["status"] for t in Index(root).list_tasks("b")] == ["completed"]

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from crash_child import KEEP, N_TURNS, SESSION
+
 from state.index import Index
 from state.store import SessionStore
 

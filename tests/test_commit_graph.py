@@ -11,9 +11,6 @@ import json
 from typing import Any
 
 import pytest
-from langgraph.types import RetryPolicy
-
-import graphs.commit
 from fakes import (
     CREATE,
     UPDATE,
@@ -25,6 +22,9 @@ from fakes import (
     transport_error,
     valid_update_call,
 )
+from langgraph.types import RetryPolicy
+
+import graphs.commit
 from graphs.engine import WorkingMemoryEngine
 from nodes.extractive import ExtractiveChatModel
 from nodes.formatting import HEADER_RE
@@ -256,8 +256,7 @@ def test_transport_error_text_is_redacted_in_issues_not_memory(make_engine):
     ({"Session Title": "Fix the CSV parser", "Current State": "Just started."}, SECTIONS[2:]),
     ({"Session Title": "Fix the CSV parser", "Open Issues": "- Which encoding?", "Task & Goals": "   "},
      [s for s in SECTIONS if s not in ("Session Title", "Open Issues")]),
-    ({}, SECTIONS),
-], ids=["title_and_state_only", "blank_section_is_empty", "no_sections"])
+], ids=["title_and_state_only", "blank_section_is_empty"])
 def test_first_commit_create_answer_missing_sections(make_engine, given, expected_empty):
     model = scripted(create_call(given))
     engine = make_engine(model)
@@ -465,3 +464,58 @@ def test_archive_object_records_route_model_and_tokens(make_engine):
     assert [e["archive_id"] for e in archive["expansion"]["archive_index"]] == ["archive_001", "archive_002"]
     on_disk = json.loads((engine.store.session_dir("s") / "history" / "archive_002" / "archive.json").read_text())
     assert on_disk["model"]["route"] == archive["model"]["route"]
+
+
+# -- the create prompt's own paths (first commit) and the per-chunk retry ---------------------------
+
+FIRST_COMMIT_CASES = [
+    ("valid_create", [create_call(BASE)], [*HEAD, *ONE_CHUNK, *TAIL], False),
+    ("fenced_create_json_is_repaired_in_validate", [fenced_json_reply({"sections": BASE})],
+     [*HEAD, *ONE_CHUNK, *TAIL], False),
+    ("broken_create_json_closed_by_repair",
+     [invalid_call(json.dumps({"sections": BASE})[:-2] + ",", name=CREATE)], [*HEAD, *ONE_CHUNK, *TAIL], False),
+    ("no_call_then_create", [text_reply("Sure!"), create_call(BASE)], [*HEAD, *RETRY_THEN_CREATE, *TAIL], False),
+    ("no_call_twice_then_extractive", [text_reply("Sure!"), text_reply("Done.")],
+     [*HEAD, *RETRY_THEN_CREATE[:-2], "extractive_fallback", "guard", "merge", *TAIL], True),
+    ("transport_errors_on_the_retry_then_extractive", [text_reply("Sure!"), *[transport_error()] * 3],
+     [*HEAD, "generate", "validate", "create_retry", "generate_failed", "validate", "extractive_fallback", "guard",
+      "merge", *TAIL], True),
+]
+
+
+@pytest.mark.parametrize(("script", "route", "degraded"), [c[1:] for c in FIRST_COMMIT_CASES],
+                         ids=[c[0] for c in FIRST_COMMIT_CASES])
+def test_first_commit_paths(make_engine, script, route, degraded):
+    model = scripted(*script)
+    engine = make_engine(model)
+    engine.add_messages("s", FIRST_TURNS)
+    engine.commit("s")
+    archive = archive_of(engine)
+    assert archive["model"]["route"] == route
+    assert archive["model"]["degraded"] is degraded
+    assert model.calls == len(script)
+    assert all(tool_asked(model, i) == CREATE for i in range(model.calls))
+    sections = sections_of(engine)
+    if degraded:  # the extractive model read the transcript
+        assert "src/parser.py" in sections["Files & Context"]
+    else:
+        assert sections == BASE
+    assert_clean(archive["working_summary"]["markdown"])
+
+
+def test_each_chunk_gets_its_own_create_retry(make_engine):
+    """The retry is per chunk: using it on chunk 1 does not send chunk 2 straight to the fallback."""
+    model = scripted(
+        create_call(BASE),  # chunk 0: create prompt, valid
+        text_reply("no"), create_call({"Current State": "Chunk one."}),  # chunk 1: retry used
+        text_reply("no"), create_call({"Current State": "Chunk two."}),  # chunk 2: its own retry
+    )
+    engine = make_engine(model, chunk_tokens=30)  # one message per chunk
+    engine.add_messages("s", [*FIRST_TURNS[:1], FIRST_TURNS[3], *SECOND_TURNS])
+    engine.commit("s", keep_recent_count=1)
+    archive = archive_of(engine)
+    assert archive["model"]["route"] == [*HEAD, *ONE_CHUNK, *RETRY_THEN_CREATE, *RETRY_THEN_CREATE, *TAIL]
+    assert archive["model"]["degraded"] is False
+    assert [tool_asked(model, i) for i in range(5)] == [CREATE, UPDATE, CREATE, UPDATE, CREATE]
+    assert sections_of(engine)["Current State"] == "Chunk two."
+    assert sections_of(engine)["Files & Context"] == BASE["Files & Context"]

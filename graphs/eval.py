@@ -1,0 +1,326 @@
+"""`run_eval`: ingest LoCoMo-format conversations turn by turn with periodic commits, then measure.
+
+Always (no model needed): evidence reachability — is each evidence turn in the live tail, in the
+working memory, or in the top 12 of `archive_search` with keywords of the question — and answer
+retention in the assembled context next to its ceiling (the whole transcript). With a model: the
+four answer modes of `graphs.eval_qa`, judged CORRECT/WRONG. Rules: `graphs.eval_metrics`.
+
+Eval roots are written with `durable=False` (no fsync per append): they are scratch data, and ingest
+stays fast. Without `root` a temporary root is used and removed afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from graphs.eval_data import ADVERSARIAL, QAItem, Sample, load_samples
+from graphs.eval_metrics import (
+    SpanIndex,
+    accuracy_table,
+    answer_present,
+    padded,
+    question_keywords,
+    reachability_table,
+    retention_table,
+)
+from graphs.eval_qa import answer_questions
+from state.errors import InvalidInput
+
+DEFAULT_THRESHOLD = 2000
+DEFAULT_KEEP = 10
+DEFAULT_BUDGET = 128_000
+SEARCH_LIMIT = 12
+RULES = {
+    "session_date": "a user message '[session <n> — <date_time>]' before each dated session's first turn",
+    "keywords": "question words of 3+ chars, lowercase, possessive 's dropped, minus stopwords and speaker "
+                "names, deduplicated; at most 6 (the longest, ties by position), in question order",
+    "wm_presence": "a run of min(6, n) normalised words of the turn, found in no other turn, appears in the "
+                   "normalised WM (turns under 3 words never count)",
+    "answer_present": "normalised gold answer (lowercase, punctuation to spaces, a/an/the dropped) on word "
+                      "boundaries in the normalised text; a list answer also when every item is present",
+}
+
+Advance = Callable[[], None]
+
+
+@dataclass
+class Ingested:
+    """What ingesting one sample produced: dia id → seq, stored texts in order, commit results."""
+
+    session_id: str
+    dia_seq: dict[str, int] = field(default_factory=dict)
+    texts: list[str] = field(default_factory=list)
+    commits: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass
+class Models:
+    """The models of one run: commits, answers (None: no model metrics), judge."""
+
+    commit: Any
+    answer: Any | None
+    judge: Any | None
+
+
+def run_eval(data: str | Path | dict[str, Any] | list[Any], *, root: str | Path | None = None, model: Any = None,
+             judge: Any = None, commit_model: Any = None, threshold: int = DEFAULT_THRESHOLD,
+             keep: int = DEFAULT_KEEP, budget: int = DEFAULT_BUDGET, no_model: bool = False,
+             include_adversarial: bool = False, limit_questions: int | None = None,
+             sample: int | str | None = None, progress: bool = True, console: Console | None = None,
+             out: str | Path | None = None) -> dict[str, Any]:
+    """Ingest, commit and measure LoCoMo-format data → a results dict (also written to `out` if given).
+
+    `model`/`judge`/`commit_model`: a `BaseChatModel` or a spec like `openai:gpt-4o-mini`; `model=None`
+    falls back to `WORKMEM_MODEL`; without any (or with `no_model`) only the no-model metrics run.
+    Commits use `commit_model`, else the answer model, else the offline extractive model.
+    """
+    from graphs.engine import WorkingMemoryEngine, clamp_keep
+
+    samples = _select(load_samples(data), sample)
+    threshold = _positive("threshold", threshold)
+    keep = clamp_keep(keep, "keep")
+    budget = _positive("budget", budget)
+    if limit_questions is not None:
+        limit_questions = _positive("limit_questions", limit_questions)
+    models = resolve_models(model, judge, commit_model, no_model=no_model)
+    console = console or Console(stderr=True)
+    started = time.perf_counter()
+    timing = {"ingest_s": 0.0, "metrics_s": 0.0, "qa_s": 0.0}
+    questions: list[dict[str, Any]] = []
+    sample_rows: list[dict[str, Any]] = []
+    extra = {"judge_tokens": 0, "baseline_summary_tokens": 0, "errors": []}
+    with ExitStack() as stack:
+        root_path = Path(root) if root is not None else Path(stack.enter_context(
+            tempfile.TemporaryDirectory(prefix="workmem-eval-")))
+        engine = stack.enter_context(WorkingMemoryEngine(
+            root=root_path, model=models.commit, keep_recent_count=keep, commit_token_threshold=threshold,
+            durable=False))
+        bar = stack.enter_context(_progress(console, progress))
+        for item in samples:
+            if engine.store.session_exists(item.session_id):
+                raise InvalidInput("root", str(root_path), f"session {item.session_id!r} already exists there; "
+                                                          "evaluate into an empty root")
+            chosen = select_questions(item, include_adversarial, limit_questions)
+            clock = time.perf_counter()
+            task = bar.add_task(f"ingest {item.sample_id}", total=len(item.turns))
+            ingested = ingest_sample(engine, item, threshold=threshold, keep=keep,
+                                     advance=lambda t=task: bar.advance(t))
+            timing["ingest_s"] += time.perf_counter() - clock
+            clock = time.perf_counter()
+            rows = evidence_metrics(engine, item, ingested, chosen, budget)
+            timing["metrics_s"] += time.perf_counter() - clock
+            if models.answer is not None:
+                clock = time.perf_counter()
+                task = bar.add_task(f"QA {item.sample_id}", total=len(rows) * 4)
+                spent = answer_questions(engine, ingested.session_id, "\n".join(ingested.texts), rows,
+                                         models.answer, models.judge, budget, advance=lambda t=task: bar.advance(t))
+                for key in ("judge_tokens", "baseline_summary_tokens"):
+                    extra[key] += spent[key]
+                extra["errors"] += spent["errors"]
+                timing["qa_s"] += time.perf_counter() - clock
+            questions += rows
+            sample_rows.append(_sample_row(engine, item, ingested))
+    timing["total_s"] = time.perf_counter() - started
+    results = {
+        "config": {"threshold": threshold, "keep": keep, "budget": budget, "include_adversarial": include_adversarial,
+                   "limit_questions": limit_questions, "durable": False, "search_limit": SEARCH_LIMIT,
+                   "commit_model": _name(models.commit), "model": _name(models.answer),
+                   "judge": _name(models.judge)},
+        "rules": RULES,
+        "samples": sample_rows,
+        "reachability": reachability_table(questions),
+        "retention": retention_table(questions),
+        "model": _model_summary(questions, models, extra),
+        "timing": {k: round(v, 3) for k, v in timing.items()},
+        "questions": questions,
+    }
+    if out is not None:
+        write_results(results, out)
+    return results
+
+
+def write_results(results: Mapping[str, Any], out: str | Path) -> Path:
+    """Write results as indented UTF-8 JSON; returns the path."""
+    import json
+
+    path = Path(out)
+    path.write_text(json.dumps(results, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+    return path
+
+
+def resolve_models(model: Any, judge: Any, commit_model: Any, *, no_model: bool = False,
+                   env: Mapping[str, str] | None = None) -> Models:
+    """Which model commits, answers and judges (see `run_eval`)."""
+    env = os.environ if env is None else env
+    answer = None if no_model else (_as_model(model, "model", env) if model is not None else _env_model(env))
+    if answer is not None and _is_extractive(answer):
+        raise InvalidInput("model", _name(answer), "the extractive model cannot answer questions; give a chat model")
+    judge_model = None if answer is None else (_as_model(judge, "judge", env) if judge is not None else answer)
+    if commit_model is not None:
+        commit = _as_model(commit_model, "commit_model", env)
+    else:
+        from nodes.extractive import ExtractiveChatModel
+
+        commit = answer if answer is not None else ExtractiveChatModel()
+    return Models(commit, answer, judge_model)
+
+
+def _as_model(value: Any, field_name: str, env: Mapping[str, str]) -> Any:
+    from nodes.models import ENV_MODEL, resolve_model
+
+    if isinstance(value, str):
+        if not value.strip():
+            raise InvalidInput(field_name, value, "must be 'extractive', 'openai:<model>' or a chat model")
+        return resolve_model(env={**env, ENV_MODEL: value.strip()})
+    if not hasattr(value, "invoke"):
+        raise InvalidInput(field_name, type(value).__name__, "must be a chat model or a model spec string")
+    return value
+
+
+def _env_model(env: Mapping[str, str]) -> Any | None:
+    from nodes.models import ENV_MODEL
+
+    spec = (env.get(ENV_MODEL) or "").strip()
+    model = _as_model(spec, ENV_MODEL, env) if spec else None
+    return None if model is None or _is_extractive(model) else model
+
+
+def _is_extractive(model: Any) -> bool:
+    from nodes.extractive import ExtractiveChatModel
+
+    return isinstance(model, ExtractiveChatModel)
+
+
+def _name(model: Any) -> str | None:
+    from nodes.models import model_name
+
+    return None if model is None else model_name(model)
+
+
+def _positive(field_name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidInput(field_name, value, "must be a positive integer")
+    return value
+
+
+def _select(samples: list[Sample], sample: int | str | None) -> list[Sample]:
+    if sample is None:
+        return samples
+    if isinstance(sample, int) and not isinstance(sample, bool) and 0 <= sample < len(samples):
+        return [samples[sample]]
+    chosen = [s for s in samples if s.sample_id == str(sample)]
+    if not chosen and isinstance(sample, str) and sample.isdigit() and int(sample) < len(samples):
+        chosen = [samples[int(sample)]]
+    if not chosen:
+        raise InvalidInput("sample", sample, f"no such sample (an index below {len(samples)} or a sample_id)")
+    return chosen
+
+
+def _progress(console: Console, enabled: bool) -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=console, transient=True, disable=not enabled)
+
+
+def select_questions(sample: Sample, include_adversarial: bool, limit: int | None) -> list[QAItem]:
+    """The questions evaluated: adversarial ones only on request, then the first `limit`."""
+    chosen = [q for q in sample.qa if include_adversarial or q.category != ADVERSARIAL]
+    return chosen[:limit] if limit is not None else chosen
+
+
+def ingest_sample(engine: Any, sample: Sample, *, threshold: int, keep: int,
+                  advance: Advance | None = None) -> Ingested:
+    """Store the sample turn by turn (date notes first), committing once pending tokens reach `threshold`."""
+    done = Ingested(sample.session_id)
+
+    def add(text: str) -> int:
+        stored = engine.add_messages(done.session_id, [{"role": "user", "content": text}])[0]
+        done.texts.append(text)
+        if engine.session_info(done.session_id)["pending_tokens"] >= threshold:
+            result = engine.commit(done.session_id, keep_recent_count=keep, wait=True)
+            done.commits.append({"after_seq": stored["seq"], **{k: result.get(k) for k in
+                                                                 ("status", "archive_id", "reason")}})
+        return stored["seq"]
+
+    for session in sample.sessions:
+        if session.note:
+            add(session.note)
+        for turn in session.turns:
+            seq = add(turn.content)
+            done.dia_seq.setdefault(turn.dia_id, seq)
+            if advance:
+                advance()
+    return done
+
+
+def evidence_metrics(engine: Any, sample: Sample, ingested: Ingested, questions: list[QAItem],
+                     budget: int) -> list[dict[str, Any]]:
+    """Per question: where each evidence turn is (tail / WM / search top 12) and whether the answer is kept."""
+    sid = ingested.session_id
+    live = {m["seq"] for m in engine.store.live_messages(sid)}
+    archive = engine.working_memory(sid) or {}
+    wm = padded(archive.get("working_summary", {}).get("markdown", ""))
+    spans = SpanIndex({t.dia_id: t.text for t in reversed(sample.turns)})  # first occurrence of a dia id wins
+    context = padded("\n".join(str(m.text) for m in engine.assemble(sid, budget)["messages"]))
+    transcript = padded("\n".join(ingested.texts))
+    rows = []
+    for q in questions:
+        keywords = question_keywords(q.question, sample.speakers)
+        hits = engine.archive_search(sid, " ".join(keywords), limit=SEARCH_LIMIT) if keywords else []
+        hit_seqs = {h["seq"] for h in hits}
+        evidence = []
+        for dia in q.evidence:
+            seq = ingested.dia_seq.get(dia)
+            where = "unknown" if seq is None else "tail" if seq in live else "archived"
+            in_wm = seq is not None and spans.present(dia, wm)
+            found = seq in hit_seqs
+            evidence.append({"dia_id": dia, "seq": seq, "where": where, "wm": in_wm, "search": found,
+                             "reachable": where == "tail" or in_wm or found})
+        rows.append({"sample_id": sample.sample_id, "index": q.index, "category": q.category,
+                     "question": q.question, "answer": q.answer, "adversarial_answer": q.adversarial_answer,
+                     "keywords": keywords, "search_hits": [h["seq"] for h in hits], "evidence": evidence,
+                     "in_context": None if q.answer is None else answer_present(q.answer, context),
+                     "in_transcript": None if q.answer is None else answer_present(q.answer, transcript),
+                     "answers": {}})
+    return rows
+
+
+def _sample_row(engine: Any, sample: Sample, ingested: Ingested) -> dict[str, Any]:
+    from state.tokens import count_tokens
+
+    sid = ingested.session_id
+    info = engine.session_info(sid)
+    return {"sample_id": sample.sample_id, "session_id": sid, "sessions": len(sample.sessions),
+            "turns": len(sample.turns), "messages": info.get("total_message_count"),
+            "tokens": sum(count_tokens(t) for t in ingested.texts), "commits": len(ingested.commits),
+            "commits_failed": sum(c["status"] not in ("completed", "skipped") for c in ingested.commits),
+            "archives": info.get("commit_count"), "live_messages": info.get("message_count"),
+            "questions": len(sample.qa)}
+
+
+def _model_summary(questions: list[dict[str, Any]], models: Models, extra: dict[str, Any]) -> dict[str, Any] | None:
+    if models.answer is None:
+        return None
+    from graphs.eval_qa import MODES
+
+    return {"model": _name(models.answer), "judge": _name(models.judge),
+            "modes": {mode: accuracy_table(questions, mode) for mode in MODES},
+            "judge_tokens": extra["judge_tokens"], "baseline_summary_tokens": extra["baseline_summary_tokens"],
+            "errors": extra["errors"][:50], "error_count": len(extra["errors"])}
+
+
+if __name__ == "__main__":
+    import sys
+
+    from graphs.eval_cli import main
+
+    sys.exit(main())
