@@ -41,6 +41,7 @@ from state.store import SessionStore
 SESSION = "bench"
 N_MESSAGES = 200
 SMALL_CHUNK_TOKENS = 1500
+_chunks = 0  # chunks of the last measured commit (for the labels)
 
 
 def conversation(n: int = N_MESSAGES) -> list[dict[str, Any]]:
@@ -79,6 +80,7 @@ def _fresh(template: Path, folder: Path, name: str) -> Path:
 
 def _graph_commit(root: Path, *, checkpointed: bool, chunk_tokens: int, tag: str) -> tuple[float, int]:
     """Time one commit through the graph; returns (seconds, checkpoint bytes of its thread)."""
+    global _chunks
     store, index = SessionStore(root), Index(root)
     context = CommitContext(root=str(root), model=ExtractiveChatModel(), chunk_tokens=chunk_tokens,
                             store=store, index=index)
@@ -96,6 +98,7 @@ def _graph_commit(root: Path, *, checkpointed: bool, chunk_tokens: int, tag: str
     out = graph.invoke(graph_input, config, context=context, **durability)
     elapsed = time.perf_counter() - start
     assert out["status"] == "completed", out
+    _chunks = out["route"].count("merge")
     written = _checkpoint_bytes(conn, thread_id) if conn is not None else 0
     if conn is not None:
         conn.close()
@@ -147,6 +150,7 @@ def run(quick: bool = False) -> list[BenchRow]:
                             _graph_commit(root, checkpointed=False, chunk_tokens=c, tag=tag))
             saved, written = _best(rounds, template, folder, f"ckpt-{chunk_tokens}", lambda root, tag, c=chunk_tokens:
                                    _graph_commit(root, checkpointed=True, chunk_tokens=c, tag=tag))
+            label = f"{label} ({_chunks} chunk{'s' if _chunks > 1 else ''})" if chunk_tokens != 24_000 else label
             written_by_chunking[label] = (written, f"ckpt-{chunk_tokens}-0")
             rows.append(BenchRow.of(f"commit {N_MESSAGES} msgs, {label}: checkpointed vs no checkpointer",
                                     saved * 1000, bare * 1000, 2.0, "ms"))

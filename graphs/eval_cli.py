@@ -1,0 +1,144 @@
+"""`workmem eval`: the subcommand's parser, its handler, and the result tables.
+
+Wire it into `graphs/cli.py` with `add_eval_parser(subparsers, parents=[common])`; standalone it runs
+as `python -m graphs.eval_cli --data FILE …` (same options plus `--root` and `--json`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+DEFAULT_OUT = "eval_results.json"
+DESCRIPTION = ("Ingest a LoCoMo-format conversation turn by turn with periodic commits, then measure evidence "
+               "reachability, answer retention and, with a model, QA accuracy.")
+
+
+def add_eval_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ()) -> argparse.ArgumentParser:
+    """Register the `eval` subcommand on an `add_subparsers()` object and return its parser."""
+    cmd = subparsers.add_parser("eval", help=cmd_eval.__doc__, parents=list(parents), description=DESCRIPTION)
+    add_eval_arguments(cmd)
+    return cmd
+
+
+def add_eval_arguments(cmd: argparse.ArgumentParser) -> None:
+    """The options of `eval`; the handler is set as `func`."""
+    cmd.add_argument("--data", required=True, help="LoCoMo-format JSON (one sample or a list of samples)")
+    cmd.add_argument("--sample", help="only this sample (index or sample_id)")
+    cmd.add_argument("--no-model", action="store_true", help="no-model metrics only; commits use the extractive model")
+    cmd.add_argument("--model", help="answer (and commit) model, e.g. openai:gpt-4o-mini (default: $WORKMEM_MODEL)")
+    cmd.add_argument("--judge", help="judge model (default: the answer model)")
+    cmd.add_argument("--commit-model", help="commit model, e.g. extractive (default: the answer model)")
+    cmd.add_argument("--threshold", type=int, default=2000, help="pending tokens that trigger a commit")
+    cmd.add_argument("--keep", type=int, default=10, help="recent messages kept raw by each commit")
+    cmd.add_argument("--budget", type=int, default=128_000, help="token budget of the assembled context")
+    cmd.add_argument("--limit-questions", type=int, help="at most this many questions per sample")
+    cmd.add_argument("--include-adversarial", action="store_true", help="also ask category 5 (adversarial)")
+    cmd.add_argument("--out", default=DEFAULT_OUT, help=f"results JSON (default: {DEFAULT_OUT})")
+    cmd.set_defaults(func=cmd_eval)
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    """Evaluate working memory on LoCoMo-format data (reachability, retention, QA accuracy)."""
+    from graphs.eval import run_eval, write_results
+
+    as_json = bool(getattr(args, "json", False))
+    results = run_eval(args.data, root=getattr(args, "root", None), model=args.model, judge=args.judge,
+                       commit_model=args.commit_model, threshold=args.threshold, keep=args.keep, budget=args.budget,
+                       no_model=args.no_model, include_adversarial=args.include_adversarial,
+                       limit_questions=args.limit_questions, sample=args.sample, progress=not as_json)
+    path = write_results(results, args.out) if args.out else None
+    if as_json:
+        print(json.dumps(results, indent=2, ensure_ascii=False, default=str))
+    else:
+        render_results(results, Console(), out=str(path) if path else None)
+    return 0
+
+
+def _pct(value: float | None) -> str:
+    return "–" if value is None else f"{100 * value:.1f} %"
+
+
+def _label(key: str) -> str:
+    from graphs.eval_data import category_name
+
+    return "overall" if key == "overall" else category_name(int(key))
+
+
+def render_results(results: Mapping[str, Any], console: Console, out: str | None = None) -> None:
+    """Print the run's summary line and its reachability, retention and (if any) model tables."""
+    from graphs.eval_qa import MODE_LABELS
+
+    for s in results["samples"]:
+        console.print(f"[bold]{s['sample_id']}[/]: {s['turns']} turns, {s['messages']} messages, {s['tokens']} tokens; "
+                      f"{s['commits']} commit(s) ({s['commits_failed']} failed), {s['live_messages']} message(s) "
+                      f"live; {s['questions']} question(s)")
+    cfg = results["config"]
+    console.print(f"threshold {cfg['threshold']} tokens, keep {cfg['keep']}, budget {cfg['budget']}, "
+                  f"commit model {cfg['commit_model']}")
+    table = Table(title="Evidence reachability (recall@12 = evidence turns in tail ∪ WM ∪ search top 12)")
+    for name in ("category", "questions", "evidence", "in tail", "in WM", "search@12", "recall@12"):
+        table.add_column(name, justify="left" if name == "category" else "right")
+    for key, row in results["reachability"].items():
+        table.add_row(_label(key), str(row["questions"]), str(row["evidence"]), str(row["in_tail"]),
+                      str(row["in_wm"]), f"{row['search_hits']}/{row['archived']}", _pct(row["recall_at_12"]))
+    console.print(table)
+    table = Table(title="Answer retention (gold answer in the assembled context; ceiling: in the transcript)")
+    for name in ("category", "questions", "in context", "retention", "ceiling"):
+        table.add_column(name, justify="left" if name == "category" else "right")
+    for key, row in results["retention"].items():
+        table.add_row(_label(key), str(row["questions"]), str(row["in_context"]), _pct(row["retention"]),
+                      _pct(row["ceiling"]))
+    console.print(table)
+    model = results.get("model")
+    if model:
+        table = Table(title=f"QA accuracy — answers by {model['model']}, judged by {model['judge']}")
+        table.add_column("category")
+        for mode in model["modes"]:
+            table.add_column(MODE_LABELS.get(mode, mode), justify="right")
+        keys = list(next(iter(model["modes"].values()), {}))
+        for key in keys:
+            table.add_row(_label(key), *[_pct(m.get(key, {}).get("accuracy")) for m in model["modes"].values()])
+        overall = [m.get("overall", {}) for m in model["modes"].values()]
+        table.add_row("QA tokens", *[str(o.get("qa_tokens", 0)) for o in overall])
+        table.add_row("tokens / correct", *["–" if o.get("tokens_per_correct") is None
+                                            else f"{o['tokens_per_correct']:.0f}" for o in overall])
+        console.print(table)
+        console.print(f"judge tokens {model['judge_tokens']}, baseline summary tokens "
+                      f"{model['baseline_summary_tokens']}, model errors {model['error_count']}")
+    else:
+        console.print("No answer model configured: QA accuracy skipped (use --model openai:… or WORKMEM_MODEL).")
+    timing = results["timing"]
+    console.print(f"ingest {timing['ingest_s']:.1f} s, metrics {timing['metrics_s']:.1f} s, QA {timing['qa_s']:.1f} s, "
+                  f"total {timing['total_s']:.1f} s" + (f"; results in {out}" if out else ""))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """A standalone parser: the `eval` options plus `--root` and `--json`."""
+    parser = argparse.ArgumentParser(prog="python -m graphs.eval_cli", description=DESCRIPTION)
+    parser.add_argument("--root", help="data root for the eval sessions (default: a temporary directory)")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    add_eval_arguments(parser)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run `eval` standalone: `python -m graphs.eval_cli --data FILE [--no-model] …`."""
+    from state.errors import WorkmemError
+
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except WorkmemError as exc:
+        Console(stderr=True).print(f"[red]error:[/] {exc}")
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
