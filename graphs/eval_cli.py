@@ -84,14 +84,14 @@ def render_results(results: Mapping[str, Any], console: Console, out: str | None
                   f"commit model {cfg['commit_model']}")
     table = Table(title="Evidence reachability (recall@12 = evidence turns in tail ∪ WM ∪ search top 12)")
     for name in ("category", "questions", "evidence", "in tail", "in WM", "search@12", "recall@12"):
-        table.add_column(name, justify="left" if name == "category" else "right")
+        table.add_column(name, justify="left" if name == "category" else "right", no_wrap=name == "category")
     for key, row in results["reachability"].items():
         table.add_row(_label(key), str(row["questions"]), str(row["evidence"]), str(row["in_tail"]),
                       str(row["in_wm"]), f"{row['search_hits']}/{row['archived']}", _pct(row["recall_at_12"]))
     console.print(table)
     table = Table(title="Answer retention (gold answer in the assembled context; ceiling: in the transcript)")
     for name in ("category", "questions", "in context", "retention", "ceiling"):
-        table.add_column(name, justify="left" if name == "category" else "right")
+        table.add_column(name, justify="left" if name == "category" else "right", no_wrap=name == "category")
     for key, row in results["retention"].items():
         table.add_row(_label(key), str(row["questions"]), str(row["in_context"]), _pct(row["retention"]),
                       _pct(row["ceiling"]))
@@ -99,7 +99,7 @@ def render_results(results: Mapping[str, Any], console: Console, out: str | None
     model = results.get("model")
     if model:
         table = Table(title=f"QA accuracy — answers by {model['model']}, judged by {model['judge']}")
-        table.add_column("category")
+        table.add_column("category", no_wrap=True)
         for mode in model["modes"]:
             table.add_column(MODE_LABELS.get(mode, mode), justify="right")
         keys = list(next(iter(model["modes"].values()), {}))

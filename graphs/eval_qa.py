@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -184,7 +184,7 @@ def _error(exc: BaseException) -> str:
 
 
 def answer_questions(engine: Any, session_id: str, transcript: str, rows: list[dict[str, Any]], model: Any,
-                     judge_model: Any, budget: int, advance: Any = None) -> dict[str, Any]:
+                     judge_model: Any, budget: int, advance: Callable[[], None] | None = None) -> dict[str, Any]:
     """Answer every question row in the four modes and judge each answer; fills `row["answers"]`.
 
     Returns the tokens spent outside QA (judge, baseline summaries) and the model errors met.

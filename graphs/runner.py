@@ -80,7 +80,7 @@ class CommitRunner:
         try:
             return self._run_held(session_id, task_id, keep_recent_count)
         except Exception as exc:  # before or around the graph run (the graph's own errors are results)
-            log.exception("commit %s of session %r failed before its graph ran", task_id, session_id)
+            log.exception("commit %s of session %r failed outside its graph run", task_id, session_id)
             try:
                 self.index.update_task(task_id, status="failed",
                                        error=redact_secrets(f"{type(exc).__name__}: {exc}")[:MAX_ERROR_CHARS])
