@@ -19,6 +19,7 @@ from nodes.context import CommitContext
 from state.errors import ArchiveNotFound
 from state.ids import safe_session_id
 from state.index import Index, redact_secrets
+from state.sqlite import connect
 from state.store import SessionStore
 
 log = logging.getLogger("workmem.runner")
@@ -29,12 +30,10 @@ RESUMABLE_STATUSES = ("pending", "running", "failed")
 MAX_ERROR_CHARS = 500
 
 
-def open_sqlite(path: Path) -> sqlite3.Connection:
-    """An explicit connection as SPEC §2 asks: shared across threads, 30 s busy timeout, WAL."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(path, check_same_thread=False, timeout=30)
-    conn.execute("PRAGMA journal_mode=WAL")
-    return conn
+def open_checkpoints(path: Path) -> sqlite3.Connection:
+    """The checkpoint database: WAL with synchronous=NORMAL — a checkpoint lost to a power cut only
+    re-runs a node, and every node is idempotent because the session files are the truth."""
+    return connect(path, synchronous="NORMAL")
 
 
 class CommitRunner:
@@ -45,7 +44,7 @@ class CommitRunner:
         self.store, self.index, self.context = store, index, context
         self.lease_ttl = lease_ttl
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self._conn = open_sqlite(Path(store.root) / "checkpoints.sqlite")
+        self._conn = open_checkpoints(Path(store.root) / "checkpoints.sqlite")
         self.checkpointer = SqliteSaver(self._conn)
         self.checkpointer.setup()
         self.graph = compile_commit_graph(self.checkpointer)

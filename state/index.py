@@ -30,6 +30,7 @@ from state.messages import message_text
 from state.meta import now_iso
 from state.redact import clean_error
 from state.redact import redact_secrets as redact_secrets  # re-exported: callers import it from here
+from state.sqlite import connect
 
 if TYPE_CHECKING:
     from state.store import SessionStore
@@ -85,9 +86,7 @@ class Index:
         return local.db
 
     def _open(self) -> Database:
-        self.root.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(self.path, check_same_thread=False, timeout=30, isolation_level=None)
-        conn.execute("PRAGMA journal_mode=WAL")
+        conn = connect(self.path, isolation_level=None)
         db = Database(conn)
         if not self._schema_ready:
             conn.executescript(_SCHEMA)
@@ -189,15 +188,19 @@ class Index:
     # -- leases -------------------------------------------------------------------------------------
 
     def acquire_lease(self, session_id: str, task_id: str, owner: str, ttl: float = 60) -> str | None:
-        """Take the session's lease for `task_id`: None when taken (or already ours), else the holder's task id."""
+        """Take the session's lease for `task_id`: None when taken (or already ours), else the holder's task id.
+
+        "Ours" means the same task and the same owner: two processes resuming one task never both hold it.
+        """
         check_session_id(session_id)
         _nonempty(task_id, "task_id")
         ttl = _ttl(ttl)
         now = self._clock()
         with self._immediate() as db:
-            row = db.execute("SELECT task_id, expires_at FROM leases WHERE session_id = ?", [session_id]).fetchone()
-            if row is not None and row[1] > now and row[0] != task_id:
-                return str(row[0])
+            row = db.execute("SELECT task_id, expires_at, owner FROM leases WHERE session_id = ?",
+                             [session_id]).fetchone()
+            if row is not None and row[1] > now and (row[0] != task_id or row[2] != str(owner)):
+                return str(row[0])  # held, by another task or by another process resuming the same task
             db.execute(
                 "INSERT INTO leases (session_id, task_id, owner, pid, host, expires_at) VALUES (?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT(session_id) DO UPDATE SET task_id = excluded.task_id, owner = excluded.owner, "

@@ -114,6 +114,36 @@ def test_lease_is_exclusive_until_it_expires(index, clock):
     assert index.acquire_lease("other", "t3", "me") is None
 
 
+def test_same_task_from_another_owner_waits_for_expiry(index, clock):
+    assert index.acquire_lease("s", "t1", "process-a") is None
+    assert index.acquire_lease("s", "t1", "process-b") == "t1"  # two resumers of one task: only one runs
+    assert index.lease_holder("s")["owner"] == "process-a"
+    clock.now += 61
+    assert index.acquire_lease("s", "t1", "process-b") is None
+    assert index.lease_holder("s")["owner"] == "process-b"
+
+
+def test_threads_opening_a_fresh_index_at_once_all_succeed(tmp_path):
+    for attempt in range(5):
+        index, errors = Index(tmp_path / f"fresh{attempt}"), []
+        barrier = threading.Barrier(4)
+
+        def first_use(index=index, errors=errors, barrier=barrier):
+            barrier.wait()
+            try:
+                index.list_tasks()
+            except sqlite3.Error as exc:  # e.g. "database is locked" while switching to WAL
+                errors.append(exc)
+
+        threads = [threading.Thread(target=first_use) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        index.close()
+        assert errors == []
+
+
 @pytest.mark.parametrize("ttl", [0, -1, True, "60", 10**9])
 def test_bad_ttl(index, ttl):
     with pytest.raises(InvalidInput):

@@ -32,7 +32,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 
 from graphs.commit import compile_commit_graph
 from graphs.engine import WorkingMemoryEngine
-from graphs.runner import open_sqlite
+from graphs.runner import open_checkpoints
 from nodes.context import CommitContext
 from nodes.extractive import ExtractiveChatModel
 from state.index import Index
@@ -84,7 +84,7 @@ def _graph_commit(root: Path, *, checkpointed: bool, chunk_tokens: int, tag: str
     store, index = SessionStore(root), Index(root)
     context = CommitContext(root=str(root), model=ExtractiveChatModel(), chunk_tokens=chunk_tokens,
                             store=store, index=index)
-    conn = open_sqlite(root / "checkpoints.sqlite") if checkpointed else None
+    conn = open_checkpoints(root / "checkpoints.sqlite") if checkpointed else None
     saver = SqliteSaver(conn) if conn is not None else None
     if saver is not None:
         saver.setup()
