@@ -90,23 +90,26 @@ class CommitRunner:
             beat.release()
 
     def _run_held(self, session_id: str, task_id: str, keep_recent_count: int) -> dict[str, Any]:
+        resumed = []
         for task in self.resumable_tasks(session_id):
             if task["task_id"] == task_id:
                 continue
             earlier = self._resume_task(task)
+            resumed.append(earlier)
             if earlier["status"] not in ("completed", "skipped", "abandoned"):
                 # Its messages stay reserved for it until it is abandoned (MAX_RESUMES): a new commit
                 # now would reserve the same archive id and cover the same seqs.
                 reason = f"earlier commit {task['task_id']} did not finish: {earlier.get('reason') or ''}"
                 self.index.update_task(task_id, status="skipped", result={"reason": reason[:MAX_ERROR_CHARS]})
                 return {"status": "failed", "task_id": task_id, "archive_id": None,
-                        "reason": reason[:MAX_ERROR_CHARS]}
+                        "reason": reason[:MAX_ERROR_CHARS], "resumed": resumed}
         archive_id = self.store.next_archive_id(session_id)
         thread_id = f"{safe_session_id(session_id)}/commit/{task_id}"
         self.index.update_task(task_id, archive_id=archive_id, thread_id=thread_id, status="running")
         graph_input = {"session_id": session_id, "archive_id": archive_id, "task_id": task_id,
                        "keep_recent_count": keep_recent_count}
-        return self._invoke(task_id, thread_id, graph_input)
+        result = self._invoke(task_id, thread_id, graph_input)
+        return {**result, "resumed": resumed} if resumed else result
 
     # -- running and resuming -------------------------------------------------------------------
 

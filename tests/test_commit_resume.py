@@ -247,6 +247,8 @@ def test_failed_commit_is_resumed_before_a_new_one(engine_with_counters):
     second = engine.commit("s", keep_recent_count=0)
 
     assert second["status"] == "completed", second
+    assert [(r["task_id"], r["status"], r["archive_id"]) for r in second["resumed"]] == [
+        (first["task_id"], "completed", "archive_001")]  # the caller sees the earlier work finished
     assert counters.calls["slice_turns"] == slices_before + 1  # the resumed run did not slice again
     resumed = engine.task(first["task_id"])
     assert (resumed["status"], resumed["attempts"]) == ("completed", 1)
