@@ -98,11 +98,20 @@ class WorkingMemoryEngine:
         stored = self.store.append(session_id, new) if new else []
         exists = bool(stored) or self.store.session_exists(session_id)
         pending = self._meta_with_default_keep(session_id)["pending_tokens"] if exists else 0
-        commit = None
-        if pending >= self.commit_token_threshold:
-            commit = self.runner.start(session_id, self.keep_recent_count, wait=False)
+        commit = self._commit_in_background(session_id) if pending >= self.commit_token_threshold else None
         return {"stored": len(stored), "pending_tokens": pending,
                 "task_id": commit["task_id"] if commit else None, "commit": commit}
+
+    def _commit_in_background(self, session_id: str) -> dict[str, Any]:
+        return self.runner.start(session_id, self.keep_recent_count, wait=False,
+                                 then=lambda result: self._commit_again_if_due(session_id, result))
+
+    def _commit_again_if_due(self, session_id: str, finished: dict[str, Any]) -> None:
+        """Turns stored while a background commit ran (and found it busy) get their commit now."""
+        if finished.get("status") != "completed":
+            return  # a failed commit is resumed by the next one; retrying here could loop
+        if self._meta_with_default_keep(session_id)["pending_tokens"] >= self.commit_token_threshold:
+            self._commit_in_background(session_id)
 
     # -- committing -------------------------------------------------------------------------------
 

@@ -7,6 +7,7 @@ import os
 import socket
 import sqlite3
 import uuid
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -50,11 +51,16 @@ class CommitRunner:
         self.graph = compile_commit_graph(self.checkpointer)
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="workmem-commit")
         self._futures: list[Future] = []
+        self._closing = False
 
     # -- starting -------------------------------------------------------------------------------
 
-    def start(self, session_id: str, keep_recent_count: int, *, wait: bool) -> dict[str, Any]:
-        """Take the lease and run (or schedule) a commit; a held lease returns the running task."""
+    def start(self, session_id: str, keep_recent_count: int, *, wait: bool,
+              then: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+        """Take the lease and run (or schedule) a commit; a held lease returns the running task.
+
+        `then(result)` runs after a background commit has finished and released the lease.
+        """
         task_id = uuid.uuid4().hex
         holder = acquire(self.index, session_id, task_id, self.owner, ttl=self.lease_ttl)
         if holder is not None:
@@ -66,14 +72,21 @@ class CommitRunner:
         try:
             self.index.create_task(task_id=task_id, session_id=session_id, status="pending")
             if not wait:
-                self._futures.append(self._pool.submit(self._run_leased, session_id, task_id, keep_recent_count,
-                                                       beat))
+                self._futures.append(self._pool.submit(self._run_in_background, session_id, task_id,
+                                                       keep_recent_count, beat, then))
         except BaseException:
             beat.release()  # never leave a session locked by a commit that did not start
             raise
         if wait:
             return self._run_leased(session_id, task_id, keep_recent_count, beat)
         return {"status": "pending", "task_id": task_id, "archive_id": None, "reason": "started"}
+
+    def _run_in_background(self, session_id: str, task_id: str, keep_recent_count: int, beat: Heartbeat,
+                           then: Callable[[dict[str, Any]], None] | None) -> dict[str, Any]:
+        result = self._run_leased(session_id, task_id, keep_recent_count, beat)
+        if then is not None and not self._closing:
+            then(result)
+        return result
 
     def _run_leased(self, session_id: str, task_id: str, keep_recent_count: int, beat: Heartbeat) -> dict[str, Any]:
         try:
@@ -184,13 +197,13 @@ class CommitRunner:
         return results
 
     def wait(self) -> None:
-        """Block until every background commit has finished."""
-        for future in list(self._futures):
-            future.exception()
-        self._futures.clear()
+        """Block until every background commit (and any follow-up it started) has finished."""
+        while self._futures:
+            self._futures.pop(0).exception()
 
     def close(self) -> None:
         """Wait for background commits, then release the thread pool and the checkpoint connection."""
+        self._closing = True
         self.wait()
         self._pool.shutdown(wait=True)
         self._conn.close()

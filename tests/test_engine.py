@@ -42,6 +42,23 @@ def test_after_turn_returns_before_the_background_commit_finishes(root):
         assert [m.content[:10] for m in after["messages"][2:]] == ["Question 3", "Answer 3: "]
 
 
+def test_turns_stored_while_a_background_commit_runs_get_a_follow_up_commit(root):
+    model = GatedModel()
+    with WorkingMemoryEngine(root, model, durable=False, keep_recent_count=2, commit_token_threshold=200) as engine:
+        first = engine.after_turn("bg", conversation(4))
+        assert model.entered.wait(10)
+        more = conversation(8)[8:]
+        second = engine.after_turn("bg", more)  # the session is busy: nothing new can start now
+        assert second["commit"]["status"] == "busy" and second["pending_tokens"] >= 200
+        model.gate.set()
+        engine.wait()  # also waits for the follow-up the first commit started when it finished
+        tasks = engine.index.list_tasks(session_id="bg")
+        assert [t["status"] for t in tasks] == ["completed", "completed"]
+        assert tasks[0]["task_id"] == first["task_id"]
+        assert [a["archive_id"] for a in engine.store.list_archives("bg")] == ["archive_001", "archive_002"]
+        assert engine.session_info("bg")["pending_tokens"] < 200
+
+
 def test_after_turn_below_the_threshold_starts_no_commit(root):
     with WorkingMemoryEngine(root, durable=False, keep_recent_count=2, commit_token_threshold=10_000) as engine:
         result = engine.after_turn("quiet", conversation(3))
