@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from graphs.eval_cli import add_eval_parser
 from state.errors import InvalidInput, WorkmemError
 
 console = Console()
@@ -232,6 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     command("resume", cmd_resume)
     command("reindex", cmd_reindex)
+    add_eval_parser(subparsers, parents=[common])
     return parser
 
 

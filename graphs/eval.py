@@ -181,7 +181,14 @@ def _as_model(value: Any, field_name: str, env: Mapping[str, str]) -> Any:
     if isinstance(value, str):
         if not value.strip():
             raise InvalidInput(field_name, value, "must be 'extractive', 'openai:<model>' or a chat model")
-        return resolve_model(env={**env, ENV_MODEL: value.strip()})
+        try:
+            return resolve_model(env={**env, ENV_MODEL: value.strip()})
+        except InvalidInput:
+            raise
+        except Exception as exc:  # e.g. the OpenAI client refusing to start without credentials
+            from state.redact import redact_secrets
+
+            raise InvalidInput(field_name, value, redact_secrets(f"cannot build the model: {exc}")[:300]) from exc
     if not hasattr(value, "invoke"):
         raise InvalidInput(field_name, type(value).__name__, "must be a chat model or a model spec string")
     return value

@@ -57,7 +57,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
     if as_json:
         print(json.dumps(results, indent=2, ensure_ascii=False, default=str))
     else:
-        render_results(results, Console(), out=str(path) if path else None)
+        console = Console(width=None if sys.stdout.isatty() else 120)  # a log file gets whole tables
+        render_results(results, console, out=str(path) if path else None)
     return 0
 
 

@@ -36,15 +36,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fakes import scripted
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.tools import tool
 
 from graphs.eval import resolve_models, run_eval
 from graphs.eval_cli import add_eval_parser, main
 from graphs.eval_data import load_samples, parse_evidence
 from graphs.eval_metrics import SpanIndex, answer_present, normalize_text, padded, question_keywords
-from graphs.eval_qa import JUDGE_SYSTEM, SUMMARY_SYSTEM, parse_verdict
+from graphs.eval_qa import JUDGE_SYSTEM, SUMMARY_SYSTEM, answer_full_context, answer_with_tools, parse_verdict
 from nodes.extractive import ExtractiveChatModel
 from state.errors import InvalidInput
 
@@ -307,3 +309,37 @@ def test_resolve_models() -> None:
     assert both.answer is reader and both.judge is reader and both.commit is reader
     with pytest.raises(InvalidInput, match="cannot answer"):
         resolve_models("extractive", None, None, env={})
+
+
+def test_tool_loop_stops_after_four_rounds_and_errors_are_data() -> None:
+    @tool
+    def archive_search(query: str) -> str:
+        """Search the archive."""
+        return f"no hit for {query}"
+
+    def call(i: int) -> AIMessage:
+        return AIMessage("", tool_calls=[{"name": "archive_search", "args": {"query": f"q{i}"}, "id": f"c{i}",
+                                          "type": "tool_call"}])
+
+    model = scripted(*[call(i) for i in range(4)], "not mentioned")
+    answer = answer_with_tools(model, [], [archive_search], "Where?")
+    assert (answer.text, answer.tool_calls, answer.error) == ("not mentioned", 4, None)
+    assert [b.get("tool_choice") for b in model.bound] == [None, None, None, None, "none"]
+    assert answer.tokens > 0
+    failed = answer_full_context(scripted(RuntimeError("endpoint down")), "A: hi", "Where?")
+    assert failed.text == "" and failed.error == "RuntimeError: endpoint down"
+
+
+def test_long_generator_is_deterministic_and_loads() -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_long_locomo", FIXTURE.parent / "make_long_locomo.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    data = module.build(600)
+    assert data == module.build(600)
+    sample = load_samples(data)[0]
+    assert (len(sample.turns), len(sample.sessions)) == (600, 20)
+    dia_ids = {t.dia_id for t in sample.turns}
+    assert all(e in dia_ids for q in sample.qa for e in q.evidence)
+    assert {q.category for q in sample.qa} == {1, 2, 4, 5}
