@@ -15,6 +15,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 DEMO_SESSION = "demo"
+CONTEXT_BUDGET = 40_000
 
 
 def demo_conversation() -> list[dict[str, Any]]:
@@ -54,6 +55,7 @@ def run_demo(root: str | None = None, *, threshold: int = 2500, keep: int = 10,
         archive = engine.working_memory(DEMO_SESSION) or {}
         archives = engine.store.list_archives(DEMO_SESSION)
         info = engine.session_info(DEMO_SESSION)
+        context = engine.assemble(DEMO_SESSION, token_budget=CONTEXT_BUDGET)
     summary = {
         "root": str(root_path),
         "session_dir": str(engine.store.session_dir(DEMO_SESSION)),
@@ -62,6 +64,7 @@ def run_demo(root: str | None = None, *, threshold: int = 2500, keep: int = 10,
         "working_memory": archive.get("working_summary", {}).get("markdown", ""),
         "live_messages": info.get("message_count"),
         "pending_tokens": info.get("pending_tokens"),
+        "context": {"stats": context["stats"], "messages": [_outline(m) for m in context["messages"]]},
     }
     if not quiet:
         _show(console, summary)
@@ -75,6 +78,22 @@ def _show(console: Console, summary: dict[str, Any]) -> None:
     for entry in summary["archives"]:
         table.add_row(entry["archive_id"], f"{entry['start_seq']}–{entry['end_seq']}", entry.get("abstract", ""))
     console.print(table)
+    context = Table("#", "role", "preview", title="context assembled for the next model call")
+    for i, line in enumerate(summary["context"]["messages"]):
+        context.add_row(str(i), line["role"], line["preview"])
+    console.print(context)
+    stats = summary["context"]["stats"]
+    console.print(f"context: {stats['total_tokens']} of {stats['budget']} tokens "
+                  f"({stats['reserve']} reserved for the reply), {stats['messages_dropped']} live message(s) left out")
     console.print(f"{len(summary['commits'])} commit(s); {summary['live_messages']} message(s) still live "
                   f"({summary['pending_tokens']} pending tokens).")
     console.print(f"Files: {summary['session_dir']}")
+
+
+def _outline(message: Any) -> dict[str, str]:
+    """A message of the assembled context as role (with workmem's tag) and its first words."""
+    tag = message.additional_kwargs.get("workmem")
+    calls = ", ".join(c["name"] for c in getattr(message, "tool_calls", []) or [])
+    text = " ".join(message.text.split())
+    preview = (text[:90] + "…" if len(text) > 90 else text) or f"→ {calls}"
+    return {"role": message.type + (f" ({tag})" if tag else ""), "preview": preview}
