@@ -323,11 +323,3 @@ def _model_summary(questions: list[dict[str, Any]], models: Models, extra: dict[
             "modes": {mode: accuracy_table(questions, mode) for mode in MODES},
             "judge_tokens": extra["judge_tokens"], "baseline_summary_tokens": extra["baseline_summary_tokens"],
             "errors": extra["errors"][:50], "error_count": len(extra["errors"])}
-
-
-if __name__ == "__main__":
-    import sys
-
-    from graphs.eval_cli import main
-
-    sys.exit(main())

@@ -1,8 +1,4 @@
-"""`workmem eval`: the subcommand's parser, its handler, and the result tables.
-
-Wire it into `graphs/cli.py` with `add_eval_parser(subparsers, parents=[common])`; standalone it runs
-as `python -m graphs.eval_cli --data FILE …` (same options plus `--root` and `--json`).
-"""
+"""`workmem eval`: the subcommand's parser (added by `graphs/cli.py`), its handler, and the result tables."""
 
 from __future__ import annotations
 
@@ -118,28 +114,3 @@ def render_results(results: Mapping[str, Any], console: Console, out: str | None
     timing = results["timing"]
     console.print(f"ingest {timing['ingest_s']:.1f} s, metrics {timing['metrics_s']:.1f} s, QA {timing['qa_s']:.1f} s, "
                   f"total {timing['total_s']:.1f} s" + (f"; results in {out}" if out else ""))
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """A standalone parser: the `eval` options plus `--root` and `--json`."""
-    parser = argparse.ArgumentParser(prog="python -m graphs.eval_cli", description=DESCRIPTION)
-    parser.add_argument("--root", help="data root for the eval sessions (default: a temporary directory)")
-    parser.add_argument("--json", action="store_true", help="print the results as JSON")
-    add_eval_arguments(parser)
-    return parser
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Run `eval` standalone: `python -m graphs.eval_cli --data FILE [--no-model] …`."""
-    from state.errors import WorkmemError
-
-    args = build_parser().parse_args(argv)
-    try:
-        return args.func(args)
-    except WorkmemError as exc:
-        Console(stderr=True).print(f"[red]error:[/] {exc}")
-        return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -42,8 +42,8 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
 
+from graphs.cli import main
 from graphs.eval import resolve_models, run_eval
-from graphs.eval_cli import add_eval_parser, main
 from graphs.eval_data import load_samples, parse_evidence
 from graphs.eval_metrics import SpanIndex, answer_present, normalize_text, padded, question_keywords
 from graphs.eval_qa import JUDGE_SYSTEM, SUMMARY_SYSTEM, answer_full_context, answer_with_tools, parse_verdict
@@ -196,21 +196,10 @@ def test_adversarial_questions_on_request() -> None:
 
 
 def _workmem_parser() -> argparse.ArgumentParser:
-    """`graphs.cli.build_parser()` once `eval` is wired in; until then the same shape built here."""
+    """The real `workmem` parser, `eval` included."""
     from graphs import cli
 
-    parser = cli.build_parser()
-    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    if "eval" in sub.choices:
-        return parser
-    parser = argparse.ArgumentParser(prog="workmem")
-    parser.add_argument("--root")
-    parser.add_argument("--json", action="store_true")
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--root", default=argparse.SUPPRESS)
-    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
-    add_eval_parser(parser.add_subparsers(dest="command", required=True), parents=[common])
-    return parser
+    return cli.build_parser()
 
 
 def test_cli_eval_no_model_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -233,11 +222,11 @@ def test_cli_eval_no_model_json(tmp_path: Path, capsys: pytest.CaptureFixture[st
 
 def test_cli_tables_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "r.json"
-    assert main(["--data", str(FIXTURE), "--no-model", "--limit-questions", "3", "--out", str(out)]) == 0
+    assert main(["eval", "--data", str(FIXTURE), "--no-model", "--limit-questions", "3", "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert "Evidence reachability" in text and "Answer retention" in text and "QA accuracy skipped" in text
     assert json.loads(out.read_text(encoding="utf-8"))["reachability"]["overall"]["questions"] == 3
-    assert main(["--data", str(tmp_path / "missing.json"), "--no-model", "--out", str(out)]) == 2
+    assert main(["eval", "--data", str(tmp_path / "missing.json"), "--no-model", "--out", str(out)]) == 2
     assert "cannot read" in capsys.readouterr().err
 
 
