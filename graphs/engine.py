@@ -11,6 +11,7 @@ from graphs.injected import strip_injected
 from graphs.runner import CommitRunner
 from nodes.context import DEFAULT_CHUNK_TOKENS, DEFAULT_CLIP_TOKENS, CommitContext, default_root
 from nodes.formatting import format_messages
+from nodes.models import resolve_model
 from state.errors import InvalidInput
 from state.ids import archive_number
 from state.index import Index
@@ -61,11 +62,11 @@ class WorkingMemoryEngine:
             if commit_token_threshold is not None else self.context_window // 2
         )
         self.max_message_bytes = _positive_int("max_message_bytes", max_message_bytes)
+        self.model = resolve_model(model)  # a bad WORKMEM_MODEL fails here, before anything touches disk
         self.store = SessionStore(self.root, durable=durable, max_message_bytes=max_message_bytes)
         self.index = Index(self.root)
-        self.model = model
-        context = CommitContext(root=str(self.root), model=model, durable=durable, store=self.store, index=self.index,
-                                chunk_tokens=_positive_int("chunk_tokens", chunk_tokens),
+        context = CommitContext(root=str(self.root), model=self.model, durable=durable, store=self.store,
+                                index=self.index, chunk_tokens=_positive_int("chunk_tokens", chunk_tokens),
                                 clip_tokens=_positive_int("clip_tokens", clip_tokens))
         workers = _positive_int("max_workers", max_workers)
         self.runner = CommitRunner(self.store, self.index, context, max_workers=workers)
@@ -93,6 +94,8 @@ class WorkingMemoryEngine:
             raise InvalidInput("messages", messages, "must be a list of messages")
         if isinstance(pre_prompt_count, bool) or not isinstance(pre_prompt_count, int) or pre_prompt_count < 0:
             raise InvalidInput("pre_prompt_count", pre_prompt_count, "must be an integer >= 0")
+        if pre_prompt_count > len(messages):
+            raise InvalidInput("pre_prompt_count", pre_prompt_count, f"more than the {len(messages)} messages given")
         new = strip_injected(list(messages[pre_prompt_count:]), offset=pre_prompt_count,
                              max_bytes=self.max_message_bytes)
         stored = self.store.append(session_id, new) if new else []

@@ -29,6 +29,7 @@ MAX_RESUMES = 3
 # A failed run keeps its checkpoint: it is resumed like an interrupted one until MAX_RESUMES.
 RESUMABLE_STATUSES = ("pending", "running", "failed")
 MAX_ERROR_CHARS = 500
+MODEL_ERROR_ISSUE = "model error:"
 
 
 def open_checkpoints(path: Path) -> sqlite3.Connection:
@@ -92,7 +93,8 @@ class CommitRunner:
         try:
             return self._run_held(session_id, task_id, keep_recent_count)
         except Exception as exc:  # before or around the graph run (the graph's own errors are results)
-            log.exception("commit %s of session %r failed outside its graph run", task_id, session_id)
+            log.error("commit %s of session %r failed outside its graph run: %s", task_id, session_id,
+                      redact_secrets(f"{type(exc).__name__}: {exc}")[:MAX_ERROR_CHARS])
             try:
                 self.index.update_task(task_id, status="failed",
                                        error=redact_secrets(f"{type(exc).__name__}: {exc}")[:MAX_ERROR_CHARS])
@@ -138,6 +140,9 @@ class CommitRunner:
         if out.get("status") == "skipped":
             self.index.update_task(task_id, status="skipped", result={"reason": out.get("reason")})
             self.checkpointer.delete_thread(thread_id)
+        model_errors = [issue for issue in out.get("issues") or [] if issue.startswith(MODEL_ERROR_ISSUE)]
+        if model_errors:  # completed through the fallback: say why, so a bad key or model name is visible
+            self.index.update_task(task_id, error=model_errors[-1][:MAX_ERROR_CHARS])
         return {"status": out.get("status", "completed"), "task_id": task_id,
                 "archive_id": None if out.get("status") == "skipped" else self._archive_of(task_id),
                 "reason": out.get("reason") or "", "degraded": bool(out.get("degraded")),

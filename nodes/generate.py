@@ -16,7 +16,7 @@ from langgraph.types import Command
 
 from nodes.context import CommitContext, Services, services
 from nodes.formatting import format_messages
-from nodes.models import bind_commit_tool, is_transport_error, model_name
+from nodes.models import bind_commit_tool, is_api_refusal, is_transport_error, model_name
 from nodes.prompts import create_prompt, update_prompt
 from state.commit_state import CommitState
 from state.index import redact_secrets
@@ -35,7 +35,9 @@ def build_prompt(state: CommitState, svc: Services) -> tuple[list[BaseMessage], 
         wm = state.get("working_memory", "")
         pairs, tool = update_prompt(wm, transcript, section_reminders(wm)), UPDATE_TOOL
     else:
-        pairs, tool = create_prompt(transcript, state.get("previous_memory") or None), CREATE_TOOL
+        # A create retry over an existing v2 WM hands that WM over too, so the model can carry it forward.
+        previous = state.get("previous_memory") or state.get("working_memory") or None
+        pairs, tool = create_prompt(transcript, previous), CREATE_TOOL
     roles = {"system": SystemMessage, "human": HumanMessage, "user": HumanMessage}
     return [roles[role](content=text) for role, text in pairs], tool
 
@@ -68,6 +70,9 @@ def generate(state: CommitState, runtime: Runtime[CommitContext]) -> dict[str, A
     except Exception as exc:
         if is_transport_error(exc):
             raise
+        if is_api_refusal(exc):
+            return {"answer": {}, "model_error": _redacted(exc), "model_name": model_name(svc.model),
+                    "route": ["generate"]}
         reply = AIMessage(content="", invalid_tool_calls=[
             {"name": tool["function"]["name"], "args": _redacted(exc), "id": None,
              "error": type(exc).__name__, "type": "invalid_tool_call"}])

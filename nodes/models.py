@@ -88,6 +88,13 @@ def is_transport_error(exc: BaseException) -> bool:
     return False
 
 
+def is_api_refusal(exc: BaseException) -> bool:
+    """True when the model API answered with a non-retryable error status (bad key, unknown model,
+    request refused): a configuration problem to report, not malformed output and not worth a retry."""
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    return "APIStatusError" in names and not is_transport_error(exc)
+
+
 def bind_commit_tool(model: Any, tool: dict[str, Any]) -> Runnable[LanguageModelInput, AIMessage]:
     """Bind the one commit tool and force it; models without `tool_choice` get the tool unforced."""
     name = tool.get("function", {}).get("name") or tool.get("name")

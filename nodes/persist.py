@@ -15,6 +15,7 @@ from langgraph.runtime import Runtime
 
 from nodes.context import CommitContext, services
 from state.commit_state import CommitState
+from state.errors import ArchiveConflict
 from state.ids import archive_name, archive_number
 from state.memory import SECTION_KEYS, parse_sections
 from state.tokens import count_tokens
@@ -75,6 +76,13 @@ def build_archive(
     }
 
 
+def _check_ownership(written: dict[str, Any], state: CommitState) -> None:
+    """Writing an archive that is already complete is a no-op; it must then be this commit's own work
+    (a resumed run), never another commit's that reserved the same id after this one lost its lease."""
+    if written.get("task_id") != state.get("task_id"):
+        raise ArchiveConflict(state["session_id"], state["archive_id"], state.get("task_id"), written.get("task_id"))
+
+
 def persist(state: CommitState, runtime: Runtime[CommitContext]) -> dict[str, Any]:
     """Archive the covered messages with the new WM, then let the live file forget them."""
     svc = services(runtime)
@@ -85,6 +93,7 @@ def persist(state: CommitState, runtime: Runtime[CommitContext]) -> dict[str, An
     archive = build_archive(state, messages, previous)
     svc.store.write_archive(session_id, archive, messages, state["working_memory"],
                             archive["expansion"]["archive_index"][-1]["abstract"])
+    _check_ownership(svc.store.read_archive(session_id, archive_id), state)
     svc.index.index_messages(session_id, archive_id, messages)
     holder = svc.index.lease_holder(session_id)
     if holder is None or holder.get("task_id") == state.get("task_id"):

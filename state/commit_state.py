@@ -36,6 +36,7 @@ class CommitOutput(TypedDict, total=False):
     working_memory: str
     route: list[str]
     degraded: bool
+    issues: list[str]
 
 
 class CommitState(TypedDict, total=False):

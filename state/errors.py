@@ -53,3 +53,13 @@ class CorruptLine(WorkmemError, ValueError):
         self.path = path
         self.line_no = line_no
         super().__init__(f"corrupt line {line_no} in {path}: {reason}")
+
+
+class ArchiveConflict(WorkmemError, RuntimeError):
+    """The archive id a commit reserved was completed by another commit (its lease was lost)."""
+
+    def __init__(self, session_id: str, archive_id: str, task_id: str | None, owner_task_id: str | None) -> None:
+        self.session_id, self.archive_id = session_id, archive_id
+        self.task_id, self.owner_task_id = task_id, owner_task_id
+        super().__init__(f"archive conflict: archive_id={archive_id!r} of session_id={session_id!r} was written "
+                         f"by task {owner_task_id!r}, not by task_id={task_id!r}")

@@ -233,9 +233,36 @@ def test_update_prompt_first_then_create_prompt_on_retry(make_engine):
     """After a no-call answer the same chunk is asked again with the create tool forced."""
     engine, model, _ = run_second_commit(make_engine, text_reply("no tools today"), create_call(BASE))
     assert [tool_asked(model, i) for i in range(3)] == [CREATE, UPDATE, CREATE]
-    # the update prompt shows the current WM; the retry's create prompt does not need it
+    # both prompts show the current WM: the create retry must be able to carry it forward
     assert "Reading src/parser.py to find the delimiter bug." in model.prompt_text(1)
+    assert "Confirm the encoding of the Nordhavn feed" in model.prompt_text(2)
+    assert "<previous_memory>" in model.prompt_text(2)
     assert "csv.Sniffer" in model.prompt_text(2)
+
+
+def api_refusal(status: int = 401) -> Exception:
+    """An `openai.AuthenticationError` (or another 4xx), as the client raises for a bad key or model name."""
+    import httpx2
+    import openai
+
+    request = httpx2.Request("POST", "http://127.0.0.1:9/v1/chat/completions")
+    response = httpx2.Response(status, request=request, json={"error": {"message": "refused"}})
+    error = {401: openai.AuthenticationError, 404: openai.NotFoundError}[status]
+    return error("Incorrect API key provided: sk-abc123def456ghi789jkl", response=response, body=None)
+
+
+@pytest.mark.parametrize("status", [401, 404])
+def test_api_refusal_is_a_visible_model_error_not_malformed_output(make_engine, status):
+    """A bad key or model name is not retried and not spent on the create retry: it goes straight to the
+    fallback, and the task row says why, redacted."""
+    engine, model, result = run_second_commit(make_engine, api_refusal(status))
+    archive = archive_of(engine)
+    assert archive["model"]["route"] == HEAD + ["generate", "validate", "extractive_fallback", "guard", "merge"] + TAIL
+    assert archive["model"]["degraded"] is True and model.calls == 2  # the first commit + one refused call
+    task = engine.task(result["task_id"])
+    assert task["status"] == "completed" and task["error"].startswith("model error:")
+    assert "sk-abc123def456ghi789jkl" not in task["error"]
+    assert_clean(archive["working_summary"]["markdown"])
 
 
 def test_transport_error_text_is_redacted_in_issues_not_memory(make_engine):

@@ -1,0 +1,50 @@
+"""A commit that lost its lease must never overwrite or re-index another commit's archive (SPEC §6 persist)."""
+
+from __future__ import annotations
+
+import pytest
+
+from graphs.engine import WorkingMemoryEngine
+from state.errors import InvalidInput
+
+TURNS = [{"role": "user", "content": f"alpha{i} request about the parser"} if i % 2 == 0
+         else {"role": "assistant", "content": f"alpha{i} answer about the parser"} for i in range(8)]
+
+
+def test_second_commit_reserving_a_taken_archive_id_fails_before_indexing(root):
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        engine.add_messages("s", TURNS)
+        first = engine.commit("s", keep_recent_count=0)
+        assert first["archive_id"] == "archive_001"
+        engine.add_messages("s", [{"role": "user", "content": "cherry newer request"},
+                                  {"role": "assistant", "content": "cherry newer answer"}])
+        before = engine.archive_search("s", "alpha3")
+        assert [h["seq"] for h in before] == [4]
+
+        # A commit that reserved archive_001 before losing its lease (e.g. a stalled Studio run).
+        stale = engine.index.create_task("s", task_id="stale-task", archive_id="archive_001",
+                                         thread_id="s/commit/stale-task", status="running")
+        result = engine.runner._invoke(stale["task_id"], stale["thread_id"], {
+            "session_id": "s", "archive_id": "archive_001", "task_id": "stale-task", "keep_recent_count": 0})
+
+        assert result["status"] == "failed" and "archive conflict" in result["reason"]
+        assert engine.archive_search("s", "alpha3") == before  # the first commit's index is intact
+        assert engine.archive_search("s", "cherry") == []  # live messages were not indexed as archived
+        assert engine.store.read_archive("s", "archive_001")["task_id"] == first["task_id"]
+        assert [m["seq"] for m in engine.store.live_messages("s")] == [9, 10]
+        assert engine.resume_all()[0]["status"] == "abandoned"  # its archive belongs to another commit
+        assert engine.commit("s", keep_recent_count=0)["archive_id"] == "archive_002"
+
+
+def test_bad_model_setting_fails_before_touching_disk(root, monkeypatch):
+    monkeypatch.setenv("WORKMEM_MODEL", "bogus:thing")
+    with pytest.raises(InvalidInput, match="WORKMEM_MODEL"):
+        WorkingMemoryEngine(root)
+    assert not root.exists()
+
+
+def test_pre_prompt_count_beyond_the_messages_is_an_error(root):
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        with pytest.raises(InvalidInput, match="pre_prompt_count"):
+            engine.after_turn("s", TURNS[:2], pre_prompt_count=3)
+        assert not engine.store.session_exists("s")
