@@ -2,7 +2,28 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+REAL_MODEL_FLAG = "WORKMEM_REAL_MODEL_TESTS"
+
+
+def pytest_collection_modifyitems(config, items):
+    """Real-model tests run only when asked for (WORKMEM_REAL_MODEL_TESTS=1 and a WORKMEM_MODEL)."""
+    if os.environ.get(REAL_MODEL_FLAG) == "1" and os.environ.get("WORKMEM_MODEL"):
+        return
+    skip = pytest.mark.skip(reason=f"set {REAL_MODEL_FLAG}=1 and WORKMEM_MODEL=openai:<model> to run")
+    for item in items:
+        if "real_model" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def offline_model(request, monkeypatch):
+    """Every other test uses the offline default, whatever WORKMEM_MODEL the developer's shell has."""
+    if "real_model" not in request.keywords:
+        monkeypatch.delenv("WORKMEM_MODEL", raising=False)
 
 
 @pytest.fixture
