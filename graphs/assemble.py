@@ -3,7 +3,9 @@
 Priority with what is left after the reply reserve: the system addition; the newest user turn (it
 must fit, else `InvalidInput("token_budget")`); the working memory, whole or not at all; then older
 live messages newest-first in whole tool groups, stopping at the first that does not fit. The
-output keeps chronological order. Token counts of messages are their stored `tokens` fields.
+output keeps chronological order. Token counts of messages are their stored `tokens` fields. A tool
+call is sent only with all its results: one still waiting for a result is left out (and counted in
+`messages_dropped`) until the result is stored.
 """
 
 from __future__ import annotations
@@ -62,19 +64,24 @@ def pending_entries(messages: list[Any], *, max_bytes: int = DEFAULT_MAX_MESSAGE
 
 
 def message_units(messages: list[dict[str, Any]]) -> list[Unit]:
-    """Messages grouped so a tool call and its results stay together; results without their call dropped."""
+    """Messages grouped so a tool call and its results stay together.
+
+    Left out: results whose call is archived or missing, and a call not answered in full right after
+    it — mid-turn its result is not stored yet (it then joins the context with its call), or the call
+    was abandoned; a provider rejects a tool call sent without its results.
+    """
     units: list[Unit] = []
-    open_calls: set[str] = set()
+    waiting: list[set[str]] = []
     for message in messages:
         result_ids = {p["tool_call_id"] for p in message["parts"] if p.get("type") == "tool_result"}
         if result_ids:
-            if units and result_ids <= open_calls:
+            if units and result_ids <= waiting[-1]:
                 units[-1].append(message)
-                open_calls -= result_ids
+                waiting[-1] -= result_ids
             continue  # a result whose call is archived (or missing) cannot be sent without it
         units.append([message])
-        open_calls = {p["id"] for p in message["parts"] if p.get("type") == "tool_call" and p.get("id")}
-    return units
+        waiting.append({p["id"] for p in message["parts"] if p.get("type") == "tool_call" and p.get("id")})
+    return [unit for unit, open_calls in zip(units, waiting, strict=True) if not open_calls]
 
 
 def newest_turn_start(units: list[Unit]) -> int:

@@ -8,11 +8,17 @@ agent finishes, the turn's new messages go to `engine.after_turn` exactly once: 
 newest stored message (by LangChain message id) shows up later in the history, everything up to it
 counts as stored too: that covers a parent graph that runs the agent as a node without carrying the
 field, and a crash between storing a turn and checkpointing the new count.
+
+A message of the turn larger than the engine's `max_message_bytes` (a huge tool output) would make
+every model call and the store fail on every later turn of the thread; the middleware sends and
+stores a clipped copy instead (`state.messages.clip_to_cap`: head + tail around a visible marker,
+`meta["workmem_clipped_bytes"]`), with one warning in the log when it is stored.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, NotRequired
 
@@ -21,12 +27,17 @@ from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 
 from graphs.assemble import validate_budget
 from graphs.binding import resolve_engine, session_from_run
+from state.errors import InvalidInput
+from state.messages import CLIPPED_BYTES_META, clip_to_cap, prepare_message
 from state.tokens import count_tokens
 
 if TYPE_CHECKING:
     from graphs.engine import WorkingMemoryEngine
 
 DEFAULT_TOKEN_BUDGET = 128_000
+_NO_CAP = 1 << 62
+
+log = logging.getLogger("workmem.agent")
 
 
 class WorkmemAgentState(AgentState):
@@ -85,6 +96,31 @@ def stored_prefix(engine: WorkingMemoryEngine, session_id: str, messages: list[A
     return counted
 
 
+def clip_oversized(messages: list[Any], max_bytes: int, *, warn: bool = False) -> list[Any]:
+    """`messages` with each one whose stored size exceeds `max_bytes` replaced by a clipped workmem dict.
+
+    The others are returned as they are; a message that is invalid for another reason is left for the
+    engine to reject with its usual error. `warn` logs one warning per clipped message.
+    """
+    out = []
+    for message in messages:
+        try:
+            msg, body = prepare_message(message, max_bytes=_NO_CAP)
+        except InvalidInput:
+            out.append(message)
+            continue
+        if len(body) <= max_bytes:
+            out.append(message)
+            continue
+        clipped = clip_to_cap(msg, max_bytes)
+        if warn:
+            log.warning("workmem: a %s message (id %s) of %d bytes exceeds max_message_bytes (%d); "
+                        "a clipped copy is stored", clipped["role"], msg["meta"].get("source_id"),
+                        clipped["meta"][CLIPPED_BYTES_META], max_bytes)
+        out.append(clipped)
+    return out
+
+
 class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
     """Assemble workmem context before every model call and record each finished turn with `after_turn`."""
 
@@ -114,6 +150,7 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         history = list(request.state.get("messages") or [])
         prefix = {id(m) for m in history[: stored_prefix(engine, session_id, history, stored_count(request.state))]}
         pending = [m for m in request.messages if id(m) not in prefix and carries_content(m)]
+        pending = clip_oversized(pending, engine.max_message_bytes)
         own = request.system_message
         budget = self.token_budget - (count_tokens(own.text) if own is not None else 0)
         assembled = engine.assemble(session_id, budget, pending=pending)
@@ -137,7 +174,8 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         engine, session_id = resolve_engine(self.engine), self._session(runtime)
         messages: list[BaseMessage] = list(state.get("messages") or [])
         stored = stored_prefix(engine, session_id, messages, stored_count(state))
-        turn = [m for m in messages[stored:] if carries_content(m)]
+        turn = clip_oversized([m for m in messages[stored:] if carries_content(m)], engine.max_message_bytes,
+                              warn=True)
         result = engine.after_turn(session_id, [*messages[:stored], *turn], pre_prompt_count=stored)
         return {"workmem_stored": len(messages), "workmem_commit_task": result["task_id"]}
 

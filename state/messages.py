@@ -7,6 +7,7 @@ turn_id, created_at, tokens`.
 
 from __future__ import annotations
 
+import copy
 import json
 from typing import Any
 
@@ -15,6 +16,9 @@ from state.jsonutil import dumps
 
 ROLES = ("user", "assistant", "tool", "system")
 DEFAULT_MAX_MESSAGE_BYTES = 1 << 20
+CLIPPED_BYTES_META = "workmem_clipped_bytes"
+DROPPED_BLOCKS_META = "workmem_dropped_blocks"
+_NO_CAP = 1 << 62
 PART_FIELDS = {
     "text": ("text",),
     "tool_call": ("id", "name", "arguments"),
@@ -143,6 +147,101 @@ def message_text(msg: dict[str, Any]) -> str:
         elif kind == "context":
             out.append(" ".join(x for x in (part["uri"], part["abstract"]) if x))
     return "\n".join(out)
+
+
+def clip_marker(removed_bytes: int) -> str:
+    """The visible marker put where `clip_to_cap` cut text out."""
+    return f"…[workmem: clipped {removed_bytes} bytes — the message exceeded max_message_bytes]…"
+
+
+DROPPED_BLOCKS_NOTE = "…[workmem: content blocks dropped — the message exceeded max_message_bytes]…"
+_MARKER_BYTES = len(clip_marker(10**20).encode("utf-8"))
+_PART_KEYS_KEPT = frozenset(("type", "id", "name", "tool_call_id", "is_error", "uri"))
+_META_KEYS_KEPT = frozenset(("source_id", "name", "content_blocks", CLIPPED_BYTES_META, DROPPED_BLOCKS_META))
+
+
+def clip_to_cap(msg: dict[str, Any], max_bytes: int) -> dict[str, Any]:
+    """A copy of a normalised message whose stored body fits `max_bytes` (a message that fits is returned as is).
+
+    The largest pieces go first until it fits: a long string (text, tool-result content, context
+    abstract, tool-call arguments, additional kwargs) keeps its head and tail around `clip_marker`;
+    a content block (an image…) is dropped whole, since half of one is useless, counted in
+    `meta["workmem_dropped_blocks"]` and noted in the text. `meta["workmem_clipped_bytes"]` records the
+    original size. Roles, part order, tool-call ids and names are kept, so tool pairing survives.
+    InvalidInput when the message is invalid for another reason, or when what cannot be clipped
+    (ids, names, structure) alone exceeds the cap.
+    """
+    size = len(encode_body(msg, max_bytes=_NO_CAP))
+    if size <= max_bytes:
+        return msg
+    out = copy.deepcopy(msg)
+    out["meta"][CLIPPED_BYTES_META] = size
+    pieces = sorted(_clippable(out), key=lambda piece: -len(dumps(piece[0][piece[1]])))
+    for container, key in pieces:
+        over = len(encode_body(out, max_bytes=_NO_CAP)) - max_bytes
+        if over <= 0:
+            break
+        if isinstance(container[key], str):
+            container[key] = _clip_text(container[key], over)
+            continue
+        if DROPPED_BLOCKS_META not in out["meta"]:
+            _add_note(out, DROPPED_BLOCKS_NOTE)
+        container[key] = None  # a dropped content block, removed from the list below
+        out["meta"][DROPPED_BLOCKS_META] = out["meta"].get(DROPPED_BLOCKS_META, 0) + 1
+    if DROPPED_BLOCKS_META in out["meta"]:
+        kept = [block for block in out["meta"].pop("content_blocks") if block is not None]
+        if kept:
+            out["meta"]["content_blocks"] = kept
+    encode_body(out, max_bytes=max_bytes)  # still too large: only ids, names and structure are left
+    return out
+
+
+def _clip_text(text: str, over: int) -> str:
+    """`text` without `over` bytes and room for the marker from its middle, the marker in their place
+    (a character takes at least one byte of JSON, so cutting that many characters is enough)."""
+    keep = max(0, len(text) - over - _MARKER_BYTES)
+    half = keep // 2
+    head = text[: keep - half]
+    tail = text[len(text) - half:] if half else ""
+    removed = text[len(head): len(text) - len(tail)]
+    return head + clip_marker(len(removed.encode("utf-8"))) + tail
+
+
+def _add_note(msg: dict[str, Any], note: str) -> None:
+    """Make `note` visible in the message: after the tool result's content, else as a last text part."""
+    part = msg["parts"][0]
+    if part["type"] == "tool_result":
+        part["content"] = f"{part['content']}\n{note}" if part["content"] else note
+    else:
+        msg["parts"].append({"type": "text", "text": note})
+
+
+def _clippable(msg: dict[str, Any]) -> list[tuple[Any, Any]]:
+    """`(container, key)` of every piece `clip_to_cap` may shorten: strings long enough that a marker
+    in their middle saves room, and whole content blocks."""
+    found: list[tuple[Any, Any]] = []
+
+    def walk(container: Any, key: Any) -> None:
+        value = container[key]
+        if isinstance(value, str):
+            if len(value) > 2 * _MARKER_BYTES:
+                found.append((container, key))
+        elif isinstance(value, (dict, list)):
+            for k in (value if isinstance(value, dict) else range(len(value))):
+                walk(value, k)
+
+    for part in msg["parts"]:
+        for key in part:
+            if key not in _PART_KEYS_KEPT:
+                walk(part, key)
+    meta = msg["meta"]
+    for key in meta:
+        if key not in _META_KEYS_KEPT:
+            walk(meta, key)
+    blocks = meta.get("content_blocks")
+    if isinstance(blocks, list):
+        found.extend((blocks, i) for i in range(len(blocks)))
+    return found
 
 
 # -- parts -------------------------------------------------------------------------------------------

@@ -2,7 +2,10 @@
 
 A *tool group* is an assistant message with tool calls plus the tool results that answer it (§1).
 Spans are inclusive index ranges into the list; overlapping groups (interleaved parallel calls)
-are merged so a cut never lands inside any of them.
+are merged so a cut never lands inside any of them. A call of the newest turn still waiting for
+its result is an *open* group reaching to the end of the list: its result is stored later, and it
+must find the call still live. Once a user message follows, an unanswered call was abandoned and
+stands alone (otherwise one dangling call would keep every later message live forever).
 """
 
 from __future__ import annotations
@@ -37,6 +40,9 @@ def tool_groups(messages: Sequence[dict[str, Any]]) -> list[tuple[int, int]]:
                 j = call_at[part["tool_call_id"]]
                 lo, hi = min(i, j), max(i, j)
                 firsts[lo] = max(firsts.get(lo, lo), hi)
+    waiting = first_waiting_call(messages)
+    if waiting is not None:
+        firsts[waiting] = len(messages) - 1
     for lo in sorted(firsts):
         hi = firsts[lo]
         if spans and lo <= spans[-1][1]:
@@ -44,6 +50,21 @@ def tool_groups(messages: Sequence[dict[str, Any]]) -> list[tuple[int, int]]:
         else:
             spans.append((lo, hi))
     return spans
+
+
+def first_waiting_call(messages: Sequence[dict[str, Any]]) -> int | None:
+    """Index of the first assistant message of the newest turn holding a tool call that no later
+    message answers (its result is not stored yet), or None."""
+    answered: set[str] = set()
+    first = None
+    for i in range(len(messages) - 1, -1, -1):
+        parts = messages[i]["parts"]
+        if messages[i]["role"] == "user":
+            break
+        answered.update(p["tool_call_id"] for p in parts if p["type"] == "tool_result")
+        if any(p["type"] == "tool_call" and p.get("id") and p["id"] not in answered for p in parts):
+            first = i
+    return first
 
 
 def message_units(messages: Sequence[dict[str, Any]]) -> list[tuple[int, int]]:
@@ -60,9 +81,13 @@ def message_units(messages: Sequence[dict[str, Any]]) -> list[tuple[int, int]]:
 
 def choose_covered_range(messages: Sequence[dict[str, Any]], keep_recent_count: int) -> tuple[int, int] | None:
     """`(start_seq, end_seq)` a commit covers: all but the newest `keep_recent_count`, never splitting a
-    tool group (the cut moves earlier so the group stays in the tail); None when nothing is covered."""
+    tool group nor covering a call still waiting for its result (the cut moves earlier so the group
+    stays in the tail); None when nothing is covered."""
     keep = clamp_keep(keep_recent_count)
     cut = len(messages) - keep
+    waiting = first_waiting_call(messages)
+    if waiting is not None:
+        cut = min(cut, waiting)  # its open group reaches past the end: it stays in the tail
     if cut <= 0:
         return None
     for lo, hi in tool_groups(messages):

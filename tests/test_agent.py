@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from typing import Any, TypedDict
 
@@ -20,6 +21,8 @@ from graphs.agent import build_demo_agent, commit_node, demo_engine, make_archiv
 from graphs.assemble import SYSTEM_ADDITION
 from graphs.engine import WorkingMemoryEngine
 from graphs.middleware import WorkingMemoryMiddleware
+from state.errors import InvalidInput
+from state.messages import DEFAULT_MAX_MESSAGE_BYTES, validate_message
 
 AGENT_PROMPT = "You are a careful file assistant."
 TURNS = 30
@@ -171,6 +174,59 @@ def test_the_middleware_leaves_the_agent_history_alone(root):
         state = agent.invoke({"messages": [HumanMessage(content="hello")]})
         assert [m.text for m in state["messages"]] == ["hello", "ok"]
         assert [m.text for m in model.prompts[0]] == [SYSTEM_ADDITION, "stored earlier", "hello"]
+
+
+HUGE_OUTPUT_BYTES = DEFAULT_MAX_MESSAGE_BYTES + 100
+
+
+@tool
+def dump_log() -> str:
+    """Return the whole server log."""
+    lines = "".join(f"line {i:06d}: request served\n" for i in range(HUGE_OUTPUT_BYTES // 27 + 1))
+    return ("LOG-HEAD\n" + lines)[: HUGE_OUTPUT_BYTES - 9] + "\nLOG-TAIL"
+
+
+def test_a_tool_output_over_the_message_cap_is_clipped_and_the_agent_goes_on(root, caplog):
+    model = ReactiveScript(messages=iter([
+        AIMessage(content="", tool_calls=[{"name": "dump_log", "args": {}, "id": "call_dump", "type": "tool_call"}]),
+        AIMessage(content="The log ends with LOG-TAIL."),
+        AIMessage(content="Second answer."),
+    ]))
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        agent = create_agent(model, tools=[dump_log], checkpointer=InMemorySaver(), middleware=[
+            WorkingMemoryMiddleware(engine, session_id="huge", token_budget=1_000_000)])
+        config = {"configurable": {"thread_id": "huge"}}
+        with caplog.at_level(logging.WARNING, logger="workmem.agent"):
+            agent.invoke({"messages": [HumanMessage(content="Show me the log.")]}, config)
+            state = agent.invoke({"messages": [HumanMessage(content="Thanks. Anything else?")]}, config)
+
+        assert len(state["messages"][2].content) == HUGE_OUTPUT_BYTES, "the agent's own history is left alone"
+        stored = engine.store.live_messages("huge")
+        assert [m["meta"]["source_id"] for m in stored] == [m.id for m in state["messages"]], "both turns stored"
+        assert state["workmem_stored"] == len(state["messages"]) == 6
+        assert stored_pairing_problems(stored) == []
+        clipped = stored[2]
+        result = clipped["parts"][0]
+        assert (clipped["role"], result["tool_call_id"], result["name"]) == ("tool", "call_dump", "dump_log")
+        assert result["content"].startswith("LOG-HEAD\nline 000000") and result["content"].endswith("\nLOG-TAIL")
+        assert "…[workmem: clipped " in result["content"] and "exceeded max_message_bytes]…" in result["content"]
+        assert clipped["meta"]["workmem_clipped_bytes"] > DEFAULT_MAX_MESSAGE_BYTES
+        assert validate_message(clipped) <= DEFAULT_MAX_MESSAGE_BYTES
+        assert ["workmem_clipped_bytes" in m["meta"] for m in stored] == [False, False, True, False, False, False]
+        warnings = [r for r in caplog.records if r.name == "workmem.agent" and r.levelno == logging.WARNING]
+        assert len(warnings) == 1 and "max_message_bytes" in warnings[0].getMessage()
+
+        # what the model saw: the clipped result right after its call, in the turn and on the next turn
+        assert model.calls == 3
+        for prompt in model.prompts:
+            assert pairing_problems(prompt) == []
+        for prompt in model.prompts[1:]:
+            sent = [m for m in prompt if isinstance(m, ToolMessage)]
+            assert [m.tool_call_id for m in sent] == ["call_dump"] and "…[workmem: clipped " in sent[0].content
+
+        # direct callers still get the typed error (§10)
+        with pytest.raises(InvalidInput):
+            engine.after_turn("huge", [state["messages"][2]])
 
 
 def test_archive_tools_answer_errors_instead_of_raising(root):

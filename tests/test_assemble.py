@@ -150,6 +150,51 @@ def test_tool_result_whose_call_is_not_live_is_never_sent(root):
         assert engine.assemble("orphans")["stats"]["messages_dropped"] == 2
 
 
+def test_a_call_waiting_for_its_result_is_left_out_until_the_result_is_stored(root):
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        engine.add_messages("mid", [user("Read the config."),
+                                    assistant("Let me look.", calls=[("call_a", "read_file", '{"path": "app.toml"}')])])
+        waiting = engine.assemble("mid")
+        assert shape(waiting["messages"]) == [SYSTEM, ("human", "Read the config.", None)]
+        assert waiting["stats"]["messages_dropped"] == 1
+        engine.add_messages("mid", [tool("call_a", "port = 8080", "read_file")])
+        answered = engine.assemble("mid")
+        assert shape(answered["messages"]) == [
+            SYSTEM, ("human", "Read the config.", None),
+            ("ai", "Let me look.", [("call_a", "read_file", {"path": "app.toml"})]),
+            ("tool", "port = 8080", "call_a")]
+        assert answered["stats"]["messages_dropped"] == 0
+
+
+@pytest.mark.parametrize("tail", [
+    pytest.param([assistant(calls=[("c1", "a", "{}"), ("c2", "b", "{}")]), tool("c1", "first")], id="partly-answered"),
+    pytest.param([assistant(calls=[("c1", "a", "{}")]), user("Never mind."), assistant("OK.")], id="abandoned"),
+    pytest.param([assistant(calls=[("c1", "a", "{}")]), tool("c1", "done"), assistant(calls=[("c2", "b", "{}")])],
+                 id="second-call-waiting"),
+])
+def test_a_call_without_all_its_results_is_never_sent(root, tail):
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        engine.add_messages("open", [user("Go."), *tail])
+        result = engine.assemble("open")
+        sent = sent_to_model(result["messages"])
+        assert pairing_problems(sent) == []
+        unanswered = {"c1", "c2"} - {m.tool_call_id for m in sent if isinstance(m, ToolMessage)}
+        assert not any(c["id"] in unanswered for m in sent if isinstance(m, AIMessage) for c in m.tool_calls)
+        assert result["stats"]["messages_dropped"] == len(engine.store.live_messages("open")) + 1 - len(sent)
+
+
+def test_a_pending_call_of_the_current_turn_waits_for_its_result_too(root):
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        ask = HumanMessage(content="Read it.", id="h1")
+        call = AIMessage(content="", id="a1", tool_calls=[{"id": "call_p", "name": "read_file", "args": {}}])
+        waiting = engine.assemble("pending", pending=[ask, call])
+        assert shape(waiting["messages"]) == [SYSTEM, ("human", "Read it.", None)]
+        assert waiting["stats"]["messages_dropped"] == 1
+        answer = ToolMessage(content="text", tool_call_id="call_p", name="read_file", id="t1")
+        answered = engine.assemble("pending", pending=[ask, call, answer])["messages"]
+        assert answered[1:] == [ask, call, answer] and pairing_problems(answered) == []
+
+
 # -- budgets ------------------------------------------------------------------------------------------
 
 def words(n: int, tag: str) -> str:

@@ -6,8 +6,8 @@ import os
 import threading
 
 import pytest
-from engine_helpers import GatedModel, assistant, tool, user
-from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+from engine_helpers import GatedModel, assistant, pairing_problems, tool, user
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
 from graphs.assemble import SUMMARY_PREFIX
 from graphs.engine import WorkingMemoryEngine
@@ -157,6 +157,24 @@ def test_after_turn_stores_each_message_once_with_pre_prompt_count(root):
         engine.after_turn("once", history, pre_prompt_count=2)
         texts = [m["parts"][0]["text"][:10] for m in engine.store.live_messages("once")]
         assert texts == ["Question 0", "Answer 0: ", "Question 1", "Answer 1: "]
+
+
+def test_a_tool_result_stored_after_a_commit_still_finds_its_call(root):
+    """A compact between a tool call and its result must not archive the call alone (§1 tool-pair rule)."""
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        engine.add_messages("late", [user("Read the config."),
+                                     assistant(calls=[("call_late", "read_file", '{"path": "app.toml"}')])])
+        assert engine.commit("late", keep_recent_count=0)["status"] == "completed"
+        assert [m["role"] for m in engine.store.live_messages("late")] == ["assistant"], "the open call stays live"
+        engine.add_messages("late", [tool("call_late", "port = 8080", "read_file")])
+        messages = engine.assemble("late")["messages"]
+        assert pairing_problems(messages) == []
+        calls = [(i, c["id"]) for i, m in enumerate(messages) if isinstance(m, AIMessage) for c in m.tool_calls]
+        results = [(i, m.tool_call_id, m.content) for i, m in enumerate(messages) if isinstance(m, ToolMessage)]
+        assert calls == [(len(messages) - 2, "call_late")]
+        assert results == [(len(messages) - 1, "call_late", "port = 8080")]
+        assert engine.commit("late", keep_recent_count=0)["status"] == "completed", "answered: now it can go"
+        assert engine.store.live_messages("late") == []
 
 
 # -- bad input (§10) ----------------------------------------------------------------------------------

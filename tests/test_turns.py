@@ -65,10 +65,27 @@ def test_interleaved_groups_merge():
     assert choose_covered_range(msgs, 2) == (1, 1)
 
 
-def test_orphan_results_and_missing_results_are_single_units():
-    msgs = [result(1, "gone"), call(2, "x"), user(3)]
+def test_orphan_results_and_abandoned_calls_are_single_units():
+    msgs = [result(1, "gone"), call(2, "x"), user(3)]  # a later user message: call x was abandoned
     assert tool_groups(msgs) == []
     assert choose_covered_range(msgs, 1) == (1, 2)
+
+
+@pytest.mark.parametrize(("msgs", "keep", "covered"), [
+    pytest.param([user(1), call(2, "a")], 0, (1, 1), id="unanswered-call-stays-live"),
+    pytest.param([call(1, "a")], 0, None, id="unanswered-call-alone-covers-nothing"),
+    pytest.param([user(1), call(2, "a"), result(3, "a")], 0, (1, 3), id="answered-call-is-covered"),
+    pytest.param([user(1), call(2, "a", "b"), result(3, "a")], 0, (1, 1), id="partly-answered-call-stays-live"),
+    pytest.param([user(1), call(2, "a"), call(3, "b"), result(4, "a")], 0, (1, 1),
+                 id="answered-group-overlapping-an-open-one-stays-live"),
+    pytest.param([user(1), call(2, "a"), _msg(3, "assistant", [{"type": "text", "text": "wait"}])], 0, (1, 1),
+                 id="open-until-the-next-user-message"),
+    pytest.param([user(1), call(2, "a"), user(3), call(4, "b")], 0, (1, 3), id="abandoned-call-does-not-pin-the-tail"),
+    pytest.param([user(1), result(2, "a"), call(3, "a")], 0, (1, 1), id="a-result-before-its-call-does-not-answer-it"),
+])
+def test_a_call_waiting_for_its_result_is_never_covered(msgs, keep, covered):
+    """A call of the newest turn without its result yet is an open tool group reaching to the end (§1)."""
+    assert choose_covered_range(msgs, keep) == covered
 
 
 def test_keep_is_clamped_and_typed():
@@ -118,15 +135,28 @@ def conversations(draw):
     return msgs
 
 
+def _waiting_calls(msgs):
+    """Indexes of the assistant messages of the newest turn holding a call no later message answers."""
+    last_user = max((i for i, m in enumerate(msgs) if m["role"] == "user"), default=-1)
+    waiting = []
+    for j, m in enumerate(msgs):
+        ids = {p["id"] for p in m["parts"] if p["type"] == "tool_call"}
+        answered = {p["tool_call_id"] for n in msgs[j + 1:] for p in n["parts"] if p["type"] == "tool_result"}
+        if j > last_user and ids - answered:
+            waiting.append(j)
+    return waiting
+
+
 def _splits(msgs, cut):
-    """True when some tool result and its call end up on different sides of `cut`."""
+    """True when some tool result and its call end up on different sides of `cut`, or a call still waiting
+    for its result would be covered (its result, stored later, would then be cut off from it)."""
     where = {p["id"]: i for i, m in enumerate(msgs) for p in m["parts"] if p["type"] == "tool_call"}
     for i, m in enumerate(msgs):
         for p in m["parts"]:
             j = where.get(p.get("tool_call_id"))
             if p["type"] == "tool_result" and j is not None and (i < cut) != (j < cut):
                 return True
-    return False
+    return any(j < cut for j in _waiting_calls(msgs))
 
 
 @settings(max_examples=300, deadline=None)
@@ -153,3 +183,14 @@ def test_units_partition_the_conversation(msgs):
     assert flat == list(range(len(msgs)))
     for lo, _hi in units:
         assert not _splits(msgs, lo)
+
+
+@settings(max_examples=300, deadline=None)
+@given(conversations(), st.integers(0, 45))
+def test_a_waiting_call_is_never_covered_so_its_late_result_finds_it_live(msgs, keep):
+    covered = choose_covered_range(msgs, keep)
+    cut = sum(1 for m in msgs if covered and m["seq"] <= covered[1])
+    assert all(j >= cut for j in _waiting_calls(msgs)), "a call waiting for its result was archived"
+    late = [p["id"] for j in _waiting_calls(msgs) for p in msgs[j]["parts"] if p["type"] == "tool_call"]
+    answered = [*msgs, *(result(len(msgs) + 1 + k, i) for k, i in enumerate(late))]
+    assert not _splits(answered, cut), "a result stored after the commit is cut off from its call"
