@@ -8,8 +8,16 @@ from langgraph.runtime import Runtime
 
 from nodes.context import CommitContext, services
 from nodes.formatting import chunk_messages
+from nodes.prompts import create_prompt, update_prompt
 from state.commit_state import CommitState
+from state.memory import section_reminders
+from state.tokens import count_tokens
 from state.turns import choose_covered_range
+
+# Room left in every prompt for what the working memory gains from this commit's earlier chunks.
+WM_GROWTH_TOKENS = 2_000
+# The least transcript a chunk is given, however large the prompt around it.
+MIN_TRANSCRIPT_TOKENS = 1_000
 
 
 def slice_turns(state: CommitState, runtime: Runtime[CommitContext]) -> dict[str, Any]:
@@ -25,17 +33,37 @@ def slice_turns(state: CommitState, runtime: Runtime[CommitContext]) -> dict[str
     start_seq, end_seq = covered_range
     covered = [m for m in live if start_seq <= m["seq"] <= end_seq]
     tail = [m for m in live if m["seq"] > end_seq]
+    budget = transcript_budget(svc.chunk_tokens, svc.store.latest_overview(session_id) or "")
     return {
         "status": "running",
         "start_seq": start_seq,
         "end_seq": end_seq,
         "covered_tokens": sum(m["tokens"] for m in covered),
         "tail": _tail_summary(tail),
-        "chunks": [list(c) for c in chunk_messages(covered, budget_tokens=svc.chunk_tokens,
-                                                     clip_tokens=svc.clip_tokens)],
+        "chunks": [list(c) for c in chunk_messages(covered, budget_tokens=budget, clip_tokens=svc.clip_tokens)],
         "chunk_index": 0,
         "route": ["slice_turns"],
     }
+
+
+def transcript_budget(chunk_tokens: int, working_memory: str) -> int:
+    """Tokens left for a chunk's transcript once the prompt around it fits in `chunk_tokens`.
+
+    The prompt also carries the system prompt, its scaffolding, the current WM (as the update
+    prompt's current memory or the create prompt's previous memory), its size warnings and what the
+    WM gains within this commit. Floor: a quarter of `chunk_tokens`, and at least
+    `MIN_TRANSCRIPT_TOKENS` (all of `chunk_tokens` when smaller), so a WM that fills the budget, or a
+    budget smaller than the prompt itself, still moves the commit forward in useful steps.
+    """
+    floor = max(chunk_tokens // 4, min(chunk_tokens, MIN_TRANSCRIPT_TOKENS))
+    return max(chunk_tokens - prompt_overhead(working_memory) - WM_GROWTH_TOKENS, floor)
+
+
+def prompt_overhead(working_memory: str) -> int:
+    """Tokens of the larger of the update and create prompts around an empty transcript."""
+    prompts = (update_prompt(working_memory, "", section_reminders(working_memory)),
+               create_prompt("", working_memory))
+    return max(sum(count_tokens(text) for _, text in pairs) for pairs in prompts)
 
 
 def _tail_summary(tail: list[dict[str, Any]]) -> dict[str, Any]:

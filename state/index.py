@@ -308,9 +308,19 @@ class Index:
             hits[rowid] = min(hits.get(rowid, 0.0), score)
 
     def _scan(self, text: str, scope: str, args: list[Any], hits: dict[int, float], seq_of: dict[int, int]) -> None:
+        """Case-insensitive substring match of a term too short for the trigram index.
+
+        SQLite's lower() folds ASCII only, so an ASCII term is matched in SQL and any other term with
+        str.casefold() over the scoped rows (`ÉC` finds `ÉCOLE`, `ß` finds `STRASSE`).
+        """
         total = self.db.execute(f"SELECT COUNT(*) FROM fts_trigram WHERE {scope}", args).fetchone()[0]
-        found = self.db.execute(f"SELECT rowid, seq FROM fts_trigram WHERE {scope} AND instr(lower(content), ?) > 0",
-                                [*args, text.lower()]).fetchall()
+        if text.isascii():
+            sql = f"SELECT rowid, seq FROM fts_trigram WHERE {scope} AND instr(lower(content), ?) > 0"
+            found = self.db.execute(sql, [*args, text.lower()]).fetchall()
+        else:
+            needle = text.casefold()
+            rows = self.db.execute(f"SELECT rowid, seq, content FROM fts_trigram WHERE {scope}", args)
+            found = [(rowid, seq) for rowid, seq, content in rows if needle in content.casefold()]
         score = fts_query.scan_score(total, len(found))
         for rowid, seq in found:
             seq_of[rowid] = seq

@@ -296,6 +296,41 @@ def test_tool_calls_and_results_are_searchable(index):
     assert seqs(index.search("s", "read_file")) == [1]
 
 
+FOLDING = ["ÉCOLE normale supérieure", "ΣΟΦΙΑ data set", "Ärger mit dem Parser", "see docs/RÉSUMÉ.md first",
+           "plain ascii text"]
+
+
+@pytest.fixture
+def folding(index):
+    index.index_messages("s", "archive_001", [stored(i + 1, t) for i, t in enumerate(FOLDING[:3])])
+    index.index_messages("s", "archive_002", [stored(i + 4, t) for i, t in enumerate(FOLDING[3:])])
+    index.index_messages("other", "archive_001", [stored(1, "ÉCOLE in another session")])
+    return index
+
+
+@pytest.mark.parametrize(("query", "expected"), [
+    ("ÉC", [1]), ("éc", [1]), ("Éc", [1]), ("σο", [2]), ("ΣΟ", [2]), ("φ", [2]), ("är", [3]), ("ÄR", [3]),
+    ("É", [4, 1]), ("é", [4, 1]), ("ÉCOLE é", [1, 4]),
+])
+def test_short_non_ascii_terms_ignore_case(folding, query, expected):
+    """1–2-character terms are matched by a scan; SQLite's lower() folds ASCII only, the scan must not."""
+    assert seqs(folding.search("s", query)) == expected
+
+
+def test_short_term_scan_keeps_its_scope_and_ascii_terms(folding):
+    assert seqs(folding.search("s", "éc", archive_id="archive_002")) == []
+    assert seqs(folding.search("s", "é", archive_id="archive_002")) == [4]
+    assert seqs(folding.search("other", "éc")) == [1]
+    assert seqs(folding.search("s", "CO")) == [1]  # ASCII terms: ASCII letters of mixed text still fold
+    assert seqs(folding.search("s", "AS")) == [5]
+
+
+@pytest.mark.parametrize("query", ["sumé.md", "SUMÉ.MD", "docs/résumé", "DOCS/RÉSUMÉ.MD"])
+def test_trigram_substrings_ignore_non_ascii_case(folding, query):
+    """Dotted/slashed terms go to the trigram index, whose tokenizer folds case beyond ASCII."""
+    assert seqs(folding.search("s", query)) == [4]
+
+
 def test_reindex_rebuilds_from_complete_archives_only(root, index):
     store = SessionStore(root, durable=False)
     store.append("s", [{"role": "user", "content": f"topic number {i} kiwi"} for i in range(10)])
