@@ -61,6 +61,10 @@ CREATE VIRTUAL TABLE IF NOT EXISTS fts_trigram USING fts5({_FTS_COLUMNS}, tokeni
 """
 
 
+COMMON_TERM_DOCS = 5_000  # a word in more archived messages than this is "common" (see Index._term_sql)
+PER_TERM_HITS = 1_000  # candidates taken for a common word: its newest matches
+
+
 class Index:
     """The SQLite side of a data root; safe to share between threads (one connection each)."""
 
@@ -289,8 +293,8 @@ class Index:
             hits: dict[int, float] = {}
             for table, on in (("fts_words", term.porter), ("fts_trigram", term.trigram)):
                 if on:
-                    sql = (f"SELECT rowid, seq, bm25({table}) FROM {table} WHERE {table} MATCH ? AND {scope}")
-                    self._collect(sql, [fts_query.fts_phrase(term.text), *scope_args], hits, seq_of)
+                    self._collect(self._term_sql(table, scope, [fts_query.fts_phrase(term.text), *scope_args]),
+                                  [fts_query.fts_phrase(term.text), *scope_args], hits, seq_of)
             if term.scan:
                 self._scan(term.text, scope, scope_args, hits, seq_of)
             per_term.append(hits)
@@ -301,6 +305,15 @@ class Index:
         rows = {r[0]: r for r in self.db.execute(
             f"SELECT rowid, archive_id, seq, turn_id, role, content FROM fts_words WHERE rowid IN ({marks})", ranked)}
         return [_hit(rows[d]) for d in ranked if d in rows]
+
+    def _term_sql(self, table: str, scope: str, args: list[Any]) -> str:
+        """The query for one word: every match ranked by BM25, or — for a word found in more than
+        COMMON_TERM_DOCS messages, which says little about relevance — only its newest PER_TERM_HITS,
+        read in rowid order so SQLite stops early instead of scoring and shipping every match."""
+        count = self.db.execute(f"SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {table} MATCH ? AND {scope} "
+                                f"LIMIT {COMMON_TERM_DOCS + 1})", args).fetchone()[0]
+        order = f" ORDER BY rowid DESC LIMIT {PER_TERM_HITS}" if count > COMMON_TERM_DOCS else ""
+        return f"SELECT rowid, seq, bm25({table}) FROM {table} WHERE {table} MATCH ? AND {scope}{order}"
 
     def _collect(self, sql: str, args: list[Any], hits: dict[int, float], seq_of: dict[int, int]) -> None:
         for rowid, seq, score in self.db.execute(sql, args):

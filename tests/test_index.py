@@ -385,3 +385,19 @@ def test_database_file_is_sqlite(root, index):
     conn = sqlite3.connect(root / "index.sqlite")
     assert conn.execute("SELECT task_id FROM tasks").fetchall() == [("x",)]
     conn.close()
+
+
+def test_a_word_found_almost_everywhere_takes_its_newest_matches(index, monkeypatch):
+    """Past COMMON_TERM_DOCS matches a word only contributes its newest PER_TERM_HITS candidates, so a
+    query of common words stays cheap; a rare word next to it still ranks its message first."""
+    import state.index as index_module
+
+    monkeypatch.setattr(index_module, "COMMON_TERM_DOCS", 5)
+    monkeypatch.setattr(index_module, "PER_TERM_HITS", 3)
+    messages = [stored(i, f"deploy log line {i}") for i in range(1, 21)]
+    messages[1] = stored(2, "deploy log line 2 mentions zebrafish")
+    index.index_messages("s", "archive_001", messages)
+
+    assert seqs(index.search("s", "deploy")) == [20, 19, 18]  # common: its newest three only
+    assert seqs(index.search("s", "zebrafish deploy"))[0] == 2  # the rare word still finds its message
+    assert seqs(index.search("s", "line 7"))[:2] == [7, 17]  # both words first; "7" keeps its substring scan
