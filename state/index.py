@@ -61,7 +61,7 @@ CREATE VIRTUAL TABLE IF NOT EXISTS fts_trigram USING fts5({_FTS_COLUMNS}, tokeni
 """
 
 
-COMMON_TERM_DOCS = 5_000  # a word in more archived messages than this is "common" (see Index._term_sql)
+COMMON_TERM_DOCS = 5_000  # a word in more archived messages than this is "common" (see Index._collect)
 PER_TERM_HITS = 1_000  # candidates taken for a common word: its newest matches
 
 
@@ -293,8 +293,9 @@ class Index:
             hits: dict[int, float] = {}
             for table, on in (("fts_words", term.porter), ("fts_trigram", term.trigram)):
                 if on:
-                    self._collect(self._term_sql(table, scope, [fts_query.fts_phrase(term.text), *scope_args]),
-                                  [fts_query.fts_phrase(term.text), *scope_args], hits, seq_of)
+                    sql = (f"SELECT rowid, seq, bm25({table}) FROM {table} WHERE {table} MATCH ? AND {scope} "
+                           f"ORDER BY rowid DESC LIMIT {COMMON_TERM_DOCS + 1}")
+                    self._collect(sql, [fts_query.fts_phrase(term.text), *scope_args], hits, seq_of)
             if term.scan:
                 self._scan(term.text, scope, scope_args, hits, seq_of)
             per_term.append(hits)
@@ -306,17 +307,13 @@ class Index:
             f"SELECT rowid, archive_id, seq, turn_id, role, content FROM fts_words WHERE rowid IN ({marks})", ranked)}
         return [_hit(rows[d]) for d in ranked if d in rows]
 
-    def _term_sql(self, table: str, scope: str, args: list[Any]) -> str:
-        """The query for one word: every match ranked by BM25, or — for a word found in more than
-        COMMON_TERM_DOCS messages, which says little about relevance — only its newest PER_TERM_HITS,
-        read in rowid order so SQLite stops early instead of scoring and shipping every match."""
-        count = self.db.execute(f"SELECT count(*) FROM (SELECT 1 FROM {table} WHERE {table} MATCH ? AND {scope} "
-                                f"LIMIT {COMMON_TERM_DOCS + 1})", args).fetchone()[0]
-        order = f" ORDER BY rowid DESC LIMIT {PER_TERM_HITS}" if count > COMMON_TERM_DOCS else ""
-        return f"SELECT rowid, seq, bm25({table}) FROM {table} WHERE {table} MATCH ? AND {scope}{order}"
-
     def _collect(self, sql: str, args: list[Any], hits: dict[int, float], seq_of: dict[int, int]) -> None:
-        for rowid, seq, score in self.db.execute(sql, args):
+        """Add one word's matches, newest first. A word found in more than COMMON_TERM_DOCS messages says
+        little about relevance: only its newest PER_TERM_HITS count, and SQLite stops reading early."""
+        rows = self.db.execute(sql, args).fetchall()
+        if len(rows) > COMMON_TERM_DOCS:
+            rows = rows[:PER_TERM_HITS]
+        for rowid, seq, score in rows:
             seq_of[rowid] = seq
             hits[rowid] = min(hits.get(rowid, 0.0), score)
 
