@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, NotRequired
 from langchain.agents.middleware.types import AgentMiddleware, AgentState, ModelRequest, ModelResponse
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 
-from graphs.assemble import validate_budget
+from graphs.assemble import reserve_for_reply, validate_budget
 from graphs.binding import resolve_engine, session_from_run
 from state.errors import InvalidInput
 from state.messages import CLIPPED_BYTES_META, clip_to_cap, prepare_message
@@ -153,7 +153,15 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         pending = clip_oversized(pending, engine.max_message_bytes)
         own = request.system_message
         budget = self.token_budget - (count_tokens(own.text) if own is not None else 0)
-        assembled = engine.assemble(session_id, budget, pending=pending)
+        try:
+            assembled = engine.assemble(session_id, budget, pending=pending)
+        except InvalidInput as exc:
+            if exc.field != "token_budget":
+                raise
+            # The turn itself does not fit (say, one huge tool output): show the model a clipped view of
+            # its largest messages — at most half the window each, a token being at least one byte.
+            view_cap = max(1024, (budget - reserve_for_reply(budget)) // 2)
+            assembled = engine.assemble(session_id, budget, pending=clip_oversized(pending, view_cap))
         addition, *messages = assembled["messages"]
         return request.override(messages=messages, system_message=combine_system(own, addition))
 

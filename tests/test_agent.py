@@ -18,11 +18,12 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, MessagesState, StateGraph
 
 from graphs.agent import build_demo_agent, commit_node, demo_engine, make_archive_tools
-from graphs.assemble import SYSTEM_ADDITION
+from graphs.assemble import SYSTEM_ADDITION, reserve_for_reply
 from graphs.engine import WorkingMemoryEngine
 from graphs.middleware import WorkingMemoryMiddleware
 from state.errors import InvalidInput
 from state.messages import DEFAULT_MAX_MESSAGE_BYTES, validate_message
+from state.tokens import count_tokens
 
 AGENT_PROMPT = "You are a careful file assistant."
 TURNS = 30
@@ -227,6 +228,28 @@ def test_a_tool_output_over_the_message_cap_is_clipped_and_the_agent_goes_on(roo
         # direct callers still get the typed error (§10)
         with pytest.raises(InvalidInput):
             engine.after_turn("huge", [state["messages"][2]])
+
+
+def test_a_turn_too_large_for_the_window_is_shown_clipped_to_the_model(root):
+    """With the default 128 000-token budget the clipped 1 MiB output still cannot fit: the model sees a
+    view clipped to half its window, the turn goes on, and the stored copy keeps its full clipped size."""
+    model = ReactiveScript(messages=iter([
+        AIMessage(content="", tool_calls=[{"name": "dump_log", "args": {}, "id": "call_dump", "type": "tool_call"}]),
+        AIMessage(content="The log ends with LOG-TAIL."),
+    ]))
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        agent = create_agent(model, tools=[dump_log], checkpointer=InMemorySaver(),
+                             middleware=[WorkingMemoryMiddleware(engine, session_id="window")])
+        state = agent.invoke({"messages": [HumanMessage(content="Show me the log.")]},
+                             {"configurable": {"thread_id": "window"}})
+
+        assert state["messages"][-1].content == "The log ends with LOG-TAIL."
+        sent = [m for m in model.prompts[1] if isinstance(m, ToolMessage)]
+        assert len(sent) == 1 and sent[0].content.startswith("LOG-HEAD") and sent[0].content.endswith("LOG-TAIL")
+        assert "…[workmem: clipped " in sent[0].content
+        assert sum(count_tokens(m.text) for m in model.prompts[1]) <= 128_000 - reserve_for_reply(128_000)
+        stored = engine.store.live_messages("window")[2]["parts"][0]["content"]
+        assert len(stored.encode()) > 4 * len(sent[0].content.encode())  # the view only: storage keeps more
 
 
 def test_archive_tools_answer_errors_instead_of_raising(root):
