@@ -18,21 +18,12 @@ from state.index import Index
 from state.messages import DEFAULT_MAX_MESSAGE_BYTES
 from state.store import SessionStore
 from state.tokens import count_tokens
+from state.turns import validate_keep
 
 DEFAULT_KEEP_RECENT = 10
-MAX_KEEP_RECENT = 10_000
 DEFAULT_CONTEXT_WINDOW = 128_000
 MAX_SEARCH_HITS = 12
 _TURN_ID = re.compile(r"t([0-9]{1,9})")
-
-
-def clamp_keep(value: Any, field: str = "keep_recent_count") -> int:
-    """Validate a keep count: an int ≥ 0, clamped to 10 000."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidInput(field, value, "must be an integer")
-    if value < 0:
-        raise InvalidInput(field, value, "must be >= 0")
-    return min(value, MAX_KEEP_RECENT)
 
 
 class WorkingMemoryEngine:
@@ -55,7 +46,7 @@ class WorkingMemoryEngine:
         if root is not None and (not isinstance(root, (str, Path)) or not str(root)):
             raise InvalidInput("root", root, "must be a non-empty path")
         self.root = Path(root).resolve() if root is not None else default_root()
-        self.keep_recent_count = clamp_keep(keep_recent_count)
+        self.keep_recent_count = validate_keep(keep_recent_count)
         self.context_window = _positive_int("context_window", context_window)
         self.commit_token_threshold = (
             _positive_int("commit_token_threshold", commit_token_threshold)
@@ -123,7 +114,7 @@ class WorkingMemoryEngine:
 
         A commit already running for the session is returned with status `busy` instead of a second one.
         """
-        keep = clamp_keep(keep_recent_count)
+        keep = validate_keep(keep_recent_count)
         if not isinstance(wait, bool):
             raise InvalidInput("wait", wait, "must be a bool")
         self.store.meta(session_id)  # validates the id and raises SessionNotFound for unknown sessions

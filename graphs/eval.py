@@ -84,11 +84,12 @@ def run_eval(data: str | Path | dict[str, Any] | list[Any], *, root: str | Path 
     falls back to `WORKMEM_MODEL`; without any (or with `no_model`) only the no-model metrics run.
     Commits use `commit_model`, else the answer model, else the offline extractive model.
     """
-    from graphs.engine import WorkingMemoryEngine, clamp_keep
+    from graphs.engine import WorkingMemoryEngine
+    from state.turns import validate_keep
 
     samples = _select(load_samples(data), sample)
     threshold = _positive("threshold", threshold)
-    keep = clamp_keep(keep, "keep")
+    keep = validate_keep(keep, "keep")
     budget = _positive("budget", budget)
     if limit_questions is not None:
         limit_questions = _positive("limit_questions", limit_questions)

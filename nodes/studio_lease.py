@@ -15,7 +15,7 @@ from langgraph.runtime import Runtime
 from nodes.context import CommitContext, services
 from state.commit_state import CommitState
 from state.ids import safe_session_id
-from state.turns import clamp_keep
+from state.turns import validate_keep
 
 STUDIO_OWNER = "langgraph-studio"
 
@@ -24,7 +24,7 @@ def prepare(state: CommitState, runtime: Runtime[CommitContext]) -> dict[str, An
     """Add the input messages once per run, take the session lease and reserve the archive id."""
     svc = services(runtime)
     session_id = state["session_id"]
-    keep = clamp_keep(state.get("keep_recent_count", 0))
+    keep = validate_keep(state.get("keep_recent_count", 0))
     run_key = getattr(runtime.execution_info, "run_id", None) or uuid.uuid4().hex
     _add_once(svc.store, session_id, state.get("messages") or [], run_key)
     if not svc.store.session_exists(session_id):

@@ -18,6 +18,15 @@ from state.errors import InvalidInput
 MAX_KEEP_RECENT = 10_000
 
 
+def validate_keep(value: Any, field: str = "keep_recent_count") -> int:
+    """A keep count from a caller (§10): an int ≥ 0 (else InvalidInput naming `field`), clamped to 10 000."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInput(field, value, "must be an integer")
+    if value < 0:
+        raise InvalidInput(field, value, "must be >= 0")
+    return min(value, MAX_KEEP_RECENT)
+
+
 def clamp_keep(value: Any, field: str = "keep_recent_count") -> int:
     """An int keep count clamped to 0..10 000 (§10); anything that is not an int → InvalidInput."""
     if isinstance(value, bool) or not isinstance(value, int):

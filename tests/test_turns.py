@@ -14,6 +14,7 @@ from state.turns import (
     message_units,
     source_turn_range,
     tool_groups,
+    validate_keep,
 )
 
 
@@ -194,3 +195,14 @@ def test_a_waiting_call_is_never_covered_so_its_late_result_finds_it_live(msgs, 
     late = [p["id"] for j in _waiting_calls(msgs) for p in msgs[j]["parts"] if p["type"] == "tool_call"]
     answered = [*msgs, *(result(len(msgs) + 1 + k, i) for k, i in enumerate(late))]
     assert not _splits(answered, cut), "a result stored after the commit is cut off from its call"
+
+
+@pytest.mark.parametrize(("value", "expected"), [(0, 0), (7, 7), (10_000, 10_000), (99_999, 10_000)])
+def test_validate_keep_clamps_huge_counts(value, expected):
+    assert validate_keep(value) == expected
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, "3", True, None])
+def test_validate_keep_names_the_field(bad):
+    with pytest.raises(InvalidInput, match="keep_recent_count"):
+        validate_keep(bad)
