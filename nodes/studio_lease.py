@@ -18,6 +18,7 @@ from state.ids import safe_session_id
 from state.turns import validate_keep
 
 STUDIO_OWNER = "langgraph-studio"
+RECENT_WINDOW = 10_000  # messages looked through for a re-executed step's input
 
 
 def prepare(state: CommitState, runtime: Runtime[CommitContext]) -> dict[str, Any]:
@@ -25,8 +26,7 @@ def prepare(state: CommitState, runtime: Runtime[CommitContext]) -> dict[str, An
     svc = services(runtime)
     session_id = state["session_id"]
     keep = validate_keep(state.get("keep_recent_count", 0))
-    run_key = getattr(runtime.execution_info, "run_id", None) or uuid.uuid4().hex
-    _add_once(svc.store, session_id, state.get("messages") or [], run_key)
+    _add_once(svc.store, session_id, state.get("messages") or [], _step_key(runtime))
     if not svc.store.session_exists(session_id):
         return {"status": "skipped", "reason": "no_messages", "route": ["prepare"]}
     task_id = uuid.uuid4().hex
@@ -40,14 +40,23 @@ def prepare(state: CommitState, runtime: Runtime[CommitContext]) -> dict[str, An
             "keep_recent_count": keep, "route": ["prepare"]}
 
 
-def _add_once(store: Any, session_id: str, messages: list[dict[str, Any]], run_key: str) -> None:
+def _step_key(runtime: Runtime[CommitContext]) -> str:
+    """What stays the same when this step is re-executed (a retried or resumed run) and differs for any
+    other run: LangGraph derives the task id from the checkpoint the step starts from."""
+    info = runtime.execution_info
+    task_id = getattr(info, "task_id", None)
+    return f"{getattr(info, 'thread_id', None)}:{task_id}" if task_id else uuid.uuid4().hex
+
+
+def _add_once(store: Any, session_id: str, messages: list[dict[str, Any]], step_key: str) -> None:
     if not messages:
         return
-    tags = [f"{run_key}:{i}" for i in range(len(messages))]
+    tags = [f"{step_key}:{i}" for i in range(len(messages))]
     if store.session_exists(session_id):
-        seen = {m["meta"].get("studio_input") for m in store.live_messages(session_id)}
-        if tags[0] in seen:
-            return  # this run already appended them before a restart
+        total = store.meta(session_id)["total_message_count"]
+        recent = store.messages_in_range(session_id, max(1, total - RECENT_WINDOW), max(total, 1))
+        if any(m["meta"].get("studio_input") == tags[0] for m in recent):
+            return  # this step already appended them before it was re-executed (live or since archived)
     tagged = [{**m, "meta": {**(m.get("meta") or {}), "studio_input": tag}}
               for m, tag in zip(messages, tags, strict=True)]
     store.append(session_id, tagged)
