@@ -17,6 +17,7 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from graphs.commit import compile_commit_graph
 from graphs.lease import LEASE_TTL_SECONDS, Heartbeat, acquire, heartbeat, hold, holder_alive
 from nodes.context import CommitContext
+from nodes.persist import finish_archived_commit
 from state.errors import ArchiveNotFound
 from state.ids import safe_session_id
 from state.index import Index, redact_secrets
@@ -157,21 +158,37 @@ class CommitRunner:
         config = {"configurable": {"thread_id": thread_id}}
         has_checkpoint = bool(thread_id) and self.checkpointer.get_tuple(config) is not None
         if not has_checkpoint or task.get("attempts", 0) >= MAX_RESUMES:
+            if self._archive_writer(task) == task_id:  # its archive is complete: finish, don't lose its index
+                return self._finish_archived(task, config if has_checkpoint else None)
             return self._abandon(task, "never started" if not has_checkpoint else "too many resumes")
-        if self._archive_taken(task):
+        if self._archive_writer(task) not in (None, task_id):
             return self._abandon(task, f"{task['archive_id']} was written by another commit")
         self.index.update_task(task_id, status="running", attempts=task.get("attempts", 0) + 1)
         return self._invoke(task_id, thread_id, None)
 
-    def _archive_taken(self, task: dict[str, Any]) -> bool:
-        """True when the archive this task reserved is complete but holds another commit's work."""
-        if not task.get("archive_id"):
-            return False
+    def _finish_archived(self, task: dict[str, Any], config: dict[str, Any] | None) -> dict[str, Any]:
+        """Run the steps after `.done` of a commit whose graph cannot be resumed any more."""
+        session_id, archive_id = task["session_id"], task["archive_id"]
+        archive = self.store.read_archive(session_id, archive_id)
+        values = self.graph.get_state(config).values if config else {}
+        keep = values.get("keep_recent_count", archive.get("preserved_tail", {}).get("message_count", 0))
         try:
-            archive = self.store.read_archive(task["session_id"], task["archive_id"])
+            finish_archived_commit(self.store, self.index, archive,
+                                   self.store.archive_messages(session_id, archive_id), keep)
+        except Exception as exc:
+            reason = redact_secrets(f"finishing its complete archive failed: {exc}")
+            return self._abandon(task, reason[:MAX_ERROR_CHARS])
+        return {"status": "completed", "task_id": task["task_id"], "archive_id": archive_id,
+                "reason": "finished from its complete archive"}
+
+    def _archive_writer(self, task: dict[str, Any]) -> str | None:
+        """The task id recorded in the task's reserved archive if that archive is complete, else None."""
+        if not task.get("archive_id"):
+            return None
+        try:
+            return self.store.read_archive(task["session_id"], task["archive_id"]).get("task_id") or ""
         except ArchiveNotFound:
-            return False
-        return archive.get("task_id") != task["task_id"]
+            return None
 
     def _abandon(self, task: dict[str, Any], reason: str) -> dict[str, Any]:
         if task.get("thread_id"):

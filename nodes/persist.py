@@ -17,7 +17,9 @@ from nodes.context import CommitContext, services
 from state.commit_state import CommitState
 from state.errors import ArchiveConflict
 from state.ids import archive_name, archive_number
+from state.index import Index
 from state.memory import SECTION_KEYS, parse_sections
+from state.store import SessionStore
 from state.tokens import count_tokens
 
 ARCHIVE_INDEX_SIZE = 20
@@ -93,14 +95,25 @@ def persist(state: CommitState, runtime: Runtime[CommitContext]) -> dict[str, An
     archive = build_archive(state, messages, previous)
     svc.store.write_archive(session_id, archive, messages, state["working_memory"],
                             archive["expansion"]["archive_index"][-1]["abstract"])
-    _check_ownership(svc.store.read_archive(session_id, archive_id), state)
-    svc.index.index_messages(session_id, archive_id, messages)
+    written = svc.store.read_archive(session_id, archive_id)  # this run's, or an earlier attempt's
+    _check_ownership(written, state)
     holder = svc.index.lease_holder(session_id)
-    if holder is None or holder.get("task_id") == state.get("task_id"):
-        svc.store.drop_covered(session_id, state["end_seq"])
-    svc.store.record_commit(session_id, archive, state.get("keep_recent_count", 0))
-    if state.get("task_id"):
-        svc.index.update_task(state["task_id"], status="completed",
-                              result={"archive_id": archive_id, "route": archive["model"]["route"],
-                                      "degraded": archive["model"]["degraded"]})
+    finish_archived_commit(svc.store, svc.index, written, messages, state.get("keep_recent_count", 0),
+                           collect_garbage=holder is None or holder.get("task_id") == state.get("task_id"))
     return {"status": "completed", "route": ["persist"]}
+
+
+def finish_archived_commit(store: SessionStore, index: Index, archive: dict[str, Any], messages: list[dict[str, Any]],
+                           keep_recent_count: int, *, collect_garbage: bool = True) -> None:
+    """The steps after `.done`, each idempotent: index the archive, let the live file forget its messages,
+    update the meta, mark the task completed. Also how an interrupted commit whose archive is already
+    complete is finished without its graph."""
+    session_id, archive_id = archive["session_id"], archive["archive_id"]
+    index.index_messages(session_id, archive_id, messages)
+    if collect_garbage:
+        store.drop_covered(session_id, archive["source_turn_range"]["end_seq"])
+    store.record_commit(session_id, archive, keep_recent_count)
+    if archive.get("task_id"):
+        index.update_task(archive["task_id"], status="completed",
+                          result={"archive_id": archive_id, "route": archive["model"]["route"],
+                                  "degraded": archive["model"]["degraded"]})

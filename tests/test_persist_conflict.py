@@ -48,3 +48,32 @@ def test_pre_prompt_count_beyond_the_messages_is_an_error(root):
         with pytest.raises(InvalidInput, match="pre_prompt_count"):
             engine.after_turn("s", TURNS[:2], pre_prompt_count=3)
         assert not engine.store.session_exists("s")
+
+
+def test_a_commit_whose_archive_is_complete_is_finished_not_abandoned(root, monkeypatch):
+    """A commit failing after `.done` on every attempt (here: the index stays locked) is finished from
+    its complete archive once its resumes are used up, so its messages never drop out of search."""
+    import sqlite3
+
+    from state.index import Index
+
+    real = Index.index_messages
+
+    def locked(*args, **kwargs):
+        raise sqlite3.OperationalError("database is locked")
+
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        engine.add_messages("s", TURNS)
+        monkeypatch.setattr(Index, "index_messages", locked)
+        first = engine.commit("s", keep_recent_count=0)
+        assert first["status"] == "failed" and (root / "sessions/s/history/archive_001/.done").exists()
+        for attempt in range(1, 4):
+            assert [r["status"] for r in engine.resume_all()] == ["failed"]
+            assert engine.task(first["task_id"])["attempts"] == attempt
+        monkeypatch.setattr(Index, "index_messages", real)
+
+        assert [(r["status"], r["archive_id"]) for r in engine.resume_all()] == [("completed", "archive_001")]
+        assert engine.task(first["task_id"])["status"] == "completed"
+        assert [h["seq"] for h in engine.archive_search("s", "alpha3")] == [4]
+        assert engine.store.live_messages("s") == []
+        assert engine.session_info("s")["last_archive"]["id"] == "archive_001"
