@@ -55,7 +55,7 @@ CREATE TABLE IF NOT EXISTS leases (
     expires_at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS fts_docs (
     rowid INTEGER PRIMARY KEY, session_id TEXT NOT NULL, archive_id TEXT NOT NULL, seq INTEGER NOT NULL);
-CREATE INDEX IF NOT EXISTS fts_docs_by_archive ON fts_docs(session_id, archive_id);
+CREATE INDEX IF NOT EXISTS fts_docs_by_archive ON fts_docs(session_id, archive_id, seq);
 CREATE VIRTUAL TABLE IF NOT EXISTS fts_words USING fts5({_FTS_COLUMNS}, tokenize='porter unicode61');
 CREATE VIRTUAL TABLE IF NOT EXISTS fts_trigram USING fts5({_FTS_COLUMNS}, tokenize='trigram');
 """
@@ -250,6 +250,10 @@ class Index:
             with self._immediate() as db:
                 if start == 0:
                     self._delete_archive(db, session_id, archive_id)  # same transaction as the first rows
+                # Another indexer of this archive may interleave its batches with ours: skip seqs already in.
+                batch = self._not_yet_indexed(db, session_id, archive_id, batch)
+                if not batch:
+                    continue
                 base = db.execute("SELECT COALESCE(MAX(rowid), 0) FROM fts_docs").fetchone()[0] + 1
                 ids = range(base, base + len(batch))
                 db.conn.executemany("INSERT INTO fts_docs (rowid, session_id, archive_id, seq) VALUES (?, ?, ?, ?)",
@@ -259,6 +263,17 @@ class Index:
                         f"INSERT INTO {table} (rowid, session_id, archive_id, seq, turn_id, role, content) "
                         "VALUES (?, ?, ?, ?, ?, ?, ?)", [(i, *r) for i, r in zip(ids, batch, strict=True)])
         return len(rows)
+
+    @staticmethod
+    def _not_yet_indexed(db: Database, session_id: str, archive_id: str, batch: list[tuple]) -> list[tuple]:
+        """The rows of `batch` whose seq this archive does not have in the index yet."""
+        if not batch:
+            return batch
+        seqs = [row[2] for row in batch]
+        present = {r[0] for r in db.execute(
+            "SELECT seq FROM fts_docs WHERE session_id = ? AND archive_id = ? AND seq BETWEEN ? AND ?",
+            [session_id, archive_id, min(seqs), max(seqs)])}
+        return [row for row in batch if row[2] not in present] if present else batch
 
     @staticmethod
     def _delete_archive(db: Database, session_id: str, archive_id: str) -> None:

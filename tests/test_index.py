@@ -401,3 +401,34 @@ def test_a_word_found_almost_everywhere_takes_its_newest_matches(index, monkeypa
     assert seqs(index.search("s", "deploy")) == [20, 19, 18]  # common: its newest three only
     assert seqs(index.search("s", "zebrafish deploy"))[0] == 2  # the rare word still finds its message
     assert seqs(index.search("s", "line 7"))[:2] == [7, 17]  # both words first; "7" keeps its substring scan
+
+
+def _index_in_child(root, barrier) -> None:
+    messages = [stored(seq, f"entry {seq} of a long archive") for seq in range(1, 12_001)]
+    index = Index(root)
+    barrier.wait()
+    index.index_messages("s", "archive_001", messages)
+    index.close()
+
+
+def test_two_indexers_of_one_archive_at_once_leave_each_message_once(root):
+    """Indexing commits every ≤ 1 000 rows, so two processes indexing one archive (a commit and
+    `workmem reindex`, or two reindexes) interleave their batches; each seq must still be in once."""
+    import multiprocessing
+
+    Index(root).index_messages("s", "archive_001", [stored(1, "warm up")])  # schema ready before the race
+    context = multiprocessing.get_context("spawn")
+    for _ in range(3):
+        barrier = context.Barrier(2)
+        children = [context.Process(target=_index_in_child, args=(root, barrier)) for _ in range(2)]
+        for child in children:
+            child.start()
+        for child in children:
+            child.join(60)
+        assert [child.exitcode for child in children] == [0, 0]
+        index = Index(root)
+        rows = index.db.execute(
+            "SELECT COUNT(*), COUNT(DISTINCT seq) FROM fts_docs WHERE archive_id = 'archive_001'").fetchone()
+        words = index.db.execute("SELECT COUNT(*) FROM fts_words").fetchone()[0]
+        index.close()
+        assert rows == (12_000, 12_000) and words == 12_000
