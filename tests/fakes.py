@@ -180,3 +180,14 @@ def stored_messages(
             }
         )
     return stored
+
+
+def long_session(n_turns: int) -> list[dict[str, Any]]:
+    """`n_turns` user/assistant pairs, each naming a file, a date and a decision (for chunking tests)."""
+    out = []
+    for i in range(n_turns):
+        out.append({"role": "user", "content": f"Step {i}: please update module_{i}.py so the importer "
+                                               f"handles supplier number {i} on 2024-05-{i % 28 + 1:02d}."})
+        out.append({"role": "assistant", "content": f"Updated module_{i}.py; supplier {i} now imports cleanly, "
+                                                    f"decided to keep the old delimiter because tests rely on it."})
+    return out

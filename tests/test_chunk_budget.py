@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from fakes import create_call, scripted, valid_update_call
+from fakes import create_call, long_session, scripted, valid_update_call
 from langchain_core.outputs import ChatGeneration, ChatResult
 
 from graphs.engine import WorkingMemoryEngine
@@ -41,16 +41,6 @@ def big_memory() -> dict[str, str]:
             "Key Facts & Decisions": bullets("Fact", 40), "Files & Context": bullets("File", 30),
             "Errors & Corrections": "- ValueError: missing columns in test_brightline",
             "Open Issues": bullets("Issue", 24)}
-
-
-def long_session(n_turns: int) -> list[dict[str, Any]]:
-    out = []
-    for i in range(n_turns):
-        out.append({"role": "user", "content": f"Step {i}: please update module_{i}.py so the importer "
-                                               f"handles supplier number {i} on 2024-05-{i % 28 + 1:02d}."})
-        out.append({"role": "assistant", "content": f"Updated module_{i}.py; supplier {i} now imports cleanly, "
-                                                    f"decided to keep the old delimiter because tests rely on it."})
-    return out
 
 
 class PromptRecorder(ExtractiveChatModel):

@@ -17,6 +17,7 @@ from fakes import (
     create_call,
     fenced_json_reply,
     invalid_call,
+    long_session,
     scripted,
     text_reply,
     transport_error,
@@ -412,16 +413,6 @@ class RecordingExtractive(ExtractiveChatModel):
         text = "\n".join(m.text for m in messages)
         self.seen.append([int(m.group(1)) for line in text.splitlines() if (m := HEADER_RE.match(line))])
         return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
-
-
-def long_session(n_turns: int) -> list[dict[str, Any]]:
-    out = []
-    for i in range(n_turns):
-        out.append({"role": "user", "content": f"Step {i}: please update module_{i}.py so the importer "
-                                               f"handles supplier number {i} on 2024-05-{i % 28 + 1:02d}."})
-        out.append({"role": "assistant", "content": f"Updated module_{i}.py; supplier {i} now imports cleanly, "
-                                                    f"decided to keep the old delimiter because tests rely on it."})
-    return out
 
 
 def test_long_range_is_split_into_checkpointed_chunks(make_engine):
