@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from state import jsonutil
 from state.errors import CorruptLine
 from state.jsonutil import dumps
 from state.messages import ROLES
@@ -29,25 +30,46 @@ class Parsed:
 log = logging.getLogger("workmem.store")
 
 
-def stored_lines(prepared: list[tuple[dict[str, Any], bytes]], counts: list[int], first_seq: int, turn: int,
+def stored_lines(prepared: list[tuple[dict[str, Any], bytes | None]], counts: list[int], first_seq: int, turn: int,
                  now: str) -> tuple[list[dict[str, Any]], bytes, int]:
     """Stored messages of a validated batch, their JSONL bytes, and the turn number after them.
 
-    Each line reuses the body (`"meta":…,"parts":…`) encoded during validation; ids are 128 random bits
-    (like uuid4) drawn in one call. `turn_id` is `t<n>`, n growing at each user message.
+    ids are 128 random bits (like uuid4) drawn in one call. `turn_id` is `t<n>`, n growing at each
+    user message. The line of a message is its stored dict as compact JSON (keys in the order
+    below); see `_encode_lines`.
     """
     ids = os.urandom(16 * len(prepared)).hex()
-    stored, lines = [], []
-    for i, ((msg, body), tokens) in enumerate(zip(prepared, counts, strict=True)):
-        role, seq = msg["role"], first_seq + i
+    stored = []
+    for i, ((msg, _body), tokens) in enumerate(zip(prepared, counts, strict=True)):
+        role = msg["role"]
         if role == "user":
             turn += 1
-        msg_id = f"m-{ids[32 * i:32 * i + 32]}"
-        stored.append({"id": msg_id, "seq": seq, "turn_id": f"t{turn}", "role": role, "created_at": now,
-                       "tokens": tokens, "meta": msg["meta"], "parts": msg["parts"]})
-        lines.append(f'{{"id":"{msg_id}","seq":{seq},"turn_id":"t{turn}","role":"{role}",'
-                     f'"created_at":"{now}","tokens":{tokens},'.encode() + body + b"}\n")
-    return stored, b"".join(lines), turn
+        stored.append({"id": f"m-{ids[32 * i:32 * i + 32]}", "seq": first_seq + i, "turn_id": f"t{turn}",
+                       "role": role, "created_at": now, "tokens": tokens, "meta": msg["meta"], "parts": msg["parts"]})
+    return stored, _encode_lines(stored, [body for _msg, body in prepared]), turn
+
+
+def _encode_lines(stored: list[dict[str, Any]], bodies: list[bytes | None]) -> bytes:
+    """JSONL bytes of `stored`; `bodies[i]` is message i's `"meta":…,"parts":…` when validation encoded it.
+
+    A message whose body was encoded during validation reuses it after its encoded head fields
+    (a large tool result is not encoded twice). The others are plain text messages of only strings
+    and ints, which were checked without encoding: each is encoded whole here. When a batch holds
+    only those and orjson is present, one `map` over `orjson.dumps` encodes every line without a
+    Python-level call per message; orjson with default options writes what `jsonutil.dumps` does
+    for such dicts (strings and ints only).
+    """
+    if jsonutil.orjson is not None and not any(bodies):  # bodies are None or non-empty bytes
+        return b"\n".join(map(jsonutil.orjson.dumps, stored)) + b"\n"
+    lines = []
+    for msg, body in zip(stored, bodies, strict=True):
+        if body is None:
+            lines.append(dumps(msg) + b"\n")
+        else:
+            lines.append(f'{{"id":"{msg["id"]}","seq":{msg["seq"]},"turn_id":"{msg["turn_id"]}",'
+                         f'"role":"{msg["role"]}","created_at":"{msg["created_at"]}","tokens":{msg["tokens"]},'
+                         .encode() + body + b"}\n")
+    return b"".join(lines)
 
 
 class Problems:

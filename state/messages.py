@@ -71,12 +71,37 @@ def prepare_message(obj: Any, *, field: str = "message",
     return msg, encode_body(msg, field=field, max_bytes=max_bytes)
 
 
-def prepare_messages(objs: Any, *, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> list[tuple[dict[str, Any], bytes]]:
-    """`prepare_message` for each message of a batch (fields named `messages[i]`)."""
+def prepare_messages(objs: Any, *,
+                     max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> list[tuple[dict[str, Any], bytes | None]]:
+    """Normalise and validate a batch (fields named `messages[i]`): `(msg, body)` per message.
+
+    `body` is the stored JSON body encoded during validation (see `prepare_message`), or None for a
+    plain text message known valid without encoding it: `{"role": user|assistant|system, "content":
+    non-empty ASCII str}` whose body fits the cap even if every character were escaped (ASCII has no
+    lone surrogate, so it always encodes). The store then encodes its whole line once
+    (`jsonl.stored_lines`) instead of assembling it from pieces encoded twice. Anything else, a
+    non-ASCII or near-cap text included, takes `prepare_message`, which names any problem.
+    """
     if isinstance(objs, (str, bytes, dict)) or not hasattr(objs, "__iter__"):
         raise InvalidInput("messages", objs, "must be a list of messages")
-    return [_plain_text(m, max_bytes) or prepare_message(m, field=f"messages[{i}]", max_bytes=max_bytes)
-            for i, m in enumerate(objs)]
+    longest_plain = (max_bytes - _PLAIN_BODY_BYTES - 2) // _MAX_JSON_BYTES_PER_ASCII_CHAR  # 2: the quotes
+    out: list[tuple[dict[str, Any], bytes | None]] = []
+    for i, obj in enumerate(objs):
+        # The plain-text test is inlined (not a helper call): it runs for every message of every append.
+        if type(obj) is dict and len(obj) == 2:
+            role, content = obj.get("role"), obj.get("content")
+            if (role in _PLAIN_ROLES and type(content) is str and 0 < len(content) <= longest_plain
+                    and content.isascii()):
+                out.append(({"role": role, "parts": [{"type": "text", "text": content}], "meta": {}}, None))
+                continue
+        out.append(prepare_message(obj, field=f"messages[{i}]", max_bytes=max_bytes))
+    return out
+
+
+# Bytes of a plain message's body besides its JSON-encoded text: `"meta":{},"parts":[{"type":"text","text":…}]`.
+_PLAIN_BODY_BYTES = len(b'"meta":{},"parts":[{"type":"text","text":}]')
+# An ASCII character takes at most 6 bytes of JSON (a control character as `\u001f`).
+_MAX_JSON_BYTES_PER_ASCII_CHAR = 6
 
 
 def _plain_text(obj: Any, max_bytes: int) -> tuple[dict[str, Any], bytes] | None:

@@ -33,7 +33,7 @@ from state.meta import (
     public,
     read_meta,
 )
-from state.tokens import count_tokens
+from state.tokens import count_tokens_each
 from state.turns import clamp_keep
 
 ABSTRACT_CHARS = 200
@@ -128,7 +128,7 @@ class SessionStore:
         prepared = prepare_messages(messages, max_bytes=self.max_message_bytes)
         if not prepared:
             return []
-        counts = [count_tokens(message_text(m)) for m, _body in prepared]
+        counts = count_tokens_each(message_text(m) for m, _body in prepared)
         sync = self.durable if durable is None else durable
         if p.dir not in self._live and not p.dir.exists():
             fsutil.make_dirs(p.dir, durable=self.durable)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from functools import lru_cache
 
 import tiktoken
@@ -20,3 +21,9 @@ def count_tokens(text: str) -> int:
     if not text:
         return 0
     return len(encoder().encode(text, disallowed_special=()))
+
+
+def count_tokens_each(texts: Iterable[str]) -> list[int]:
+    """`count_tokens` of each text (the same encode call), without two Python calls per text around it."""
+    encode = encoder().encode
+    return [len(encode(text, disallowed_special=())) if text else 0 for text in texts]

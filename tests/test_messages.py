@@ -181,3 +181,22 @@ def test_round_trip_keeps_additional_kwargs_and_json_args():
     json.dumps(stored)
     back = to_langchain_message(stored)
     assert back.additional_kwargs == {"refusal": None} and back.tool_calls == ai.tool_calls
+
+
+@pytest.mark.parametrize("batch", [
+    [{"role": "user", "content": "plain ascii"}, {"role": "assistant", "content": 'quotes " and \\ and \x1f'}],
+    [{"role": "user", "content": "plain"}, {"role": "assistant", "content": "non-ascii é ✓ \u2028"},
+     {"role": "assistant", "content": "", "tool_calls": [
+         {"id": "c1", "type": "function", "function": {"name": "read", "arguments": '{"path": "a.py"}'}}]},
+     {"role": "tool", "tool_call_id": "c1", "content": "print(1)"}],
+], ids=["all_plain_fast_path", "mixed"])
+def test_stored_lines_are_the_compact_json_of_the_stored_dicts(batch):
+    """Whichever path validated a message (plain fast path or general), its line is the same bytes."""
+    from state.jsonl import stored_lines
+    from state.jsonutil import dumps
+    from state.messages import prepare_messages
+
+    prepared = prepare_messages(batch)
+    stored, data, _turn = stored_lines(prepared, [3] * len(batch), 1, 0, "2026-01-01T00:00:00+00:00")
+    assert data == b"".join(dumps(m) + b"\n" for m in stored)
+    assert [json.loads(line) for line in data.splitlines()] == stored
