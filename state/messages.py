@@ -59,9 +59,6 @@ def normalize_messages(objs: Any, *, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES)
 def prepare_message(obj: Any, *, field: str = "message",
                     max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> tuple[dict[str, Any], bytes]:
     """Normalise and validate one message; also return its stored JSON body (`"meta":…,"parts":…`)."""
-    plain = _plain_text(obj, max_bytes)  # the common `{"role", "content": str}` shape, fast
-    if plain is not None:
-        return plain
     if isinstance(obj, dict):
         msg = _from_workmem(obj, field) if "parts" in obj else _from_openai(obj, field)
     elif isinstance(getattr(obj, "type", None), str) and hasattr(obj, "content"):
@@ -102,24 +99,6 @@ def prepare_messages(objs: Any, *,
 _PLAIN_BODY_BYTES = len(b'"meta":{},"parts":[{"type":"text","text":}]')
 # An ASCII character takes at most 6 bytes of JSON (a control character as `\u001f`).
 _MAX_JSON_BYTES_PER_ASCII_CHAR = 6
-
-
-def _plain_text(obj: Any, max_bytes: int) -> tuple[dict[str, Any], bytes] | None:
-    """`{"role": user|assistant|system, "content": non-empty str}` without the general machinery;
-    None when it does not apply or the text is bad (the general path then names the problem)."""
-    if type(obj) is not dict or len(obj) != 2 or obj.get("role") not in _PLAIN_ROLES:
-        return None
-    content = obj.get("content")
-    if type(content) is not str or not content:
-        return None
-    try:
-        text = dumps(content)
-    except (TypeError, ValueError):
-        return None
-    body = b'"meta":{},"parts":[{"type":"text","text":' + text + b"}]"
-    if len(body) > max_bytes:
-        return None
-    return {"role": obj["role"], "parts": [{"type": "text", "text": content}], "meta": {}}, body
 
 
 def validate_message(msg: dict[str, Any], *, field: str = "message",
