@@ -32,3 +32,20 @@ def root(tmp_path, monkeypatch):
     path = tmp_path / "wm"
     monkeypatch.setenv("WORKMEM_HOME", str(path))
     return path
+
+
+@pytest.fixture
+def make_engine(root):
+    """`make(model, **settings)` → a non-durable engine on `root`; every engine made is closed afterwards."""
+    from graphs.engine import WorkingMemoryEngine
+
+    engines = []
+
+    def make(model, **kwargs):
+        engine = WorkingMemoryEngine(root=root, model=model, durable=False, **kwargs)
+        engines.append(engine)
+        return engine
+
+    yield make
+    for engine in engines:
+        engine.close()

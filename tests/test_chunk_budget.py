@@ -13,7 +13,6 @@ import pytest
 from fakes import create_call, long_session, scripted, valid_update_call
 from langchain_core.outputs import ChatGeneration, ChatResult
 
-from graphs.engine import WorkingMemoryEngine
 from nodes.extractive import ExtractiveChatModel
 from nodes.formatting import HEADER_RE
 from nodes.prompts import CREATE_SYSTEM_PROMPT, UPDATE_SYSTEM_PROMPT
@@ -63,20 +62,6 @@ def prompt_tokens(prompt: list[Any]) -> int:
 def transcript_seqs(prompt: list[Any]) -> list[int]:
     text = "\n".join(m.text for m in prompt)
     return [int(h.group(1)) for line in text.splitlines() if (h := HEADER_RE.match(line))]
-
-
-@pytest.fixture
-def make_engine(root):
-    engines: list[WorkingMemoryEngine] = []
-
-    def make(model: Any, **kwargs: Any) -> WorkingMemoryEngine:
-        engine = WorkingMemoryEngine(root=root, model=model, durable=False, **kwargs)
-        engines.append(engine)
-        return engine
-
-    yield make
-    for engine in engines:
-        engine.close()
 
 
 @pytest.mark.parametrize("model_kind", ["scripted_keep", "extractive"])

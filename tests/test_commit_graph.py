@@ -64,25 +64,11 @@ ERROR_TEXTS = ("boom-7f3a", "APIConnectionError", "Connection error", "ValueErro
                "I cannot do that", "still nothing useful")
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def fast_retry(monkeypatch):
     """Transport-error retries without sleeping (the policy is read when the engine compiles the graph)."""
     monkeypatch.setattr(graphs.commit, "MODEL_RETRY",
                         RetryPolicy(max_attempts=3, initial_interval=0.0, jitter=False, retry_on=is_transport_error))
-
-
-@pytest.fixture
-def make_engine(root, fast_retry):
-    engines: list[WorkingMemoryEngine] = []
-
-    def make(model: Any, **kwargs: Any) -> WorkingMemoryEngine:
-        engine = WorkingMemoryEngine(root=root, model=model, durable=False, **kwargs)
-        engines.append(engine)
-        return engine
-
-    yield make
-    for engine in engines:
-        engine.close()
 
 
 def archive_of(engine: WorkingMemoryEngine, session: str = "s") -> dict[str, Any]:
