@@ -8,11 +8,12 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from pydantic import BaseModel, Field
 
-from graphs.binding import resolve_engine, session_from_run
-from state.errors import WorkmemError
+from workmem.graphs.binding import resolve_engine, session_from_run
+from workmem.state.archives import EXPAND_TOOL_NAME, SEARCH_TOOL_NAME
+from workmem.state.errors import WorkmemError
 
 if TYPE_CHECKING:
-    from graphs.engine import WorkingMemoryEngine
+    from workmem.graphs.engine import WorkingMemoryEngine
 
 MAX_EXPAND_CHARS = 20_000
 
@@ -95,9 +96,9 @@ def make_archive_tools(
             raise ToolException(str(exc)) from exc
         return format_expansion(found, max_expand_chars)
 
-    search = StructuredTool.from_function(archive_search, name="archive_search", description=SEARCH_DESCRIPTION,
+    search = StructuredTool.from_function(archive_search, name=SEARCH_TOOL_NAME, description=SEARCH_DESCRIPTION,
                                           args_schema=SearchArgs, response_format="content_and_artifact",
                                           handle_tool_error=True)
-    expand = StructuredTool.from_function(archive_expand, name="archive_expand", description=EXPAND_DESCRIPTION,
+    expand = StructuredTool.from_function(archive_expand, name=EXPAND_TOOL_NAME, description=EXPAND_DESCRIPTION,
                                           args_schema=ExpandArgs, handle_tool_error=True)
     return [search, expand]

@@ -14,11 +14,11 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
-from graphs.injected import SUMMARY_MARKER, clean_messages
-from graphs.lc_messages import to_langchain_message
-from state.errors import InvalidInput
-from state.messages import DEFAULT_MAX_MESSAGE_BYTES, message_text
-from state.tokens import count_tokens
+from workmem.graphs.injected import SUMMARY_MARKER, clean_messages
+from workmem.graphs.lc_messages import to_langchain_message
+from workmem.state.errors import InvalidInput
+from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES, message_text
+from workmem.state.tokens import count_tokens
 
 SUMMARY_PREFIX = SUMMARY_MARKER + "\n"
 SYSTEM_ADDITION = (

@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from state.errors import InvalidInput
+from workmem.state.errors import InvalidInput
 
 if TYPE_CHECKING:
-    from graphs.engine import WorkingMemoryEngine
+    from workmem.graphs.engine import WorkingMemoryEngine
 
 def resolve_engine(ref: WorkingMemoryEngine | Callable[[], WorkingMemoryEngine]) -> WorkingMemoryEngine:
     """The engine itself, or the one a zero-argument factory returns (so a module can build it lazily)."""
-    from graphs.engine import WorkingMemoryEngine
+    from workmem.graphs.engine import WorkingMemoryEngine
 
     if isinstance(ref, WorkingMemoryEngine):
         return ref

@@ -15,14 +15,14 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from graphs.eval_cli import add_eval_parser
-from state.errors import InvalidInput, WorkmemError
+from workmem.graphs.eval.cli import add_eval_parser
+from workmem.state.errors import InvalidInput, WorkmemError
 
 console = Console()
 
 
 def _engine(args: argparse.Namespace):
-    from graphs.engine import WorkingMemoryEngine
+    from workmem.graphs.engine import WorkingMemoryEngine
 
     return WorkingMemoryEngine(root=args.root)
 
@@ -36,7 +36,7 @@ def _emit(args: argparse.Namespace, data: Any, render) -> None:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """Run the bundled sample session through several commits offline and show the result."""
-    from graphs.demo import run_demo
+    from workmem.graphs.demo import run_demo
 
     summary = run_demo(root=args.root, threshold=args.threshold, keep=args.keep, console=console,
                        quiet=args.json)
@@ -153,7 +153,7 @@ def _render_expansion(found: dict[str, Any]) -> None:
 def cmd_tasks(args: argparse.Namespace) -> int:
     """List commit tasks."""
     with _engine(args) as engine:
-        rows = engine.index.list_tasks(session_id=args.session)
+        rows = engine.storage.tasks.list_tasks(session_id=args.session)
     _emit(args, rows, _render_tasks)
     return 0
 
@@ -178,7 +178,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
 def cmd_reindex(args: argparse.Namespace) -> int:
     """Rebuild the SQLite full-text index from the archive files."""
     with _engine(args) as engine:
-        count = engine.index.reindex(engine.store)
+        count = engine.storage.search.reindex(engine.storage.sessions)
     _emit(args, {"indexed": count}, lambda d: console.print(f"reindexed {d['indexed']} archived message(s)"))
     return 0
 

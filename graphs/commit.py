@@ -17,28 +17,28 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import RetryPolicy
 
-from nodes.context import CommitContext
-from nodes.create_retry import create_retry
-from nodes.extractive_fallback import extractive_fallback
-from nodes.generate import generate, generate_failed
-from nodes.guards import guard
-from nodes.load_memory import load_memory
-from nodes.merge import merge
-from nodes.models import is_transport_error
-from nodes.persist import persist
-from nodes.recover import recover
-from nodes.report import report
-from nodes.routing import (
+from workmem.nodes.context import CommitContext
+from workmem.nodes.create_retry import create_retry
+from workmem.nodes.extractive_fallback import extractive_fallback
+from workmem.nodes.generate import generate, generate_failed
+from workmem.nodes.guards import guard
+from workmem.nodes.load_memory import load_memory
+from workmem.nodes.merge import merge
+from workmem.nodes.models import is_transport_error
+from workmem.nodes.persist import persist
+from workmem.nodes.recover import recover
+from workmem.nodes.report import report
+from workmem.nodes.routing import (
     route_after_merge,
-    route_after_prepare,
     route_after_recover,
     route_after_slice,
+    route_after_take_lease,
     route_after_validate,
 )
-from nodes.slice_turns import slice_turns
-from nodes.studio_lease import finish, prepare
-from nodes.validate import validate
-from state.commit_state import CommitInput, CommitOutput, CommitState, StudioInput
+from workmem.nodes.slice_turns import slice_turns
+from workmem.nodes.studio_lease import release_lease, take_lease
+from workmem.nodes.validate import validate
+from workmem.state.commit_state import CommitInput, CommitOutput, CommitState, StudioInput
 
 MODEL_RETRY = RetryPolicy(max_attempts=3, initial_interval=0.5, retry_on=is_transport_error)
 
@@ -47,7 +47,7 @@ def build_commit_graph(*, with_lease: bool = False) -> StateGraph:
     """The uncompiled commit graph (nodes, edges and every fallback edge with its label).
 
     `with_lease=True` adds what the engine otherwise does around a run (Studio runs need it):
-    `prepare` (input messages, lease, archive id, task row) first and `finish` (release) last.
+    `take_lease` (input messages, lease, archive id, task row) first and `release_lease` (release) last.
     """
     builder = StateGraph(CommitState, context_schema=CommitContext,
                          input_schema=StudioInput if with_lease else CommitInput, output_schema=CommitOutput)
@@ -65,10 +65,10 @@ def build_commit_graph(*, with_lease: bool = False) -> StateGraph:
     builder.add_node("report", report)
 
     if with_lease:
-        builder.add_node("prepare", prepare)
-        builder.add_node("finish", finish)
-        builder.add_edge(START, "prepare")
-        builder.add_conditional_edges("prepare", route_after_prepare, {"leased": "slice_turns", "busy": END})
+        builder.add_node("take_lease", take_lease)
+        builder.add_node("release_lease", release_lease)
+        builder.add_edge(START, "take_lease")
+        builder.add_conditional_edges("take_lease", route_after_take_lease, {"leased": "slice_turns", "busy": END})
     else:
         builder.add_edge(START, "slice_turns")
     builder.add_conditional_edges("slice_turns", route_after_slice,
@@ -92,8 +92,8 @@ def build_commit_graph(*, with_lease: bool = False) -> StateGraph:
     builder.add_conditional_edges("merge", route_after_merge, {"next_chunk": "generate", "done": "persist"})
     builder.add_edge("persist", "report")
     if with_lease:
-        builder.add_edge("report", "finish")
-        builder.add_edge("finish", END)
+        builder.add_edge("report", "release_lease")
+        builder.add_edge("release_lease", END)
     else:
         builder.add_edge("report", END)
     return builder

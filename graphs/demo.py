@@ -20,7 +20,7 @@ CONTEXT_BUDGET = 40_000
 
 def demo_conversation() -> list[dict[str, Any]]:
     """The bundled sample conversation (OpenAI-style message dicts)."""
-    text = resources.files("graphs").joinpath("data/demo_conversation.json").read_text(encoding="utf-8")
+    text = resources.files("workmem.graphs").joinpath("data/demo_conversation.json").read_text(encoding="utf-8")
     data = json.loads(text)
     return data["messages"] if isinstance(data, dict) else data
 
@@ -38,7 +38,7 @@ def split_turns(messages: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
 def run_demo(root: str | None = None, *, threshold: int = 2500, keep: int = 10,
              console: Console | None = None, quiet: bool = False) -> dict[str, Any]:
     """Ingest the demo session, committing whenever pending tokens pass `threshold`; return a summary."""
-    from graphs.engine import WorkingMemoryEngine
+    from workmem.graphs.engine import WorkingMemoryEngine
 
     console = console or Console()
     root_path = Path(root) if root else Path(tempfile.mkdtemp(prefix="workmem-demo-"))
@@ -53,12 +53,12 @@ def run_demo(root: str | None = None, *, threshold: int = 2500, keep: int = 10,
                     commits.append(engine.commit(DEMO_SESSION, keep_recent_count=keep))
                 progress.advance(bar)
         archive = engine.working_memory(DEMO_SESSION) or {}
-        archives = engine.store.list_archives(DEMO_SESSION)
+        archives = engine.storage.sessions.list_archives(DEMO_SESSION)
         info = engine.session_info(DEMO_SESSION)
         context = engine.assemble(DEMO_SESSION, token_budget=CONTEXT_BUDGET)
     summary = {
         "root": str(root_path),
-        "session_dir": str(engine.store.session_dir(DEMO_SESSION)),
+        "session_dir": str(engine.storage.sessions.location(DEMO_SESSION)),
         "commits": commits,
         "archives": archives,
         "working_memory": archive.get("working_summary", {}).get("markdown", ""),

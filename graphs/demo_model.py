@@ -18,6 +18,8 @@ from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
+from workmem.state.archives import SEARCH_TOOL_NAME
+
 MAX_KEYWORDS = 3
 MAX_ANSWER_CHARS = 400
 _WORD = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./-]*[A-Za-z0-9_]|[\u3400-\u9fff]+")
@@ -64,7 +66,7 @@ def demo_reply(messages: Sequence[BaseMessage], tool_names: set[str]) -> AIMessa
     """The demo model's deterministic answer to a conversation."""
     last = messages[-1] if messages else HumanMessage(content="")
     if isinstance(last, ToolMessage):
-        if last.name == "archive_search":
+        if last.name == SEARCH_TOOL_NAME:
             hit = _HIT.search(last.text)
             if hit is None:
                 return AIMessage(content="I searched the archive and found nothing about that, so I don't know.")
@@ -78,8 +80,8 @@ def demo_reply(messages: Sequence[BaseMessage], tool_names: set[str]) -> AIMessa
     found = _visible_answer(messages, words)
     if found is not None:
         return AIMessage(content=f"From our conversation: {found}")
-    if "archive_search" in tool_names and words:
-        call = {"name": "archive_search", "args": {"query": " ".join(words)},
+    if SEARCH_TOOL_NAME in tool_names and words:
+        call = {"name": SEARCH_TOOL_NAME, "args": {"query": " ".join(words)},
                 "id": f"call_search_{len(messages)}", "type": "tool_call"}
         return AIMessage(content="", tool_calls=[call])
     return AIMessage(content="I don't know.")

@@ -2,28 +2,25 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
-from graphs.assemble import SUMMARY_PREFIX, assemble_context, pending_entries, validate_budget
-from graphs.injected import strip_injected
-from graphs.runner import CommitRunner
-from nodes.context import DEFAULT_CHUNK_TOKENS, DEFAULT_CLIP_TOKENS, CommitContext, default_root
-from nodes.formatting import format_messages
-from nodes.models import resolve_model
-from state.errors import InvalidInput
-from state.ids import archive_number
-from state.index import Index
-from state.messages import DEFAULT_MAX_MESSAGE_BYTES
-from state.store import SessionStore
-from state.tokens import count_tokens
-from state.turns import validate_keep
+from workmem.graphs.assemble import SUMMARY_PREFIX, assemble_context, pending_entries, validate_budget
+from workmem.graphs.injected import strip_injected
+from workmem.graphs.runner import CommitRunner
+from workmem.nodes.context import DEFAULT_CHUNK_TOKENS, DEFAULT_CLIP_TOKENS, CommitContext
+from workmem.nodes.formatting import format_messages
+from workmem.nodes.models import LazyModel, model_spec
+from workmem.state.errors import InvalidInput
+from workmem.state.ids import archive_number
+from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES
+from workmem.state.storage import open_storage
+from workmem.state.tokens import DEFAULT_CONTEXT_WINDOW, count_tokens
+from workmem.state.turns import DEFAULT_KEEP_RECENT, parse_turn_id, turn_number, validate_keep
+from workmem.state.validation import require_bool, require_int, require_list, require_text
 
-DEFAULT_KEEP_RECENT = 10
-DEFAULT_CONTEXT_WINDOW = 128_000
 MAX_SEARCH_HITS = 12
-_TURN_ID = re.compile(r"t([0-9]{1,9})")
+MAX_SETTING = 10_000_000
 
 
 class WorkingMemoryEngine:
@@ -43,9 +40,6 @@ class WorkingMemoryEngine:
         durable: bool = True,
         max_workers: int = 2,
     ) -> None:
-        if root is not None and (not isinstance(root, (str, Path)) or not str(root)):
-            raise InvalidInput("root", root, "must be a non-empty path")
-        self.root = Path(root).resolve() if root is not None else default_root()
         self.keep_recent_count = validate_keep(keep_recent_count)
         self.context_window = _positive_int("context_window", context_window)
         self.commit_token_threshold = (
@@ -53,44 +47,40 @@ class WorkingMemoryEngine:
             if commit_token_threshold is not None else self.context_window // 2
         )
         self.max_message_bytes = _positive_int("max_message_bytes", max_message_bytes)
-        self.model = resolve_model(model)  # a bad WORKMEM_MODEL fails here, before anything touches disk
-        self.store = SessionStore(self.root, durable=durable, max_message_bytes=max_message_bytes)
-        self.index = Index(self.root)
-        context = CommitContext(root=str(self.root), model=self.model, durable=durable, store=self.store,
-                                index=self.index, chunk_tokens=_positive_int("chunk_tokens", chunk_tokens),
-                                clip_tokens=_positive_int("clip_tokens", clip_tokens))
+        # Checked now (a bad model= or WORKMEM_MODEL fails before anything touches disk), built at the first commit.
+        self.model = LazyModel(model_spec(model))
+        context = CommitContext(chunk_tokens=_positive_int("chunk_tokens", chunk_tokens),
+                                clip_tokens=_positive_int("clip_tokens", clip_tokens), durable=durable)
         workers = _positive_int("max_workers", max_workers)
-        self.runner = CommitRunner(self.store, self.index, context, max_workers=workers)
+        self.storage = open_storage(root, durable=durable, max_message_bytes=max_message_bytes)
+        self.root = getattr(self.storage, "root", None)
+        self.runner = CommitRunner(self.storage, context, self.model, max_workers=workers)
 
     # -- storing ----------------------------------------------------------------------------------
 
     def add_messages(self, session_id: str, messages: list[Any]) -> list[dict[str, Any]]:
         """Validate every message, then append the batch to the session (creating it if new)."""
-        stored = self.store.append(session_id, messages)
+        stored = self.storage.sessions.append(session_id, messages)
         if stored:
             self._meta_with_default_keep(session_id)
         return stored
 
     def _meta_with_default_keep(self, session_id: str) -> dict[str, Any]:
         """Session meta; before its first commit pending_tokens is counted with this engine's keep (§2)."""
-        meta = self.store.meta(session_id)
+        meta = self.storage.sessions.meta(session_id)
         if not meta.get("commit_count") and meta.get("keep_recent_count") != self.keep_recent_count:
-            meta = self.store.set_keep_recent_count(session_id, self.keep_recent_count)
+            meta = self.storage.sessions.set_keep_recent_count(session_id, self.keep_recent_count)
         return meta
 
     def after_turn(self, session_id: str, messages: list[Any], pre_prompt_count: int = 0) -> dict[str, Any]:
         """Store `messages[pre_prompt_count:]` minus what workmem injected; past the threshold start a
         background commit and return at once → {stored, pending_tokens, task_id, commit}."""
-        if isinstance(messages, (str, bytes, dict)) or not isinstance(messages, (list, tuple)):
-            raise InvalidInput("messages", messages, "must be a list of messages")
-        if isinstance(pre_prompt_count, bool) or not isinstance(pre_prompt_count, int) or pre_prompt_count < 0:
-            raise InvalidInput("pre_prompt_count", pre_prompt_count, "must be an integer >= 0")
-        if pre_prompt_count > len(messages):
-            raise InvalidInput("pre_prompt_count", pre_prompt_count, f"more than the {len(messages)} messages given")
+        messages = require_list("messages", messages)
+        require_int("pre_prompt_count", pre_prompt_count, min=0, max=len(messages))
         new = strip_injected(list(messages[pre_prompt_count:]), offset=pre_prompt_count,
                              max_bytes=self.max_message_bytes)
-        stored = self.store.append(session_id, new) if new else []
-        exists = bool(stored) or self.store.session_exists(session_id)
+        stored = self.storage.sessions.append(session_id, new) if new else []
+        exists = bool(stored) or self.storage.sessions.session_exists(session_id)
         pending = self._meta_with_default_keep(session_id)["pending_tokens"] if exists else 0
         commit = self._commit_in_background(session_id) if pending >= self.commit_token_threshold else None
         return {"stored": len(stored), "pending_tokens": pending,
@@ -115,16 +105,14 @@ class WorkingMemoryEngine:
         A commit already running for the session is returned with status `busy` instead of a second one.
         """
         keep = validate_keep(keep_recent_count)
-        if not isinstance(wait, bool):
-            raise InvalidInput("wait", wait, "must be a bool")
-        self.store.meta(session_id)  # validates the id and raises SessionNotFound for unknown sessions
+        require_bool("wait", wait)
+        self.storage.sessions.meta(session_id)  # validates the id and raises SessionNotFound for unknown sessions
         return self.runner.start(session_id, keep, wait=wait)
 
     def task(self, task_id: str) -> dict[str, Any] | None:
         """The commit task row (status, error, attempts, archive id, result), or None."""
-        if not isinstance(task_id, str) or not task_id:
-            raise InvalidInput("task_id", task_id, "must be a non-empty string")
-        return self.index.get_task(task_id)
+        require_text("task_id", task_id)
+        return self.storage.tasks.get_task(task_id)
 
     def wait(self) -> None:
         """Block until every background commit started by this engine has finished."""
@@ -139,7 +127,7 @@ class WorkingMemoryEngine:
 
         A background commit of this engine that is still running is waited for first.
         """
-        if not self.store.live_messages(session_id):
+        if not self.storage.sessions.live_messages(session_id):
             return _compact_result(False, "no_messages", None, None, 0, 0)
         before = self._context_tokens(session_id)
         result = self.commit(session_id, keep_recent_count=0, wait=True)
@@ -159,11 +147,11 @@ class WorkingMemoryEngine:
         """Tokens of the summary message plus every live message (what an unbounded context would hold)."""
         wm = (self.working_memory(session_id) or {}).get("working_summary", {}).get("markdown", "")
         summary = count_tokens(SUMMARY_PREFIX + wm) if wm.strip() else 0
-        return summary + sum(m["tokens"] for m in self.store.live_messages(session_id))
+        return summary + sum(m["tokens"] for m in self.storage.sessions.live_messages(session_id))
 
     # -- reading ----------------------------------------------------------------------------------
 
-    def assemble(self, session_id: str, token_budget: int = 128_000, *,
+    def assemble(self, session_id: str, token_budget: int = DEFAULT_CONTEXT_WINDOW, *,
                  pending: list[Any] | None = None) -> dict[str, Any]:
         """LangChain messages for the next model call (system addition, WM summary, live tail) + stats.
 
@@ -171,25 +159,24 @@ class WorkingMemoryEngine:
         messages; with `pending` a session that does not exist yet is simply empty.
         """
         validate_budget(token_budget)
-        extra = pending_entries(_as_list(pending, "pending"), max_bytes=self.max_message_bytes) if pending else []
-        if pending is not None and not self.store.session_exists(session_id):
+        extra = pending_entries(require_list("pending", pending), max_bytes=self.max_message_bytes) if pending else []
+        if pending is not None and not self.storage.sessions.session_exists(session_id):
             return assemble_context([], "", 0, token_budget, pending=extra)
         archive = self.working_memory(session_id) or {}
         wm = archive.get("working_summary", {}).get("markdown", "")
         archives_total = archive_number(archive["archive_id"]) if archive else 0
-        return assemble_context(self.store.live_messages(session_id), wm, archives_total, token_budget, extra)
+        live = self.storage.sessions.live_messages(session_id)
+        return assemble_context(live, wm, archives_total, token_budget, extra)
 
     def archive_search(self, session_id: str, query: str, archive_id: str | None = None,
                        limit: int = MAX_SEARCH_HITS) -> list[dict[str, Any]]:
         """Literal, BM25-ranked search of archived messages → ≤ 12 hits {archive_id, seq, turn_id, role, content}."""
-        if not isinstance(query, str) or not query.strip():
-            raise InvalidInput("query", query, "must be a non-empty string")
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_SEARCH_HITS:
-            raise InvalidInput("limit", limit, f"must be an integer between 1 and {MAX_SEARCH_HITS}")
-        self.store.meta(session_id)  # SessionNotFound for unknown sessions
+        require_text("query", query)
+        require_int("limit", limit, min=1, max=MAX_SEARCH_HITS)
+        self.storage.sessions.meta(session_id)  # SessionNotFound for unknown sessions
         if archive_id is not None:
-            self.store.read_archive(session_id, archive_id)  # ArchiveNotFound for unknown ids
-        return self.index.search(session_id, query, archive_id=archive_id, limit=limit)
+            self.storage.sessions.read_archive(session_id, archive_id)  # ArchiveNotFound for unknown ids
+        return self.storage.search.search(session_id, query, archive_id=archive_id, limit=limit)
 
     def archive_expand(self, session_id: str, archive_id: str | None = None, *,
                        start_seq: int | None = None, end_seq: int | None = None,
@@ -199,58 +186,55 @@ class WorkingMemoryEngine:
         if archive_id is not None:
             if any(ranges):
                 raise InvalidInput("archive_id", archive_id, "give an archive id or a range, not both")
-            archive = self.store.read_archive(session_id, archive_id)
-            messages = self.store.archive_messages(session_id, archive_id)
+            archive = self.storage.sessions.read_archive(session_id, archive_id)
+            messages = self.storage.sessions.archive_messages(session_id, archive_id)
             return _expansion(archive["archive_id"], archive.get("abstract", ""), messages)
         if start_turn_id is not None or end_turn_id is not None:
             if start_seq is not None or end_seq is not None:
                 raise InvalidInput("start_seq", start_seq, "give a seq range or a turn range, not both")
-            first = _turn_number(start_turn_id, "start_turn_id")
-            last = _turn_number(end_turn_id if end_turn_id is not None else start_turn_id, "end_turn_id")
+            first = parse_turn_id(start_turn_id, "start_turn_id")
+            last = parse_turn_id(end_turn_id if end_turn_id is not None else start_turn_id, "end_turn_id")
             if last < first:
                 raise InvalidInput("end_turn_id", end_turn_id, f"must not come before start_turn_id ({start_turn_id})")
             return _expansion(None, "", self._turn_messages(session_id, first, last))
         for field, value in (("start_seq", start_seq), ("end_seq", end_seq)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InvalidInput(field, value, "give archive_id, start_seq and end_seq >= 1, or turn ids")
+            require_int(field, value, min=1)
         first_seq, last_seq = int(start_seq or 0), int(end_seq or 0)
         if last_seq < first_seq:
             raise InvalidInput("end_seq", end_seq, f"must be >= start_seq ({start_seq})")
-        return _expansion(None, "", self.store.messages_in_range(session_id, first_seq, last_seq))
+        return _expansion(None, "", self.storage.sessions.messages_in_range(session_id, first_seq, last_seq))
 
     def _turn_messages(self, session_id: str, first: int, last: int) -> list[dict[str, Any]]:
         """Messages of turns first..last: from the archives whose turn range overlaps, then the live file."""
         out: list[dict[str, Any]] = []
-        for entry in self.store.list_archives(session_id):
-            rng = self.store.read_archive(session_id, entry["archive_id"]).get("source_turn_range", {})
-            lo = _turn_number(rng.get("start_turn_id") or "t0", "start_turn_id")
-            hi = _turn_number(rng.get("end_turn_id") or "t0", "end_turn_id")
+        for entry in self.storage.sessions.list_archives(session_id):
+            rng = self.storage.sessions.read_archive(session_id, entry["archive_id"]).get("source_turn_range", {})
+            lo, hi = turn_number(rng.get("start_turn_id")), turn_number(rng.get("end_turn_id"))
             if lo <= last and hi >= first:
-                out.extend(self.store.archive_messages(session_id, entry["archive_id"]))
-        out.extend(self.store.live_messages(session_id))
+                out.extend(self.storage.sessions.archive_messages(session_id, entry["archive_id"]))
+        out.extend(self.storage.sessions.live_messages(session_id))
         seen: set[int] = set()
         picked = []
         for msg in out:
-            if first <= _turn_number(msg["turn_id"], "turn_id") <= last and msg["seq"] not in seen:
+            if first <= turn_number(msg["turn_id"]) <= last and msg["seq"] not in seen:
                 seen.add(msg["seq"])
                 picked.append(msg)
         return sorted(picked, key=lambda m: m["seq"])
 
     def working_memory(self, session_id: str) -> dict[str, Any] | None:
         """The latest complete archive object (with the WM markdown), or None before the first commit."""
-        return self.store.last_complete_archive(session_id)
+        return self.storage.sessions.last_complete_archive(session_id)
 
     def session_info(self, session_id: str) -> dict[str, Any]:
         """The session meta: pending tokens, counts, keep count, last archive — O(1)."""
-        return self.store.meta(session_id)
+        return self.storage.sessions.meta(session_id)
 
     # -- lifecycle --------------------------------------------------------------------------------
 
     def close(self) -> None:
         """Wait for background commits, then flush the session metas and close the databases."""
         self.runner.close()
-        self.store.close()
-        self.index.close()
+        self.storage.close()
 
     def __enter__(self) -> WorkingMemoryEngine:
         return self
@@ -273,20 +257,5 @@ def _compact_result(compacted: bool, reason: str, summary: str | None, archive_i
             "tokens_before": before, "tokens_after": after}
 
 
-def _turn_number(turn_id: Any, field: str) -> int:
-    match = _TURN_ID.fullmatch(turn_id) if isinstance(turn_id, str) else None
-    if match is None:
-        raise InvalidInput(field, turn_id, "must be a turn id like 't3'")
-    return int(match.group(1))
-
-
-def _as_list(value: Any, field: str) -> list[Any]:
-    if isinstance(value, (str, bytes, dict)) or not isinstance(value, (list, tuple)):
-        raise InvalidInput(field, value, "must be a list of messages")
-    return list(value)
-
-
 def _positive_int(field: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0 or value > 10_000_000:
-        raise InvalidInput(field, value, "must be a positive integer (at most 10 000 000)")
-    return value
+    return require_int(field, value, min=1, max=MAX_SETTING)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from state.messages import DEFAULT_MAX_MESSAGE_BYTES, normalize_message
+from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES, normalize_message
 
 SUMMARY_MARKER = "[Session History Summary]"
 _RELEVANT_MEMORIES = re.compile(r"<relevant-memories>.*?</relevant-memories>", re.DOTALL)

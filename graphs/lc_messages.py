@@ -11,7 +11,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from state.errors import InvalidInput
+from workmem.state.errors import InvalidInput
 
 
 def to_langchain_messages(messages: list[dict[str, Any]]) -> list[BaseMessage]:

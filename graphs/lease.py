@@ -10,7 +10,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from state.index import Index
+from workmem.state.storage import TaskStorage
 
 LEASE_TTL_SECONDS = 60.0
 HEARTBEAT_SECONDS = 20.0
@@ -34,27 +34,28 @@ def holder_alive(row: dict | None) -> bool:
     return True
 
 
-def acquire(index: Index, session_id: str, task_id: str, owner: str, *, ttl: float = LEASE_TTL_SECONDS) -> str | None:
+def acquire(tasks: TaskStorage, session_id: str, task_id: str, owner: str, *,
+            ttl: float = LEASE_TTL_SECONDS) -> str | None:
     """Take the session's lease for `task_id` (None) or return the live holder's task id.
 
     A lease left by a process of this host that died (SIGKILL, power loss of a container) is broken at
     once instead of blocking the session until its TTL runs out.
     """
-    holder = index.acquire_lease(session_id, task_id, owner, ttl=ttl)
+    holder = tasks.acquire_lease(session_id, task_id, owner, ttl=ttl)
     if holder is None:
         return None
-    row = index.lease_holder(session_id)
+    row = tasks.lease_holder(session_id)
     if row is not None and not holder_alive(row):
-        index.release_lease(session_id, row["task_id"])
-        return index.acquire_lease(session_id, task_id, owner, ttl=ttl)
+        tasks.release_lease(session_id, row["task_id"])
+        return tasks.acquire_lease(session_id, task_id, owner, ttl=ttl)
     return holder
 
 
 class Heartbeat:
     """Renews a held lease every `interval` seconds until stopped."""
 
-    def __init__(self, index: Index, session_id: str, task_id: str, *, ttl: float, interval: float) -> None:
-        self._index, self._session_id, self._task_id = index, session_id, task_id
+    def __init__(self, tasks: TaskStorage, session_id: str, task_id: str, *, ttl: float, interval: float) -> None:
+        self._tasks, self._session_id, self._task_id = tasks, session_id, task_id
         self._ttl, self._interval = ttl, interval
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"workmem-lease-{task_id}", daemon=True)
@@ -73,28 +74,28 @@ class Heartbeat:
     def release(self) -> None:
         """Stop renewing and give the lease up."""
         self.stop()
-        self._index.release_lease(self._session_id, self._task_id)
+        self._tasks.release_lease(self._session_id, self._task_id)
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval):
             try:
-                self._index.renew_lease(self._session_id, self._task_id, ttl=self._ttl)
+                self._tasks.renew_lease(self._session_id, self._task_id, ttl=self._ttl)
             except sqlite3.Error as exc:  # a busy database must not end the renewals for good
                 log.warning("could not renew the lease of %s: %s", self._task_id, exc)
 
 
-def hold(index: Index, session_id: str, task_id: str, *, ttl: float = LEASE_TTL_SECONDS) -> Heartbeat:
+def hold(tasks: TaskStorage, session_id: str, task_id: str, *, ttl: float = LEASE_TTL_SECONDS) -> Heartbeat:
     """Start renewing a just-acquired lease (every ttl/3 at most); `release()` it when the commit ends."""
-    return Heartbeat(index, session_id, task_id, ttl=ttl, interval=min(HEARTBEAT_SECONDS, ttl / 3)).start()
+    return Heartbeat(tasks, session_id, task_id, ttl=ttl, interval=min(HEARTBEAT_SECONDS, ttl / 3)).start()
 
 
 @contextmanager
 def heartbeat(
-    index: Index, session_id: str, task_id: str, *,
+    tasks: TaskStorage, session_id: str, task_id: str, *,
     ttl: float = LEASE_TTL_SECONDS, interval: float = HEARTBEAT_SECONDS,
 ) -> Iterator[None]:
     """Keep an already-acquired lease alive for the duration of the block, then release it."""
-    beat = Heartbeat(index, session_id, task_id, ttl=ttl, interval=min(interval, ttl / 3)).start()
+    beat = Heartbeat(tasks, session_id, task_id, ttl=ttl, interval=min(interval, ttl / 3)).start()
     try:
         yield
     finally:

@@ -25,16 +25,15 @@ from typing import TYPE_CHECKING, Any, NotRequired
 from langchain.agents.middleware.types import AgentMiddleware, AgentState, ModelRequest, ModelResponse
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 
-from graphs.assemble import reserve_for_reply, validate_budget
-from graphs.binding import resolve_engine, session_from_run
-from state.errors import InvalidInput
-from state.messages import CLIPPED_BYTES_META, clip_to_cap, prepare_message
-from state.tokens import count_tokens
+from workmem.graphs.assemble import reserve_for_reply, validate_budget
+from workmem.graphs.binding import resolve_engine, session_from_run
+from workmem.state.errors import InvalidInput
+from workmem.state.messages import CLIPPED_BYTES_META, clip_to_cap, prepare_message
+from workmem.state.tokens import DEFAULT_CONTEXT_WINDOW, count_tokens
 
 if TYPE_CHECKING:
-    from graphs.engine import WorkingMemoryEngine
+    from workmem.graphs.engine import WorkingMemoryEngine
 
-DEFAULT_TOKEN_BUDGET = 128_000
 _NO_CAP = 1 << 62
 
 log = logging.getLogger("workmem.agent")
@@ -77,12 +76,12 @@ def stored_count(state: Any) -> int:
 
 def newest_stored_id(engine: WorkingMemoryEngine, session_id: str) -> str | None:
     """LangChain id of the session's newest stored message (live, else the newest archive's last), if any."""
-    if not engine.store.session_exists(session_id):
+    if not engine.storage.sessions.session_exists(session_id):
         return None
-    newest = engine.store.live_messages(session_id)[-1:]
+    newest = engine.storage.sessions.live_messages(session_id)[-1:]
     if not newest:
         archive = engine.working_memory(session_id)
-        newest = engine.store.archive_messages(session_id, archive["archive_id"])[-1:] if archive else []
+        newest = engine.storage.sessions.archive_messages(session_id, archive["archive_id"])[-1:] if archive else []
     return newest[0]["meta"].get("source_id") if newest else None
 
 
@@ -132,7 +131,7 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         *,
         session_id: str | None = None,
         default_session_id: str | None = None,
-        token_budget: int = DEFAULT_TOKEN_BUDGET,
+        token_budget: int = DEFAULT_CONTEXT_WINDOW,
     ) -> None:
         super().__init__()
         self.engine = engine

@@ -5,55 +5,45 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import sqlite3
 import uuid
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from pathlib import Path
+from dataclasses import replace
 from typing import Any
 
-from langgraph.checkpoint.sqlite import SqliteSaver
-
-from graphs.commit import compile_commit_graph
-from graphs.lease import LEASE_TTL_SECONDS, Heartbeat, acquire, heartbeat, hold, holder_alive
-from nodes.context import CommitContext
-from nodes.persist import finish_archived_commit
-from state.errors import ArchiveNotFound
-from state.ids import safe_session_id
-from state.index import Index, redact_secrets
-from state.sqlite import connect
-from state.store import SessionStore
+from workmem.graphs.commit import compile_commit_graph
+from workmem.graphs.lease import LEASE_TTL_SECONDS, Heartbeat, acquire, heartbeat, hold, holder_alive
+from workmem.nodes.context import CommitContext
+from workmem.nodes.models import LazyModel
+from workmem.nodes.persist import finish_archived_commit
+from workmem.state.errors import ArchiveNotFound, ModelUnavailable
+from workmem.state.redact import clean_error, describe_error
+from workmem.state.storage import Storage
+from workmem.state.tasks import commit_thread_id
 
 log = logging.getLogger("workmem.runner")
 
 MAX_RESUMES = 3
 # A failed run keeps its checkpoint: it is resumed like an interrupted one until MAX_RESUMES.
 RESUMABLE_STATUSES = ("pending", "running", "failed")
-MAX_ERROR_CHARS = 500
 MODEL_ERROR_ISSUE = "model error:"
-
-
-def open_checkpoints(path: Path) -> sqlite3.Connection:
-    """The checkpoint database: WAL with synchronous=NORMAL — a checkpoint lost to a power cut only
-    re-runs a node, and every node is idempotent because the session files are the truth."""
-    return connect(path, synchronous="NORMAL")
 
 
 class CommitRunner:
     """Starts, resumes and tracks commits of one data root; at most one commit per session."""
 
-    def __init__(self, store: SessionStore, index: Index, context: CommitContext, *,
+    def __init__(self, storage: Storage, context: CommitContext, model: LazyModel, *,
                  max_workers: int = 2, lease_ttl: float = LEASE_TTL_SECONDS) -> None:
-        self.store, self.index, self.context = store, index, context
+        self.storage, self.context, self.model = storage, context, model
+        self.sessions, self.tasks = storage.sessions, storage.tasks
         self.lease_ttl = lease_ttl
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self._conn = open_checkpoints(Path(store.root) / "checkpoints.sqlite")
-        self.checkpointer = SqliteSaver(self._conn)
-        self.checkpointer.setup()
+        self.checkpointer = storage.checkpointer()
         self.graph = compile_commit_graph(self.checkpointer)
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="workmem-commit")
         self._futures: list[Future] = []
         self._closing = False
+        self._warned: set[str] = set()
 
     # -- starting -------------------------------------------------------------------------------
 
@@ -64,15 +54,15 @@ class CommitRunner:
         `then(result)` runs after a background commit has finished and released the lease.
         """
         task_id = uuid.uuid4().hex
-        holder = acquire(self.index, session_id, task_id, self.owner, ttl=self.lease_ttl)
+        holder = acquire(self.tasks, session_id, task_id, self.owner, ttl=self.lease_ttl)
         if holder is not None:
-            running = self.index.get_task(holder) or {}
+            running = self.tasks.get_task(holder) or {}
             return {"status": "busy", "task_id": holder, "archive_id": running.get("archive_id"),
                     "reason": "commit_in_progress"}
         # Renewed from now on, also while a background commit waits for a free worker of the pool.
-        beat = hold(self.index, session_id, task_id, ttl=self.lease_ttl)
+        beat = hold(self.tasks, session_id, task_id, ttl=self.lease_ttl)
         try:
-            self.index.create_task(task_id=task_id, session_id=session_id, status="pending")
+            self.tasks.create_task(task_id=task_id, session_id=session_id, status="pending")
             if not wait:
                 self._futures.append(self._pool.submit(self._run_in_background, session_id, task_id,
                                                        keep_recent_count, beat, then))
@@ -95,10 +85,10 @@ class CommitRunner:
             return self._run_held(session_id, task_id, keep_recent_count)
         except Exception as exc:  # before or around the graph run (the graph's own errors are results)
             log.error("commit %s of session %r failed outside its graph run: %s", task_id, session_id,
-                      redact_secrets(f"{type(exc).__name__}: {exc}")[:MAX_ERROR_CHARS])
+                      describe_error(exc))
             try:
-                self.index.update_task(task_id, status="failed",
-                                       error=redact_secrets(f"{type(exc).__name__}: {exc}")[:MAX_ERROR_CHARS])
+                self.tasks.update_task(task_id, status="failed",
+                                       error=describe_error(exc))
             except Exception:  # the index itself may be what failed; the task is abandoned on resume
                 pass
             raise
@@ -106,53 +96,69 @@ class CommitRunner:
             beat.release()
 
     def _run_held(self, session_id: str, task_id: str, keep_recent_count: int) -> dict[str, Any]:
+        try:
+            context = self._run_context()
+        except ModelUnavailable as exc:
+            self._warn_once(session_id, exc)
+            self.tasks.update_task(task_id, status="failed", error=str(exc))
+            return {"status": "failed", "task_id": task_id, "archive_id": None, "reason": clean_error(exc)}
         resumed = []
         for task in self.resumable_tasks(session_id):
             if task["task_id"] == task_id:
                 continue
-            earlier = self._resume_task(task)
+            earlier = self._resume_task(task, context)
             resumed.append(earlier)
             if earlier["status"] not in ("completed", "skipped", "abandoned"):
                 # Its messages stay reserved for it until it is abandoned (MAX_RESUMES): a new commit
                 # now would reserve the same archive id and cover the same seqs.
                 reason = f"earlier commit {task['task_id']} did not finish: {earlier.get('reason') or ''}"
-                self.index.update_task(task_id, status="skipped", result={"reason": reason[:MAX_ERROR_CHARS]})
+                self.tasks.update_task(task_id, status="skipped", result={"reason": clean_error(reason)})
                 return {"status": "failed", "task_id": task_id, "archive_id": None,
-                        "reason": reason[:MAX_ERROR_CHARS], "resumed": resumed}
-        archive_id = self.store.next_archive_id(session_id)
-        thread_id = f"{safe_session_id(session_id)}/commit/{task_id}"
-        self.index.update_task(task_id, archive_id=archive_id, thread_id=thread_id, status="running")
+                        "reason": clean_error(reason), "resumed": resumed}
+        archive_id = self.sessions.next_archive_id(session_id)
+        thread_id = commit_thread_id(session_id, task_id)
+        self.tasks.update_task(task_id, archive_id=archive_id, thread_id=thread_id, status="running")
         graph_input = {"session_id": session_id, "archive_id": archive_id, "task_id": task_id,
                        "keep_recent_count": keep_recent_count}
-        result = self._invoke(task_id, thread_id, graph_input)
+        result = self._invoke(task_id, thread_id, graph_input, context)
         return {**result, "resumed": resumed} if resumed else result
+
+    def _run_context(self) -> CommitContext:
+        """This run's context: the engine's knobs, its storage and the model, built on first use."""
+        return replace(self.context, storage=self.storage, model=self.model.get())
+
+    def _warn_once(self, session_id: str, exc: Exception) -> None:
+        if session_id not in self._warned:
+            self._warned.add(session_id)
+            log.warning("commits of session %r cannot run: %s", session_id, clean_error(exc))
 
     # -- running and resuming -------------------------------------------------------------------
 
-    def _invoke(self, task_id: str, thread_id: str, graph_input: dict[str, Any] | None) -> dict[str, Any]:
+    def _invoke(self, task_id: str, thread_id: str, graph_input: dict[str, Any] | None,
+                context: CommitContext) -> dict[str, Any]:
         config = {"configurable": {"thread_id": thread_id}}
         try:
-            out = self.graph.invoke(graph_input, config, context=self.context, durability="sync")
+            out = self.graph.invoke(graph_input, config, context=context, durability="sync")
         except Exception as exc:
-            error = redact_secrets(f"{type(exc).__name__}: {exc}")[:MAX_ERROR_CHARS]
-            self.index.update_task(task_id, status="failed", error=error)
+            error = describe_error(exc)
+            self.tasks.update_task(task_id, status="failed", error=error)
             return {"status": "failed", "task_id": task_id, "archive_id": self._archive_of(task_id),
                     "reason": error}
         if out.get("status") == "skipped":
-            self.index.update_task(task_id, status="skipped", result={"reason": out.get("reason")})
+            self.tasks.update_task(task_id, status="skipped", result={"reason": out.get("reason")})
             self.checkpointer.delete_thread(thread_id)
         model_errors = [issue for issue in out.get("issues") or [] if issue.startswith(MODEL_ERROR_ISSUE)]
         if model_errors:  # completed through the fallback: say why, so a bad key or model name is visible
-            self.index.update_task(task_id, error=model_errors[-1][:MAX_ERROR_CHARS])
+            self.tasks.update_task(task_id, error=model_errors[-1])
         return {"status": out.get("status", "completed"), "task_id": task_id,
                 "archive_id": None if out.get("status") == "skipped" else self._archive_of(task_id),
                 "reason": out.get("reason") or "", "degraded": bool(out.get("degraded")),
                 "route": out.get("route", [])}
 
     def _archive_of(self, task_id: str) -> str | None:
-        return (self.index.get_task(task_id) or {}).get("archive_id")
+        return (self.tasks.get_task(task_id) or {}).get("archive_id")
 
-    def _resume_task(self, task: dict[str, Any]) -> dict[str, Any]:
+    def _resume_task(self, task: dict[str, Any], context: CommitContext) -> dict[str, Any]:
         """Resume an unfinished commit on its own thread; abandon it after MAX_RESUMES failures."""
         task_id, thread_id = task["task_id"], task.get("thread_id")
         config = {"configurable": {"thread_id": thread_id}}
@@ -163,21 +169,20 @@ class CommitRunner:
             return self._abandon(task, "never started" if not has_checkpoint else "too many resumes")
         if self._archive_writer(task) not in (None, task_id):
             return self._abandon(task, f"{task['archive_id']} was written by another commit")
-        self.index.update_task(task_id, status="running", attempts=task.get("attempts", 0) + 1)
-        return self._invoke(task_id, thread_id, None)
+        self.tasks.update_task(task_id, status="running", attempts=task.get("attempts", 0) + 1)
+        return self._invoke(task_id, thread_id, None, context)
 
     def _finish_archived(self, task: dict[str, Any], config: dict[str, Any] | None) -> dict[str, Any]:
         """Run the steps after `.done` of a commit whose graph cannot be resumed any more."""
         session_id, archive_id = task["session_id"], task["archive_id"]
-        archive = self.store.read_archive(session_id, archive_id)
+        archive = self.sessions.read_archive(session_id, archive_id)
         values = self.graph.get_state(config).values if config else {}
         keep = values.get("keep_recent_count", archive.get("preserved_tail", {}).get("message_count", 0))
         try:
-            finish_archived_commit(self.store, self.index, archive,
-                                   self.store.archive_messages(session_id, archive_id), keep)
+            finish_archived_commit(self.sessions, self.tasks, self.storage.search, archive,
+                                   self.sessions.archive_messages(session_id, archive_id), keep)
         except Exception as exc:
-            reason = redact_secrets(f"finishing its complete archive failed: {exc}")
-            return self._abandon(task, reason[:MAX_ERROR_CHARS])
+            return self._abandon(task, clean_error(f"finishing its complete archive failed: {exc}"))
         return {"status": "completed", "task_id": task["task_id"], "archive_id": archive_id,
                 "reason": "finished from its complete archive"}
 
@@ -186,36 +191,42 @@ class CommitRunner:
         if not task.get("archive_id"):
             return None
         try:
-            return self.store.read_archive(task["session_id"], task["archive_id"]).get("task_id") or ""
+            return self.sessions.read_archive(task["session_id"], task["archive_id"]).get("task_id") or ""
         except ArchiveNotFound:
             return None
 
     def _abandon(self, task: dict[str, Any], reason: str) -> dict[str, Any]:
         if task.get("thread_id"):
             self.checkpointer.delete_thread(task["thread_id"])
-        self.index.update_task(task["task_id"], status="abandoned", error=reason)
+        self.tasks.update_task(task["task_id"], status="abandoned", error=reason)
         return {"status": "abandoned", "task_id": task["task_id"], "archive_id": task.get("archive_id"),
                 "reason": reason}
 
     def resumable_tasks(self, session_id: str | None = None) -> list[dict[str, Any]]:
         """Commits that did not finish (pending, running, or failed with a checkpoint to resume)."""
-        return [t for t in self.index.list_tasks(session_id) if t["status"] in RESUMABLE_STATUSES]
+        return [t for t in self.tasks.list_tasks(session_id) if t["status"] in RESUMABLE_STATUSES]
 
     def resume_all(self) -> list[dict[str, Any]]:
         """Resume every unfinished commit whose session lease is free."""
-        results = []
-        for task in self.resumable_tasks():
+        results: list[dict[str, Any]] = []
+        pending = self.resumable_tasks()
+        try:
+            context = self._run_context() if pending else self.context
+        except ModelUnavailable as exc:
+            return [{"status": "failed", "task_id": t["task_id"], "archive_id": t.get("archive_id"),
+                     "reason": clean_error(exc)} for t in pending]
+        for task in pending:
             session_id = task["session_id"]
             # The lease may carry this very task id while its process still runs it (acquire_lease
             # treats an equal task id as "ours"), so a live holder of any task means hands off.
-            if holder_alive(self.index.lease_holder(session_id)):
+            if holder_alive(self.tasks.lease_holder(session_id)):
                 continue
-            if acquire(self.index, session_id, task["task_id"], self.owner, ttl=self.lease_ttl):
+            if acquire(self.tasks, session_id, task["task_id"], self.owner, ttl=self.lease_ttl):
                 continue  # another process holds this session; it resumes the task itself
-            with heartbeat(self.index, session_id, task["task_id"], ttl=self.lease_ttl):
-                task = self.index.get_task(task["task_id"]) or task  # it may have finished meanwhile
+            with heartbeat(self.tasks, session_id, task["task_id"], ttl=self.lease_ttl):
+                task = self.tasks.get_task(task["task_id"]) or task  # it may have finished meanwhile
                 if task["status"] in RESUMABLE_STATUSES:
-                    results.append(self._resume_task(task))
+                    results.append(self._resume_task(task, context))
         return results
 
     def wait(self) -> None:
@@ -228,4 +239,3 @@ class CommitRunner:
         self._closing = True
         self.wait()
         self._pool.shutdown(wait=True)
-        self._conn.close()

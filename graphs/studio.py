@@ -14,8 +14,8 @@ from contextlib import asynccontextmanager
 import aiosqlite
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-from nodes.context import default_root
-from state.sqlite import BUSY_TIMEOUT_SECONDS
+from workmem.state.sqlite import BUSY_TIMEOUT_SECONDS
+from workmem.state.storage import default_root
 
 STUDIO_DB = "studio.sqlite"
 

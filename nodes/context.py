@@ -1,8 +1,7 @@
-"""Runtime knobs of the commit graph and the services (store, index, model) its nodes use."""
+"""Runtime knobs of the commit graph and the services (storage, model) its nodes use."""
 
 from __future__ import annotations
 
-import os
 import threading
 from dataclasses import dataclass
 from functools import lru_cache
@@ -11,16 +10,10 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from state.index import Index
-from state.store import SessionStore
+from workmem.state.storage import SearchStorage, SessionStorage, Storage, TaskStorage, default_root, open_storage
 
 DEFAULT_CHUNK_TOKENS = 24_000
 DEFAULT_CLIP_TOKENS = 4_000
-
-
-def default_root() -> Path:
-    """The data root: `WORKMEM_HOME` if set, else `./.workmem`."""
-    return Path(os.environ.get("WORKMEM_HOME") or ".workmem").resolve()
 
 
 @dataclass(kw_only=True)
@@ -32,16 +25,16 @@ class CommitContext:
     chunk_tokens: int = DEFAULT_CHUNK_TOKENS
     clip_tokens: int = DEFAULT_CLIP_TOKENS
     durable: bool = True
-    store: Any = None  # the engine's SessionStore; None → one per root
-    index: Any = None  # the engine's Index; None → one per root
+    storage: Any = None  # the engine's Storage; None → one per root
 
 
 @dataclass(frozen=True)
 class Services:
     """What the nodes of one commit talk to."""
 
-    store: SessionStore
-    index: Index
+    sessions: SessionStorage
+    tasks: TaskStorage
+    search: SearchStorage
     model: Any
     chunk_tokens: int
     clip_tokens: int
@@ -51,13 +44,13 @@ _lock = threading.Lock()
 
 
 @lru_cache(maxsize=32)
-def _storage(root: str, durable: bool) -> tuple[SessionStore, Index]:
-    return SessionStore(root, durable=durable), Index(root)
+def _storage(root: str, durable: bool) -> Storage:
+    return open_storage(root, durable=durable)
 
 
 @lru_cache(maxsize=1)
 def _default_model() -> Any:
-    from nodes.models import resolve_model
+    from workmem.nodes.models import resolve_model
 
     return resolve_model()
 
@@ -73,10 +66,10 @@ def context_of(runtime: Runtime | None) -> CommitContext:
 
 
 def services(runtime: Runtime | None) -> Services:
-    """Resolve the store, index and model of this run (cached per root)."""
+    """Resolve the storage and model of this run (storage cached per root)."""
     ctx = context_of(runtime)
     root = str(Path(ctx.root).resolve()) if ctx.root else str(default_root())
     with _lock:
-        store, index = (ctx.store, ctx.index) if ctx.store is not None else _storage(root, ctx.durable)
+        storage = ctx.storage if ctx.storage is not None else _storage(root, ctx.durable)
         model = ctx.model if ctx.model is not None else _default_model()
-    return Services(store, index, model, ctx.chunk_tokens, ctx.clip_tokens)
+    return Services(storage.sessions, storage.tasks, storage.search, model, ctx.chunk_tokens, ctx.clip_tokens)

@@ -14,11 +14,12 @@ from typing import Any
 
 from langchain_core.messages import BaseMessage
 
-from nodes.formatting import CALL_PREFIX, CLIP_MARKER, CONTEXT_PREFIX, HEADER_RE, RESULT_PREFIX
-from nodes.guards import path_tokens
-from nodes.prompts import CREATE_TOOL_NAME, TAG_LINES, UPDATE_TOOL_NAME
-from state.errors import InvalidInput
-from state.memory import bullet_items, parse_sections
+from workmem.nodes.formatting import CALL_PREFIX, CLIP_MARKER, CONTEXT_PREFIX, HEADER_RE, RESULT_PREFIX
+from workmem.nodes.guards import PATH_EXTENSIONS, path_tokens
+from workmem.nodes.prompts import TAG_LINES
+from workmem.state.errors import InvalidInput
+from workmem.state.memory import bullet_items, parse_sections
+from workmem.state.ops import CREATE_TOOL_NAME, UPDATE_TOOL_NAME
 
 EXTRACTIVE_MODEL_NAME = "workmem-extractive"
 MAX_ITEM_CHARS = 300
@@ -89,9 +90,8 @@ _FAILED_RE = re.compile(r"^\s*FAILED\s+\S+")
 _FRAME_RE = re.compile(r'^\s*File "([^"]+)", line (\d+)')
 _CLIP_RE = re.compile("^" + re.escape(CLIP_MARKER).replace(re.escape("{n}"), r"\d+") + "$")
 _URL_RE = re.compile(r"\bhttps?://[^\s\"'<>)\]]+")
-_EXT = r"py|ts|tsx|js|jsx|md|yaml|yml|json|sh|ps1|cmd|bat|toml|ini|cfg|rs|go"
 _PATH_RUN_RE = re.compile(r"[\w./\\-]+")
-_PATH_EXT_RE = re.compile(rf"\w\.(?:{_EXT})$", re.I)
+_PATH_EXT_RE = re.compile(rf"\w\.(?:{PATH_EXTENSIONS})$", re.I)
 _PATH_SLASH_RE = re.compile(r"/?[A-Za-z_][\w.-]*(?:/[A-Za-z_][\w.-]*){2,}/?")
 _PLAIN_PATH_RE = re.compile(r"[\w.-]+(?:/[\w.-]+)+/?")
 _LINE_HEAD_RE = re.compile(r'^\s*(?:FAILED\s+|File ")?([^\s":]+)')

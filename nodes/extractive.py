@@ -21,7 +21,7 @@ from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from nodes.extraction import EXTRACTIVE_MODEL_NAME, memory_tool_call, prompt_text
+from workmem.nodes.extraction import EXTRACTIVE_MODEL_NAME, memory_tool_call, prompt_text
 
 
 class ExtractiveChatModel(BaseChatModel):

@@ -6,13 +6,13 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from nodes.context import CommitContext, services
-from nodes.extractive import ExtractiveChatModel
-from nodes.generate import answer_of, build_prompt
-from nodes.models import bind_commit_tool
-from nodes.validate import classify_answer
-from state.commit_state import CommitState
-from state.memory import is_v2
+from workmem.nodes.context import CommitContext, services
+from workmem.nodes.extractive import ExtractiveChatModel
+from workmem.nodes.generate import answer_of, build_prompt
+from workmem.nodes.models import bind_commit_tool
+from workmem.nodes.validate import classify_answer
+from workmem.state.commit_state import CommitState
+from workmem.state.memory import is_v2
 
 _EXTRACTIVE = ExtractiveChatModel()
 

@@ -22,7 +22,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from state.tokens import count_tokens, encoder
+from workmem.state.tokens import count_tokens, encoder
 
 HEADER_RE = re.compile(r"^\[#(\d+) (t\d+) (user|assistant|tool|system)\]$")
 CALL_PREFIX = "→ call "

@@ -14,22 +14,20 @@ from langgraph.errors import NodeError
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from nodes.context import CommitContext, Services, services
-from nodes.formatting import format_messages
-from nodes.models import bind_commit_tool, is_api_refusal, is_transport_error, model_name
-from nodes.prompts import create_prompt, update_prompt
-from state.commit_state import CommitState
-from state.index import redact_secrets
-from state.memory import section_reminders
-from state.ops import CREATE_TOOL, UPDATE_TOOL
-
-MAX_ERROR_CHARS = 500
+from workmem.nodes.context import CommitContext, Services, services
+from workmem.nodes.formatting import format_messages
+from workmem.nodes.models import bind_commit_tool, is_api_refusal, is_transport_error, model_name
+from workmem.nodes.prompts import create_prompt, update_prompt
+from workmem.state.commit_state import CommitState
+from workmem.state.memory import section_reminders
+from workmem.state.ops import CREATE_TOOL, UPDATE_TOOL
+from workmem.state.redact import describe_error
 
 
 def build_prompt(state: CommitState, svc: Services) -> tuple[list[BaseMessage], dict[str, Any]]:
     """The chat messages and the forced tool for the current chunk and prompt kind."""
     start_seq, end_seq = state["chunks"][state["chunk_index"]]
-    messages = svc.store.messages_in_range(state["session_id"], start_seq, end_seq)
+    messages = svc.sessions.messages_in_range(state["session_id"], start_seq, end_seq)
     transcript = format_messages(messages, clip_tokens=svc.clip_tokens)
     if state.get("prompt_kind") == "update":
         wm = state.get("working_memory", "")
@@ -71,10 +69,10 @@ def generate(state: CommitState, runtime: Runtime[CommitContext]) -> dict[str, A
         if is_transport_error(exc):
             raise
         if is_api_refusal(exc):
-            return {"answer": {}, "model_error": _redacted(exc), "model_name": model_name(svc.model),
+            return {"answer": {}, "model_error": describe_error(exc), "model_name": model_name(svc.model),
                     "route": ["generate"]}
         reply = AIMessage(content="", invalid_tool_calls=[
-            {"name": tool["function"]["name"], "args": _redacted(exc), "id": None,
+            {"name": tool["function"]["name"], "args": describe_error(exc), "id": None,
              "error": type(exc).__name__, "type": "invalid_tool_call"}])
     return {"answer": answer_of(reply), "model_error": "", "model_name": model_name(svc.model),
             "route": ["generate"]}
@@ -84,9 +82,6 @@ def generate_failed(state: CommitState, error: NodeError) -> Command[Literal["va
     """Retries exhausted: record the redacted transport error and let `validate` route to fallback."""
     return Command(
         goto="validate",
-        update={"answer": {}, "model_error": _redacted(error.error), "route": ["generate_failed"]},
+        update={"answer": {}, "model_error": describe_error(error.error), "route": ["generate_failed"]},
     )
 
-
-def _redacted(exc: BaseException) -> str:
-    return redact_secrets(f"{type(exc).__name__}: {exc}")[:MAX_ERROR_CHARS]

@@ -6,8 +6,8 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from state.commit_state import CommitState
-from state.memory import (
+from workmem.state.commit_state import CommitState
+from workmem.state.memory import (
     CONSOLIDATION_SENTINEL,
     SECTIONS,
     body_tokens,
@@ -19,7 +19,7 @@ from state.memory import (
     parse_sections,
     split_lines,
 )
-from state.ops import KEEP, canonical_op, canonical_ops, create_as_update_ops
+from workmem.state.ops import KEEP, canonical_op, canonical_ops, create_as_update_ops
 
 RESTORED_TAG = "[silently dropped, restored]"
 RESOLVED_TAG = "[resolved]"
@@ -56,7 +56,8 @@ _CLOCK_TIME = re.compile(r"\b(\d{1,2}(?::\d{2})?)\s*([ap]m)\b", re.IGNORECASE)
 _CAPITALISED = re.compile(r"(?<![A-Za-z])[A-Z][a-zA-Z]{2,}")
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9.]{2,}|\d+")
 _PATH_RUN = re.compile(r"[\w./\\-]+")
-_PATH_EXT = re.compile(r"\.(?:py|ts|tsx|js|jsx|md|yaml|yml|json|sh|ps1|cmd|bat|toml|ini|cfg|rs|go)$", re.I)
+PATH_EXTENSIONS = "py|ts|tsx|js|jsx|md|yaml|yml|json|sh|ps1|cmd|bat|toml|ini|cfg|rs|go"  # §5 Files & Context
+_PATH_EXT = re.compile(rf"\.(?:{PATH_EXTENSIONS})$", re.I)
 _SLASH_PATH = re.compile(r"(?<![\w.\-])[A-Za-z_][\w.-]*(?:/[A-Za-z_][\w.-]*)+")
 _EMPHASIS = re.compile(r"[*`~]+|(?<!\w)_+|_+(?!\w)")
 

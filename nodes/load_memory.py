@@ -6,14 +6,14 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from nodes.context import CommitContext, services
-from state.commit_state import CommitState
-from state.memory import is_v2
+from workmem.nodes.context import CommitContext, services
+from workmem.state.commit_state import CommitState
+from workmem.state.memory import is_v2
 
 
 def load_memory(state: CommitState, runtime: Runtime[CommitContext]) -> dict[str, Any]:
     """A v2 WM is updated; none or a legacy free-form summary goes through the create prompt."""
-    overview = services(runtime).store.latest_overview(state["session_id"]) or ""
+    overview = services(runtime).sessions.latest_overview(state["session_id"]) or ""
     if is_v2(overview):
         return {"working_memory": overview, "previous_memory": "", "prompt_kind": "update",
                 "create_retry_used": False, "route": ["load_memory"]}

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from nodes.guards import dedupe_items, guard_ops
-from state.commit_state import CommitState
-from state.memory import (
+from workmem.nodes.guards import dedupe_items, guard_ops
+from workmem.state.commit_state import CommitState
+from workmem.state.memory import (
     SECTIONS,
     bullet_items,
     clean_item,
@@ -16,7 +16,7 @@ from state.memory import (
     parse_sections,
     render_sections,
 )
-from state.ops import KEEP, canonical_op, create_as_update_ops  # noqa: F401  (re-exported)
+from workmem.state.ops import KEEP, canonical_op, create_as_update_ops  # noqa: F401  (re-exported)
 
 
 def canonical_sections(markdown: object) -> dict[str, str]:

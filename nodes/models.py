@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -10,13 +11,28 @@ from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import AIMessage
 from langchain_core.runnables import Runnable
 
-from nodes.extractive import EXTRACTIVE_MODEL_NAME, ExtractiveChatModel
-from state.errors import InvalidInput
+from workmem.nodes.extractive import EXTRACTIVE_MODEL_NAME, ExtractiveChatModel
+from workmem.state.errors import InvalidInput, ModelUnavailable
+from workmem.state.redact import describe_error
 
 ENV_MODEL = "WORKMEM_MODEL"
-OPENAI_PREFIX = "openai:"
+EXTRACTIVE_SPECS = ("", "extractive", EXTRACTIVE_MODEL_NAME)
 PLACEHOLDER_API_KEY = "not-needed"
 MODEL_TIMEOUT_S = 60
+# The variables a provider reads its key from, named when building its model fails.
+KEY_VARIABLES = {
+    "openai": "OPENAI_API_KEY (or OPENAI_BASE_URL for a local OpenAI-compatible server)",
+    "azure_openai": "AZURE_OPENAI_API_KEY and AZURE_OPENAI_ENDPOINT",
+    "anthropic": "ANTHROPIC_API_KEY",
+    "google_genai": "GOOGLE_API_KEY",
+    "mistralai": "MISTRAL_API_KEY",
+    "groq": "GROQ_API_KEY",
+    "deepseek": "DEEPSEEK_API_KEY",
+    "xai": "XAI_API_KEY",
+    "fireworks": "FIREWORKS_API_KEY",
+    "together": "TOGETHER_API_KEY",
+    "cohere": "COHERE_API_KEY",
+}
 
 # Exception class names (anywhere in the MRO) that mean "the endpoint did not answer properly, try
 # again": the openai SDK's (and SDKs modelled on it), httpx/httpx2 transport errors, builtins.
@@ -25,20 +41,85 @@ _TRANSPORT_NAMES = frozenset(
     "OverloadedError TransportError TimeoutException ConnectionError TimeoutError".split()
 )
 _RETRYABLE_STATUS = frozenset({408, 429})
+ModelSpec = BaseChatModel | str
 
 
-def resolve_model(
-    model: BaseChatModel | None = None, *, env: Mapping[str, str] = os.environ
-) -> BaseChatModel:
-    """The model to call: `model` if given, else `WORKMEM_MODEL` (`openai:<name>` or the extractive one)."""
-    if model is not None:
+def known_providers() -> frozenset[str] | None:
+    """Provider names `init_chat_model` knows (None when this langchain version does not say)."""
+    try:
+        from langchain.chat_models.base import _BUILTIN_PROVIDERS
+    except ImportError:  # pragma: no cover - a langchain without the registry: accept any provider
+        return None
+    return frozenset(_BUILTIN_PROVIDERS)
+
+
+def check_model(model: Any, *, field: str = "model") -> ModelSpec:
+    """What `model=` (or `WORKMEM_MODEL`) may be, checked without building anything: a `BaseChatModel`,
+    `'extractive'`, or a `'<provider>:<model>'` string of a provider `init_chat_model` knows."""
+    if isinstance(model, BaseChatModel):
         return model
-    spec = (env.get(ENV_MODEL) or "").strip()
-    if spec in ("", "extractive", EXTRACTIVE_MODEL_NAME):
+    if not isinstance(model, str):
+        raise InvalidInput(field, model, "must be a LangChain chat model or a '<provider>:<model>' string")
+    spec = model.strip()
+    if spec in EXTRACTIVE_SPECS:
+        return "extractive"
+    provider, sep, name = spec.partition(":")
+    if not sep or not provider or not name.strip():
+        raise InvalidInput(field, model, "expected '<provider>:<model>' (e.g. 'openai:gpt-4.1-mini') or 'extractive'")
+    known = known_providers()
+    if known is not None and provider not in known:
+        raise InvalidInput(field, model,
+                           f"unknown provider {provider!r}; init_chat_model knows {', '.join(sorted(known))}")
+    return f"{provider}:{name.strip()}"
+
+
+def model_spec(model: Any = None, *, env: Mapping[str, str] = os.environ) -> ModelSpec:
+    """The checked spec of `model`, else of `WORKMEM_MODEL`, else the extractive model."""
+    if model is not None:
+        return check_model(model)
+    return check_model(env.get(ENV_MODEL) or "", field=ENV_MODEL)
+
+
+def build_model(spec: ModelSpec, *, env: Mapping[str, str] = os.environ) -> BaseChatModel:
+    """The chat model of a checked spec; a provider that cannot be built raises `ModelUnavailable`
+    naming the missing package or key variables. Every provider gets temperature 0, `max_retries=0`
+    and `timeout=60` where its class accepts them (the commit graph owns retries)."""
+    if isinstance(spec, BaseChatModel):
+        return spec
+    if spec == "extractive":
         return ExtractiveChatModel()
-    if spec.startswith(OPENAI_PREFIX) and spec[len(OPENAI_PREFIX) :].strip():
-        return _openai_model(spec[len(OPENAI_PREFIX) :].strip(), env)
-    raise InvalidInput(ENV_MODEL, spec, "expected empty, 'extractive' or 'openai:<model>'")
+    provider, _, name = spec.partition(":")
+    try:
+        if provider == "openai":
+            return _openai_model(name, env)
+        from langchain.chat_models import init_chat_model
+
+        return init_chat_model(spec, **_supported_settings(provider))
+    except ImportError as exc:
+        package = "langchain-" + provider.split("_")[0]
+        raise ModelUnavailable(spec, f"its provider package is missing (pip install {package}): {exc}") from exc
+    except Exception as exc:  # the provider's client refusing to start: almost always a missing key
+        variables = KEY_VARIABLES.get(provider, "the provider's API key variable")
+        raise ModelUnavailable(spec, f"set {variables} ({describe_error(exc, 200)})") from exc
+
+
+def resolve_model(model: Any = None, *, env: Mapping[str, str] = os.environ) -> BaseChatModel:
+    """`build_model(model_spec(model))`: the model to call now."""
+    return build_model(model_spec(model, env=env), env=env)
+
+
+def _supported_settings(provider: str) -> dict[str, Any]:
+    """temperature 0, max_retries 0 and timeout 60, for the fields the provider's class has."""
+    from langchain.chat_models.base import _BUILTIN_PROVIDERS
+
+    wanted = {"temperature": 0, "max_retries": 0, "timeout": MODEL_TIMEOUT_S}
+    entry = _BUILTIN_PROVIDERS.get(provider)
+    if entry is None:
+        return wanted
+    module = __import__(entry[0], fromlist=[entry[1]])
+    fields = getattr(getattr(module, entry[1]), "model_fields", {})
+    names = set(fields) | {f.alias for f in fields.values() if getattr(f, "alias", None)}
+    return {key: value for key, value in wanted.items() if key in names}
 
 
 def _openai_model(name: str, env: Mapping[str, str]) -> BaseChatModel:
@@ -47,9 +128,7 @@ def _openai_model(name: str, env: Mapping[str, str]) -> BaseChatModel:
     base_url = (env.get("OPENAI_BASE_URL") or env.get("OPENAI_API_BASE") or "").strip() or None
     api_key = (env.get("OPENAI_API_KEY") or "").strip() or None
     if api_key is None and base_url is not None:
-        api_key = (
-            PLACEHOLDER_API_KEY  # local OpenAI-compatible servers ignore the key but the client wants one
-        )
+        api_key = PLACEHOLDER_API_KEY  # local OpenAI-compatible servers ignore the key but the client wants one
     kwargs: dict[str, Any] = {"model": name, "temperature": 0, "max_retries": 0, "timeout": MODEL_TIMEOUT_S}
     if base_url is not None:
         kwargs["base_url"] = base_url
@@ -58,13 +137,36 @@ def _openai_model(name: str, env: Mapping[str, str]) -> BaseChatModel:
     return ChatOpenAI(**kwargs)
 
 
+class LazyModel:
+    """A checked model spec, built on first use (the first commit) and then reused; thread-safe."""
+
+    def __init__(self, spec: ModelSpec) -> None:
+        self.spec = spec
+        self._model: BaseChatModel | None = spec if isinstance(spec, BaseChatModel) else None
+        self._lock = threading.Lock()
+
+    @property
+    def name(self) -> str:
+        """`provider:model`, `workmem-extractive`, or the given model's own name."""
+        if isinstance(self.spec, BaseChatModel):
+            return model_name(self.spec)
+        return EXTRACTIVE_MODEL_NAME if self.spec == "extractive" else self.spec
+
+    def get(self) -> BaseChatModel:
+        """The built model; `ModelUnavailable` when it cannot be built (retried on the next call)."""
+        with self._lock:
+            if self._model is None:
+                self._model = build_model(self.spec)
+            return self._model
+
+
 def model_name(model: Any) -> str:
     """A short name for archives and logs: `openai:<model>`, `workmem-extractive`, or the model's own name."""
     while hasattr(model, "bound") and not isinstance(model, BaseChatModel):
         model = model.bound  # unwrap RunnableBinding / configurable wrappers
     name = getattr(model, "model_name", None) or getattr(model, "model", None)
     if type(model).__name__ in ("ChatOpenAI", "AzureChatOpenAI") and isinstance(name, str):
-        return f"{OPENAI_PREFIX}{name}"
+        return f"openai:{name}"
     if isinstance(name, str) and name:
         return name
     llm_type = getattr(model, "_llm_type", None)

@@ -13,19 +13,16 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from nodes.context import CommitContext, services
-from state.commit_state import CommitState
-from state.errors import ArchiveConflict
-from state.ids import archive_name, archive_number
-from state.index import Index
-from state.memory import SECTION_KEYS, parse_sections
-from state.store import SessionStore
-from state.tokens import count_tokens
+from workmem.nodes.context import CommitContext, services
+from workmem.state.archives import ABSTRACT_CHARS, EXPAND_TOOL_NAME, SEARCH_TOOL_NAME
+from workmem.state.commit_state import CommitState
+from workmem.state.errors import ArchiveConflict
+from workmem.state.ids import archive_name, archive_number
+from workmem.state.memory import SECTION_KEYS, parse_sections
+from workmem.state.storage import SearchStorage, SessionStorage, TaskStorage
+from workmem.state.tokens import count_tokens
 
 ARCHIVE_INDEX_SIZE = 20
-ABSTRACT_CHARS = 200
-EXPAND_TOOL = "archive_expand"
-SEARCH_TOOL = "archive_search"
 
 
 def abstract_of(working_memory: str) -> str:
@@ -66,8 +63,8 @@ def build_archive(
         "preserved_tail": state.get("tail") or {},
         "expansion": {
             "archive_index": ([*older, entry])[-ARCHIVE_INDEX_SIZE:],
-            "expand_tool": EXPAND_TOOL,
-            "search_tool": SEARCH_TOOL,
+            "expand_tool": EXPAND_TOOL_NAME,
+            "search_tool": SEARCH_TOOL_NAME,
         },
         "model": {
             "name": state.get("model_name") or "",
@@ -89,31 +86,32 @@ def persist(state: CommitState, runtime: Runtime[CommitContext]) -> dict[str, An
     """Archive the covered messages with the new WM, then let the live file forget them."""
     svc = services(runtime)
     session_id, archive_id = state["session_id"], state["archive_id"]
-    messages = svc.store.messages_in_range(session_id, state["start_seq"], state["end_seq"])
+    messages = svc.sessions.messages_in_range(session_id, state["start_seq"], state["end_seq"])
     number = archive_number(archive_id)
-    previous = svc.store.read_archive(session_id, archive_name(number - 1)) if number > 1 else None
+    previous = svc.sessions.read_archive(session_id, archive_name(number - 1)) if number > 1 else None
     archive = build_archive(state, messages, previous)
-    svc.store.write_archive(session_id, archive, messages, state["working_memory"],
+    svc.sessions.write_archive(session_id, archive, messages, state["working_memory"],
                             archive["expansion"]["archive_index"][-1]["abstract"])
-    written = svc.store.read_archive(session_id, archive_id)  # this run's, or an earlier attempt's
+    written = svc.sessions.read_archive(session_id, archive_id)  # this run's, or an earlier attempt's
     _check_ownership(written, state)
-    holder = svc.index.lease_holder(session_id)
-    finish_archived_commit(svc.store, svc.index, written, messages, state.get("keep_recent_count", 0),
+    holder = svc.tasks.lease_holder(session_id)
+    finish_archived_commit(svc.sessions, svc.tasks, svc.search, written, messages, state.get("keep_recent_count", 0),
                            collect_garbage=holder is None or holder.get("task_id") == state.get("task_id"))
     return {"status": "completed", "route": ["persist"]}
 
 
-def finish_archived_commit(store: SessionStore, index: Index, archive: dict[str, Any], messages: list[dict[str, Any]],
-                           keep_recent_count: int, *, collect_garbage: bool = True) -> None:
+def finish_archived_commit(sessions: SessionStorage, tasks: TaskStorage, search: SearchStorage,
+                           archive: dict[str, Any], messages: list[dict[str, Any]], keep_recent_count: int, *,
+                           collect_garbage: bool = True) -> None:
     """The steps after `.done`, each idempotent: index the archive, let the live file forget its messages,
     update the meta, mark the task completed. Also how an interrupted commit whose archive is already
     complete is finished without its graph."""
     session_id, archive_id = archive["session_id"], archive["archive_id"]
-    index.index_messages(session_id, archive_id, messages)
+    search.index_messages(session_id, archive_id, messages)
     if collect_garbage:
-        store.drop_covered(session_id, archive["source_turn_range"]["end_seq"])
-    store.record_commit(session_id, archive, keep_recent_count)
+        sessions.drop_covered(session_id, archive["source_turn_range"]["end_seq"])
+    sessions.record_commit(session_id, archive, keep_recent_count)
     if archive.get("task_id"):
-        index.update_task(archive["task_id"], status="completed",
+        tasks.update_task(archive["task_id"], status="completed",
                           result={"archive_id": archive_id, "route": archive["model"]["route"],
                                   "degraded": archive["model"]["degraded"]})

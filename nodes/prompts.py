@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from nodes.formatting import PROMPT_TAGS
+from workmem.nodes.formatting import PROMPT_TAGS
+from workmem.state.ops import CREATE_TOOL_NAME, UPDATE_TOOL_NAME
 
 TAG_LINES = frozenset({f"<{t}>" for t in PROMPT_TAGS} | {f"</{t}>" for t in PROMPT_TAGS})
 
-UPDATE_TOOL_NAME = "update_working_memory"
-CREATE_TOOL_NAME = "create_working_memory"
 
 _SECTIONS_TEXT = """\
 The working memory has exactly seven sections, in this order:

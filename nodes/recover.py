@@ -7,8 +7,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from state.commit_state import CommitState
-from state.ops import parse_update_args, resolve_section_name
+from workmem.state.commit_state import CommitState
+from workmem.state.ops import parse_update_args, resolve_section_name
 
 _STRING = r'"[^"\\]*(?:\\.[^"\\]*)*"'
 _SECTION_OBJECT = re.compile(rf"(?P<key>{_STRING})\s*:\s*\{{", re.DOTALL)

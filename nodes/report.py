@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from state.commit_state import CommitState
+from workmem.state.commit_state import CommitState
 
 
 def report(state: CommitState) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from state.commit_state import CommitState
+from workmem.state.commit_state import CommitState
 
 
 def route_after_slice(state: CommitState) -> Literal["covered", "nothing_to_cover"]:
@@ -48,6 +48,6 @@ def route_after_merge(state: CommitState) -> Literal["next_chunk", "done"]:
     return "done"
 
 
-def route_after_prepare(state: CommitState) -> Literal["leased", "busy"]:
+def route_after_take_lease(state: CommitState) -> Literal["leased", "busy"]:
     """Only the run holding the lease commits; others end with status busy (or skipped)."""
     return "leased" if state.get("status") == "running" else "busy"

@@ -6,13 +6,13 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from nodes.context import CommitContext, services
-from nodes.formatting import chunk_messages
-from nodes.prompts import create_prompt, update_prompt
-from state.commit_state import CommitState
-from state.memory import section_reminders
-from state.tokens import count_tokens
-from state.turns import choose_covered_range
+from workmem.nodes.context import CommitContext, services
+from workmem.nodes.formatting import chunk_messages
+from workmem.nodes.prompts import create_prompt, update_prompt
+from workmem.state.commit_state import CommitState
+from workmem.state.memory import section_reminders
+from workmem.state.tokens import count_tokens
+from workmem.state.turns import choose_covered_range
 
 # Room left in every prompt for what the working memory gains from this commit's earlier chunks.
 WM_GROWTH_TOKENS = 2_000
@@ -24,7 +24,7 @@ def slice_turns(state: CommitState, runtime: Runtime[CommitContext]) -> dict[str
     """Cover the live messages except the newest `keep_recent_count` (tool groups never split)."""
     svc = services(runtime)
     session_id = state["session_id"]
-    live = svc.store.live_messages(session_id)
+    live = svc.sessions.live_messages(session_id)
     if not live:
         return {"status": "skipped", "reason": "no_messages", "route": ["slice_turns"]}
     covered_range = choose_covered_range(live, state.get("keep_recent_count", 0))
@@ -33,7 +33,7 @@ def slice_turns(state: CommitState, runtime: Runtime[CommitContext]) -> dict[str
     start_seq, end_seq = covered_range
     covered = [m for m in live if start_seq <= m["seq"] <= end_seq]
     tail = [m for m in live if m["seq"] > end_seq]
-    budget = transcript_budget(svc.chunk_tokens, svc.store.latest_overview(session_id) or "")
+    budget = transcript_budget(svc.chunk_tokens, svc.sessions.latest_overview(session_id) or "")
     return {
         "status": "running",
         "start_seq": start_seq,

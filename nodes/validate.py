@@ -5,11 +5,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from nodes.recover import repair_json
-from state.commit_state import CommitState
-from state.ops import CREATE_TOOL, parse_create_args, parse_update_args
+from workmem.nodes.recover import repair_json
+from workmem.state.commit_state import CommitState
+from workmem.state.ops import CREATE_TOOL_NAME, parse_create_args, parse_update_args
 
-CREATE_TOOL_NAME = CREATE_TOOL["function"]["name"]
 _FENCED_JSON = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)(?:```|$)", re.DOTALL)
 
 

@@ -12,10 +12,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from state import fsutil
-from state.errors import InvalidInput
-from state.ids import archive_name, archive_number
-from state.jsonl import check_stored
+from workmem.state import fsutil
+from workmem.state.errors import InvalidInput
+from workmem.state.ids import archive_name, archive_number
+from workmem.state.jsonl import check_stored
 
 HISTORY = "history"
 DONE = ".done"
@@ -23,6 +23,9 @@ MESSAGES = "messages.jsonl"
 OVERVIEW = ".overview.md"
 ABSTRACT = ".abstract.md"
 ARCHIVE_JSON = "archive.json"
+ABSTRACT_CHARS = 200  # `.abstract.md` is one line of at most this many characters
+SEARCH_TOOL_NAME = "archive_search"
+EXPAND_TOOL_NAME = "archive_expand"
 _DIR_NAME = re.compile(r"archive_([0-9]{3,9})")
 
 

@@ -63,3 +63,12 @@ class ArchiveConflict(WorkmemError, RuntimeError):
         self.task_id, self.owner_task_id = task_id, owner_task_id
         super().__init__(f"archive conflict: archive_id={archive_id!r} of session_id={session_id!r} was written "
                          f"by task {owner_task_id!r}, not by task_id={task_id!r}")
+
+
+class ModelUnavailable(WorkmemError, RuntimeError):
+    """The commit model could not be built (a missing provider package or API key)."""
+
+    def __init__(self, spec: str, reason: str) -> None:
+        self.spec = spec
+        self.reason = reason
+        super().__init__(f"model {spec!r} is unavailable: {reason}")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 
-from state.errors import InvalidInput
+from workmem.state.errors import InvalidInput
 
 PLAIN_ID = re.compile(r"[a-z0-9][a-z0-9._-]{0,127}")
 HASH_PREFIX = "~"

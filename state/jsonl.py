@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from state import jsonutil
-from state.errors import CorruptLine
-from state.jsonutil import dumps
-from state.messages import ROLES
+from workmem.state import jsonutil
+from workmem.state.errors import CorruptLine
+from workmem.state.jsonutil import dumps
+from workmem.state.messages import ROLES
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from state.tokens import count_tokens
+from workmem.state.tokens import count_tokens
 
 SECTIONS: tuple[str, ...] = (
     "Session Title",

@@ -11,8 +11,8 @@ import copy
 import json
 from typing import Any
 
-from state.errors import InvalidInput
-from state.jsonutil import dumps
+from workmem.state.errors import InvalidInput
+from workmem.state.jsonutil import dumps
 
 ROLES = ("user", "assistant", "tool", "system")
 DEFAULT_MAX_MESSAGE_BYTES = 1 << 20

@@ -14,15 +14,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
-from state import archives, jsonl
-from state.errors import InvalidInput
-from state.ids import archive_name, archive_number
-from state.turns import clamp_keep
+from workmem.state import archives, jsonl
+from workmem.state.errors import InvalidInput
+from workmem.state.ids import archive_name, archive_number
+from workmem.state.turns import DEFAULT_KEEP_RECENT, clamp_keep, turn_number
 
 META_FILE = ".meta.json"
 MESSAGES_FILE = "messages.jsonl"
 LOCK_FILE = ".lock"
-DEFAULT_KEEP_RECENT = 10
 META_VERSION = 1
 # Meta fields a count refresh never changes; another value on disk means a commit or a keep change.
 _DECIDED_FIELDS = ("session_id", "created_at", "commit_count", "last_commit_at", "keep_recent_count",
@@ -53,13 +52,6 @@ class SessionPaths(NamedTuple):
 def now_iso() -> str:
     """Current UTC time as ISO 8601 with offset."""
     return datetime.now(UTC).isoformat()
-
-
-def turn_number(turn_id: Any) -> int:
-    """n of a `t<n>` turn id; 0 for anything else."""
-    if isinstance(turn_id, str) and turn_id[:1] == "t" and turn_id[1:].isdigit():
-        return int(turn_id[1:])
-    return 0
 
 
 def file_key(path: str | os.PathLike[str]) -> tuple[int, int, int] | None:

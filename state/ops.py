@@ -10,8 +10,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from state.memory import SECTION_KEYS, SECTIONS
+from workmem.state.memory import SECTION_KEYS, SECTIONS
 
+UPDATE_TOOL_NAME = "update_working_memory"
+CREATE_TOOL_NAME = "create_working_memory"
 KEEP: dict[str, Any] = {"op": "KEEP"}
 OP_NAMES = ("KEEP", "UPDATE", "APPEND")
 
@@ -71,7 +73,7 @@ def _tool(
 
 
 UPDATE_TOOL: dict[str, Any] = _tool(
-    "update_working_memory",
+    UPDATE_TOOL_NAME,
     "Update the working memory: for every one of the seven sections choose KEEP (unchanged), "
     "APPEND (new bullet items, no markers) or UPDATE (full replacement body, no header). "
     "Prefer KEEP over APPEND over UPDATE.",
@@ -79,7 +81,7 @@ UPDATE_TOOL: dict[str, Any] = _tool(
 )
 
 CREATE_TOOL: dict[str, Any] = _tool(
-    "create_working_memory",
+    CREATE_TOOL_NAME,
     "Create the working memory: write the body of each of the seven sections (no headers).",
     lambda section: {"type": "string", "description": _SECTION_HINTS[section]},
 )

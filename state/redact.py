@@ -36,3 +36,8 @@ def clean_error(text: object, limit: int = MAX_ERROR_CHARS) -> str:
     """A stored error: redacted first, then cut to `limit` characters."""
     out = redact_secrets(str(text))
     return out if len(out) <= limit else out[: limit - 1] + "…"
+
+
+def describe_error(exc: BaseException, limit: int = MAX_ERROR_CHARS) -> str:
+    """`ExceptionType: message` of an exception, redacted and capped (what tasks, states and logs keep)."""
+    return clean_error(f"{type(exc).__name__}: {exc}", limit)

@@ -14,12 +14,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from state import archives, fsutil, jsonl
-from state.errors import ArchiveNotFound, CorruptLine, InvalidInput, SessionNotFound
-from state.ids import archive_name, archive_number, safe_session_id
-from state.locks import DEFAULT_TIMEOUT, FileMutex, session_lock
-from state.messages import DEFAULT_MAX_MESSAGE_BYTES, message_text, prepare_messages
-from state.meta import (
+from workmem.state import archives, fsutil, jsonl
+from workmem.state.errors import ArchiveNotFound, CorruptLine, InvalidInput, SessionNotFound
+from workmem.state.ids import archive_name, archive_number, safe_session_id
+from workmem.state.locks import DEFAULT_TIMEOUT, FileMutex, session_lock
+from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES, message_text, prepare_messages
+from workmem.state.meta import (
     LiveState,
     SessionPaths,
     archive_hint,
@@ -33,10 +33,8 @@ from state.meta import (
     public,
     read_meta,
 )
-from state.tokens import count_tokens_each
-from state.turns import clamp_keep
-
-ABSTRACT_CHARS = 200
+from workmem.state.tokens import count_tokens_each
+from workmem.state.turns import clamp_keep
 
 
 class SessionStore:
@@ -67,6 +65,10 @@ class SessionStore:
     def session_dir(self, session_id: str) -> Path:
         """Directory of a session (it may not exist yet); never outside `<root>/sessions/`."""
         return self._paths(session_id).dir
+
+    def location(self, session_id: str) -> str:
+        """The session's directory, for people."""
+        return str(self._paths(session_id).dir)
 
     def session_exists(self, session_id: str) -> bool:
         """True once the session has been written to."""
@@ -234,7 +236,7 @@ class SessionStore:
         n, start, end = archives.check_archive(archive, session_id)
         seqs = archives.check_covered(messages, start, end)
         archives.check_text(overview, "overview")
-        abstract = " ".join(archives.check_text(abstract, "abstract").split())[:ABSTRACT_CHARS]
+        abstract = " ".join(archives.check_text(abstract, "abstract").split())[:archives.ABSTRACT_CHARS]
         folder = archives.archive_dir(p.dir, n)
         with self._lock(p):
             if archives.is_complete(p.dir, n):

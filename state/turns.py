@@ -10,21 +10,35 @@ stands alone (otherwise one dangling call would keep every later message live fo
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
-from state.errors import InvalidInput
+from workmem.state.errors import InvalidInput
+from workmem.state.validation import require_int
 
+DEFAULT_KEEP_RECENT = 10
 MAX_KEEP_RECENT = 10_000
+_TURN_ID = re.compile(r"t([0-9]{1,9})")
 
 
 def validate_keep(value: Any, field: str = "keep_recent_count") -> int:
     """A keep count from a caller (§10): an int ≥ 0 (else InvalidInput naming `field`), clamped to 10 000."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidInput(field, value, "must be an integer")
-    if value < 0:
-        raise InvalidInput(field, value, "must be >= 0")
-    return min(value, MAX_KEEP_RECENT)
+    return min(require_int(field, value, min=0), MAX_KEEP_RECENT)
+
+
+def turn_number(turn_id: Any) -> int:
+    """n of a stored `t<n>` turn id; 0 for anything else."""
+    match = _TURN_ID.fullmatch(turn_id) if isinstance(turn_id, str) else None
+    return int(match.group(1)) if match else 0
+
+
+def parse_turn_id(value: Any, field: str = "turn_id") -> int:
+    """n of a caller's turn id such as `t3`; InvalidInput naming `field` for anything else."""
+    match = _TURN_ID.fullmatch(value) if isinstance(value, str) else None
+    if match is None:
+        raise InvalidInput(field, value, "must be a turn id like 't3'")
+    return int(match.group(1))
 
 
 def clamp_keep(value: Any, field: str = "keep_recent_count") -> int:

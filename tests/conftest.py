@@ -37,7 +37,7 @@ def root(tmp_path, monkeypatch):
 @pytest.fixture
 def make_engine(root):
     """`make(model, **settings)` → a non-durable engine on `root`; every engine made is closed afterwards."""
-    from graphs.engine import WorkingMemoryEngine
+    from workmem.graphs.engine import WorkingMemoryEngine
 
     engines = []
 

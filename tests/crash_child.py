@@ -33,8 +33,8 @@ sys.path.insert(0, str(HERE.parent))
 from langchain_core.messages import AIMessage  # noqa: E402
 from langchain_core.outputs import ChatGeneration, ChatResult  # noqa: E402
 
-from nodes.extractive import ExtractiveChatModel  # noqa: E402
-from nodes.formatting import HEADER_RE  # noqa: E402
+from workmem.nodes.extractive import ExtractiveChatModel  # noqa: E402
+from workmem.nodes.formatting import HEADER_RE  # noqa: E402
 
 SESSION = "crash"
 KEEP = 2
@@ -44,18 +44,18 @@ MARKERS = {1: "[[malformed]]", 2: "[[nocall]]", 3: "[[down]]"}  # turn → behav
 
 # node → (module, attribute); generate_failed is generate's error handler
 NODE_FUNCTIONS = {
-    "slice_turns": ("nodes.slice_turns", "slice_turns"),
-    "load_memory": ("nodes.load_memory", "load_memory"),
-    "generate": ("nodes.generate", "generate"),
-    "generate_failed": ("nodes.generate", "generate_failed"),
-    "validate": ("nodes.validate", "validate"),
-    "recover": ("nodes.recover", "recover"),
-    "create_retry": ("nodes.create_retry", "create_retry"),
-    "extractive_fallback": ("nodes.extractive_fallback", "extractive_fallback"),
-    "guard": ("nodes.guards", "guard"),
-    "merge": ("nodes.merge", "merge"),
-    "persist": ("nodes.persist", "persist"),
-    "report": ("nodes.report", "report"),
+    "slice_turns": ("workmem.nodes.slice_turns", "slice_turns"),
+    "load_memory": ("workmem.nodes.load_memory", "load_memory"),
+    "generate": ("workmem.nodes.generate", "generate"),
+    "generate_failed": ("workmem.nodes.generate", "generate_failed"),
+    "validate": ("workmem.nodes.validate", "validate"),
+    "recover": ("workmem.nodes.recover", "recover"),
+    "create_retry": ("workmem.nodes.create_retry", "create_retry"),
+    "extractive_fallback": ("workmem.nodes.extractive_fallback", "extractive_fallback"),
+    "guard": ("workmem.nodes.guards", "guard"),
+    "merge": ("workmem.nodes.merge", "merge"),
+    "persist": ("workmem.nodes.persist", "persist"),
+    "report": ("workmem.nodes.report", "report"),
 }
 
 
@@ -132,10 +132,10 @@ def patch_kill(kill: str) -> None:
     if kill == "none":
         return
     if kill == "persist_mid":
-        persist = importlib.import_module("nodes.persist")
+        persist = importlib.import_module("workmem.nodes.persist")
         real_services = persist.services
         persist.services = lambda runtime: dataclasses.replace(
-            real_services(runtime), store=_KillAfterArchive(real_services(runtime).store))
+            real_services(runtime), sessions=_KillAfterArchive(real_services(runtime).sessions))
         return
     node, _, chunk = kill.partition("@")
     module_name, attr = NODE_FUNCTIONS[node]
@@ -146,12 +146,12 @@ def patch_kill(kill: str) -> None:
 def engine_for(root: str) -> Any:
     from langgraph.types import RetryPolicy
 
-    import graphs.commit
-    from nodes.models import is_transport_error
+    import workmem.graphs.commit
+    from workmem.nodes.models import is_transport_error
 
-    graphs.commit.MODEL_RETRY = RetryPolicy(max_attempts=3, initial_interval=0.0, jitter=False,
+    workmem.graphs.commit.MODEL_RETRY = RetryPolicy(max_attempts=3, initial_interval=0.0, jitter=False,
                                             retry_on=is_transport_error)
-    from graphs.engine import WorkingMemoryEngine
+    from workmem.graphs.engine import WorkingMemoryEngine
 
     return WorkingMemoryEngine(root=root, model=ChaosModel(calls_file=f"{root}.calls"), chunk_tokens=CHUNK_TOKENS)
 

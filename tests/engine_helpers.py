@@ -7,7 +7,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from nodes.extractive import ExtractiveChatModel
+from workmem.nodes.extractive import ExtractiveChatModel
 
 GATE_TIMEOUT_S = 20.0
 

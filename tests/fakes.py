@@ -14,7 +14,7 @@ from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from pydantic import Field
 
-from state.memory import SECTIONS
+from workmem.state.memory import SECTIONS
 
 UPDATE = "update_working_memory"
 CREATE = "create_working_memory"

@@ -17,13 +17,15 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, MessagesState, StateGraph
 
-from graphs.agent import build_demo_agent, commit_node, demo_engine, make_archive_tools
-from graphs.assemble import SYSTEM_ADDITION, reserve_for_reply
-from graphs.engine import WorkingMemoryEngine
-from graphs.middleware import WorkingMemoryMiddleware
-from state.errors import InvalidInput
-from state.messages import DEFAULT_MAX_MESSAGE_BYTES, validate_message
-from state.tokens import count_tokens
+from workmem.graphs.agent import commit_node
+from workmem.graphs.agent_tools import make_archive_tools
+from workmem.graphs.assemble import SYSTEM_ADDITION, reserve_for_reply
+from workmem.graphs.demo_agent import build_demo_agent, demo_engine
+from workmem.graphs.engine import WorkingMemoryEngine
+from workmem.graphs.middleware import WorkingMemoryMiddleware
+from workmem.state.errors import InvalidInput
+from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES, validate_message
+from workmem.state.tokens import count_tokens
 
 AGENT_PROMPT = "You are a careful file assistant."
 TURNS = 30
@@ -97,7 +99,7 @@ def test_thirty_turns_with_tool_calls_and_automatic_commits(root):
         state = agent.invoke({"messages": [HumanMessage(content="Which access code did file_3.txt hold?")]}, config)
         engine.wait()
 
-        archives = engine.store.list_archives("agent-s")
+        archives = engine.storage.sessions.list_archives("agent-s")
         started = [t for t in commit_tasks if t]
         assert len(archives) >= 2 and len(started) == len(archives)
         assert all(engine.task(t)["status"] == "completed" for t in started)
@@ -120,7 +122,7 @@ def test_thirty_turns_with_tool_calls_and_automatic_commits(root):
 
         # what was stored: every message of the agent history exactly once, in order, tool pairs intact
         info = engine.session_info("agent-s")
-        stored = engine.store.messages_in_range("agent-s", 1, info["next_seq"] - 1)
+        stored = engine.storage.sessions.messages_in_range("agent-s", 1, info["next_seq"] - 1)
         assert [m["meta"]["source_id"] for m in stored] == [m.id for m in state["messages"]]
         assert state["workmem_stored"] == len(state["messages"]) == info["total_message_count"]
         assert stored_pairing_problems(stored) == []
@@ -147,7 +149,7 @@ def test_messages_stored_by_someone_else_between_turns_do_not_cause_duplicates(r
         agent.invoke({"messages": [HumanMessage(content="one")]}, config)
         engine.add_messages("agent-s", [{"role": "system", "content": "A note logged by another writer."}])
         state = agent.invoke({"messages": [HumanMessage(content="two")]}, config)
-        stored = engine.store.live_messages("agent-s")
+        stored = engine.storage.sessions.live_messages("agent-s")
         assert [m["parts"][0]["text"] for m in stored] == ["one", "First.", "A note logged by another writer.",
                                                            "two", "Second."]
         assert state["workmem_stored"] == 4
@@ -162,7 +164,7 @@ def test_a_stale_stored_count_does_not_store_a_turn_twice(root):
         agent.invoke({"messages": [HumanMessage(content="one")]}, config)
         agent.update_state(config, {"workmem_stored": 0})
         agent.invoke({"messages": [HumanMessage(content="two")]}, config)
-        assert [m["parts"][0]["text"] for m in engine.store.live_messages("agent-s")] == [
+        assert [m["parts"][0]["text"] for m in engine.storage.sessions.live_messages("agent-s")] == [
             "one", "First.", "two", "Second."]
         assert [m.text for m in model.prompts[-1][1:]] == ["one", "First.", "two"]
 
@@ -202,7 +204,7 @@ def test_a_tool_output_over_the_message_cap_is_clipped_and_the_agent_goes_on(roo
             state = agent.invoke({"messages": [HumanMessage(content="Thanks. Anything else?")]}, config)
 
         assert len(state["messages"][2].content) == HUGE_OUTPUT_BYTES, "the agent's own history is left alone"
-        stored = engine.store.live_messages("huge")
+        stored = engine.storage.sessions.live_messages("huge")
         assert [m["meta"]["source_id"] for m in stored] == [m.id for m in state["messages"]], "both turns stored"
         assert state["workmem_stored"] == len(state["messages"]) == 6
         assert stored_pairing_problems(stored) == []
@@ -248,7 +250,7 @@ def test_a_turn_too_large_for_the_window_is_shown_clipped_to_the_model(root):
         assert len(sent) == 1 and sent[0].content.startswith("LOG-HEAD") and sent[0].content.endswith("LOG-TAIL")
         assert "…[workmem: clipped " in sent[0].content
         assert sum(count_tokens(m.text) for m in model.prompts[1]) <= 128_000 - reserve_for_reply(128_000)
-        stored = engine.store.live_messages("window")[2]["parts"][0]["content"]
+        stored = engine.storage.sessions.live_messages("window")[2]["parts"][0]["content"]
         assert len(stored.encode()) > 4 * len(sent[0].content.encode())  # the view only: storage keeps more
 
 
@@ -288,7 +290,7 @@ def test_commit_node_inside_a_parent_graph(root):
         graph = builder.compile(checkpointer=InMemorySaver())
         out = graph.invoke({"session_id": "p"}, {"configurable": {"thread_id": "parent-1"}})
         assert out["workmem_commit"]["status"] == "completed"
-        assert [m["seq"] for m in engine.store.live_messages("p")] == [5]
+        assert [m["seq"] for m in engine.storage.sessions.live_messages("p")] == [5]
         nothing = graph.invoke({"session_id": "never-seen"}, {"configurable": {"thread_id": "parent-2"}})
         assert nothing["workmem_commit"]["status"] == "skipped"
 
@@ -336,7 +338,7 @@ def test_demo_agent_answers_from_the_archive(root):
         for text in statements:
             demo.invoke({"messages": [HumanMessage(content=text)]}, config)
             engine.wait()
-        assert len(engine.store.list_archives("demo-s")) >= 2
+        assert len(engine.storage.sessions.list_archives("demo-s")) >= 2
         state = demo.invoke({"messages": [HumanMessage(content="What is the plant called?")]}, config)
         call, result, answer = state["messages"][-3:]
         assert call.tool_calls[0]["name"] == "archive_search" and result.name == "archive_search"
@@ -362,7 +364,7 @@ def test_the_async_path_stores_and_searches_too(root):
 
 
 def test_module_level_demo_agent_is_importable_without_side_effects():
-    from graphs import agent as module
+    from workmem.graphs import demo_agent as module
 
     assert module.agent.checkpointer is None, "langgraph dev refuses graphs that bring a checkpointer"
     nodes = set(module.agent.get_graph().nodes)

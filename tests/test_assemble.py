@@ -7,10 +7,10 @@ from engine_helpers import GatedModel, assistant, pairing_problems, shape, tool,
 from fakes import create_call, scripted, valid_update_call
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
-from graphs.assemble import SUMMARY_PREFIX, SYSTEM_ADDITION, message_units, newest_turn_start, reserve_for_reply
-from graphs.engine import WorkingMemoryEngine
-from state.errors import InvalidInput
-from state.tokens import count_tokens
+from workmem.graphs.assemble import SUMMARY_PREFIX, SYSTEM_ADDITION, message_units, newest_turn_start, reserve_for_reply
+from workmem.graphs.engine import WorkingMemoryEngine
+from workmem.state.errors import InvalidInput
+from workmem.state.tokens import count_tokens
 
 SYSTEM = ("system", SYSTEM_ADDITION, "system")
 
@@ -97,7 +97,7 @@ def test_golden_context_across_commits_and_restart(root):
         engine.add_messages("golden", golden_batch_1())
         # keep 3 would cut between the parallel calls (#6) and their results (#7, #8): the cut moves before #6
         assert engine.commit("golden", keep_recent_count=3)["status"] == "completed"
-        assert engine.store.list_archives("golden")[0]["end_seq"] == 5
+        assert engine.storage.sessions.list_archives("golden")[0]["end_seq"] == 5
         after_first = sent_to_model(engine.assemble("golden")["messages"])
         assert shape(after_first) == [
             SYSTEM,
@@ -129,7 +129,7 @@ def test_golden_context_across_commits_and_restart(root):
         assert shape(after_third) == [SYSTEM, ("human", SUMMARY_PREFIX + WM3, "summary"),
                                       ("ai", "Only the April export.", [])]
         assert assembled["stats"]["archives_total"] == 3
-        assert [a["end_seq"] for a in engine.store.list_archives("golden")] == [5, 13, 14]
+        assert [a["end_seq"] for a in engine.storage.sessions.list_archives("golden")] == [5, 13, 14]
         for prompt in (after_first, after_second, after_third):
             assert pairing_problems(prompt) == []
 
@@ -180,7 +180,7 @@ def test_a_call_without_all_its_results_is_never_sent(root, tail):
         assert pairing_problems(sent) == []
         unanswered = {"c1", "c2"} - {m.tool_call_id for m in sent if isinstance(m, ToolMessage)}
         assert not any(c["id"] in unanswered for m in sent if isinstance(m, AIMessage) for c in m.tool_calls)
-        assert result["stats"]["messages_dropped"] == len(engine.store.live_messages("open")) + 1 - len(sent)
+        assert result["stats"]["messages_dropped"] == len(engine.storage.sessions.live_messages("open")) + 1 - len(sent)
 
 
 def test_a_pending_call_of_the_current_turn_waits_for_its_result_too(root):
@@ -219,7 +219,7 @@ def big_session(engine: WorkingMemoryEngine, session: str, turns: int, wm_tokens
 
 def check_budget(engine: WorkingMemoryEngine, session: str, budget: int) -> dict:
     """Assemble at `budget` and check every §7 rule against an independent computation."""
-    live = engine.store.live_messages(session)
+    live = engine.storage.sessions.live_messages(session)
     wm = engine.working_memory(session)["working_summary"]["markdown"]
     result = engine.assemble(session, budget)
     messages, stats = result["messages"], result["stats"]
@@ -265,7 +265,7 @@ def test_budget_never_exceeded_and_priority_followed(root, budget, turns, wm_tok
     with WorkingMemoryEngine(root, scripted(), durable=False) as engine:
         big_session(engine, "big", turns, wm_tokens, turn_tokens)
         result = check_budget(engine, "big", budget)
-        live_total = sum(m["tokens"] for m in engine.store.live_messages("big"))
+        live_total = sum(m["tokens"] for m in engine.storage.sessions.live_messages("big"))
         assert live_total > budget, "the session must not fit, or the test proves nothing"
         assert result["stats"]["messages_dropped"] > 0
         assert result["stats"]["summary_included"]
@@ -315,11 +315,11 @@ def test_a_tool_group_is_sent_whole_or_not_at_all(root):
 def test_budget_too_small_for_the_newest_user_turn_is_a_typed_error(root):
     with WorkingMemoryEngine(root, durable=False) as engine:
         engine.add_messages("tight", [user("Short question?"), assistant(words(900, "reply"))])
-        before = engine.store.live_messages("tight")
+        before = engine.storage.sessions.live_messages("tight")
         with pytest.raises(InvalidInput) as err:
             engine.assemble("tight", 1_000)  # 850 available: the user message fits, the whole turn does not
         assert err.value.field == "token_budget"
-        assert engine.store.live_messages("tight") == before
+        assert engine.storage.sessions.live_messages("tight") == before
         assert engine.assemble("tight", 2_000)["stats"]["messages_included"] == 2
 
 
@@ -355,7 +355,7 @@ def test_messages_of_a_running_commit_appear_raw_until_it_is_done(root):
         started = engine.commit("busy", keep_recent_count=3, wait=False)
         assert model.entered.wait(10), "the commit never reached the model"
         during = engine.assemble("busy")
-        archive_dir = engine.store.session_dir("busy") / "history" / "archive_001"
+        archive_dir = engine.storage.sessions.session_dir("busy") / "history" / "archive_001"
         assert not (archive_dir / ".done").exists()
         assert shape(during["messages"]) == raw_before
         assert during["stats"]["archives_total"] == 0 and not during["stats"]["summary_included"]

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from fakes import create_call, fenced_json_reply, invalid_call, scripted, text_reply, valid_update_call
 
-from graphs.engine import WorkingMemoryEngine
-from nodes.formatting import chunk_messages
+from workmem.graphs.engine import WorkingMemoryEngine
+from workmem.nodes.formatting import chunk_messages
 
 CHUNK_TOKENS = 120
 
@@ -120,7 +120,7 @@ def test_no_message_text_in_any_checkpoint(session, root):
     long = [m for _ in range(4) for m in turn(markers)]
     e6 = WorkingMemoryEngine(root=root, model=scripted(), durable=False)  # only to count the chunks
     e6.add_messages("s", long)
-    n_chunks = len(chunk_messages(e6.store.live_messages("s"), CHUNK_TOKENS, clip_tokens=4000))
+    n_chunks = len(chunk_messages(e6.storage.sessions.live_messages("s"), CHUNK_TOKENS, clip_tokens=4000))
     e6.close()
     assert n_chunks >= 3
     engine = session([valid_update_call({"Current State": {"op": "UPDATE", "content": f"Chunk {i}."}})
@@ -135,7 +135,7 @@ def test_no_message_text_in_any_checkpoint(session, root):
     assert {"recover", "create_retry", "guard", "merge", "persist"} <= covered
     assert sum(r.count("merge") for r in paths) >= 5 + n_chunks
     # the markers were really committed: they are in the archives (the files hold the truth)
-    history = engine.store.session_dir("s") / "history"
+    history = engine.storage.sessions.session_dir("s") / "history"
     archived = "".join((p / "messages.jsonl").read_text() for p in history.iterdir())
     assert all(m in archived for m in markers)
     assert len(markers) > 30

@@ -13,12 +13,12 @@ import pytest
 from fakes import create_call, long_session, scripted, valid_update_call
 from langchain_core.outputs import ChatGeneration, ChatResult
 
-from nodes.extractive import ExtractiveChatModel
-from nodes.formatting import HEADER_RE
-from nodes.prompts import CREATE_SYSTEM_PROMPT, UPDATE_SYSTEM_PROMPT
-from nodes.slice_turns import MIN_TRANSCRIPT_TOKENS, WM_GROWTH_TOKENS, prompt_overhead, transcript_budget
-from state.memory import render_sections
-from state.tokens import count_tokens
+from workmem.nodes.extractive import ExtractiveChatModel
+from workmem.nodes.formatting import HEADER_RE
+from workmem.nodes.prompts import CREATE_SYSTEM_PROMPT, UPDATE_SYSTEM_PROMPT
+from workmem.nodes.slice_turns import MIN_TRANSCRIPT_TOKENS, WM_GROWTH_TOKENS, prompt_overhead, transcript_budget
+from workmem.state.memory import render_sections
+from workmem.state.tokens import count_tokens
 
 CHUNK_TOKENS = 10_000
 

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from graphs.assemble import SUMMARY_PREFIX, SYSTEM_ADDITION
-from graphs.cli import main
+from workmem.graphs.assemble import SUMMARY_PREFIX, SYSTEM_ADDITION
+from workmem.graphs.cli import main
 
 MESSAGES = [
     {"role": "user", "content": "Please read config/app.toml and tell me the port."},

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from graphs.demo import demo_conversation
-from state.memory import SECTIONS, parse_sections
-from state.store import SessionStore
+from workmem.graphs.demo import demo_conversation
+from workmem.state.memory import SECTIONS, parse_sections
+from workmem.state.store import SessionStore
 
 # Runs the CLI with every way out to the network closed: a connect attempt fails loudly.
 CHILD = """
@@ -22,7 +22,7 @@ def _refuse(*args, **kwargs):
 socket.socket.connect = _refuse
 socket.create_connection = _refuse
 socket.getaddrinfo = _refuse
-from graphs.cli import main
+from workmem.graphs.cli import main
 sys.exit(main(sys.argv[1:]))
 """
 KEY_FILES = ["app/importers/csv_loader.py", "config/settings.toml", "tests/test_csv_loader.py"]

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from state.errors import InvalidInput
-from state.messages import (
+from workmem.state.errors import InvalidInput
+from workmem.state.messages import (
     CLIPPED_BYTES_META,
     DROPPED_BLOCKS_META,
     DROPPED_BLOCKS_NOTE,

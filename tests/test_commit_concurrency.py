@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 from fakes import scripted
 
-import graphs.engine
-from graphs.engine import WorkingMemoryEngine
-from nodes.extractive import ExtractiveChatModel
-from state.index import Index
+import workmem.state.file_storage
+from workmem.graphs.engine import WorkingMemoryEngine
+from workmem.nodes.extractive import ExtractiveChatModel
+from workmem.state.tasks import TaskStore
 
 SAFETY_TIMEOUT = 60  # only so a broken lease cannot hang the suite; never reached when the code works
 
@@ -55,16 +55,16 @@ def blocking(root):
     engine.add_messages("s", turns(0, 5))
     # Open index.sqlite once before threads race to create it: two threads opening a fresh index at the
     # same time can get "database is locked" from `PRAGMA journal_mode=WAL` (reported to the store owner).
-    engine.index.list_tasks()
+    engine.storage.tasks.list_tasks()
     yield engine, model
     model.release.set()
     engine.close()
 
 
 def every_seq(engine: WorkingMemoryEngine) -> list[int]:
-    store = engine.store
+    store = engine.storage.sessions
     seqs = [m["seq"] for a in store.list_archives("s") for m in store.archive_messages("s", a["archive_id"])]
-    return seqs + [m["seq"] for m in engine.store.live_messages("s")]
+    return seqs + [m["seq"] for m in engine.storage.sessions.live_messages("s")]
 
 
 def test_two_commits_at_once_one_runs_the_other_gets_the_running_task(blocking):
@@ -94,9 +94,10 @@ def test_two_commits_at_once_one_runs_the_other_gets_the_running_task(blocking):
     assert model.calls == 1  # the busy request never reached the model
     archive = engine.working_memory("s")
     assert archive["source_turn_range"]["end_seq"] == 10
-    assert [m["seq"] for m in engine.store.live_messages("s")] == [m["seq"] for m in added] == [11, 12, 13, 14]
+    live = engine.storage.sessions.live_messages("s")
+    assert [m["seq"] for m in live] == [m["seq"] for m in added] == [11, 12, 13, 14]
     assert every_seq(engine) == list(range(1, 15))
-    assert [t["status"] for t in engine.index.list_tasks("s")] == ["completed"]  # busy requests leave no task
+    assert [t["status"] for t in engine.storage.tasks.list_tasks("s")] == ["completed"]  # busy requests leave no task
 
 
 def test_background_commit_is_returned_to_a_second_request_and_to_another_engine(blocking, root):
@@ -122,7 +123,7 @@ def test_background_commit_is_returned_to_a_second_request_and_to_another_engine
     assert other_model.calls == 0
     assert engine.task(started["task_id"])["status"] == "completed"
     assert engine.task(started["task_id"])["attempts"] == 0
-    assert [m["seq"] for m in engine.store.live_messages("s")] == [11, 12]
+    assert [m["seq"] for m in engine.storage.sessions.live_messages("s")] == [11, 12]
     assert every_seq(engine) == list(range(1, 13))
 
 
@@ -130,10 +131,10 @@ def test_lease_is_released_when_the_commit_ends(blocking):
     engine, model = blocking
     model.release.set()
     assert engine.commit("s", keep_recent_count=2)["status"] == "completed"
-    assert engine.index.lease_holder("s") is None
+    assert engine.storage.tasks.lease_holder("s") is None
     engine.add_messages("s", turns(5, 2))
     assert engine.commit("s", keep_recent_count=0)["status"] == "completed"
-    assert [a["archive_id"] for a in engine.store.list_archives("s")] == ["archive_001", "archive_002"]
+    assert [a["archive_id"] for a in engine.storage.sessions.list_archives("s")] == ["archive_001", "archive_002"]
 
 
 def _set_lease_holder(root, **fields: Any) -> None:
@@ -158,7 +159,7 @@ def _dead_pid() -> int:
 def test_lease_of_a_dead_holder_is_broken_a_live_one_is_respected(blocking, root, holder, expect):
     engine, model = blocking
     model.release.set()
-    assert engine.index.acquire_lease("s", "ghost-task", "someone", ttl=600) is None
+    assert engine.storage.tasks.acquire_lease("s", "ghost-task", "someone", ttl=600) is None
     fields = dict(holder)
     if fields["pid"] == "dead":
         fields["pid"] = _dead_pid()
@@ -179,21 +180,21 @@ def test_lease_of_a_dead_holder_is_broken_a_live_one_is_respected(blocking, root
 def test_queued_background_commit_keeps_its_lease(root, monkeypatch):
     """A background commit waiting for a free worker renews its lease, so the session stays locked."""
     now = [time.time()]
-    monkeypatch.setattr(graphs.engine, "Index", functools.partial(Index, clock=lambda: now[0]))
+    monkeypatch.setattr(workmem.state.file_storage, "TaskStore", functools.partial(TaskStore, clock=lambda: now[0]))
     model = BlockingModel(entered=threading.Event(), release=threading.Event())
     engine = WorkingMemoryEngine(root=root, model=model, durable=False, max_workers=1)
     engine.runner.lease_ttl = 3.0  # renewed every second
     try:
         for session in ("a", "b"):
             engine.add_messages(session, turns(0, 3))
-        engine.index.list_tasks()
+        engine.storage.tasks.list_tasks()
         engine.commit("a", keep_recent_count=0, wait=False)
         assert model.entered.wait(SAFETY_TIMEOUT)
         queued = engine.commit("b", keep_recent_count=0, wait=False)  # the only worker is busy with "a"
 
         now[0] += 3600  # by the index's clock every lease taken so far has expired
         deadline = time.monotonic() + SAFETY_TIMEOUT
-        while engine.index.lease_holder("b") is None and time.monotonic() < deadline:
+        while engine.storage.tasks.lease_holder("b") is None and time.monotonic() < deadline:
             time.sleep(0.05)
         again = engine.commit("b", keep_recent_count=0)
     finally:
@@ -201,4 +202,4 @@ def test_queued_background_commit_keeps_its_lease(root, monkeypatch):
         engine.close()
 
     assert (again["status"], again["task_id"]) == ("busy", queued["task_id"])
-    assert [t["status"] for t in Index(root).list_tasks("b")] == ["completed"]
+    assert [t["status"] for t in TaskStore(root).list_tasks("b")] == ["completed"]

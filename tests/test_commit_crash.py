@@ -21,8 +21,8 @@ from typing import Any
 import pytest
 from crash_child import KEEP, N_TURNS, SESSION
 
-from state.index import Index
-from state.store import SessionStore
+from workmem.state.store import SessionStore
+from workmem.state.tasks import TaskStore
 
 CHILD = str(Path(__file__).with_name("crash_child.py"))
 TIMEOUT = 120
@@ -98,7 +98,7 @@ def _result(root: Path) -> dict[str, Any]:
         objects.append(obj)
     return {"archives": objects, "archived": archived, "live": [m["seq"] for m in store.live_messages(SESSION)],
             "meta": {k: v for k, v in store.meta(SESSION).items() if not k.endswith("_at")},
-            "tasks": [(t["status"], t["attempts"]) for t in Index(root).list_tasks(SESSION)]}
+            "tasks": [(t["status"], t["attempts"]) for t in TaskStore(root).list_tasks(SESSION)]}
 
 
 @pytest.fixture(scope="module")

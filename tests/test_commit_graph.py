@@ -25,12 +25,12 @@ from fakes import (
 )
 from langgraph.types import RetryPolicy
 
-import graphs.commit
-from graphs.engine import WorkingMemoryEngine
-from nodes.extractive import ExtractiveChatModel
-from nodes.formatting import HEADER_RE
-from nodes.models import is_transport_error
-from state.memory import SECTIONS, parse_sections
+import workmem.graphs.commit
+from workmem.graphs.engine import WorkingMemoryEngine
+from workmem.nodes.extractive import ExtractiveChatModel
+from workmem.nodes.formatting import HEADER_RE
+from workmem.nodes.models import is_transport_error
+from workmem.state.memory import SECTIONS, parse_sections
 
 HEAD = ["slice_turns", "load_memory"]
 TAIL = ["persist"]  # the archive records the route up to persist; the run then ends in `report`
@@ -67,7 +67,7 @@ ERROR_TEXTS = ("boom-7f3a", "APIConnectionError", "Connection error", "ValueErro
 @pytest.fixture(autouse=True)
 def fast_retry(monkeypatch):
     """Transport-error retries without sleeping (the policy is read when the engine compiles the graph)."""
-    monkeypatch.setattr(graphs.commit, "MODEL_RETRY",
+    monkeypatch.setattr(workmem.graphs.commit, "MODEL_RETRY",
                         RetryPolicy(max_attempts=3, initial_interval=0.0, jitter=False, retry_on=is_transport_error))
 
 
@@ -89,9 +89,9 @@ def assert_clean(markdown: str) -> None:
 
 
 def assert_each_message_once(engine: WorkingMemoryEngine, session: str = "s") -> None:
-    seqs = [m["seq"] for a in engine.store.list_archives(session)
-            for m in engine.store.archive_messages(session, a["archive_id"])]
-    seqs += [m["seq"] for m in engine.store.live_messages(session)]
+    seqs = [m["seq"] for a in engine.storage.sessions.list_archives(session)
+            for m in engine.storage.sessions.archive_messages(session, a["archive_id"])]
+    seqs += [m["seq"] for m in engine.storage.sessions.live_messages(session)]
     assert seqs == list(range(1, engine.session_info(session)["total_message_count"] + 1))
 
 
@@ -213,7 +213,7 @@ def test_path_over_existing_memory(make_engine, script, route, degraded, expecte
         assert sections[name].strip(), name
     assert_clean(archive["working_summary"]["markdown"])
     assert_each_message_once(engine)
-    assert engine.store.live_messages("s") == []
+    assert engine.storage.sessions.live_messages("s") == []
 
 
 def test_update_prompt_first_then_create_prompt_on_retry(make_engine):
@@ -346,7 +346,7 @@ def test_legacy_memory_goes_through_the_create_prompt(make_engine):
                "working_summary": {"markdown": legacy, "sections": {}}, "preserved_tail": {},
                "expansion": {"archive_index": []}, "model": {"name": "legacy", "degraded": False, "route": []},
                "tokens": {"covered": 0, "working_memory": 0}}
-    engine.store.write_archive("s", archive, stored[:2], legacy, "legacy summary")
+    engine.storage.sessions.write_archive("s", archive, stored[:2], legacy, "legacy summary")
     result = engine.commit("s")
     assert result["archive_id"] == "archive_002"
     assert tool_asked(model, 0) == CREATE
@@ -382,7 +382,7 @@ def test_keep_recent_count_leaves_the_tail_live(make_engine):
     archive = archive_of(engine)
     assert archive["source_turn_range"]["end_seq"] == 4
     assert archive["preserved_tail"]["head_seq"] == 5
-    assert [m["seq"] for m in engine.store.live_messages("s")] == [5, 6]
+    assert [m["seq"] for m in engine.storage.sessions.live_messages("s")] == [5, 6]
     assert "[#5 " not in model.prompt_text(0)
     assert_each_message_once(engine)
 
@@ -454,7 +454,7 @@ def test_huge_message_is_clipped_in_the_prompt_only(make_engine):
     assert "…[clipped " in captured[0]
     assert "tail-marker-93" in captured[0]  # head + tail kept
     assert "value3000 " not in captured[0]
-    stored = engine.store.archive_messages("s", "archive_001")
+    stored = engine.storage.sessions.archive_messages("s", "archive_001")
     assert stored[1]["parts"][0]["text"] == huge
 
 
@@ -463,10 +463,12 @@ def test_archive_object_records_route_model_and_tokens(make_engine):
     archive = archive_of(engine)
     assert archive["task_id"] == result["task_id"]
     assert archive["model"]["name"]
-    assert archive["tokens"]["covered"] == sum(m["tokens"] for m in engine.store.archive_messages("s", "archive_002"))
+    covered = engine.storage.sessions.archive_messages("s", "archive_002")
+    assert archive["tokens"]["covered"] == sum(m["tokens"] for m in covered)
     assert archive["source_turn_range"]["start_seq"] == 5
     assert [e["archive_id"] for e in archive["expansion"]["archive_index"]] == ["archive_001", "archive_002"]
-    on_disk = json.loads((engine.store.session_dir("s") / "history" / "archive_002" / "archive.json").read_text())
+    folder = engine.storage.sessions.session_dir("s") / "history" / "archive_002"
+    on_disk = json.loads((folder / "archive.json").read_text())
     assert on_disk["model"]["route"] == archive["model"]["route"]
 
 

@@ -20,12 +20,11 @@ import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-import graphs.commit
-from graphs.engine import WorkingMemoryEngine
-from nodes.context import CommitContext
-from nodes.extractive import ExtractiveChatModel
-from state.index import Index
-from state.store import SessionStore
+import workmem.graphs.commit
+from workmem.graphs.engine import WorkingMemoryEngine
+from workmem.nodes.context import CommitContext
+from workmem.nodes.extractive import ExtractiveChatModel
+from workmem.state.storage import open_storage
 
 NODES = ["slice_turns", "load_memory", "generate", "validate", "recover", "create_retry", "extractive_fallback",
          "guard", "merge", "persist", "report"]
@@ -61,7 +60,7 @@ class Counters:
         self.failures: Counter[str] = Counter()
         self.fail_times: dict[str, int] = {}
         for name in NODES:
-            monkeypatch.setattr(graphs.commit, name, self._wrap(name, getattr(graphs.commit, name)))
+            monkeypatch.setattr(workmem.graphs.commit, name, self._wrap(name, getattr(workmem.graphs.commit, name)))
 
     def fail_once(self, node: str, when: Callable[[dict[str, Any]], bool] = lambda s: True, times: int = 1) -> None:
         self.fail[node], self.fail_times[node] = when, times
@@ -94,12 +93,12 @@ def checkpointer(request, tmp_path) -> Iterator[Any]:
 def run_to_end(counters: Counters, checkpointer: Any, root, *, fail: str | None = None,
                when: Callable[[dict[str, Any]], bool] = lambda s: True) -> tuple[dict[str, Any], CountingExtractive]:
     """One commit on a fresh session; with `fail`, that node raises once and the run is resumed."""
-    store, index = SessionStore(root, durable=False), Index(root)
-    store.append("s", conversation())
-    index.create_task("s", task_id="task-1", archive_id="archive_001", status="running")
+    storage = open_storage(root, durable=False)
+    storage.sessions.append("s", conversation())
+    storage.tasks.create_task("s", task_id="task-1", archive_id="archive_001", status="running")
     model = CountingExtractive()
-    context = CommitContext(root=str(root), model=model, chunk_tokens=CHUNK_TOKENS, store=store, index=index)
-    graph = graphs.commit.compile_commit_graph(checkpointer)
+    context = CommitContext(root=str(root), model=model, chunk_tokens=CHUNK_TOKENS, storage=storage)
+    graph = workmem.graphs.commit.compile_commit_graph(checkpointer)
     cfg = {"configurable": {"thread_id": "s/commit/task-1"}}
     graph_input = {"session_id": "s", "archive_id": "archive_001", "task_id": "task-1", "keep_recent_count": 2}
     if fail is None:
@@ -119,11 +118,11 @@ def run_to_end(counters: Counters, checkpointer: Any, root, *, fail: str | None 
         assert first_node == fail
         assert resumed[fail] >= 1
     assert out["status"] == "completed"
-    out["wm"] = store.latest_overview("s")
-    out["archive"] = store.last_complete_archive("s")
-    out["task"] = index.get_task("task-1")
-    out["live"] = [m["seq"] for m in store.live_messages("s")]
-    index.close()
+    out["wm"] = storage.sessions.latest_overview("s")
+    out["archive"] = storage.sessions.last_complete_archive("s")
+    out["task"] = storage.tasks.get_task("task-1")
+    out["live"] = [m["seq"] for m in storage.sessions.live_messages("s")]
+    storage.close()
     return out, model
 
 
@@ -182,7 +181,7 @@ def test_generate_errors_never_raise_they_fall_back(monkeypatch, tmp_path, check
 def test_failure_after_persist_wrote_the_archive_is_idempotent(monkeypatch, tmp_path, checkpointer):
     """persist crashing after its side effects: the re-run rewrites nothing twice and loses nothing."""
     counters = Counters(monkeypatch)
-    real_persist = graphs.commit.persist
+    real_persist = workmem.graphs.commit.persist
     calls = {"n": 0}
 
     @functools.wraps(real_persist)
@@ -193,14 +192,15 @@ def test_failure_after_persist_wrote_the_archive_is_idempotent(monkeypatch, tmp_
             raise RuntimeError("persist failed on purpose")
         return result
 
-    monkeypatch.setattr(graphs.commit, "persist", persist_then_fail)
+    monkeypatch.setattr(workmem.graphs.commit, "persist", persist_then_fail)
     out, _ = run_to_end(counters, checkpointer, tmp_path / "root", fail="persist", when=lambda s: False)
     assert calls["n"] == 2
-    store = SessionStore(tmp_path / "root")
+    storage = open_storage(tmp_path / "root")
+    store = storage.sessions
     archived = [m["seq"] for m in store.archive_messages("s", "archive_001")]
     assert archived + out["live"] == list(range(1, 17))
     assert [a["archive_id"] for a in store.list_archives("s")] == ["archive_001"]
-    hits = Index(tmp_path / "root").search("s", "symlink", limit=100)
+    hits = storage.search.search("s", "symlink", limit=100)
     assert sorted(h["seq"] for h in hits) == [s for s in archived if s % 2 == 0]  # indexed once each
 
 
@@ -223,9 +223,9 @@ def engine_with_counters(root, monkeypatch):
 
 
 def all_seqs(engine: WorkingMemoryEngine, session: str = "s") -> list[int]:
-    seqs = [m["seq"] for a in engine.store.list_archives(session)
-            for m in engine.store.archive_messages(session, a["archive_id"])]
-    return seqs + [m["seq"] for m in engine.store.live_messages(session)]
+    seqs = [m["seq"] for a in engine.storage.sessions.list_archives(session)
+            for m in engine.storage.sessions.archive_messages(session, a["archive_id"])]
+    return seqs + [m["seq"] for m in engine.storage.sessions.live_messages(session)]
 
 
 def test_failed_commit_is_resumed_before_a_new_one(engine_with_counters):
@@ -239,7 +239,7 @@ def test_failed_commit_is_resumed_before_a_new_one(engine_with_counters):
     task = engine.task(first["task_id"])
     assert task["status"] == "failed" and "merge failed on purpose" in task["error"]
     assert engine.working_memory("s") is None
-    assert len(engine.store.live_messages("s")) == 16  # nothing lost, nothing archived yet
+    assert len(engine.storage.sessions.live_messages("s")) == 16  # nothing lost, nothing archived yet
 
     engine.add_messages("s", [{"role": "user", "content": "Also add a changelog entry in CHANGELOG.md."},
                               {"role": "assistant", "content": "Added the changelog entry."}])
@@ -252,11 +252,11 @@ def test_failed_commit_is_resumed_before_a_new_one(engine_with_counters):
     assert counters.calls["slice_turns"] == slices_before + 1  # the resumed run did not slice again
     resumed = engine.task(first["task_id"])
     assert (resumed["status"], resumed["attempts"]) == ("completed", 1)
-    archives = engine.store.list_archives("s")
+    archives = engine.storage.sessions.list_archives("s")
     assert [(a["archive_id"], a["start_seq"], a["end_seq"]) for a in archives] == [
         ("archive_001", 1, 14), ("archive_002", 15, 18)]
-    assert engine.store.read_archive("s", "archive_001")["task_id"] == first["task_id"]
-    assert engine.store.read_archive("s", "archive_002")["task_id"] == second["task_id"]
+    assert engine.storage.sessions.read_archive("s", "archive_001")["task_id"] == first["task_id"]
+    assert engine.storage.sessions.read_archive("s", "archive_002")["task_id"] == second["task_id"]
     assert all_seqs(engine) == list(range(1, 19))
 
 
@@ -315,7 +315,7 @@ def test_task_that_never_checkpointed_is_abandoned(engine_with_counters):
     make, _ = engine_with_counters
     engine = make()
     engine.add_messages("s", conversation(2))
-    ghost = engine.index.create_task("s", archive_id="archive_001", status="running")
+    ghost = engine.storage.tasks.create_task("s", archive_id="archive_001", status="running")
     result = engine.commit("s")
     assert engine.task(ghost["task_id"])["status"] == "abandoned"
     assert result["status"] == "completed"
@@ -331,14 +331,14 @@ def test_stale_task_whose_archive_another_commit_wrote_is_abandoned(engine_with_
     stale = engine.commit("s", keep_recent_count=2)
     assert stale["status"] == "failed"
     # another commit completes archive_001 meanwhile (as if the stale task had been lost track of)
-    engine.index.update_task(stale["task_id"], status="abandoned")
+    engine.storage.tasks.update_task(stale["task_id"], status="abandoned")
     done = engine.commit("s", keep_recent_count=0)
     assert done["status"] == "completed"
-    engine.index.update_task(stale["task_id"], status="failed")
+    engine.storage.tasks.update_task(stale["task_id"], status="failed")
 
     results = engine.resume_all()
 
     assert [r["status"] for r in results] == ["abandoned"]
     assert engine.working_memory("s")["task_id"] == done["task_id"]
-    hits = engine.index.search("s", "symlink", limit=100)
+    hits = engine.storage.search.search("s", "symlink", limit=100)
     assert {h["seq"] for h in hits} == set(range(2, 17, 2))  # archive_001's index is still the full one

@@ -9,9 +9,9 @@ import pytest
 from engine_helpers import GatedModel, assistant, pairing_problems, tool, user
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
-from graphs.assemble import SUMMARY_PREFIX
-from graphs.engine import WorkingMemoryEngine
-from state.errors import ArchiveNotFound, InvalidInput, SessionNotFound
+from workmem.graphs.assemble import SUMMARY_PREFIX
+from workmem.graphs.engine import WorkingMemoryEngine
+from workmem.state.errors import ArchiveNotFound, InvalidInput, SessionNotFound
 
 
 def conversation(turns: int, size: int = 40) -> list[dict]:
@@ -52,10 +52,10 @@ def test_turns_stored_while_a_background_commit_runs_get_a_follow_up_commit(root
         assert second["commit"]["status"] == "busy" and second["pending_tokens"] >= 200
         model.gate.set()
         engine.wait()  # also waits for the follow-up the first commit started when it finished
-        tasks = engine.index.list_tasks(session_id="bg")
+        tasks = engine.storage.tasks.list_tasks(session_id="bg")
         assert [t["status"] for t in tasks] == ["completed", "completed"]
         assert tasks[0]["task_id"] == first["task_id"]
-        assert [a["archive_id"] for a in engine.store.list_archives("bg")] == ["archive_001", "archive_002"]
+        assert [a["archive_id"] for a in engine.storage.sessions.list_archives("bg")] == ["archive_001", "archive_002"]
         assert engine.session_info("bg")["pending_tokens"] < 200
 
 
@@ -64,7 +64,7 @@ def test_after_turn_below_the_threshold_starts_no_commit(root):
         result = engine.after_turn("quiet", conversation(3))
         assert result["task_id"] is None and result["commit"] is None
         assert result["pending_tokens"] == engine.session_info("quiet")["pending_tokens"] > 0
-        assert engine.index.list_tasks(session_id="quiet") == []
+        assert engine.storage.tasks.list_tasks(session_id="quiet") == []
 
 
 def test_a_failed_background_commit_is_visible_and_its_messages_stay_live(root, monkeypatch):
@@ -72,20 +72,20 @@ def test_a_failed_background_commit_is_visible_and_its_messages_stay_live(root, 
         def broken_write(*args, **kwargs):
             raise OSError("No space left on device (token sk-abcdefghijklmnop1234)")
 
-        monkeypatch.setattr(engine.store, "write_archive", broken_write)
+        monkeypatch.setattr(engine.storage.sessions, "write_archive", broken_write)
         result = engine.after_turn("fails", conversation(4))
         engine.wait()
         task = engine.task(result["task_id"])
         assert task["status"] == "failed"
         assert "OSError" in task["error"] and "No space left on device" in task["error"]
         assert "sk-abcdefghijklmnop1234" not in task["error"], "secrets are redacted from stored errors"
-        live = engine.store.live_messages("fails")
+        live = engine.storage.sessions.live_messages("fails")
         assert len(live) == 8 and engine.working_memory("fails") is None
         assert len(engine.assemble("fails")["messages"]) == 1 + 8
         monkeypatch.undo()
         engine.commit("fails", keep_recent_count=2)  # the next commit archives them (or resumes the failed one)
         assert engine.working_memory("fails")["source_turn_range"]["end_seq"] == 6
-        assert [m["seq"] for m in engine.store.live_messages("fails")] == [7, 8]
+        assert [m["seq"] for m in engine.storage.sessions.live_messages("fails")] == [7, 8]
 
 
 def test_compact_frees_tokens(root):
@@ -95,7 +95,7 @@ def test_compact_frees_tokens(root):
         assert out["ok"] and out["compacted"] and out["archive_id"] == "archive_001"
         assert out["tokens_before"] > out["tokens_after"] > 0
         assert out["summary"].startswith("# Working Memory")
-        assert engine.store.live_messages("c") == []
+        assert engine.storage.sessions.live_messages("c") == []
         again = engine.compact("c")
         assert (again["compacted"], again["reason"]) == (False, "no_messages")
         assert again["tokens_before"] == again["tokens_after"] == 0
@@ -125,7 +125,7 @@ def test_compact_waits_for_a_running_background_commit(root, monkeypatch):
         model.gate.set()
         worker.join(30)
         assert outcome["compacted"] and outcome["archive_id"] == "archive_002"
-        assert engine.store.live_messages("busy") == []
+        assert engine.storage.sessions.live_messages("busy") == []
 
 
 def test_after_turn_strips_what_workmem_injected(root):
@@ -144,7 +144,7 @@ def test_after_turn_strips_what_workmem_injected(root):
         ]
         out = engine.after_turn("strip", [HumanMessage(content="already stored")] + turn, pre_prompt_count=1)
         assert out["stored"] == 2
-        live = engine.store.live_messages("strip")
+        live = engine.storage.sessions.live_messages("strip")
         assert [(m["role"], m["parts"][0]["text"]) for m in live] == [
             ("user", "What is the port?"), ("assistant", "The port is 5433.")]
 
@@ -155,7 +155,7 @@ def test_after_turn_stores_each_message_once_with_pre_prompt_count(root):
         engine.after_turn("once", history)
         history += conversation(2)[2:]
         engine.after_turn("once", history, pre_prompt_count=2)
-        texts = [m["parts"][0]["text"][:10] for m in engine.store.live_messages("once")]
+        texts = [m["parts"][0]["text"][:10] for m in engine.storage.sessions.live_messages("once")]
         assert texts == ["Question 0", "Answer 0: ", "Question 1", "Answer 1: "]
 
 
@@ -165,7 +165,8 @@ def test_a_tool_result_stored_after_a_commit_still_finds_its_call(root):
         engine.add_messages("late", [user("Read the config."),
                                      assistant(calls=[("call_late", "read_file", '{"path": "app.toml"}')])])
         assert engine.commit("late", keep_recent_count=0)["status"] == "completed"
-        assert [m["role"] for m in engine.store.live_messages("late")] == ["assistant"], "the open call stays live"
+        live = engine.storage.sessions.live_messages("late")
+        assert [m["role"] for m in live] == ["assistant"], "the open call stays live"
         engine.add_messages("late", [tool("call_late", "port = 8080", "read_file")])
         messages = engine.assemble("late")["messages"]
         assert pairing_problems(messages) == []
@@ -174,7 +175,7 @@ def test_a_tool_result_stored_after_a_commit_still_finds_its_call(root):
         assert calls == [(len(messages) - 2, "call_late")]
         assert results == [(len(messages) - 1, "call_late", "port = 8080")]
         assert engine.commit("late", keep_recent_count=0)["status"] == "completed", "answered: now it can go"
-        assert engine.store.live_messages("late") == []
+        assert engine.storage.sessions.live_messages("late") == []
 
 
 # -- bad input (§10) ----------------------------------------------------------------------------------
@@ -194,16 +195,16 @@ BAD_MESSAGES = [
 def test_bad_messages_are_typed_errors_and_leave_data_intact(root, bad, field):
     with WorkingMemoryEngine(root, durable=False, max_message_bytes=4_096) as engine:
         engine.add_messages("s", [user("first")])
-        before = (engine.store.session_dir("s") / "messages.jsonl").read_bytes()
+        before = (engine.storage.sessions.session_dir("s") / "messages.jsonl").read_bytes()
         for call in (lambda: engine.add_messages("s", [user("ok"), bad]),
                      lambda: engine.after_turn("s", [user("ok"), bad])):
             with pytest.raises(InvalidInput) as err:
                 call()
             assert err.value.field.startswith(field)
-        assert (engine.store.session_dir("s") / "messages.jsonl").read_bytes() == before
+        assert (engine.storage.sessions.session_dir("s") / "messages.jsonl").read_bytes() == before
         with pytest.raises(InvalidInput):
             engine.add_messages("new-session", [bad])
-        assert not engine.store.session_dir("new-session").exists(), "nothing touches disk before validation"
+        assert not engine.storage.sessions.session_dir("new-session").exists(), "nothing touches disk before validation"
 
 
 @pytest.mark.parametrize(("call", "field"), [
@@ -228,11 +229,11 @@ def test_bad_messages_are_typed_errors_and_leave_data_intact(root, bad, field):
 def test_bad_arguments_are_typed_errors_naming_the_field(root, call, field):
     with WorkingMemoryEngine(root, durable=False) as engine:
         engine.add_messages("s", conversation(2))
-        before = engine.store.live_messages("s")
+        before = engine.storage.sessions.live_messages("s")
         with pytest.raises(InvalidInput) as err:
             call(engine)
         assert err.value.field == field
-        assert engine.store.live_messages("s") == before
+        assert engine.storage.sessions.live_messages("s") == before
 
 
 @pytest.mark.parametrize("kwargs", [
@@ -272,7 +273,7 @@ def test_hostile_session_ids_stay_inside_the_root(root):
     with WorkingMemoryEngine(root, durable=False) as engine:
         for session_id in ("../../escape", "/etc/passwd", "UPPER", "a" * 300, "."):
             engine.add_messages(session_id, [user("x")])
-            folder = engine.store.session_dir(session_id)
+            folder = engine.storage.sessions.session_dir(session_id)
             assert folder.parent == root.resolve() / "sessions" and folder.name.startswith("~")
         assert not (root.parent / "escape").exists()
 
@@ -285,7 +286,7 @@ def test_a_corrupt_line_on_disk_is_skipped_and_reported(root):
     path.write_bytes(lines[0] + b"{not json\n" + lines[1])
     with WorkingMemoryEngine(root, durable=False) as engine:
         assert [m.content[:8] for m in engine.assemble("s")["messages"][1:]] == ["Question", "Answer 0"]
-        problems = engine.store.problems("s")
+        problems = engine.storage.sessions.problems("s")
         assert problems and problems[0].line_no == 2 and str(path) in str(problems[0])
 
 

@@ -42,13 +42,13 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMe
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
 
-from graphs.cli import main
-from graphs.eval import resolve_models, run_eval
-from graphs.eval_data import load_samples, parse_evidence
-from graphs.eval_metrics import SpanIndex, answer_present, normalize_text, padded, question_keywords
-from graphs.eval_qa import JUDGE_SYSTEM, SUMMARY_SYSTEM, answer_full_context, answer_with_tools, parse_verdict
-from nodes.extractive import ExtractiveChatModel
-from state.errors import InvalidInput
+from workmem.graphs.cli import main
+from workmem.graphs.eval.data import load_samples, parse_evidence
+from workmem.graphs.eval.metrics import SpanIndex, answer_present, normalize_text, padded, question_keywords
+from workmem.graphs.eval.qa import JUDGE_SYSTEM, SUMMARY_SYSTEM, answer_full_context, answer_with_tools, parse_verdict
+from workmem.graphs.eval.run import resolve_models, run_eval
+from workmem.nodes.extractive import ExtractiveChatModel
+from workmem.state.errors import InvalidInput
 
 FIXTURE = Path(__file__).parent / "fixtures" / "locomo_mini.json"
 SUMMARY = "The two friends caught up about pets, crafts and travel."
@@ -197,7 +197,7 @@ def test_adversarial_questions_on_request() -> None:
 
 def _workmem_parser() -> argparse.ArgumentParser:
     """The real `workmem` parser, `eval` included."""
-    from graphs import cli
+    from workmem.graphs import cli
 
     return cli.build_parser()
 

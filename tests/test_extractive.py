@@ -11,16 +11,16 @@ import pytest
 from fakes import stored_messages
 from langchain_core.messages import HumanMessage, SystemMessage
 
-from nodes.extractive import EXTRACTIVE_MODEL_NAME, ExtractiveChatModel
-from nodes.formatting import format_messages
-from nodes.guards import guard_ops
-from nodes.merge import merge_working_memory
-from nodes.models import bind_commit_tool
-from nodes.prompts import create_prompt, update_prompt
-from state.errors import InvalidInput
-from state.memory import SECTIONS, bullet_items, parse_sections, render_sections
-from state.ops import CREATE_TOOL, UPDATE_TOOL
-from state.tokens import count_tokens
+from workmem.nodes.extractive import EXTRACTIVE_MODEL_NAME, ExtractiveChatModel
+from workmem.nodes.formatting import format_messages
+from workmem.nodes.guards import guard_ops
+from workmem.nodes.merge import merge_working_memory
+from workmem.nodes.models import bind_commit_tool
+from workmem.nodes.prompts import create_prompt, update_prompt
+from workmem.state.errors import InvalidInput
+from workmem.state.memory import SECTIONS, bullet_items, parse_sections, render_sections
+from workmem.state.ops import CREATE_TOOL, UPDATE_TOOL
+from workmem.state.tokens import count_tokens
 
 DEMO = Path(__file__).resolve().parent.parent / "graphs" / "data" / "demo_conversation.json"
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from fakes import stored_messages
 
-from nodes.formatting import chunk_messages, clip_text, format_message, format_messages
-from nodes.prompts import CREATE_SYSTEM_PROMPT, UPDATE_SYSTEM_PROMPT, create_prompt, update_prompt
-from state.tokens import count_tokens
+from workmem.nodes.formatting import chunk_messages, clip_text, format_message, format_messages
+from workmem.nodes.prompts import CREATE_SYSTEM_PROMPT, UPDATE_SYSTEM_PROMPT, create_prompt, update_prompt
+from workmem.state.tokens import count_tokens
 
 DEMO = Path(__file__).resolve().parent.parent / "graphs" / "data" / "demo_conversation.json"
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from graphs.commit import compile_commit_graph, graph
+from workmem.graphs.commit import compile_commit_graph, graph
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 EDGE = re.compile(r"^\s*(\w+) -\. &nbsp;(\w+)&nbsp; \.-> (\w+);$")
@@ -32,7 +32,7 @@ LABELLED_EDGES = [
 PLAIN_EDGES = ["create_retry --> generate", "extractive_fallback --> guard", "generate --> validate",
                "guard --> merge", "load_memory --> generate", "persist --> report"]
 GRAPHS = {
-    "commit_graph.mmd": (lambda: graph, [("prepare", "leased", "slice_turns"), ("prepare", "busy", "__end__")]),
+    "commit_graph.mmd": (lambda: graph, [("take_lease", "leased", "slice_turns"), ("take_lease", "busy", "__end__")]),
     "commit_graph_engine.mmd": (lambda: compile_commit_graph(), []),
 }
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nodes.guards import (
+from workmem.nodes.guards import (
     dedupe_items,
     guard_ops,
     guard_section,
@@ -13,8 +13,8 @@ from nodes.guards import (
     normalize_item_tokens,
     path_tokens,
 )
-from state.memory import CONSOLIDATION_SENTINEL, SECTIONS, bullet_count
-from state.tokens import count_tokens
+from workmem.state.memory import CONSOLIDATION_SENTINEL, SECTIONS, bullet_count
+from workmem.state.tokens import count_tokens
 
 KEEP = {"op": "KEEP"}
 FACTS = "Key Facts & Decisions"

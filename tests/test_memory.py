@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from state.memory import (
+from workmem.state.memory import (
     CONSOLIDATION_SENTINEL,
     SECTION_KEYS,
     SECTIONS,
@@ -24,7 +24,7 @@ from state.memory import (
     render_sections,
     section_reminders,
 )
-from state.tokens import count_tokens
+from workmem.state.tokens import count_tokens
 
 EMPTY_DOC = (
     "# Working Memory\n\n## Session Title\n\n## Current State\n\n## Task & Goals\n\n"

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from nodes.merge import (
+from workmem.nodes.merge import (
     apply_op,
     canonical_sections,
     create_as_update_ops,
     merge_sections,
     merge_working_memory,
 )
-from state.memory import CONSOLIDATION_SENTINEL, SECTIONS, bullet_items, parse_sections, render_sections
+from workmem.state.memory import CONSOLIDATION_SENTINEL, SECTIONS, bullet_items, parse_sections, render_sections
 
 FACTS = "Key Facts & Decisions"
 OLD = render_sections(

@@ -7,9 +7,9 @@ import copy
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nodes.guards import path_tokens
-from nodes.merge import merge_working_memory
-from state.memory import (
+from workmem.nodes.guards import path_tokens
+from workmem.nodes.merge import merge_working_memory
+from workmem.state.memory import (
     CONSOLIDATION_SENTINEL,
     SECTIONS,
     bullet_items,
@@ -17,7 +17,7 @@ from state.memory import (
     parse_sections,
     render_sections,
 )
-from state.ops import canonical_ops
+from workmem.state.ops import canonical_ops
 
 FRAGMENTS = [
     "src/app/main.py",

@@ -7,10 +7,10 @@ import json
 import pytest
 from langchain_core.messages import AIMessage, ChatMessage, HumanMessage, SystemMessage, ToolMessage
 
-from graphs.lc_messages import to_langchain_message, to_langchain_messages
-from state.errors import InvalidInput
-from state.messages import message_text, normalize_message, normalize_messages, validate_message
-from state.store import SessionStore
+from workmem.graphs.lc_messages import to_langchain_message, to_langchain_messages
+from workmem.state.errors import InvalidInput
+from workmem.state.messages import message_text, normalize_message, normalize_messages, validate_message
+from workmem.state.store import SessionStore
 
 
 def test_langchain_messages_by_duck_typing():
@@ -192,9 +192,9 @@ def test_round_trip_keeps_additional_kwargs_and_json_args():
 ], ids=["all_plain_fast_path", "mixed"])
 def test_stored_lines_are_the_compact_json_of_the_stored_dicts(batch):
     """Whichever path validated a message (plain fast path or general), its line is the same bytes."""
-    from state.jsonl import stored_lines
-    from state.jsonutil import dumps
-    from state.messages import prepare_messages
+    from workmem.state.jsonl import stored_lines
+    from workmem.state.jsonutil import dumps
+    from workmem.state.messages import prepare_messages
 
     prepared = prepare_messages(batch)
     stored, data, _turn = stored_lines(prepared, [3] * len(batch), 1, 0, "2026-01-01T00:00:00+00:00")

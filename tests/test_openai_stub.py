@@ -13,11 +13,11 @@ from fakes import scripted, transport_error, valid_update_call
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
 
-from nodes.extractive import ExtractiveChatModel
-from nodes.models import bind_commit_tool, is_transport_error, model_name, resolve_model
-from nodes.prompts import update_prompt
-from state.errors import InvalidInput
-from state.ops import UPDATE_TOOL
+from workmem.nodes.extractive import ExtractiveChatModel
+from workmem.nodes.models import bind_commit_tool, is_transport_error, model_name, resolve_model
+from workmem.nodes.prompts import update_prompt
+from workmem.state.errors import InvalidInput
+from workmem.state.ops import UPDATE_TOOL
 
 STUB = pytest.mark.allow_hosts(["127.0.0.1"])
 VALID_OPS = {

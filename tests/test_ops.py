@@ -7,8 +7,8 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from state.memory import SECTIONS
-from state.ops import (
+from workmem.state.memory import SECTIONS
+from workmem.state.ops import (
     CREATE_TOOL,
     UPDATE_TOOL,
     AppendOp,

@@ -13,8 +13,8 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from state.store import SessionStore
-from state.turns import choose_covered_range, compute_pending_tokens, source_turn_range
+from workmem.state.store import SessionStore
+from workmem.state.turns import choose_covered_range, compute_pending_tokens, source_turn_range
 
 SID = "pending"
 WORDS = st.lists(st.sampled_from(["alpha", "beta", "γάμμα", "代码", "x", "1234", "<|endoftext|>"]),

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from graphs.engine import WorkingMemoryEngine
-from state.errors import InvalidInput
+from workmem.graphs.engine import WorkingMemoryEngine
+from workmem.state.errors import InvalidInput
 
 TURNS = [{"role": "user", "content": f"alpha{i} request about the parser"} if i % 2 == 0
          else {"role": "assistant", "content": f"alpha{i} answer about the parser"} for i in range(8)]
@@ -22,7 +22,7 @@ def test_second_commit_reserving_a_taken_archive_id_fails_before_indexing(root):
         assert [h["seq"] for h in before] == [4]
 
         # A commit that reserved archive_001 before losing its lease (e.g. a stalled Studio run).
-        stale = engine.index.create_task("s", task_id="stale-task", archive_id="archive_001",
+        stale = engine.storage.tasks.create_task("s", task_id="stale-task", archive_id="archive_001",
                                          thread_id="s/commit/stale-task", status="running")
         result = engine.runner._invoke(stale["task_id"], stale["thread_id"], {
             "session_id": "s", "archive_id": "archive_001", "task_id": "stale-task", "keep_recent_count": 0})
@@ -30,8 +30,8 @@ def test_second_commit_reserving_a_taken_archive_id_fails_before_indexing(root):
         assert result["status"] == "failed" and "archive conflict" in result["reason"]
         assert engine.archive_search("s", "alpha3") == before  # the first commit's index is intact
         assert engine.archive_search("s", "cherry") == []  # live messages were not indexed as archived
-        assert engine.store.read_archive("s", "archive_001")["task_id"] == first["task_id"]
-        assert [m["seq"] for m in engine.store.live_messages("s")] == [9, 10]
+        assert engine.storage.sessions.read_archive("s", "archive_001")["task_id"] == first["task_id"]
+        assert [m["seq"] for m in engine.storage.sessions.live_messages("s")] == [9, 10]
         assert engine.resume_all()[0]["status"] == "abandoned"  # its archive belongs to another commit
         assert engine.commit("s", keep_recent_count=0)["archive_id"] == "archive_002"
 
@@ -47,7 +47,7 @@ def test_pre_prompt_count_beyond_the_messages_is_an_error(root):
     with WorkingMemoryEngine(root, durable=False) as engine:
         with pytest.raises(InvalidInput, match="pre_prompt_count"):
             engine.after_turn("s", TURNS[:2], pre_prompt_count=3)
-        assert not engine.store.session_exists("s")
+        assert not engine.storage.sessions.session_exists("s")
 
 
 def test_a_commit_whose_archive_is_complete_is_finished_not_abandoned(root, monkeypatch):
@@ -55,25 +55,25 @@ def test_a_commit_whose_archive_is_complete_is_finished_not_abandoned(root, monk
     its complete archive once its resumes are used up, so its messages never drop out of search."""
     import sqlite3
 
-    from state.index import Index
+    from workmem.state.search_index import SearchIndex
 
-    real = Index.index_messages
+    real = SearchIndex.index_messages
 
     def locked(*args, **kwargs):
         raise sqlite3.OperationalError("database is locked")
 
     with WorkingMemoryEngine(root, durable=False) as engine:
         engine.add_messages("s", TURNS)
-        monkeypatch.setattr(Index, "index_messages", locked)
+        monkeypatch.setattr(SearchIndex, "index_messages", locked)
         first = engine.commit("s", keep_recent_count=0)
         assert first["status"] == "failed" and (root / "sessions/s/history/archive_001/.done").exists()
         for attempt in range(1, 4):
             assert [r["status"] for r in engine.resume_all()] == ["failed"]
             assert engine.task(first["task_id"])["attempts"] == attempt
-        monkeypatch.setattr(Index, "index_messages", real)
+        monkeypatch.setattr(SearchIndex, "index_messages", real)
 
         assert [(r["status"], r["archive_id"]) for r in engine.resume_all()] == [("completed", "archive_001")]
         assert engine.task(first["task_id"])["status"] == "completed"
         assert [h["seq"] for h in engine.archive_search("s", "alpha3")] == [4]
-        assert engine.store.live_messages("s") == []
+        assert engine.storage.sessions.live_messages("s") == []
         assert engine.session_info("s")["last_archive"]["id"] == "archive_001"

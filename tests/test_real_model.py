@@ -11,14 +11,14 @@ from importlib import resources
 
 import pytest
 
-from graphs.engine import WorkingMemoryEngine
-from state.memory import SECTIONS, parse_sections
+from workmem.graphs.engine import WorkingMemoryEngine
+from workmem.state.memory import SECTIONS, parse_sections
 
 pytestmark = [pytest.mark.real_model, pytest.mark.enable_socket]
 
 
 def test_real_model_commits_the_demo_session_without_falling_back(root):
-    conversation = json.loads(resources.files("graphs").joinpath("data/demo_conversation.json").read_text())
+    conversation = json.loads(resources.files("workmem.graphs").joinpath("data/demo_conversation.json").read_text())
     with WorkingMemoryEngine(root) as engine:
         engine.add_messages("real", conversation["messages"][:40])
         result = engine.commit("real", keep_recent_count=10)

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from nodes.merge import merge_working_memory
-from nodes.recover import recover_ops, repair_json
-from state.memory import SECTIONS, parse_sections, render_sections
+from workmem.nodes.merge import merge_working_memory
+from workmem.nodes.recover import recover_ops, repair_json
+from workmem.state.memory import SECTIONS, parse_sections, render_sections
 
 KEEP = {"op": "KEEP"}
 

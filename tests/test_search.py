@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from engine_helpers import assistant, user
 
-from graphs.engine import WorkingMemoryEngine
-from state.errors import ArchiveNotFound
+from workmem.graphs.engine import WorkingMemoryEngine
+from workmem.state.errors import ArchiveNotFound
 
 SYMBOLS = '.*+?^${}()|[]\\"'
 FIRST = [
@@ -117,5 +117,5 @@ def test_search_survives_a_restart_and_a_reindex(root, engine):
     expected = engine.archive_search("s", "database migration rollback")
     with WorkingMemoryEngine(root, durable=False) as again:
         assert again.archive_search("s", "database migration rollback") == expected
-        again.index.reindex(again.store)
+        again.storage.search.reindex(again.storage.sessions)
         assert again.archive_search("s", "database migration rollback") == expected

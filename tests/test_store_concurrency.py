@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from state.index import Index
-from state.store import SessionStore
-from state.turns import compute_pending_tokens
+from workmem.state.store import SessionStore
+from workmem.state.tasks import TaskStore
+from workmem.state.turns import compute_pending_tokens
 
 WORKERS = 4
 APPENDS = 500
@@ -31,7 +31,7 @@ while not os.path.exists(go):
 """
 
 APPENDER = _WAIT_FOR_GO + """
-from state.store import SessionStore
+from workmem.state.store import SessionStore
 root, sid, worker, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 store = SessionStore(root)
 for i in range(count):
@@ -40,12 +40,12 @@ store.flush()
 """
 
 ARCHIVER = _WAIT_FOR_GO + """
-from state.errors import SessionNotFound
-from state.index import Index
-from state.store import SessionStore
-from state.turns import choose_covered_range, source_turn_range
+from workmem.state.errors import SessionNotFound
+from workmem.state.tasks import TaskStore
+from workmem.state.store import SessionStore
+from workmem.state.turns import choose_covered_range, source_turn_range
 root, sid, stop = sys.argv[1], sys.argv[2], sys.argv[3]
-store, index = SessionStore(root), Index(root)
+store, index = SessionStore(root), TaskStore(root)
 rounds = 0
 while True:
     last_round = os.path.exists(stop)
@@ -125,4 +125,4 @@ def test_four_appenders_and_an_archiver(root):
     assert meta["pending_tokens"] == compute_pending_tokens(live, meta["keep_recent_count"])
     on_disk = json.loads((session_dir / ".meta.json").read_text())
     assert {k: on_disk[k] for k in meta} == meta
-    assert Index(root).lease_holder(SESSION) is None
+    assert TaskStore(root).lease_holder(SESSION) is None

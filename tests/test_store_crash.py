@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from state import fsutil
-from state.store import SessionStore
-from state.turns import choose_covered_range, compute_pending_tokens, source_turn_range
+from workmem.state import fsutil
+from workmem.state.store import SessionStore
+from workmem.state.turns import choose_covered_range, compute_pending_tokens, source_turn_range
 
 SID = "crashy"
 TOTAL = 30
@@ -138,7 +138,7 @@ def test_crash_by_raising_after_each_step(tmp_path, steps, monkeypatch):
 CHILD = """
 import os, sys
 sys.path.insert(0, {tests!r})
-from state.store import SessionStore
+from workmem.state.store import SessionStore
 import test_store_crash as t
 t.crash_after_step(setattr, int(sys.argv[2]), lambda: os._exit(17))
 t.archive_step(SessionStore(sys.argv[1]))
@@ -167,8 +167,8 @@ def test_crash_by_os_exit_after_each_step(tmp_path, steps):
 
 APPEND_CHILD = """
 import os, sys
-from state import store as store_module
-from state.store import SessionStore
+from workmem.state import store as store_module
+from workmem.state.store import SessionStore
 real_write = os.write
 target = os.stat(os.path.join(sys.argv[1], "sessions", "crashy", "messages.jsonl")).st_ino
 def half_write(fd, data):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from state.memory import SECTIONS
+from workmem.state.memory import SECTIONS
 
 REPO = Path(__file__).resolve().parent.parent
 LANGGRAPH = shutil.which("langgraph", path=str(Path(sys.executable).parent)) or shutil.which("langgraph")
@@ -91,7 +91,7 @@ def test_commit_graph_runs_in_langgraph_dev(server):
     assert out["status"] == "completed", out
     headers = [line[3:] for line in out["working_memory"].splitlines() if line.startswith("## ")]
     assert headers == list(SECTIONS)
-    assert out["route"][0] == "prepare" and out["route"][-1] == "finish" and "persist" in out["route"]
+    assert out["route"][0] == "take_lease" and out["route"][-1] == "release_lease" and "persist" in out["route"]
     assert (root / "sessions/studio-sample/history/archive_001/.done").exists()
     assert (root / "studio.sqlite").exists()
 

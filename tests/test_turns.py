@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from state.errors import InvalidInput
-from state.turns import (
+from workmem.state.errors import InvalidInput
+from workmem.state.turns import (
     choose_covered_range,
     clamp_keep,
     compute_pending_tokens,

@@ -30,13 +30,13 @@ except ImportError:  # imported as a module of the tests tree
 
 from langgraph.checkpoint.sqlite import SqliteSaver
 
-from graphs.commit import compile_commit_graph
-from graphs.engine import WorkingMemoryEngine
-from graphs.runner import open_checkpoints
-from nodes.context import CommitContext
-from nodes.extractive import ExtractiveChatModel
-from state.index import Index
-from state.store import SessionStore
+from workmem.graphs.commit import compile_commit_graph
+from workmem.graphs.engine import WorkingMemoryEngine
+from workmem.nodes.context import CommitContext
+from workmem.nodes.extractive import ExtractiveChatModel
+from workmem.state.sqlite import connect
+from workmem.state.storage import open_storage
+from workmem.state.store import SessionStore
 
 SESSION = "bench"
 N_MESSAGES = 200
@@ -81,10 +81,9 @@ def _fresh(template: Path, folder: Path, name: str) -> Path:
 def _graph_commit(root: Path, *, checkpointed: bool, chunk_tokens: int, tag: str) -> tuple[float, int]:
     """Time one commit through the graph; returns (seconds, checkpoint bytes of its thread)."""
     global _chunks
-    store, index = SessionStore(root), Index(root)
-    context = CommitContext(root=str(root), model=ExtractiveChatModel(), chunk_tokens=chunk_tokens,
-                            store=store, index=index)
-    conn = open_checkpoints(root / "checkpoints.sqlite") if checkpointed else None
+    storage = open_storage(root)
+    context = CommitContext(root=str(root), model=ExtractiveChatModel(), chunk_tokens=chunk_tokens, storage=storage)
+    conn = connect(root / "checkpoints.sqlite", synchronous="NORMAL") if checkpointed else None
     saver = SqliteSaver(conn) if conn is not None else None
     if saver is not None:
         saver.setup()
@@ -102,7 +101,7 @@ def _graph_commit(root: Path, *, checkpointed: bool, chunk_tokens: int, tag: str
     written = _checkpoint_bytes(conn, thread_id) if conn is not None else 0
     if conn is not None:
         conn.close()
-    index.close()
+    storage.close()
     return elapsed, written
 
 

@@ -22,9 +22,9 @@ try:
 except ImportError:  # imported as a module of the tests tree
     from tests.benchmarks.common import BenchRow, print_table, timeit_best
 
-from graphs.engine import WorkingMemoryEngine
-from state.memory import render_sections
-from state.turns import source_turn_range
+from workmem.graphs.engine import WorkingMemoryEngine
+from workmem.state.memory import render_sections
+from workmem.state.turns import source_turn_range
 
 _SYLLABLES = "ka lo mi ne ru sa ti vo ber dan fel gor hin jas kel mor nup pra quo rit sul tek vin wex".split()
 # A Zipf-distributed vocabulary of 3 000 words, like natural text: a few words are everywhere, most are rare.
@@ -77,7 +77,7 @@ def bench_search(root: Path, messages: int, rounds: int) -> tuple[float, float]:
     """(archive_search, linear scan) best seconds per query, averaged over QUERIES."""
     with WorkingMemoryEngine(root, durable=False) as engine:
         write_archives(engine, "search", messages // 1000, 1000)
-        folder = engine.store.session_dir("search")
+        folder = engine.storage.sessions.session_dir("search")
         search = scan = 0.0
         for query in QUERIES:
             assert engine.archive_search("search", query), query

@@ -22,10 +22,10 @@ try:
 except ImportError:  # imported as a module of the tests tree
     from tests.benchmarks.common import BenchRow, print_table, timeit_best
 
-from state.jsonl import encode_line
-from state.store import SessionStore
-from state.tokens import count_tokens
-from state.turns import choose_covered_range, source_turn_range
+from workmem.state.jsonl import encode_line
+from workmem.state.store import SessionStore
+from workmem.state.tokens import count_tokens
+from workmem.state.turns import choose_covered_range, source_turn_range
 
 
 def _text(i: int) -> str:

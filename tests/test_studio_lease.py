@@ -1,4 +1,4 @@
-"""The Studio commit graph's `prepare` adds its input messages once, even when its step is re-executed."""
+"""The Studio commit graph's `take_lease` adds its input messages once, even when its step is re-executed."""
 
 from __future__ import annotations
 
@@ -7,25 +7,25 @@ import sqlite3
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from graphs.commit import build_commit_graph
-from graphs.engine import WorkingMemoryEngine
-from nodes.context import CommitContext
-from state.index import Index
+from workmem.graphs.commit import build_commit_graph
+from workmem.graphs.engine import WorkingMemoryEngine
+from workmem.nodes.context import CommitContext
+from workmem.state.tasks import TaskStore
 
 INPUT = [{"role": "user", "content": "q1 about the parser"}, {"role": "assistant", "content": "a1"},
          {"role": "user", "content": "q2 about the tests"}, {"role": "assistant", "content": "a2"}]
 
 
 def all_texts(engine: WorkingMemoryEngine, session: str) -> list[str]:
-    archived = [m for a in engine.store.list_archives(session)
-                for m in engine.store.archive_messages(session, a["archive_id"])]
-    return [m["parts"][0]["text"] for m in archived + engine.store.live_messages(session)]
+    archived = [m for a in engine.storage.sessions.list_archives(session)
+                for m in engine.storage.sessions.archive_messages(session, a["archive_id"])]
+    return [m["parts"][0]["text"] for m in archived + engine.storage.sessions.live_messages(session)]
 
 
 @pytest.fixture
 def lease_fails_once(monkeypatch):
-    """The first lease attempt fails after `prepare` has appended its input (a locked index)."""
-    real, calls = Index.acquire_lease, {"n": 0}
+    """The first lease attempt fails after `take_lease` has appended its input (a locked index)."""
+    real, calls = TaskStore.acquire_lease, {"n": 0}
 
     def flaky(self, *args, **kwargs):
         calls["n"] += 1
@@ -33,7 +33,7 @@ def lease_fails_once(monkeypatch):
             raise sqlite3.OperationalError("database is locked")
         return real(self, *args, **kwargs)
 
-    monkeypatch.setattr(Index, "acquire_lease", flaky)
+    monkeypatch.setattr(TaskStore, "acquire_lease", flaky)
 
 
 @pytest.mark.parametrize("archived_meanwhile", [False, True], ids=["still_live", "archived_before_retry"])

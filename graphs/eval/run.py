@@ -3,7 +3,7 @@
 Always (no model needed): evidence reachability — is each evidence turn in the live tail, in the
 working memory, or in the top 12 of `archive_search` with keywords of the question — and answer
 retention in the assembled context next to its ceiling (the whole transcript). With a model: the
-four answer modes of `graphs.eval_qa`, judged CORRECT/WRONG. Rules: `graphs.eval_metrics`.
+four answer modes of `workmem.graphs.eval.qa`, judged CORRECT/WRONG. Rules: `workmem.graphs.eval.metrics`.
 
 Eval roots are written with `durable=False` (no fsync per append): they are scratch data, and ingest
 stays fast. Without `root` a temporary root is used and removed afterwards.
@@ -23,8 +23,8 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from graphs.eval_data import ADVERSARIAL, QAItem, Sample, load_samples
-from graphs.eval_metrics import (
+from workmem.graphs.eval.data import ADVERSARIAL, QAItem, Sample, load_samples
+from workmem.graphs.eval.metrics import (
     SpanIndex,
     accuracy_table,
     answer_present,
@@ -33,12 +33,12 @@ from graphs.eval_metrics import (
     reachability_table,
     retention_table,
 )
-from graphs.eval_qa import answer_questions
-from state.errors import InvalidInput
+from workmem.graphs.eval.qa import answer_questions
+from workmem.state.errors import InvalidInput
+from workmem.state.tokens import DEFAULT_CONTEXT_WINDOW
+from workmem.state.turns import DEFAULT_KEEP_RECENT
 
 DEFAULT_THRESHOLD = 2000
-DEFAULT_KEEP = 10
-DEFAULT_BUDGET = 128_000
 SEARCH_LIMIT = 12
 RULES = {
     "session_date": "a user message '[session <n> — <date_time>]' before each dated session's first turn",
@@ -74,7 +74,7 @@ class Models:
 
 def run_eval(data: str | Path | dict[str, Any] | list[Any], *, root: str | Path | None = None, model: Any = None,
              judge: Any = None, commit_model: Any = None, threshold: int = DEFAULT_THRESHOLD,
-             keep: int = DEFAULT_KEEP, budget: int = DEFAULT_BUDGET, no_model: bool = False,
+             keep: int = DEFAULT_KEEP_RECENT, budget: int = DEFAULT_CONTEXT_WINDOW, no_model: bool = False,
              include_adversarial: bool = False, limit_questions: int | None = None,
              sample: int | str | None = None, progress: bool = True, console: Console | None = None,
              out: str | Path | None = None) -> dict[str, Any]:
@@ -84,8 +84,8 @@ def run_eval(data: str | Path | dict[str, Any] | list[Any], *, root: str | Path 
     falls back to `WORKMEM_MODEL`; without any (or with `no_model`) only the no-model metrics run.
     Commits use `commit_model`, else the answer model, else the offline extractive model.
     """
-    from graphs.engine import WorkingMemoryEngine
-    from state.turns import validate_keep
+    from workmem.graphs.engine import WorkingMemoryEngine
+    from workmem.state.turns import validate_keep
 
     samples = _select(load_samples(data), sample)
     threshold = _positive("threshold", threshold)
@@ -108,7 +108,7 @@ def run_eval(data: str | Path | dict[str, Any] | list[Any], *, root: str | Path 
             durable=False))
         bar = stack.enter_context(_progress(console, progress))
         for item in samples:
-            if engine.store.session_exists(item.session_id):
+            if engine.storage.sessions.session_exists(item.session_id):
                 raise InvalidInput("root", str(root_path), f"session {item.session_id!r} already exists there; "
                                                           "evaluate into an empty root")
             chosen = select_questions(item, include_adversarial, limit_questions)
@@ -170,14 +170,14 @@ def resolve_models(model: Any, judge: Any, commit_model: Any, *, no_model: bool 
     if commit_model is not None:
         commit = _as_model(commit_model, "commit_model", env)
     else:
-        from nodes.extractive import ExtractiveChatModel
+        from workmem.nodes.extractive import ExtractiveChatModel
 
         commit = answer if answer is not None else ExtractiveChatModel()
     return Models(commit, answer, judge_model)
 
 
 def _as_model(value: Any, field_name: str, env: Mapping[str, str]) -> Any:
-    from nodes.models import ENV_MODEL, resolve_model
+    from workmem.nodes.models import ENV_MODEL, resolve_model
 
     if isinstance(value, str):
         if not value.strip():
@@ -187,7 +187,7 @@ def _as_model(value: Any, field_name: str, env: Mapping[str, str]) -> Any:
         except InvalidInput:
             raise
         except Exception as exc:  # e.g. the OpenAI client refusing to start without credentials
-            from state.redact import redact_secrets
+            from workmem.state.redact import redact_secrets
 
             raise InvalidInput(field_name, value, redact_secrets(f"cannot build the model: {exc}")[:300]) from exc
     if not hasattr(value, "invoke"):
@@ -196,7 +196,7 @@ def _as_model(value: Any, field_name: str, env: Mapping[str, str]) -> Any:
 
 
 def _env_model(env: Mapping[str, str]) -> Any | None:
-    from nodes.models import ENV_MODEL
+    from workmem.nodes.models import ENV_MODEL
 
     spec = (env.get(ENV_MODEL) or "").strip()
     model = _as_model(spec, ENV_MODEL, env) if spec else None
@@ -204,13 +204,13 @@ def _env_model(env: Mapping[str, str]) -> Any | None:
 
 
 def _is_extractive(model: Any) -> bool:
-    from nodes.extractive import ExtractiveChatModel
+    from workmem.nodes.extractive import ExtractiveChatModel
 
     return isinstance(model, ExtractiveChatModel)
 
 
 def _name(model: Any) -> str | None:
-    from nodes.models import model_name
+    from workmem.nodes.models import model_name
 
     return None if model is None else model_name(model)
 
@@ -274,7 +274,7 @@ def evidence_metrics(engine: Any, sample: Sample, ingested: Ingested, questions:
                      budget: int) -> list[dict[str, Any]]:
     """Per question: where each evidence turn is (tail / WM / search top 12) and whether the answer is kept."""
     sid = ingested.session_id
-    live = {m["seq"] for m in engine.store.live_messages(sid)}
+    live = {m["seq"] for m in engine.storage.sessions.live_messages(sid)}
     archive = engine.working_memory(sid) or {}
     wm = padded(archive.get("working_summary", {}).get("markdown", ""))
     spans = SpanIndex({t.dia_id: t.text for t in reversed(sample.turns)})  # first occurrence of a dia id wins
@@ -303,7 +303,7 @@ def evidence_metrics(engine: Any, sample: Sample, ingested: Ingested, questions:
 
 
 def _sample_row(engine: Any, sample: Sample, ingested: Ingested) -> dict[str, Any]:
-    from state.tokens import count_tokens
+    from workmem.state.tokens import count_tokens
 
     sid = ingested.session_id
     info = engine.session_info(sid)
@@ -318,7 +318,7 @@ def _sample_row(engine: Any, sample: Sample, ingested: Ingested) -> dict[str, An
 def _model_summary(questions: list[dict[str, Any]], models: Models, extra: dict[str, Any]) -> dict[str, Any] | None:
     if models.answer is None:
         return None
-    from graphs.eval_qa import MODES
+    from workmem.graphs.eval.qa import MODES
 
     return {"model": _name(models.answer), "judge": _name(models.judge),
             "modes": {mode: accuracy_table(questions, mode) for mode in MODES},

@@ -11,6 +11,10 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from workmem.graphs.eval.run import DEFAULT_THRESHOLD
+from workmem.state.tokens import DEFAULT_CONTEXT_WINDOW
+from workmem.state.turns import DEFAULT_KEEP_RECENT
+
 DEFAULT_OUT = "eval_results.json"
 DESCRIPTION = ("Ingest a LoCoMo-format conversation turn by turn with periodic commits, then measure evidence "
                "reachability, answer retention and, with a model, QA accuracy.")
@@ -31,9 +35,9 @@ def add_eval_arguments(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--model", help="answer (and commit) model, e.g. openai:gpt-4o-mini (default: $WORKMEM_MODEL)")
     cmd.add_argument("--judge", help="judge model (default: the answer model)")
     cmd.add_argument("--commit-model", help="commit model, e.g. extractive (default: the answer model)")
-    cmd.add_argument("--threshold", type=int, default=2000, help="pending tokens that trigger a commit")
-    cmd.add_argument("--keep", type=int, default=10, help="recent messages kept raw by each commit")
-    cmd.add_argument("--budget", type=int, default=128_000, help="token budget of the assembled context")
+    cmd.add_argument("--threshold", type=int, default=DEFAULT_THRESHOLD, help="pending tokens that trigger a commit")
+    cmd.add_argument("--keep", type=int, default=DEFAULT_KEEP_RECENT, help="recent messages kept raw by each commit")
+    cmd.add_argument("--budget", type=int, default=DEFAULT_CONTEXT_WINDOW, help="token budget of the assembled context")
     cmd.add_argument("--limit-questions", type=int, help="at most this many questions per sample")
     cmd.add_argument("--include-adversarial", action="store_true", help="also ask category 5 (adversarial)")
     cmd.add_argument("--out", default=DEFAULT_OUT, help=f"results JSON (default: {DEFAULT_OUT})")
@@ -42,7 +46,7 @@ def add_eval_arguments(cmd: argparse.ArgumentParser) -> None:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     """Evaluate working memory on LoCoMo-format data (reachability, retention, QA accuracy)."""
-    from graphs.eval import run_eval, write_results
+    from workmem.graphs.eval.run import run_eval, write_results
 
     as_json = bool(getattr(args, "json", False))
     results = run_eval(args.data, root=getattr(args, "root", None), model=args.model, judge=args.judge,
@@ -63,14 +67,14 @@ def _pct(value: float | None) -> str:
 
 
 def _label(key: str) -> str:
-    from graphs.eval_data import category_name
+    from workmem.graphs.eval.data import category_name
 
     return "overall" if key == "overall" else category_name(int(key))
 
 
 def render_results(results: Mapping[str, Any], console: Console, out: str | None = None) -> None:
     """Print the run's summary line and its reachability, retention and (if any) model tables."""
-    from graphs.eval_qa import MODE_LABELS
+    from workmem.graphs.eval.qa import MODE_LABELS
 
     for s in results["samples"]:
         console.print(f"[bold]{s['sample_id']}[/]: {s['turns']} turns, {s['messages']} messages, {s['tokens']} tokens; "

@@ -17,7 +17,7 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
-from state.tokens import count_tokens
+from workmem.state.tokens import count_tokens
 
 MODES = ("full_context", "wm_tail", "wm_tail_tools", "summary_baseline")
 MODE_LABELS = {"full_context": "full context", "wm_tail": "WM + tail", "wm_tail_tools": "WM + tail + tools",
@@ -178,7 +178,7 @@ def parse_verdict(text: str) -> bool:
 
 
 def _error(exc: BaseException) -> str:
-    from state.redact import redact_secrets
+    from workmem.state.redact import redact_secrets
 
     return redact_secrets(f"{type(exc).__name__}: {exc}")[:300]
 
@@ -189,18 +189,18 @@ def answer_questions(engine: Any, session_id: str, transcript: str, rows: list[d
 
     Returns the tokens spent outside QA (judge, baseline summaries) and the model errors met.
     """
-    from graphs.agent_tools import make_archive_tools
-    from graphs.lc_messages import to_langchain_messages
-    from state.messages import message_text
+    from workmem.graphs.agent_tools import make_archive_tools
+    from workmem.graphs.lc_messages import to_langchain_messages
+    from workmem.state.messages import message_text
 
     assembled = engine.assemble(session_id, budget)["messages"]
     system_addition = "\n\n".join(str(m.text) for m in assembled if _tag(m) == "system")
     wm_context = [m for m in assembled if _tag(m) != "system"]
     tools = make_archive_tools(engine, session_id)
-    chunks = ["\n".join(message_text(m) for m in engine.store.archive_messages(session_id, a["archive_id"]))
-              for a in engine.store.list_archives(session_id)]
+    chunks = ["\n".join(message_text(m) for m in engine.storage.sessions.archive_messages(session_id, a["archive_id"]))
+              for a in engine.storage.sessions.list_archives(session_id)]
     summary, summary_tokens, errors = running_summary(model, chunks)
-    baseline = summary_context(summary, to_langchain_messages(engine.store.live_messages(session_id)))
+    baseline = summary_context(summary, to_langchain_messages(engine.storage.sessions.live_messages(session_id)))
     judge_tokens = 0
     for row in rows:
         question = row["question"]

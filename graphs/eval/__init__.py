@@ -1,0 +1,1 @@
+"""The LoCoMo-format evaluation: ingest, commit, measure (`workmem eval`)."""

@@ -1,0 +1,156 @@
+"""The storage interface (SPEC §11): what the engine and the commit nodes may ask of a backend.
+
+Nothing above `state/` imports a backend module: it receives a `Storage` from `open_storage` and
+talks to its three parts — `sessions` (messages, archives, meta), `tasks` (commit tasks and leases)
+and `search` (the full-text index of archived messages) — plus the LangGraph checkpointer the
+commit graph runs on. `FileStorage` (files + SQLite under one root) implements it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Protocol
+
+from workmem.state.errors import InvalidInput
+from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES
+
+ENV_HOME = "WORKMEM_HOME"
+DEFAULT_ROOT = ".workmem"
+
+
+class SessionStorage(Protocol):
+    """Sessions: append-only messages, the live rule, archives and the session meta."""
+
+    def append(self, session_id: str, messages: list[Any], *, durable: bool | None = None) -> list[dict[str, Any]]:
+        """Validate and append a batch; returns the stored messages."""
+
+    def session_exists(self, session_id: str) -> bool:
+        """True once the session has been written to."""
+
+    def location(self, session_id: str) -> str:
+        """Where the session lives, for people (a directory, a table key)."""
+
+    def meta(self, session_id: str) -> dict[str, Any]:
+        """The session meta (§2 fields)."""
+
+    def set_keep_recent_count(self, session_id: str, keep_recent_count: int) -> dict[str, Any]:
+        """Set the keep window pending_tokens is computed with."""
+
+    def live_messages(self, session_id: str) -> list[dict[str, Any]]:
+        """Messages not yet archived, oldest first."""
+
+    def messages_in_range(self, session_id: str, start_seq: int, end_seq: int) -> list[dict[str, Any]]:
+        """Messages with start_seq ≤ seq ≤ end_seq, archived or live."""
+
+    def last_complete_archive(self, session_id: str) -> dict[str, Any] | None:
+        """The newest complete archive object, or None."""
+
+    def latest_overview(self, session_id: str) -> str | None:
+        """The WM of the newest complete archive, or None."""
+
+    def next_archive_id(self, session_id: str) -> str:
+        """The id the next commit writes."""
+
+    def list_archives(self, session_id: str) -> list[dict[str, Any]]:
+        """`{archive_id, abstract, start_seq, end_seq}` of every complete archive, oldest first."""
+
+    def read_archive(self, session_id: str, archive_id: str) -> dict[str, Any]:
+        """An archive object plus `overview` and `abstract`."""
+
+    def archive_messages(self, session_id: str, archive_id: str) -> list[dict[str, Any]]:
+        """The messages one complete archive covers."""
+
+    def write_archive(self, session_id: str, archive: dict[str, Any], messages: list[dict[str, Any]],
+                      overview: str, abstract: str) -> Any:
+        """Persist a complete archive (idempotent)."""
+
+    def drop_covered(self, session_id: str, end_seq: int) -> int:
+        """Forget live copies of archived messages (garbage collection)."""
+
+    def record_commit(self, session_id: str, archive: dict[str, Any], keep_recent_count: int) -> dict[str, Any]:
+        """Update the meta after a commit."""
+
+    def list_sessions(self) -> list[str]:
+        """Every session id."""
+
+    def close(self) -> None:
+        """Flush caches."""
+
+
+class TaskStorage(Protocol):
+    """Commit tasks and the one-commit-per-session lease."""
+
+    def create_task(self, session_id: str, **fields: Any) -> dict[str, Any]:
+        """Insert a task row."""
+
+    def update_task(self, task_id: str, **fields: Any) -> dict[str, Any]:
+        """Change fields of a task row."""
+
+    def get_task(self, task_id: str) -> dict[str, Any] | None:
+        """A task row, or None."""
+
+    def list_tasks(self, session_id: str | None = None, status: str | None = None) -> list[dict[str, Any]]:
+        """Task rows, oldest first."""
+
+    def acquire_lease(self, session_id: str, task_id: str, owner: str, ttl: float = 60) -> str | None:
+        """Take the lease (None) or return the holder's task id."""
+
+    def renew_lease(self, session_id: str, task_id: str, ttl: float = 60) -> bool:
+        """Extend a held lease."""
+
+    def release_lease(self, session_id: str, task_id: str) -> None:
+        """Give a lease up."""
+
+    def lease_holder(self, session_id: str) -> dict[str, Any] | None:
+        """The unexpired lease row, or None."""
+
+    def close(self) -> None:
+        """Close connections."""
+
+
+class SearchStorage(Protocol):
+    """The full-text index of archived messages."""
+
+    def index_messages(self, session_id: str, archive_id: str, messages: Any) -> int:
+        """(Re)index one archive's messages."""
+
+    def search(self, session_id: str, query: str, archive_id: str | None = None,
+               limit: int = 12) -> list[dict[str, Any]]:
+        """Literal, ranked search → hits."""
+
+    def reindex(self, sessions: SessionStorage, session_id: str | None = None, progress: Any = None) -> int:
+        """Rebuild the index from the archives."""
+
+    def close(self) -> None:
+        """Close connections."""
+
+
+class Storage(Protocol):
+    """One backend: its sessions, tasks, search index and commit checkpointer."""
+
+    sessions: SessionStorage
+    tasks: TaskStorage
+    search: SearchStorage
+
+    def checkpointer(self) -> Any:
+        """The LangGraph checkpointer commits run on (opened once, closed with the storage)."""
+
+    def close(self) -> None:
+        """Flush and close everything."""
+
+
+def default_root() -> Path:
+    """The data root: `WORKMEM_HOME` if set, else `./.workmem`."""
+    return Path(os.environ.get(ENV_HOME) or DEFAULT_ROOT).resolve()
+
+
+def open_storage(root: str | os.PathLike[str] | None = None, *, durable: bool = True,
+                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> Storage:
+    """The storage of a data root (default: `default_root()`)."""
+    from workmem.state.file_storage import FileStorage
+
+    if root is not None and (not isinstance(root, (str, os.PathLike)) or not str(root)):
+        raise InvalidInput("root", root, "must be a non-empty path")
+    path = Path(root).resolve() if root is not None else default_root()
+    return FileStorage(path, durable=durable, max_message_bytes=max_message_bytes)

@@ -1,0 +1,74 @@
+"""workmem: working memory for long LLM agent sessions.
+
+The public API, loaded lazily (PEP 562) so that `import workmem` — and `import workmem.state.memory` —
+does not pay for LangChain until a name that needs it is used.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.2.0"
+
+_EXPORTS: dict[str, str] = {
+    "WorkingMemoryEngine": "workmem.graphs.engine",
+    "WorkingMemoryMiddleware": "workmem.graphs.middleware",
+    "make_archive_tools": "workmem.graphs.agent_tools",
+    "commit_node": "workmem.graphs.agent",
+    "build_commit_graph": "workmem.graphs.commit",
+    "compile_commit_graph": "workmem.graphs.commit",
+    "WorkmemError": "workmem.state.errors",
+    "InvalidInput": "workmem.state.errors",
+    "SessionNotFound": "workmem.state.errors",
+    "ArchiveNotFound": "workmem.state.errors",
+    "CommitInProgress": "workmem.state.errors",
+    "ArchiveConflict": "workmem.state.errors",
+    "CorruptLine": "workmem.state.errors",
+}
+
+__all__ = [
+    "ArchiveConflict",
+    "ArchiveNotFound",
+    "CommitInProgress",
+    "CorruptLine",
+    "InvalidInput",
+    "SessionNotFound",
+    "WorkingMemoryEngine",
+    "WorkingMemoryMiddleware",
+    "WorkmemError",
+    "__version__",
+    "build_commit_graph",
+    "commit_node",
+    "compile_commit_graph",
+    "make_archive_tools",
+]
+
+if TYPE_CHECKING:
+    from workmem.graphs.agent import commit_node
+    from workmem.graphs.agent_tools import make_archive_tools
+    from workmem.graphs.commit import build_commit_graph, compile_commit_graph
+    from workmem.graphs.engine import WorkingMemoryEngine
+    from workmem.graphs.middleware import WorkingMemoryMiddleware
+    from workmem.state.errors import (
+        ArchiveConflict,
+        ArchiveNotFound,
+        CommitInProgress,
+        CorruptLine,
+        InvalidInput,
+        SessionNotFound,
+        WorkmemError,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'workmem' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
