@@ -7,18 +7,27 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.progress import Progress
 from rich.table import Table
 from rich.text import Text
 
 from workmem.graphs.eval.cli import add_eval_parser
 from workmem.state.errors import InvalidInput, WorkmemError
+from workmem.state.redact import clean_error, describe_error
+from workmem.state.tokens import DEFAULT_CONTEXT_WINDOW
+from workmem.state.turns import DEFAULT_KEEP_RECENT
 
 console = Console()
+
+
+class CommandFailed(Exception):
+    """A command could not do its job; its message is the `error:` line."""
 
 
 def _engine(args: argparse.Namespace):
@@ -47,13 +56,22 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def read_messages(file: str | None) -> list[Any]:
     """Messages from a file (or stdin): a JSON list, or JSONL with one message per line."""
+    source = file or "<stdin>"
     try:
         text = (Path(file).read_text(encoding="utf-8") if file else sys.stdin.read()).strip()
         if text.startswith("["):
-            return json.loads(text)
-        return [json.loads(line) for line in text.splitlines() if line.strip()]
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InvalidInput("file", file or "<stdin>", f"cannot read messages: {exc}") from exc
+            messages = json.loads(text)
+        else:
+            messages = [json.loads(line) for line in text.splitlines() if line.strip()]
+    except (OSError, UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError is a ValueError
+        raise InvalidInput("file", source, f"cannot read messages: {exc}") from exc
+    except RecursionError as exc:
+        raise InvalidInput("file", source, "JSON nested too deeply") from exc
+    if not isinstance(messages, list):
+        raise InvalidInput("file", source, "expected a JSON list of messages or JSONL")
+    if not messages:
+        raise InvalidInput("file", source, "no messages to add")
+    return messages
 
 
 def cmd_add(args: argparse.Namespace) -> int:
@@ -69,12 +87,51 @@ def cmd_add(args: argparse.Namespace) -> int:
 
 
 def cmd_commit(args: argparse.Namespace) -> int:
-    """Commit a session synchronously."""
+    """Commit a session synchronously (a progress bar of its chunks on a terminal)."""
     with _engine(args) as engine:
-        result = engine.commit(args.session, keep_recent_count=args.keep, wait=True)
-    _emit(args, result, lambda r: console.print(
-        f"[bold]{r['status']}[/] task {r['task_id']} archive {r.get('archive_id') or '-'} {r.get('reason') or ''}"))
-    return 0 if result["status"] in ("completed", "skipped") else 1
+        before = engine.context_tokens(args.session)
+        with CommitProgress(enabled=not args.json and console.is_terminal) as progress:
+            result = engine.commit(args.session, keep_recent_count=args.keep, wait=True, progress=progress)
+        if result["status"] == "completed":
+            archive = engine.storage.sessions.read_archive(args.session, result["archive_id"])
+            rng = archive["source_turn_range"]
+            result["covered"] = {"start_seq": rng["start_seq"], "end_seq": rng["end_seq"],
+                                 "messages": rng["end_seq"] - rng["start_seq"] + 1}
+            result["tokens_before"], result["tokens_after"] = before, engine.context_tokens(args.session)
+    if result["status"] == "failed":
+        raise CommandFailed(f"commit {result['task_id']} failed: {result.get('reason') or 'unknown reason'}")
+    _emit(args, result, _render_commit)
+    return 0 if result["status"] in ("completed", "skipped") else 1  # busy: another commit runs
+
+
+def _render_commit(r: dict[str, Any]) -> None:
+    console.print(f"[bold]{r['status']}[/] task {r['task_id']} archive {r.get('archive_id') or '-'} "
+                  f"{r.get('reason') or ''}".rstrip())
+    covered = r.get("covered")
+    if covered:
+        console.print(f"covered seqs {covered['start_seq']}–{covered['end_seq']} ({covered['messages']} messages); "
+                      f"context tokens {r['tokens_before']} → {r['tokens_after']}")
+
+
+class CommitProgress:
+    """A rich progress bar of a commit's chunks, fed by `engine.commit(progress=…)`; silent when disabled."""
+
+    def __init__(self, *, enabled: bool) -> None:
+        self._bar = Progress(console=console, transient=True, disable=not enabled)
+        self._task: Any = None
+
+    def __enter__(self) -> CommitProgress:
+        self._bar.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._bar.__exit__(None, None, None)
+
+    def __call__(self, node: str, update: dict[str, Any]) -> None:
+        if node == "slice_turns" and update.get("chunks"):
+            self._task = self._bar.add_task("committing chunks", total=len(update["chunks"]))
+        elif node == "merge" and self._task is not None:
+            self._bar.advance(self._task)
 
 
 def message_json(message: Any) -> dict[str, Any]:
@@ -153,6 +210,8 @@ def _render_expansion(found: dict[str, Any]) -> None:
 def cmd_tasks(args: argparse.Namespace) -> int:
     """List commit tasks."""
     with _engine(args) as engine:
+        if args.session is not None:
+            engine.session_info(args.session)  # SessionNotFound for an unknown session
         rows = engine.storage.tasks.list_tasks(session_id=args.session)
     _emit(args, rows, _render_tasks)
     return 0
@@ -185,7 +244,8 @@ def cmd_reindex(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
-    parser = argparse.ArgumentParser(prog="workmem", description="Working memory for long agent sessions.")
+    parser = argparse.ArgumentParser(prog="workmem", description="Working memory for long agent sessions.",
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--root", help="data root (default: $WORKMEM_HOME or ./.workmem)")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     common = argparse.ArgumentParser(add_help=False)  # the same options also work after the subcommand
@@ -194,13 +254,14 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", required=True)
 
     def command(name: str, func: Any) -> argparse.ArgumentParser:
-        cmd = subparsers.add_parser(name, help=func.__doc__, parents=[common])
+        cmd = subparsers.add_parser(name, help=func.__doc__, description=func.__doc__, parents=[common],
+                                    formatter_class=argparse.ArgumentDefaultsHelpFormatter)
         cmd.set_defaults(func=func)
         return cmd
 
     demo = command("demo", cmd_demo)
     demo.add_argument("--threshold", type=int, default=2500, help="pending tokens that trigger a commit")
-    demo.add_argument("--keep", type=int, default=10, help="recent messages kept raw")
+    demo.add_argument("--keep", type=int, default=DEFAULT_KEEP_RECENT, help="recent messages kept raw")
 
     add = command("add", cmd_add)
     add.add_argument("session")
@@ -208,11 +269,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     commit = command("commit", cmd_commit)
     commit.add_argument("session")
-    commit.add_argument("--keep", type=int, default=10, help="recent messages kept raw")
+    commit.add_argument("--keep", type=int, default=DEFAULT_KEEP_RECENT, help="recent messages kept raw")
 
     context = command("context", cmd_context)
     context.add_argument("session")
-    context.add_argument("--budget", type=int, default=128_000, help="token budget of the model call")
+    context.add_argument("--budget", type=int, default=DEFAULT_CONTEXT_WINDOW, help="token budget of the model call")
 
     search = command("search", cmd_search)
     search.add_argument("session")
@@ -238,13 +299,26 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the `workmem` console script."""
+    """Entry point of the `workmem` console script: every failure is one `error:` line and exit code 2."""
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except WorkmemError as exc:
-        Console(stderr=True).print(f"[red]error:[/] {exc}")
-        return 2
+    except BrokenPipeError:  # `workmem … --json | head`: stop quietly, without a traceback at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return _fail("output pipe closed")
+    except KeyboardInterrupt:
+        return _fail("interrupted", code=130)
+    except (WorkmemError, CommandFailed) as exc:
+        return _fail(str(exc))
+    except OSError as exc:  # a bad or unwritable --root, a full disk
+        return _fail(clean_error(f"{exc.strerror or type(exc).__name__}: {exc.filename or exc}"))
+    except Exception as exc:  # never a traceback; the type says where to look
+        return _fail(describe_error(exc))
+
+
+def _fail(message: str, *, code: int = 2) -> int:
+    Console(stderr=True, highlight=False, soft_wrap=True).print(Text(f"error: {message}"))
+    return code
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -99,15 +100,17 @@ class WorkingMemoryEngine:
 
     # -- committing -------------------------------------------------------------------------------
 
-    def commit(self, session_id: str, keep_recent_count: int = 0, wait: bool = True) -> dict[str, Any]:
+    def commit(self, session_id: str, keep_recent_count: int = 0, wait: bool = True, *,
+               progress: Callable[[str, dict[str, Any]], None] | None = None) -> dict[str, Any]:
         """Compress the session's older messages into working memory → {status, task_id, archive_id, reason}.
 
         A commit already running for the session is returned with status `busy` instead of a second one.
+        `progress(node, update)` is called after each node of a synchronous commit (the CLI's progress bar).
         """
         keep = validate_keep(keep_recent_count)
         require_bool("wait", wait)
         self.storage.sessions.meta(session_id)  # validates the id and raises SessionNotFound for unknown sessions
-        return self.runner.start(session_id, keep, wait=wait)
+        return self.runner.start(session_id, keep, wait=wait, progress=progress if wait else None)
 
     def task(self, task_id: str) -> dict[str, Any] | None:
         """The commit task row (status, error, attempts, archive id, result), or None."""
@@ -129,7 +132,7 @@ class WorkingMemoryEngine:
         """
         if not self.storage.sessions.live_messages(session_id):
             return _compact_result(False, "no_messages", None, None, 0, 0)
-        before = self._context_tokens(session_id)
+        before = self.context_tokens(session_id)
         result = self.commit(session_id, keep_recent_count=0, wait=True)
         if result["status"] == "busy":
             self.wait()
@@ -138,12 +141,12 @@ class WorkingMemoryEngine:
         summary = (self.working_memory(session_id) or {}).get("working_summary", {}).get("markdown")
         out = _compact_result(compacted, result.get("reason") or result["status"], summary,
                               result.get("archive_id") if compacted else None, before,
-                              self._context_tokens(session_id))
+                              self.context_tokens(session_id))
         out["ok"] = result["status"] in ("completed", "skipped")
         out["task_id"] = result.get("task_id")
         return out
 
-    def _context_tokens(self, session_id: str) -> int:
+    def context_tokens(self, session_id: str) -> int:
         """Tokens of the summary message plus every live message (what an unbounded context would hold)."""
         wm = (self.working_memory(session_id) or {}).get("working_summary", {}).get("markdown", "")
         summary = count_tokens(SUMMARY_PREFIX + wm) if wm.strip() else 0
@@ -202,6 +205,9 @@ class WorkingMemoryEngine:
         first_seq, last_seq = int(start_seq or 0), int(end_seq or 0)
         if last_seq < first_seq:
             raise InvalidInput("end_seq", end_seq, f"must be >= start_seq ({start_seq})")
+        newest = self.storage.sessions.meta(session_id)["total_message_count"]
+        if first_seq > newest:
+            raise InvalidInput("start_seq", start_seq, f"past the session's last message (seq {newest})")
         return _expansion(None, "", self.storage.sessions.messages_in_range(session_id, first_seq, last_seq))
 
     def _turn_messages(self, session_id: str, first: int, last: int) -> list[dict[str, Any]]:

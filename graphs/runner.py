@@ -22,6 +22,7 @@ from workmem.state.storage import Storage
 from workmem.state.tasks import commit_thread_id
 
 log = logging.getLogger("workmem.runner")
+Progress = Callable[[str, dict[str, Any]], None]
 
 MAX_RESUMES = 3
 # A failed run keeps its checkpoint: it is resumed like an interrupted one until MAX_RESUMES.
@@ -48,10 +49,11 @@ class CommitRunner:
     # -- starting -------------------------------------------------------------------------------
 
     def start(self, session_id: str, keep_recent_count: int, *, wait: bool,
-              then: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+              then: Callable[[dict[str, Any]], None] | None = None, progress: Progress | None = None) -> dict[str, Any]:
         """Take the lease and run (or schedule) a commit; a held lease returns the running task.
 
-        `then(result)` runs after a background commit has finished and released the lease.
+        `then(result)` runs after a background commit has finished and released the lease;
+        `progress(node, update)` is called after each node of a synchronous commit.
         """
         task_id = uuid.uuid4().hex
         holder = acquire(self.tasks, session_id, task_id, self.owner, ttl=self.lease_ttl)
@@ -70,7 +72,7 @@ class CommitRunner:
             beat.release()  # never leave a session locked by a commit that did not start
             raise
         if wait:
-            return self._run_leased(session_id, task_id, keep_recent_count, beat)
+            return self._run_leased(session_id, task_id, keep_recent_count, beat, progress)
         return {"status": "pending", "task_id": task_id, "archive_id": None, "reason": "started"}
 
     def _run_in_background(self, session_id: str, task_id: str, keep_recent_count: int, beat: Heartbeat,
@@ -80,9 +82,10 @@ class CommitRunner:
             then(result)
         return result
 
-    def _run_leased(self, session_id: str, task_id: str, keep_recent_count: int, beat: Heartbeat) -> dict[str, Any]:
+    def _run_leased(self, session_id: str, task_id: str, keep_recent_count: int, beat: Heartbeat,
+                    progress: Progress | None = None) -> dict[str, Any]:
         try:
-            return self._run_held(session_id, task_id, keep_recent_count)
+            return self._run_held(session_id, task_id, keep_recent_count, progress)
         except Exception as exc:  # before or around the graph run (the graph's own errors are results)
             log.error("commit %s of session %r failed outside its graph run: %s", task_id, session_id,
                       describe_error(exc))
@@ -95,7 +98,8 @@ class CommitRunner:
         finally:
             beat.release()
 
-    def _run_held(self, session_id: str, task_id: str, keep_recent_count: int) -> dict[str, Any]:
+    def _run_held(self, session_id: str, task_id: str, keep_recent_count: int,
+                  progress: Progress | None = None) -> dict[str, Any]:
         try:
             context = self._run_context()
         except ModelUnavailable as exc:
@@ -120,7 +124,7 @@ class CommitRunner:
         self.tasks.update_task(task_id, archive_id=archive_id, thread_id=thread_id, status="running")
         graph_input = {"session_id": session_id, "archive_id": archive_id, "task_id": task_id,
                        "keep_recent_count": keep_recent_count}
-        result = self._invoke(task_id, thread_id, graph_input, context)
+        result = self._invoke(task_id, thread_id, graph_input, context, progress)
         return {**result, "resumed": resumed} if resumed else result
 
     def _run_context(self) -> CommitContext:
@@ -135,10 +139,10 @@ class CommitRunner:
     # -- running and resuming -------------------------------------------------------------------
 
     def _invoke(self, task_id: str, thread_id: str, graph_input: dict[str, Any] | None,
-                context: CommitContext) -> dict[str, Any]:
+                context: CommitContext, progress: Progress | None = None) -> dict[str, Any]:
         config = {"configurable": {"thread_id": thread_id}}
         try:
-            out = self.graph.invoke(graph_input, config, context=context, durability="sync")
+            out = self._run_graph(graph_input, config, context, progress)
         except Exception as exc:
             error = describe_error(exc)
             self.tasks.update_task(task_id, status="failed", error=error)
@@ -154,6 +158,21 @@ class CommitRunner:
                 "archive_id": None if out.get("status") == "skipped" else self._archive_of(task_id),
                 "reason": out.get("reason") or "", "degraded": bool(out.get("degraded")),
                 "route": out.get("route", [])}
+
+    def _run_graph(self, graph_input: dict[str, Any] | None, config: dict[str, Any], context: CommitContext,
+                   progress: Progress | None) -> dict[str, Any]:
+        """Run (or resume) the graph to its end; `progress(node, update)` after each node when given."""
+        if progress is None:
+            return self.graph.invoke(graph_input, config, context=context, durability="sync")
+        out: dict[str, Any] = {}
+        for mode, chunk in self.graph.stream(graph_input, config, context=context, durability="sync",
+                                             stream_mode=["updates", "values"]):
+            if mode == "values":
+                out = chunk
+            else:
+                for node, update in chunk.items():
+                    progress(node, update if isinstance(update, dict) else {})
+        return out
 
     def _archive_of(self, task_id: str) -> str | None:
         return (self.tasks.get_task(task_id) or {}).get("archive_id")

@@ -153,4 +153,6 @@ def open_storage(root: str | os.PathLike[str] | None = None, *, durable: bool = 
     if root is not None and (not isinstance(root, (str, os.PathLike)) or not str(root)):
         raise InvalidInput("root", root, "must be a non-empty path")
     path = Path(root).resolve() if root is not None else default_root()
+    if path.exists() and not path.is_dir():
+        raise InvalidInput("root", str(path), "is not a directory")
     return FileStorage(path, durable=durable, max_message_bytes=max_message_bytes)

@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 
 import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+# The repository root must not be importable: `graphs/`, `nodes/` and `state/` exist only as
+# workmem.graphs / .nodes / .state, so a stray `from state.x import …` fails here as it would for a user.
+sys.path[:] = [p for p in sys.path if Path(p or os.curdir).resolve() != REPO]
+os.environ["PYTHONSAFEPATH"] = "1"  # the same for every subprocess a test starts from the repository
 
 REAL_MODEL_FLAG = "WORKMEM_REAL_MODEL_TESTS"
 

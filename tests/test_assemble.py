@@ -205,7 +205,7 @@ def words(n: int, tag: str) -> str:
 def big_session(engine: WorkingMemoryEngine, session: str, turns: int, wm_tokens: int, turn_tokens: int) -> None:
     """A committed WM of about `wm_tokens` tokens, then `turns` live turns of ~`turn_tokens` with a tool group."""
     sections = {**CREATE_SECTIONS, "Key Facts & Decisions": "- " + words(wm_tokens, "fact")}
-    engine.model.messages = iter([create_call(sections)])
+    engine.model.get().messages = iter([create_call(sections)])
     engine.add_messages(session, [user("Start."), assistant("Started.")])
     assert engine.commit(session, keep_recent_count=0)["status"] == "completed"
     for t in range(turns):

@@ -115,7 +115,7 @@ def test_no_message_text_in_any_checkpoint(session, root):
     for i, script in enumerate(scripts):
         engine = session(script)
         commit(engine, turn(markers, tool=i % 2 == 0), keep=1 if i == 3 else 0)
-        assert engine.runner.context.model.calls == len(script)  # the path was taken as scripted
+        assert engine.model.get().calls == len(script)  # the path was taken as scripted
     # 6. several chunks in one commit, each checkpointed
     long = [m for _ in range(4) for m in turn(markers)]
     e6 = WorkingMemoryEngine(root=root, model=scripted(), durable=False)  # only to count the chunks

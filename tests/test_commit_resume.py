@@ -266,12 +266,12 @@ def test_resume_all_finishes_a_failed_commit(engine_with_counters):
     engine.add_messages("s", conversation())
     counters.fail_once("guard", _in_chunk(2))
     assert engine.commit("s", keep_recent_count=2)["status"] == "failed"
-    generated = engine.runner.context.model.calls
+    generated = engine.model.get().calls
 
     results = engine.resume_all()
 
     assert [r["status"] for r in results] == ["completed"]
-    assert engine.runner.context.model.calls == generated  # chunks 0..2 were not asked again
+    assert engine.model.get().calls == generated  # chunks 0..2 were not asked again
     assert engine.working_memory("s")["source_turn_range"]["end_seq"] == 14
     assert engine.resume_all() == []
     assert all_seqs(engine) == list(range(1, 17))

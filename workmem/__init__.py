@@ -6,10 +6,14 @@ does not pay for LangChain until a name that needs it is used.
 
 from __future__ import annotations
 
+import logging
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.2.0"
+
+# A library logs, the application decides where to: silent until logging is configured.
+logging.getLogger("workmem").addHandler(logging.NullHandler())
 
 _EXPORTS: dict[str, str] = {
     "WorkingMemoryEngine": "workmem.graphs.engine",

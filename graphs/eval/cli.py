@@ -22,7 +22,8 @@ DESCRIPTION = ("Ingest a LoCoMo-format conversation turn by turn with periodic c
 
 def add_eval_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ()) -> argparse.ArgumentParser:
     """Register the `eval` subcommand on an `add_subparsers()` object and return its parser."""
-    cmd = subparsers.add_parser("eval", help=cmd_eval.__doc__, parents=list(parents), description=DESCRIPTION)
+    cmd = subparsers.add_parser("eval", help=cmd_eval.__doc__, parents=list(parents), description=DESCRIPTION,
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     add_eval_arguments(cmd)
     return cmd
 
