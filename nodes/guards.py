@@ -245,10 +245,6 @@ def _guard(name: str, old_body: str, op: object) -> Decision:
     return guard(old_body, canonical)
 
 
-def guard_section(name: str, old_body: str, op: Mapping[str, Any]) -> Op:
-    """Apply the §5 rule of section `name` to one op; returns the op to merge (maybe KEEP or an APPEND)."""
-    return _guard(name, old_body, op)[0]
-
 
 def guard_ops(old_sections: Mapping[str, str], ops: object) -> tuple[dict[str, Op], list[str]]:
     """Guard all seven sections; returns the ops to merge and one note per guard decision that changed one."""

@@ -96,10 +96,6 @@ class Problems:
         return [c for found in self._found.get(session_dir, {}).values() for c in found]
 
 
-def encode_line(msg: dict[str, Any]) -> bytes:
-    """One stored message as a UTF-8 JSON line ending in a newline."""
-    return dumps(msg) + b"\n"
-
 
 def check_stored(obj: Any) -> str:
     """Why `obj` is not a stored message ('' when it looks like one); a cheap shape check per line."""

@@ -78,11 +78,6 @@ class FileMutex:
                  tb: TracebackType | None) -> None:
         self.release()
 
-    @property
-    def held(self) -> bool:
-        """True while some thread of this process holds the lock."""
-        return self._depth > 0
-
     def _lock_file(self) -> None:
         deadline = time.monotonic() + self.timeout
         delay = 0.0002

@@ -157,14 +157,6 @@ def is_emergency(n: int, t: int) -> bool:
     return n > EMERGENCY_BULLETS or t > EMERGENCY_TOKENS
 
 
-def body_is_oversized(body: str) -> bool:
-    """`is_oversized` measured on a body."""
-    return is_oversized(bullet_count(body), body_tokens(body))
-
-
-def body_is_emergency(body: str) -> bool:
-    """`is_emergency` measured on a body."""
-    return is_emergency(bullet_count(body), body_tokens(body))
 
 
 def section_reminders(md: str | None) -> str:

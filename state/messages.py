@@ -51,10 +51,6 @@ def normalize_message(
     return prepare_message(obj, field=field, max_bytes=max_bytes)[0]
 
 
-def normalize_messages(objs: Any, *, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> list[dict[str, Any]]:
-    """Normalise every message of a batch; the first bad one raises InvalidInput naming `messages[i]`."""
-    return [msg for msg, _body in prepare_messages(objs, max_bytes=max_bytes)]
-
 
 def prepare_message(obj: Any, *, field: str = "message",
                     max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> tuple[dict[str, Any], bytes]:
@@ -100,11 +96,6 @@ _PLAIN_BODY_BYTES = len(b'"meta":{},"parts":[{"type":"text","text":}]')
 # An ASCII character takes at most 6 bytes of JSON (a control character as `\u001f`).
 _MAX_JSON_BYTES_PER_ASCII_CHAR = 6
 
-
-def validate_message(msg: dict[str, Any], *, field: str = "message",
-                     max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> int:
-    """Check a normalised message (§10); return the size in bytes of its stored JSON body."""
-    return len(encode_body(msg, field=field, max_bytes=max_bytes))
 
 
 def encode_body(msg: dict[str, Any], *, field: str = "message", max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> bytes:

@@ -122,12 +122,6 @@ def choose_covered_range(messages: Sequence[dict[str, Any]], keep_recent_count: 
     return messages[0]["seq"], messages[cut - 1]["seq"]
 
 
-def compute_pending_tokens(messages: Sequence[dict[str, Any]], keep_recent_count: int) -> int:
-    """Brute-force §2 definition: token sum of the live messages except the newest k (no tool-pair rule)."""
-    k = max(0, keep_recent_count)
-    older = messages[: max(0, len(messages) - k)]
-    return sum(m["tokens"] for m in older)
-
 
 def source_turn_range(messages: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """`source_turn_range` of an archive object for the covered `messages` (non-empty, ordered by seq)."""

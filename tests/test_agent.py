@@ -16,6 +16,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, MessagesState, StateGraph
+from oracles import validate_message
 
 from workmem.graphs.agent import commit_node
 from workmem.graphs.agent_tools import make_archive_tools
@@ -24,7 +25,7 @@ from workmem.graphs.demo_agent import build_demo_agent, demo_engine
 from workmem.graphs.engine import WorkingMemoryEngine
 from workmem.graphs.middleware import WorkingMemoryMiddleware
 from workmem.state.errors import InvalidInput
-from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES, validate_message
+from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES
 from workmem.state.tokens import count_tokens
 
 AGENT_PROMPT = "You are a careful file assistant."

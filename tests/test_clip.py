@@ -7,6 +7,7 @@ import copy
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from oracles import validate_message
 
 from workmem.state.errors import InvalidInput
 from workmem.state.messages import (
@@ -15,7 +16,6 @@ from workmem.state.messages import (
     DROPPED_BLOCKS_NOTE,
     clip_to_cap,
     normalize_message,
-    validate_message,
 )
 
 CAP = 4_096

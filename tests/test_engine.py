@@ -304,7 +304,8 @@ def test_archive_expand_by_id_seq_range_and_turn_range(root):
         turns = engine.archive_expand("x", start_turn_id="t2", end_turn_id="t3")
         assert (turns["start_seq"], turns["end_seq"], turns["message_count"]) == (5, 8, 4)
         assert engine.archive_expand("x", start_turn_id="t1")["message_count"] == 4
-        assert engine.archive_expand("x", start_seq=100, end_seq=200)["message_count"] == 0
+        with pytest.raises(InvalidInput, match="start_seq"):  # past the last seq: an error, not an empty range
+            engine.archive_expand("x", start_seq=100, end_seq=200)
 
 
 def test_close_flushes_and_a_new_engine_sees_the_same_state(root):

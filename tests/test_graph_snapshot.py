@@ -4,11 +4,11 @@ with `WORKMEM_UPDATE_SNAPSHOTS=1 pytest tests/test_graph_snapshot.py` and review
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
 import pytest
+from snapshot import assert_snapshot
 
 from workmem.graphs.commit import compile_commit_graph, graph
 
@@ -43,11 +43,7 @@ def mermaid(name: str) -> str:
 
 @pytest.mark.parametrize("name", sorted(GRAPHS))
 def test_drawing_matches_the_snapshot(name):
-    drawn = mermaid(name)
-    path = SNAPSHOTS / name
-    if os.environ.get("WORKMEM_UPDATE_SNAPSHOTS"):
-        path.write_text(drawn, encoding="utf-8")
-    assert drawn == path.read_text(encoding="utf-8"), f"topology changed: review and regenerate {path.name}"
+    assert_snapshot(name, mermaid(name))
 
 
 @pytest.mark.parametrize("name", sorted(GRAPHS))

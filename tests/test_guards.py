@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from oracles import guard_section
 
 from workmem.nodes.guards import (
     dedupe_items,
     guard_ops,
-    guard_section,
     lexical_anchors,
     meaningful_words,
     normalize_item_tokens,

@@ -5,13 +5,12 @@ from __future__ import annotations
 import time
 
 import pytest
+from oracles import body_is_emergency, body_is_oversized
 
 from workmem.state.memory import (
     CONSOLIDATION_SENTINEL,
     SECTION_KEYS,
     SECTIONS,
-    body_is_emergency,
-    body_is_oversized,
     body_tokens,
     bullet_count,
     bullet_items,

@@ -4,13 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from workmem.nodes.merge import (
-    apply_op,
-    canonical_sections,
-    create_as_update_ops,
-    merge_sections,
-    merge_working_memory,
-)
+from workmem.nodes.merge import apply_op, canonical_sections, create_as_update_ops, merge_sections, merge_working_memory
 from workmem.state.memory import CONSOLIDATION_SENTINEL, SECTIONS, bullet_items, parse_sections, render_sections
 
 FACTS = "Key Facts & Decisions"

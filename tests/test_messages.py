@@ -6,10 +6,11 @@ import json
 
 import pytest
 from langchain_core.messages import AIMessage, ChatMessage, HumanMessage, SystemMessage, ToolMessage
+from oracles import normalize_messages, validate_message
 
 from workmem.graphs.lc_messages import to_langchain_message, to_langchain_messages
 from workmem.state.errors import InvalidInput
-from workmem.state.messages import message_text, normalize_message, normalize_messages, validate_message
+from workmem.state.messages import message_text, normalize_message
 from workmem.state.store import SessionStore
 
 

@@ -16,7 +16,7 @@ from langchain_core.messages import AIMessage
 from workmem.nodes.extractive import ExtractiveChatModel
 from workmem.nodes.models import bind_commit_tool, is_transport_error, model_name, resolve_model
 from workmem.nodes.prompts import update_prompt
-from workmem.state.errors import InvalidInput
+from workmem.state.errors import InvalidInput, ModelUnavailable
 from workmem.state.ops import UPDATE_TOOL
 
 STUB = pytest.mark.allow_hosts(["127.0.0.1"])
@@ -196,9 +196,11 @@ def test_resolve_model_from_the_environment():
     assert isinstance(resolve_model(env={"WORKMEM_MODEL": "extractive"}), ExtractiveChatModel)
     given = scripted()
     assert resolve_model(given, env={"WORKMEM_MODEL": "openai:x"}) is given
-    for bad in ("anthropic:claude", "openai:", "gpt-4o"):
+    for bad in ("openai:", "gpt-4o", "nope:model", ":x"):
         with pytest.raises(InvalidInput, match="WORKMEM_MODEL"):
             resolve_model(env={"WORKMEM_MODEL": bad})
+    with pytest.raises(ModelUnavailable, match="langchain-anthropic"):  # a known provider, not installed
+        resolve_model(env={"WORKMEM_MODEL": "anthropic:claude-sonnet-4-5"})
     model = resolve_model(env={"WORKMEM_MODEL": "openai:gpt-4o-mini", "OPENAI_API_KEY": "sk-abc"})
     assert model_name(model) == "openai:gpt-4o-mini"
     assert (model.temperature, model.max_retries, model.request_timeout) == (0, 0, 60)

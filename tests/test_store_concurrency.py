@@ -14,10 +14,10 @@ import time
 from pathlib import Path
 
 import pytest
+from oracles import compute_pending_tokens
 
 from workmem.state.store import SessionStore
 from workmem.state.tasks import TaskStore
-from workmem.state.turns import compute_pending_tokens
 
 WORKERS = 4
 APPENDS = 500

@@ -13,10 +13,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from oracles import compute_pending_tokens
 
 from workmem.state import fsutil
 from workmem.state.store import SessionStore
-from workmem.state.turns import choose_covered_range, compute_pending_tokens, source_turn_range
+from workmem.state.turns import choose_covered_range, source_turn_range
 
 SID = "crashy"
 TOTAL = 30

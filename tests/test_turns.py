@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from oracles import compute_pending_tokens
 
 from workmem.state.errors import InvalidInput
 from workmem.state.turns import (
     choose_covered_range,
     clamp_keep,
-    compute_pending_tokens,
     message_units,
     source_turn_range,
     tool_groups,

@@ -22,7 +22,8 @@ try:
 except ImportError:  # imported as a module of the tests tree
     from tests.benchmarks.common import BenchRow, print_table, timeit_best
 
-from workmem.state.jsonl import encode_line
+
+from workmem.state.jsonutil import dumps
 from workmem.state.store import SessionStore
 from workmem.state.tokens import count_tokens
 from workmem.state.turns import choose_covered_range, source_turn_range
@@ -35,9 +36,9 @@ def _text(i: int) -> str:
 
 def _line(i: int) -> bytes:
     """A line the size of what the store writes for `_text(i)`."""
-    return encode_line({"id": "m-" + "0" * 32, "seq": i, "turn_id": f"t{i}", "role": "user",
-                        "created_at": "2026-01-01T00:00:00.000000+00:00", "tokens": 30, "meta": {},
-                        "parts": [{"type": "text", "text": _text(i)}]})
+    return dumps({"id": "m-" + "0" * 32, "seq": i, "turn_id": f"t{i}", "role": "user",
+                  "created_at": "2026-01-01T00:00:00.000000+00:00", "tokens": 30, "meta": {},
+                  "parts": [{"type": "text", "text": _text(i)}]}) + b"\n"
 
 
 class _Floor:

@@ -27,7 +27,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
-for _path in (str(REPO), str(HERE)):  # the suites import `common` bare and the packages from the repo
+for _path in (str(REPO / "tests"), str(HERE)):  # the suites import `common` and the test helpers bare
     if _path not in sys.path:
         sys.path.insert(0, _path)
 

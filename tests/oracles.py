@@ -1,0 +1,49 @@
+"""Helpers only the tests use: brute-force definitions to check the library against, and shortcuts."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from workmem.nodes.guards import guard_ops
+from workmem.state.jsonutil import dumps
+from workmem.state.memory import body_tokens, bullet_count, is_emergency, is_oversized
+from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES, encode_body, prepare_messages
+
+
+def compute_pending_tokens(messages: Sequence[dict[str, Any]], keep_recent_count: int) -> int:
+    """Brute-force §2 definition: token sum of the live messages except the newest k (no tool-pair rule)."""
+    k = max(0, keep_recent_count)
+    older = messages[: max(0, len(messages) - k)]
+    return sum(m["tokens"] for m in older)
+
+
+def body_is_oversized(body: str) -> bool:
+    """`is_oversized` measured on a body."""
+    return is_oversized(bullet_count(body), body_tokens(body))
+
+
+def body_is_emergency(body: str) -> bool:
+    """`is_emergency` measured on a body."""
+    return is_emergency(bullet_count(body), body_tokens(body))
+
+
+def guard_section(name: str, old_body: str, op: Mapping[str, Any]) -> dict[str, Any]:
+    """The §5 guard of one section applied to one op (the other six sections KEEP)."""
+    return guard_ops({name: old_body}, {name: op})[0][name]
+
+
+def encode_line(msg: dict[str, Any]) -> bytes:
+    """One stored message as a UTF-8 JSON line ending in a newline."""
+    return dumps(msg) + b"\n"
+
+
+def normalize_messages(objs: Any, *, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> list[dict[str, Any]]:
+    """Normalise every message of a batch; the first bad one raises InvalidInput naming `messages[i]`."""
+    return [msg for msg, _body in prepare_messages(objs, max_bytes=max_bytes)]
+
+
+def validate_message(msg: dict[str, Any], *, field: str = "message",
+                     max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> int:
+    """Check a normalised message (§10); return the size in bytes of its stored JSON body."""
+    return len(encode_body(msg, field=field, max_bytes=max_bytes))

@@ -1,0 +1,81 @@
+"""Which model a commit uses: `model=` / `WORKMEM_MODEL` checked at construction, built at the first commit."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from fakes import scripted
+
+from workmem.graphs.engine import WorkingMemoryEngine
+from workmem.nodes.extractive import ExtractiveChatModel
+from workmem.nodes.models import LazyModel, check_model, model_spec
+from workmem.state.errors import InvalidInput
+
+# Building ChatOpenAI probes socket options with a throwaway socket (no connection is made).
+SOCKET_PROBE = pytest.mark.allow_hosts(["127.0.0.1"])
+MESSAGES = [{"role": "user", "content": "Rotate the TLS certificates before 2024-06-01."},
+            {"role": "assistant", "content": "Certificates get rotated on 2024-05-30."}]
+
+
+@pytest.mark.parametrize("bad", [5, 3.5, object(), {"model": "openai:x"}, ["openai:x"], ExtractiveChatModel,
+                                 "gpt-4o", "openai:", ":gpt", "nope:model", "  "])
+def test_model_of_the_wrong_kind_is_refused_at_construction(root, bad):
+    if bad == "  ":
+        assert check_model(bad) == "extractive"  # blank means the offline default
+        return
+    with pytest.raises(InvalidInput, match="model"):
+        WorkingMemoryEngine(root=root, model=bad)
+    assert not root.exists(), "nothing is written before the model is accepted"
+
+
+def test_a_bad_workmem_model_is_refused_at_construction(root, monkeypatch):
+    monkeypatch.setenv("WORKMEM_MODEL", "gpt-4o-mini")
+    with pytest.raises(InvalidInput, match="WORKMEM_MODEL"):
+        WorkingMemoryEngine(root=root)
+
+
+def test_specs():
+    given = scripted()
+    assert model_spec(given) is given
+    assert model_spec(None, env={}) == "extractive"
+    assert model_spec(None, env={"WORKMEM_MODEL": "openai:gpt-4.1-mini"}) == "openai:gpt-4.1-mini"
+    assert model_spec("anthropic: claude-sonnet-4-5", env={}) == "anthropic:claude-sonnet-4-5"
+    assert LazyModel("openai:gpt-4.1-mini").name == "openai:gpt-4.1-mini"
+    assert LazyModel("extractive").name == "workmem-extractive"
+
+
+@SOCKET_PROBE
+def test_everything_but_commit_works_without_the_models_key(root, monkeypatch, caplog):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    with WorkingMemoryEngine(root=root, model="openai:gpt-4o-mini", durable=False) as engine:
+        engine.add_messages("s", MESSAGES)
+        assert len(engine.assemble("s")["messages"]) == 3
+        assert engine.archive_expand("s", start_seq=1, end_seq=2)["message_count"] == 2
+        assert engine.session_info("s")["message_count"] == 2
+
+        with caplog.at_level(logging.WARNING, logger="workmem"):
+            first = engine.commit("s", keep_recent_count=0)
+            second = engine.commit("s", keep_recent_count=0)
+        assert first["status"] == second["status"] == "failed"
+        assert "OPENAI_API_KEY" in first["reason"]
+        assert engine.task(first["task_id"])["status"] == "failed"
+        assert "OPENAI_API_KEY" in engine.task(first["task_id"])["error"]
+        warnings = [r for r in caplog.records if r.levelno == logging.WARNING and "OPENAI_API_KEY" in r.getMessage()]
+        assert len(warnings) == 1, "one warning per session"
+        assert engine.archive_search("s", "certificates") == []  # nothing was archived
+        assert len(engine.storage.sessions.live_messages("s")) == 2, "the messages stay live"
+
+
+@SOCKET_PROBE
+def test_a_model_given_as_a_string_is_built_at_the_first_commit(root, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key-0000")
+    engine = WorkingMemoryEngine(root=root, model="openai:gpt-4o-mini", durable=False)
+    try:
+        assert engine.model._model is None, "not built at construction"
+        model = engine.model.get()
+        assert model is engine.model.get(), "built once"
+        assert (model.temperature, model.max_retries, model.request_timeout) == (0, 0, 60)
+    finally:
+        engine.close()
