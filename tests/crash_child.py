@@ -24,17 +24,13 @@ import json
 import os
 import signal
 import sys
-from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))
+from langchain_core.messages import AIMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
 
-from langchain_core.messages import AIMessage  # noqa: E402
-from langchain_core.outputs import ChatGeneration, ChatResult  # noqa: E402
-
-from workmem.nodes.extractive import ExtractiveChatModel  # noqa: E402
-from workmem.nodes.formatting import HEADER_RE  # noqa: E402
+from workmem.nodes.extractive import ExtractiveChatModel
+from workmem.nodes.formatting import HEADER_RE
 
 SESSION = "crash"
 KEEP = 2
