@@ -1,13 +1,16 @@
 """The commit graph, wired top to bottom like its diagram. No logic lives here.
 
     START → slice_turns ─(nothing_to_cover)→ report → END
-              └(covered)→ load_memory → generate → validate
+              └(covered)→ load_memory → generate ─(answered)→ validate
+    generate ─(retry)→ generate                                        (transport errors, 3 attempts)
+    generate ─(exhausted)→ extractive_fallback
     validate ─(valid)→ guard → merge ─(next_chunk)→ generate
                                     └─(done)→ persist → report → END
     validate ─(malformed)→ recover ─(recovered)→ guard
     validate / recover ─(no_usable_call)→ create_retry → generate      (once per chunk)
     validate / recover ─(fallback: retry used, or model error)→ extractive_fallback → guard
-    generate raises a transport error → RetryPolicy (3 attempts) → generate_failed → validate
+
+Every node is wrapped by `redacted`: an exception escaping it reaches LangGraph redacted.
 """
 
 from __future__ import annotations
@@ -15,20 +18,19 @@ from __future__ import annotations
 from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import RetryPolicy
 
-from workmem.nodes.context import CommitContext
+from workmem.nodes.context import CommitContext, redacted
 from workmem.nodes.create_retry import create_retry
 from workmem.nodes.extractive_fallback import extractive_fallback
-from workmem.nodes.generate import generate, generate_failed
+from workmem.nodes.generate import generate
 from workmem.nodes.guards import guard
 from workmem.nodes.load_memory import load_memory
 from workmem.nodes.merge import merge
-from workmem.nodes.models import is_transport_error
 from workmem.nodes.persist import persist
 from workmem.nodes.recover import recover
 from workmem.nodes.report import report
 from workmem.nodes.routing import (
+    route_after_generate,
     route_after_merge,
     route_after_recover,
     route_after_slice,
@@ -40,33 +42,31 @@ from workmem.nodes.studio_lease import release_lease, take_lease
 from workmem.nodes.validate import validate
 from workmem.state.commit_state import CommitInput, CommitOutput, CommitState, StudioInput
 
-MODEL_RETRY = RetryPolicy(max_attempts=3, initial_interval=0.5, retry_on=is_transport_error)
-
 
 def build_commit_graph(*, with_lease: bool = False) -> StateGraph:
     """The uncompiled commit graph (nodes, edges and every fallback edge with its label).
 
     `with_lease=True` adds what the engine otherwise does around a run (Studio runs need it):
-    `take_lease` (input messages, lease, archive id, task row) first and `release_lease` (release) last.
+    `take_lease` (input messages, lease, archive id, task row) first and `release_lease` last.
     """
     builder = StateGraph(CommitState, context_schema=CommitContext,
                          input_schema=StudioInput if with_lease else CommitInput, output_schema=CommitOutput)
 
-    builder.add_node("slice_turns", slice_turns)
-    builder.add_node("load_memory", load_memory)
-    builder.add_node("generate", generate, retry_policy=MODEL_RETRY, error_handler=generate_failed)
-    builder.add_node("validate", validate)
-    builder.add_node("recover", recover)
-    builder.add_node("create_retry", create_retry)
-    builder.add_node("extractive_fallback", extractive_fallback)
-    builder.add_node("guard", guard)
-    builder.add_node("merge", merge)
-    builder.add_node("persist", persist)
-    builder.add_node("report", report)
+    builder.add_node("slice_turns", redacted(slice_turns))
+    builder.add_node("load_memory", redacted(load_memory))
+    builder.add_node("generate", redacted(generate))
+    builder.add_node("validate", redacted(validate))
+    builder.add_node("recover", redacted(recover))
+    builder.add_node("create_retry", redacted(create_retry))
+    builder.add_node("extractive_fallback", redacted(extractive_fallback))
+    builder.add_node("guard", redacted(guard))
+    builder.add_node("merge", redacted(merge))
+    builder.add_node("persist", redacted(persist))
+    builder.add_node("report", redacted(report))
 
     if with_lease:
-        builder.add_node("take_lease", take_lease)
-        builder.add_node("release_lease", release_lease)
+        builder.add_node("take_lease", redacted(take_lease))
+        builder.add_node("release_lease", redacted(release_lease))
         builder.add_edge(START, "take_lease")
         builder.add_conditional_edges("take_lease", route_after_take_lease, {"leased": "slice_turns", "busy": END})
     else:
@@ -74,7 +74,11 @@ def build_commit_graph(*, with_lease: bool = False) -> StateGraph:
     builder.add_conditional_edges("slice_turns", route_after_slice,
                                   {"covered": "load_memory", "nothing_to_cover": "report"})
     builder.add_edge("load_memory", "generate")
-    builder.add_edge("generate", "validate")
+    builder.add_conditional_edges("generate", route_after_generate, {
+        "answered": "validate",
+        "retry": "generate",
+        "exhausted": "extractive_fallback",
+    })
     builder.add_conditional_edges("validate", route_after_validate, {
         "valid": "guard",
         "malformed": "recover",

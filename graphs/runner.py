@@ -27,7 +27,6 @@ Progress = Callable[[str, dict[str, Any]], None]
 MAX_RESUMES = 3
 # A failed run keeps its checkpoint: it is resumed like an interrupted one until MAX_RESUMES.
 RESUMABLE_STATUSES = ("pending", "running", "failed")
-MODEL_ERROR_ISSUE = "model error:"
 
 
 class CommitRunner:
@@ -151,13 +150,13 @@ class CommitRunner:
         if out.get("status") == "skipped":
             self.tasks.update_task(task_id, status="skipped", result={"reason": out.get("reason")})
             self.checkpointer.delete_thread(thread_id)
-        model_errors = [issue for issue in out.get("issues") or [] if issue.startswith(MODEL_ERROR_ISSUE)]
-        if model_errors:  # completed through the fallback: say why, so a bad key or model name is visible
-            self.tasks.update_task(task_id, error=model_errors[-1])
+        if out.get("model_errors"):  # completed through the fallback: say why, so a bad key or model is visible
+            self.tasks.update_task(task_id, error=out["model_errors"][-1])
         return {"status": out.get("status", "completed"), "task_id": task_id,
                 "archive_id": None if out.get("status") == "skipped" else self._archive_of(task_id),
                 "reason": out.get("reason") or "", "degraded": bool(out.get("degraded")),
-                "route": out.get("route", [])}
+                "route": out.get("route", []), "guard_notes": out.get("guard_notes", []),
+                "usage": out.get("usage") or {}}
 
     def _run_graph(self, graph_input: dict[str, Any] | None, config: dict[str, Any], context: CommitContext,
                    progress: Progress | None) -> dict[str, Any]:

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import functools
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 
+from workmem.state.errors import WorkmemError
+from workmem.state.redact import describe_error
 from workmem.state.storage import SearchStorage, SessionStorage, Storage, TaskStorage, default_root, open_storage
 
 DEFAULT_CHUNK_TOKENS = 24_000
@@ -25,6 +30,7 @@ class CommitContext:
     chunk_tokens: int = DEFAULT_CHUNK_TOKENS
     clip_tokens: int = DEFAULT_CLIP_TOKENS
     durable: bool = True
+    retry_backoff_s: float = 0.5  # before the 2nd transport attempt; doubled before the 3rd
     storage: Any = None  # the engine's Storage; None → one per root
 
 
@@ -63,6 +69,31 @@ def context_of(runtime: Runtime | None) -> CommitContext:
     if isinstance(ctx, dict):
         return CommitContext(**{k: v for k, v in ctx.items() if k in CommitContext.__dataclass_fields__})
     return ctx
+
+
+class CommitNodeFailed(WorkmemError, RuntimeError):
+    """A commit node failed; the message is the redacted `Type: message` of the original error."""
+
+    def __init__(self, node: str, error: BaseException) -> None:
+        self.node = node
+        self.error_type = type(error).__name__
+        super().__init__(f"{node}: {describe_error(error)}")
+
+
+def redacted(node: Callable[..., Any]) -> Callable[..., Any]:
+    """The node, but an exception escaping it is replaced by a redacted `CommitNodeFailed` (no chained
+    original), so no secret reaches LangGraph's error channel in the checkpoint, nor its logs."""
+
+    @functools.wraps(node)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return node(*args, **kwargs)
+        except GraphBubbleUp:  # interrupts and other control flow of LangGraph itself
+            raise
+        except Exception as exc:
+            raise CommitNodeFailed(node.__name__, exc) from None
+
+    return run
 
 
 def services(runtime: Runtime | None) -> Services:

@@ -23,4 +23,5 @@ def extractive_fallback(state: CommitState, runtime: Runtime[CommitContext]) -> 
     prompt, tool = build_prompt({**state, "prompt_kind": kind}, services(runtime))
     reply = bind_commit_tool(_EXTRACTIVE, tool).invoke(prompt)
     verdict = classify_answer(answer_of(reply), creating=kind == "create")
-    return {"ops": verdict["ops"], "degraded": True, "route": ["extractive_fallback"]}
+    return {"ops": verdict["ops"], "degraded": True, "attempt": 0, "transport_error": "",
+            "route": ["extractive_fallback"]}

@@ -1,23 +1,25 @@
 """Node `generate`: one model call with the update or create prompt for the current chunk.
 
-Transport errors propagate so the node's RetryPolicy retries them; once retries are exhausted the
-node's error handler (`generate_failed`) records a redacted `model_error` and goes on to `validate`.
-Any other exception from the client (e.g. arguments that parse to a non-object) is malformed output.
+Transport errors (connection, timeout, rate limit, 5xx) never leave this node as exceptions: it
+returns their redacted text and the attempt number, and `route_after_generate` sends the run around
+the drawn retry loop (backoff happens here, before the next attempt) or, after the last attempt, to
+`extractive_fallback`. An API refusal (bad key, unknown model) is a `model_error`; any other
+exception of the client (e.g. arguments that parse to a non-object) is malformed output.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import time
+from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
-from langgraph.errors import NodeError
 from langgraph.runtime import Runtime
-from langgraph.types import Command
 
-from workmem.nodes.context import CommitContext, Services, services
+from workmem.nodes.context import CommitContext, Services, context_of, services
 from workmem.nodes.formatting import format_messages
 from workmem.nodes.models import bind_commit_tool, is_api_refusal, is_transport_error, model_name
 from workmem.nodes.prompts import create_prompt, update_prompt
+from workmem.nodes.routing import MAX_MODEL_ATTEMPTS
 from workmem.state.commit_state import CommitState
 from workmem.state.memory import section_reminders
 from workmem.state.ops import CREATE_TOOL, UPDATE_TOOL
@@ -54,34 +56,44 @@ def answer_of(reply: Any) -> dict[str, Any]:
     }
 
 
+def usage_of(reply: Any) -> dict[str, int]:
+    """One answered call's usage: its `usage_metadata` tokens (0 when the model reports none)."""
+    meta = getattr(reply, "usage_metadata", None) or {}
+    return {"input_tokens": int(meta.get("input_tokens") or 0), "output_tokens": int(meta.get("output_tokens") or 0),
+            "calls": 1}
+
+
 def _text_blocks(content: list[Any]) -> str:
     return "\n".join(b if isinstance(b, str) else str(b.get("text", "")) for b in content)
 
 
+def retry_delay(backoff_s: float, attempt: int) -> float:
+    """Seconds to wait before attempt `attempt` (2, 3, …): backoff_s, then doubling."""
+    return backoff_s * 2 ** (attempt - 2) if attempt > 1 else 0.0
+
+
 def generate(state: CommitState, runtime: Runtime[CommitContext]) -> dict[str, Any]:
-    """Ask the model for a tool call; its answer is data for `validate`, never an exception."""
+    """Ask the model for a tool call; its answer, or its redacted failure, is data in state."""
     svc = services(runtime)
+    attempt = state.get("attempt", 0) + 1
+    time.sleep(retry_delay(context_of(runtime).retry_backoff_s, attempt))
     prompt, tool = build_prompt(state, svc)
-    bound = bind_commit_tool(svc.model, tool)
+    common = {"model_name": model_name(svc.model), "route": ["generate"]}
     try:
-        reply = bound.invoke(prompt)
+        reply = bind_commit_tool(svc.model, tool).invoke(prompt)
     except Exception as exc:
+        error = describe_error(exc)
         if is_transport_error(exc):
-            raise
+            failed = {**common, "attempt": attempt, "transport_error": error, "answer": {},
+                      "usage": {"failed_attempts": 1}}
+            if attempt >= MAX_MODEL_ATTEMPTS:
+                failed |= {"model_error": error, "model_errors": [error]}
+            return failed
         if is_api_refusal(exc):
-            return {"answer": {}, "model_error": describe_error(exc), "model_name": model_name(svc.model),
-                    "route": ["generate"]}
+            return {**common, "attempt": 0, "transport_error": "", "answer": {}, "model_error": error,
+                    "model_errors": [error]}
         reply = AIMessage(content="", invalid_tool_calls=[
-            {"name": tool["function"]["name"], "args": describe_error(exc), "id": None,
+            {"name": tool["function"]["name"], "args": error, "id": None,
              "error": type(exc).__name__, "type": "invalid_tool_call"}])
-    return {"answer": answer_of(reply), "model_error": "", "model_name": model_name(svc.model),
-            "route": ["generate"]}
-
-
-def generate_failed(state: CommitState, error: NodeError) -> Command[Literal["validate"]]:
-    """Retries exhausted: record the redacted transport error and let `validate` route to fallback."""
-    return Command(
-        goto="validate",
-        update={"answer": {}, "model_error": describe_error(error.error), "route": ["generate_failed"]},
-    )
-
+    return {**common, "attempt": 0, "transport_error": "", "answer": answer_of(reply), "model_error": "",
+            "usage": usage_of(reply)}

@@ -1,12 +1,20 @@
-"""Per-section guards that refuse information loss before a merge (§5); pure functions of (old, op)."""
+"""Per-section guards that refuse information loss before a merge (§5); pure functions of (old, op).
+
+`guard_ops` decides, for all seven sections, the op that will be merged: junk becomes KEEP, own
+headers and list markers are cleaned, each section's guard runs on a non-empty old body, and every
+APPEND is deduplicated. Each decision that changes an op is returned as a `GuardNote`. `merge`
+applies the decided ops without running the guards again.
+"""
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from workmem.state.commit_state import CommitState
+from workmem.nodes.dedupe import dedupe_items
+from workmem.state.commit_state import CommitState, GuardNote
 from workmem.state.memory import (
     CONSOLIDATION_SENTINEL,
     SECTIONS,
@@ -15,18 +23,20 @@ from workmem.state.memory import (
     clean_item,
     is_emergency,
     is_oversized,
+    is_own_header,
     is_v2,
     parse_sections,
     split_lines,
+    strip_own_header,
 )
-from workmem.state.ops import KEEP, canonical_op, canonical_ops, create_as_update_ops
+from workmem.state.ops import KEEP, canonical_ops, create_as_update_ops
 
 RESTORED_TAG = "[silently dropped, restored]"
 RESOLVED_TAG = "[resolved]"
 OVERSIZED_APPEND_CAP = 5
 
 Op = dict[str, Any]
-Decision = tuple[Op, str | None]
+Decision = tuple[Op, list[GuardNote]]
 
 _TITLE_STOPWORDS = frozenset(
     "the a an and or of to in on for with by at from session title working memory plan plans notes note"
@@ -59,7 +69,7 @@ _PATH_RUN = re.compile(r"[\w./\\-]+")
 PATH_EXTENSIONS = "py|ts|tsx|js|jsx|md|yaml|yml|json|sh|ps1|cmd|bat|toml|ini|cfg|rs|go"  # §5 Files & Context
 _PATH_EXT = re.compile(rf"\.(?:{PATH_EXTENSIONS})$", re.I)
 _SLASH_PATH = re.compile(r"(?<![\w.\-])[A-Za-z_][\w.-]*(?:/[A-Za-z_][\w.-]*)+")
-_EMPHASIS = re.compile(r"[*`~]+|(?<!\w)_+|_+(?!\w)")
+log = logging.getLogger("workmem.guards")
 
 
 def meaningful_words(text: str) -> set[str]:
@@ -94,29 +104,9 @@ def path_tokens(text: str) -> set[str]:
     return found
 
 
-def normalize_item_tokens(item: str) -> list[str]:
-    """Tokens used by dedupe: lowercase, emphasis/backticks removed, split, trailing punctuation dropped."""
-    text = _EMPHASIS.sub("", (item or "").lower())
-    tokens = (token.rstrip(".,;:!?") for token in text.split())
-    return [token for token in tokens if token]
-
-
-def _contains_run(haystack: list[str], needle: list[str]) -> bool:
-    # Tokens never contain spaces, so a space-delimited substring test is a contiguous-run test.
-    return f" {' '.join(needle)} " in f" {' '.join(haystack)} "
-
-
-def dedupe_items(existing_items: Iterable[str], new_items: Iterable[str]) -> list[str]:
-    """Keep the new items whose token run is not inside an existing (or earlier new) item's tokens."""
-    seen = [tokens for tokens in map(normalize_item_tokens, existing_items) if tokens]
-    kept = []
-    for item in new_items:
-        tokens = normalize_item_tokens(item)
-        if not tokens or any(_contains_run(other, tokens) for other in seen):
-            continue
-        seen.append(tokens)
-        kept.append(item)
-    return kept
+def note(section: str, guard: str, action: str, detail: str) -> GuardNote:
+    """One guard decision that changed an op."""
+    return {"section": section, "guard": guard, "action": action, "detail": detail}
 
 
 def _append_or_keep(items: list[str]) -> Op:
@@ -128,45 +118,45 @@ def _new_items(old_body: str, items: Iterable[str]) -> list[str]:
     return dedupe_items(bullet_items(old_body), [item for item in cleaned if item])
 
 
-def _guard_title(old_body: str, op: Op) -> Decision:
+def _guard_title(name: str, old_body: str, op: Op) -> Decision:
     if op["op"] != "UPDATE":
-        return op, None
+        return op, []
     old_words = meaningful_words(old_body)
     if not old_words or old_words & meaningful_words(op["content"]):
-        return op, None
-    return dict(KEEP), "UPDATE shares no meaningful word with the old title -> KEEP"
+        return op, []
+    return dict(KEEP), [note(name, "title", "rejected", "the UPDATE shares no meaningful word with the old title")]
 
 
-def _guard_files(old_body: str, op: Op) -> Decision:
+def _guard_files(name: str, old_body: str, op: Op) -> Decision:
     if op["op"] != "UPDATE":
-        return op, None
+        return op, []
     old_paths = path_tokens(old_body)
     new_paths = path_tokens(op["content"])
     lost = old_paths - new_paths
     if not lost:
-        return op, None
+        return op, []
     added = new_paths - old_paths
     lines = [line for line in split_lines(op["content"]) if path_tokens(line) & added]
     items = _new_items(old_body, lines)
-    demoted = _append_or_keep(items)
-    return demoted, f"UPDATE loses paths {sorted(lost)} -> {demoted['op']} of {len(items)} line(s)"
+    return _append_or_keep(items), [note(name, "files", "demoted", f"the UPDATE loses paths {sorted(lost)}; "
+                                         f"{len(items)} line(s) with new paths appended instead")]
 
 
-def _guard_errors(old_body: str, op: Op) -> Decision:
+def _guard_errors(name: str, old_body: str, op: Op) -> Decision:
     if op["op"] != "UPDATE":
-        return op, None
+        return op, []
     items = _new_items(old_body, bullet_items(op["content"]))
-    demoted = _append_or_keep(items)
-    return demoted, f"append-only: UPDATE -> {demoted['op']} of {len(items)} new item(s)"
+    return _append_or_keep(items), [note(name, "errors", "demoted",
+                                         f"append-only: the UPDATE became an APPEND of {len(items)} new item(s)")]
 
 
 def _issue_key(item: str) -> str:
     return item.lower().strip("_*` ")[:40].strip()
 
 
-def _guard_open_issues(old_body: str, op: Op) -> Decision:
+def _guard_open_issues(name: str, old_body: str, op: Op) -> Decision:
     if op["op"] != "UPDATE":
-        return op, None
+        return op, []
     content = op["content"]
     lowered = content.lower()
     dropped = [
@@ -177,26 +167,31 @@ def _guard_open_issues(old_body: str, op: Op) -> Decision:
         and _issue_key(item) not in lowered
     ]
     if not dropped:
-        return op, None
+        return op, []
     restored = "\n".join(f"- {RESTORED_TAG} {item}" for item in dropped)
     merged = f"{content.strip()}\n{restored}" if content.strip() else restored
-    return {"op": "UPDATE", "content": merged}, f"{len(dropped)} silently dropped item(s) restored"
+    return {"op": "UPDATE", "content": merged}, [
+        note(name, "open_issues", "restored", f"{len(dropped)} silently dropped item(s) restored")]
 
 
-def _guard_key_facts(old_body: str, op: Op) -> Decision:
+def _guard_key_facts(name: str, old_body: str, op: Op) -> Decision:
     if op["op"] == "KEEP":
-        return op, None
+        return op, []
     old_items = bullet_items(old_body)
     n, t = len(old_items), body_tokens(old_body)
-    if op["op"] == "UPDATE":
-        rejection = _key_facts_update_rejection(old_body, n, op["content"])
-        if rejection is None:
-            return op, None
-        if is_emergency(n, t):
-            return dict(KEEP), f"UPDATE rejected ({rejection}); emergency size, nothing salvaged -> KEEP"
-        salvaged, note = _throttled_append(old_body, n, t, bullet_items(op["content"]))
-        return salvaged, f"UPDATE rejected ({rejection}); salvage: {note}"
-    return _throttled_append(old_body, n, t, op["items"])
+    if op["op"] == "APPEND":
+        return _throttled_append(name, old_body, n, t, op["items"])
+    rejection = _key_facts_update_rejection(old_body, n, op["content"])
+    if rejection is None:
+        return op, []
+    if is_emergency(n, t):
+        return dict(KEEP), [note(name, "key_facts", "rejected",
+                                 f"UPDATE rejected ({rejection}); emergency size, nothing salvaged")]
+    salvaged = _new_items(old_body, bullet_items(op["content"]))
+    if not salvaged:
+        return dict(KEEP), [note(name, "key_facts", "rejected", f"UPDATE rejected ({rejection}); nothing new")]
+    return _append_or_keep(salvaged), [note(name, "key_facts", "salvaged",
+                                            f"UPDATE rejected ({rejection}); {len(salvaged)} new item(s) appended")]
 
 
 def _key_facts_update_rejection(old_body: str, n: int, content: str) -> str | None:
@@ -215,20 +210,21 @@ def _key_facts_update_rejection(old_body: str, n: int, content: str) -> str | No
     return None
 
 
-def _throttled_append(old_body: str, n: int, t: int, items: Iterable[str]) -> Decision:
-    """The Key Facts APPEND rule: accept; cap at 5 when oversized; only the sentinel at emergency size."""
+def _throttled_append(name: str, old_body: str, n: int, t: int, items: Iterable[str]) -> Decision:
+    """The Key Facts APPEND rule: accept; at most 5 new items when oversized; only the sentinel at emergency."""
     if is_emergency(n, t):
         if CONSOLIDATION_SENTINEL in old_body:
-            return dict(KEEP), "emergency size, sentinel already present -> KEEP"
-        return {"op": "APPEND", "items": [CONSOLIDATION_SENTINEL]}, "emergency size -> sentinel only"
+            return dict(KEEP), [note(name, "key_facts", "sentinel", "emergency size, sentinel already present")]
+        return {"op": "APPEND", "items": [CONSOLIDATION_SENTINEL]}, [
+            note(name, "key_facts", "sentinel", "emergency size: only the consolidation sentinel is appended")]
     new = _new_items(old_body, items)
-    if is_oversized(n, t):
-        capped = new[:OVERSIZED_APPEND_CAP]
-        return _append_or_keep(capped), f"oversized -> {len(capped)} of {len(new)} new item(s)"
-    return _append_or_keep(new), None
+    if is_oversized(n, t) and len(new) > OVERSIZED_APPEND_CAP:
+        return _append_or_keep(new[:OVERSIZED_APPEND_CAP]), [
+            note(name, "key_facts", "throttled", f"oversized: {OVERSIZED_APPEND_CAP} of {len(new)} new items kept")]
+    return _append_or_keep(new), []
 
 
-_GUARDS: dict[str, Callable[[str, Op], Decision]] = {
+_GUARDS: dict[str, Callable[[str, str, Op], Decision]] = {
     "Session Title": _guard_title,
     "Key Facts & Decisions": _guard_key_facts,
     "Files & Context": _guard_files,
@@ -237,34 +233,60 @@ _GUARDS: dict[str, Callable[[str, Op], Decision]] = {
 }
 
 
-def _guard(name: str, old_body: str, op: object) -> Decision:
-    canonical, _ = canonical_op(op)
+def clean_op(name: str, op: Op) -> Op:
+    """An op as models should have written it: no own header atop an UPDATE, APPEND items on one line
+    each, without list markers, empties and own-header items dropped."""
+    if op["op"] == "UPDATE":
+        return {"op": "UPDATE", "content": strip_own_header(name, op["content"])}
+    if op["op"] == "APPEND":
+        items = [item for item in map(clean_item, op["items"]) if item and not is_own_header(name, item)]
+        return _append_or_keep(items)
+    return op
+
+
+def _dedupe(name: str, old_body: str, op: Op) -> Decision:
+    """Every APPEND loses the items its section (or the batch) already holds."""
+    if op["op"] != "APPEND":
+        return op, []
+    kept = dedupe_items(bullet_items(old_body), op["items"])
+    dropped = len(op["items"]) - len(kept)
+    if not dropped:
+        return op, []
+    return _append_or_keep(kept), [note(name, "dedupe", "deduped", f"{dropped} item(s) already present")]
+
+
+def _decide(name: str, old_body: str, op: Op) -> Decision:
+    """The op merge applies to section `name` (cleaned, guarded, deduplicated) and the notes of what changed."""
+    op = clean_op(name, op)
+    notes: list[GuardNote] = []
     guard = _GUARDS.get(name)
-    if guard is None or not isinstance(old_body, str) or not old_body.strip():
-        return canonical, None
-    return guard(old_body, canonical)
+    if guard is not None and old_body.strip():
+        op, notes = guard(name, old_body, op)
+    op, more = _dedupe(name, old_body, op)
+    return op, notes + more
 
 
-
-def guard_ops(old_sections: Mapping[str, str], ops: object) -> tuple[dict[str, Op], list[str]]:
-    """Guard all seven sections; returns the ops to merge and one note per guard decision that changed one."""
+def guard_ops(old_sections: Mapping[str, str], ops: object) -> tuple[dict[str, Op], list[GuardNote]]:
+    """Decide all seven ops; returns them and one note per guard decision that changed one. Never raises."""
     given = canonical_ops(ops)
     old = old_sections if isinstance(old_sections, Mapping) else {}
     guarded: dict[str, Op] = {}
-    notes = []
+    notes: list[GuardNote] = []
     for name in SECTIONS:
-        guarded[name], note = _guard(name, old.get(name, ""), given[name])
-        if note:
-            notes.append(f"{name}: {note}")
+        body = old.get(name, "")
+        guarded[name], found = _decide(name, body if isinstance(body, str) else "", given[name])
+        notes.extend(found)
     return guarded, notes
 
 
 def guard(state: CommitState) -> dict[str, Any]:
-    """Node `guard`: run each section's guard on this chunk's ops (a create answer becomes UPDATEs)."""
+    """Node `guard`: decide this chunk's seven ops (a create answer becomes UPDATEs) and keep the notes."""
     old = state.get("working_memory") or ""
     ops = state.get("ops") or {}
     section_ops = ops.get("sections") or {}
     if ops.get("kind") == "create":
         section_ops = create_as_update_ops(section_ops)
     guarded, notes = guard_ops(parse_sections(old) if is_v2(old) else {}, section_ops)
+    for found in notes:
+        log.debug("guard %s/%s %s: %s", found["section"], found["guard"], found["action"], found["detail"])
     return {"guarded_ops": guarded, "guard_notes": notes, "route": ["guard"]}

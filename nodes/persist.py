@@ -14,8 +14,9 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from workmem.nodes.context import CommitContext, services
+from workmem.nodes.extractive import EXTRACTIVE_MODEL_NAME
 from workmem.state.archives import ABSTRACT_CHARS, EXPAND_TOOL_NAME, SEARCH_TOOL_NAME
-from workmem.state.commit_state import CommitState
+from workmem.state.commit_state import CommitState, add_usage
 from workmem.state.errors import ArchiveConflict
 from workmem.state.ids import archive_name, archive_number
 from workmem.state.memory import SECTION_KEYS, parse_sections
@@ -23,6 +24,7 @@ from workmem.state.storage import SearchStorage, SessionStorage, TaskStorage
 from workmem.state.tokens import count_tokens
 
 ARCHIVE_INDEX_SIZE = 20
+GUARD_NOTES_KEPT = 100  # archive.json keeps the newest notes and the total count
 
 
 def abstract_of(working_memory: str) -> str:
@@ -40,6 +42,7 @@ def build_archive(
 ) -> dict[str, Any]:
     """The working-memory object of SPEC §2 for this commit."""
     wm = state["working_memory"]
+    notes = list(state.get("guard_notes") or [])
     sections = parse_sections(wm)
     abstract = abstract_of(wm)
     entry = {"archive_id": state["archive_id"], "abstract": abstract,
@@ -66,10 +69,15 @@ def build_archive(
             "expand_tool": EXPAND_TOOL_NAME,
             "search_tool": SEARCH_TOOL_NAME,
         },
+        "guard_notes": notes[-GUARD_NOTES_KEPT:],
+        "guard_notes_total": len(notes),
         "model": {
             "name": state.get("model_name") or "",
             "degraded": bool(state.get("degraded")),
+            "fallback": EXTRACTIVE_MODEL_NAME if state.get("degraded") else None,
             "route": list(state.get("route") or []) + ["persist"],
+            "usage": add_usage(None, state.get("usage")),
+            "error": (state.get("model_errors") or [None])[-1],
         },
         "tokens": {"covered": state.get("covered_tokens", 0), "working_memory": count_tokens(wm)},
     }

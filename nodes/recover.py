@@ -14,6 +14,7 @@ _STRING = r'"[^"\\]*(?:\\.[^"\\]*)*"'
 _SECTION_OBJECT = re.compile(rf"(?P<key>{_STRING})\s*:\s*\{{", re.DOTALL)
 _STRING_AT = re.compile(_STRING, re.DOTALL)
 _SPACE = re.compile(r"\s*")
+_VALUE_END = re.compile(r'\s*(?:[}\]]|,\s*(?:"|\Z))')
 _SCALAR = re.compile(r"[^\s,\]}\"\[{]+")
 _ESCAPE = re.compile(r'\\(["\\/bfnrt]|u[0-9a-fA-F]{4})')
 _SIMPLE_ESCAPES = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
@@ -39,8 +40,8 @@ def _close_brackets(raw: str) -> str | None:
         elif char in _CLOSERS:
             stack.append(char)
         out.append(char)
-    if in_string:
-        return None
+    if in_string or (out and out[-1] == '"'):
+        return None  # cut inside a string, or right after a quote that may have been inner text
     _drop_trailing_comma(out)
     return "".join(out) + "".join(_CLOSERS[opener] for opener in reversed(stack))
 
@@ -93,6 +94,23 @@ def _string_at(text: str, pos: int) -> tuple[str, int] | None:
     return (_unescape(match.group()[1:-1]), match.end()) if match else None
 
 
+def _value_at(text: str, pos: int) -> tuple[str, int] | None:
+    """The string value starting at `pos` (decoded) and the index after it; None when it has no valid end.
+
+    Models write unescaped quotes inside values (`"User said "ship it" at 10:05"`), so a value ends
+    only at a quote followed, after optional whitespace, by `}` or `]`, or by `,` and then a quote or
+    the end of the input; any other quote is part of the text. A value cut off has no valid end and
+    is never returned as a fragment.
+    """
+    i = pos + 1
+    while (j := text.find('"', i)) != -1:
+        backslashes = len(text[i:j]) - len(text[i:j].rstrip("\\"))
+        if backslashes % 2 == 0 and _VALUE_END.match(text, j + 1):
+            return _unescape(text[pos + 1:j]), j + 1
+        i = j + 1
+    return None
+
+
 def _skip_space(text: str, pos: int) -> int:
     return _SPACE.match(text, pos).end()
 
@@ -105,7 +123,7 @@ def _scan_items(text: str, pos: int) -> tuple[list[str], int, bool]:
         if text.startswith("]", pos):
             return items, pos + 1, True
         if text.startswith('"', pos):
-            found = _string_at(text, pos)
+            found = _value_at(text, pos)
             if found is None:
                 return items, len(text), False
             items.append(found[0])
@@ -137,7 +155,7 @@ def _scan_fields(text: str, pos: int) -> tuple[dict[str, Any], int]:
             return fields, colon
         pos = _skip_space(text, colon + 1)
         if text.startswith('"', pos):
-            value = _string_at(text, pos)
+            value = _value_at(text, pos)
             if value is None:
                 return fields, len(text)
             fields[key[0]], pos = value

@@ -12,5 +12,6 @@ from workmem.state.commit_state import CommitState
 
 def report(state: CommitState) -> dict[str, Any]:
     """Close the run: skipped runs keep their reason; persisted runs are completed."""
-    status = "skipped" if state.get("status") == "skipped" else "completed"
-    return {"status": status, "route": ["report"]}
+    if state.get("status") == "skipped":  # nothing archived: no archive id and no memory to report
+        return {"status": "skipped", "archive_id": "", "working_memory": "", "route": ["report"]}
+    return {"status": "completed", "route": ["report"]}

@@ -10,10 +10,20 @@ from typing import Literal
 
 from workmem.state.commit_state import CommitState
 
+MAX_MODEL_ATTEMPTS = 3  # transport attempts per model call (the client itself makes no retries)
+
 
 def route_after_slice(state: CommitState) -> Literal["covered", "nothing_to_cover"]:
     """Nothing to cover (no messages, all within the keep window) ends the run as skipped."""
     return "nothing_to_cover" if state.get("status") == "skipped" else "covered"
+
+
+def route_after_generate(state: CommitState) -> Literal["answered", "retry", "exhausted"]:
+    """A transport error goes around the retry loop until the last attempt, then to the extractive fallback;
+    anything the model answered (or refused) goes to `validate`."""
+    if not state.get("transport_error"):
+        return "answered"
+    return "retry" if state.get("attempt", 0) < MAX_MODEL_ATTEMPTS else "exhausted"
 
 
 def _retry_or_give_up(state: CommitState) -> Literal["no_usable_call", "fallback"]:

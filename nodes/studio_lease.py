@@ -13,7 +13,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from workmem.nodes.context import CommitContext, services
-from workmem.state.commit_state import CommitState
+from workmem.state.commit_state import RESET, CommitState, fresh_run
 from workmem.state.ids import safe_session_id
 from workmem.state.turns import validate_keep
 
@@ -27,17 +27,17 @@ def take_lease(state: CommitState, runtime: Runtime[CommitContext]) -> dict[str,
     session_id = state["session_id"]
     keep = validate_keep(state.get("keep_recent_count", 0))
     _add_once(svc.sessions, session_id, state.get("messages") or [], _step_key(runtime))
+    run = {**fresh_run(), "route": [RESET, "take_lease"], "messages": []}
     if not svc.sessions.session_exists(session_id):
-        return {"status": "skipped", "reason": "no_messages", "route": ["take_lease"]}
+        return {**run, "status": "skipped", "reason": "no_messages", "task_id": ""}
     task_id = uuid.uuid4().hex
     holder = svc.tasks.acquire_lease(session_id, task_id, STUDIO_OWNER)
     if holder is not None:
-        return {"status": "busy", "reason": "commit_in_progress", "task_id": holder, "route": ["take_lease"]}
+        return {**run, "status": "busy", "reason": "commit_in_progress", "task_id": holder}
     archive_id = svc.sessions.next_archive_id(session_id)
     svc.tasks.create_task(session_id, task_id=task_id, archive_id=archive_id, status="running",
                           thread_id=f"{safe_session_id(session_id)}/studio/{task_id}")
-    return {"task_id": task_id, "archive_id": archive_id, "status": "running", "messages": [],
-            "keep_recent_count": keep, "route": ["take_lease"]}
+    return {**run, "task_id": task_id, "archive_id": archive_id, "status": "running", "keep_recent_count": keep}
 
 
 def _step_key(runtime: Runtime[CommitContext]) -> str:

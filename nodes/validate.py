@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 from workmem.nodes.recover import repair_json
-from workmem.state.commit_state import CommitState
+from workmem.state.commit_state import CommitState, Verdict
 from workmem.state.ops import CREATE_TOOL_NAME, parse_create_args, parse_update_args
 
 _FENCED_JSON = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)(?:```|$)", re.DOTALL)
@@ -28,7 +28,7 @@ def json_in_text(text: str) -> str | None:
 def validate(state: CommitState) -> dict[str, Any]:
     """valid → ops for the guards; malformed update args → recover; else no_call or model_error."""
     if state.get("model_error"):
-        return _verdict("model_error", issue=f"model error: {state['model_error']}")
+        return _verdict("model_error")
     return classify_answer(state.get("answer") or {}, creating=state.get("prompt_kind") == "create")
 
 
@@ -69,7 +69,7 @@ def _create_verdict(args: Any) -> dict[str, Any]:
 
 
 def _verdict(
-    verdict: str,
+    verdict: Verdict,
     *,
     ops: dict[str, Any] | None = None,
     raw_args: str = "",

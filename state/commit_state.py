@@ -1,21 +1,65 @@
-"""State of the commit graph: seq ranges, the WM text, ops and the route — never message bodies."""
+"""State of the commit graph: seq ranges, the WM text, ops, decisions and the route — never message bodies.
+
+The vocabularies (`CommitStatus`, `Verdict`, `PromptKind`) are `Literal` types shared by the nodes
+and the routers. Lists that grow over a run (route, issues, guard notes) and the model usage are
+reducers, so chunk 2 adds to what chunk 1 recorded instead of overwriting it; a list update that
+starts with `RESET` replaces instead (a Studio run on a reused thread starts afresh).
+"""
 
 from __future__ import annotations
 
-import operator
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from typing_extensions import TypedDict
 
+CommitStatus = Literal["running", "skipped", "completed", "busy", "failed"]
+Verdict = Literal["valid", "malformed", "no_call", "model_error", "unrecovered"]
+PromptKind = Literal["update", "create"]
+RESET = "__reset__"
+USAGE_FIELDS = ("input_tokens", "output_tokens", "calls", "failed_attempts")
+
+
+def extend(old: list[Any] | None, new: list[Any] | None) -> list[Any]:
+    """Reducer of the run's growing lists: append, or start over when `new` begins with `RESET`."""
+    if new and new[0] == RESET:
+        return list(new[1:])
+    return [*(old or []), *(new or [])]
+
+
+def add_usage(old: dict[str, int] | None, new: dict[str, int] | None) -> dict[str, int]:
+    """Reducer of the model usage: field-wise sums (`{RESET: 1}` starts over)."""
+    if new and new.get(RESET):
+        return {key: int(new.get(key, 0)) for key in USAGE_FIELDS}
+    base = {key: int((old or {}).get(key, 0)) for key in USAGE_FIELDS}
+    for key in USAGE_FIELDS:
+        base[key] += int((new or {}).get(key, 0) or 0)
+    return base
+
+
+def fresh_run() -> dict[str, Any]:
+    """The update that starts a run afresh on a reused thread: per-run lists, usage and outputs reset."""
+    return {"route": [RESET], "issues": [RESET], "guard_notes": [RESET], "model_errors": [RESET],
+            "usage": {RESET: 1}, "archive_id": "", "working_memory": "", "previous_memory": "", "reason": "",
+            "degraded": False, "model_name": "", "chunks": [], "chunk_index": 0, "attempt": 0,
+            "transport_error": "", "model_error": "", "answer": {}, "ops": {}, "guarded_ops": {}, "raw_args": ""}
+
+
+class GuardNote(TypedDict):
+    """One guard decision that changed an op: which section, which guard, what it did, the detail."""
+
+    section: str
+    guard: str
+    action: str
+    detail: str
+
 
 class CommitInput(TypedDict, total=False):
-    """What a caller (engine, Studio) passes to start a commit."""
+    """What the engine passes to start a commit."""
 
     session_id: str
     archive_id: str
     task_id: str
     keep_recent_count: int
-    messages: list[dict[str, Any]]
 
 
 class StudioInput(TypedDict, total=False):
@@ -29,7 +73,7 @@ class StudioInput(TypedDict, total=False):
 class CommitOutput(TypedDict, total=False):
     """What a finished commit returns."""
 
-    status: str
+    status: CommitStatus
     task_id: str
     reason: str
     archive_id: str
@@ -37,6 +81,10 @@ class CommitOutput(TypedDict, total=False):
     route: list[str]
     degraded: bool
     issues: list[str]
+    guard_notes: list[GuardNote]
+    usage: dict[str, int]
+    model_name: str
+    model_errors: list[str]
 
 
 class CommitState(TypedDict, total=False):
@@ -49,9 +97,9 @@ class CommitState(TypedDict, total=False):
     archive_id: str
     task_id: str
     keep_recent_count: int
-    messages: list[dict[str, Any]]  # optional Studio input, appended then cleared by slice_turns
+    messages: list[dict[str, Any]]  # optional Studio input, appended by take_lease then cleared
 
-    status: str  # running | skipped | completed
+    status: CommitStatus
     reason: str
     start_seq: int
     end_seq: int
@@ -62,18 +110,22 @@ class CommitState(TypedDict, total=False):
 
     working_memory: str  # the WM so far (the previous archive's, then merged chunk by chunk)
     previous_memory: str  # legacy (non-v2) text handed to the create prompt
-    prompt_kind: str  # update | create — which prompt `generate` sends for this chunk
+    prompt_kind: PromptKind  # which prompt `generate` sends for this chunk
     create_retry_used: bool
 
-    answer: dict[str, Any]  # the model's answer: tool_calls, invalid_tool_calls, text, tool name
-    model_error: str
+    attempt: int  # transport attempts of the current call (0 once it is answered)
+    transport_error: str  # the redacted transport error of the last attempt, "" when it answered
+    answer: dict[str, Any]  # the model's answer: tool_calls, invalid_tool_calls, text
+    model_error: str  # redacted: this call's API refusal, or its transport error past the last attempt
+    model_errors: Annotated[list[str], extend]  # every model error of the run (the task shows the last)
     raw_args: str  # malformed arguments handed to `recover`
-    verdict: str  # valid | malformed | no_call | model_error
-    ops: dict[str, Any]  # ops of this chunk, before the guards
-    guarded_ops: dict[str, Any]
-    guard_notes: list[str]
+    verdict: Verdict
+    ops: dict[str, Any]  # ops of this chunk, before the guards: {kind: update|create, sections}
+    guarded_ops: dict[str, Any]  # the seven ops `merge` applies, decided by `guard`
 
     degraded: bool
     model_name: str
-    route: Annotated[list[str], operator.add]
-    issues: Annotated[list[str], operator.add]
+    route: Annotated[list[str], extend]
+    issues: Annotated[list[str], extend]
+    guard_notes: Annotated[list[GuardNote], extend]
+    usage: Annotated[dict[str, int], add_usage]

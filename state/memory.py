@@ -29,6 +29,18 @@ SECTION_KEYS: dict[str, str] = {
 
 DOCUMENT_TITLE = "# Working Memory"
 
+# Token budget of each section's body (§5 *Section budgets and spill*): the guards, the size
+# reminders and the prompts all read this one table.
+SECTION_BUDGETS: dict[str, int] = {
+    "Session Title": 60,
+    "Current State": 500,
+    "Task & Goals": 1500,
+    "Key Facts & Decisions": 3000,
+    "Files & Context": 1500,
+    "Errors & Corrections": 2000,
+    "Open Issues": 1500,
+}
+
 MAX_BULLETS = 25
 MAX_TOKENS = 1500
 EMERGENCY_BULLETS = 50
@@ -125,6 +137,20 @@ def escape_body(content: str) -> str:
             line = f"{line[:head]}\\{line[head:]}"
         lines.append(line)
     return "\n".join(lines)
+
+
+def is_own_header(name: str, line: str) -> bool:
+    """Whether `line` is section `name`'s own header (any number of `#`, the name, case-insensitive)."""
+    return re.fullmatch(r"#+\s*" + re.escape(name) + r"\s*:?\s*", line.strip(), re.IGNORECASE) is not None
+
+
+def strip_own_header(name: str, body: str) -> str:
+    """`body` without a first non-empty line that repeats the section's own header (models often do)."""
+    lines = split_lines(body)
+    for i, line in enumerate(lines):
+        if line.strip():
+            return "\n".join(lines[i + 1:]) if is_own_header(name, line) else body
+    return body
 
 
 def clean_item(item: str) -> str:

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
-from workmem.state.memory import SECTION_KEYS, SECTIONS
+from workmem.state.memory import SECTION_KEYS, SECTIONS, strip_own_header
 
 UPDATE_TOOL_NAME = "update_working_memory"
 CREATE_TOOL_NAME = "create_working_memory"
@@ -344,6 +344,6 @@ def create_as_update_ops(sections: Mapping[str, Any] | None) -> dict[str, dict[s
     ops: dict[str, dict[str, Any]] = {}
     for name in SECTIONS:
         body = given.get(name)
-        usable = isinstance(body, str) and bool(body.strip())
+        usable = isinstance(body, str) and bool(strip_own_header(name, body).strip())
         ops[name] = {"op": "UPDATE", "content": body} if usable else dict(KEEP)
     return ops

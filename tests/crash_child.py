@@ -12,8 +12,9 @@ then SIGKILLs this process — so the node's side effects happened but its check
 
 The model is the deterministic extractive one, made to misbehave on chunks holding a marker, so one
 commit walks every node: `[[malformed]]` → broken JSON (recover), `[[nocall]]` → a text answer to the
-update prompt (create retry), `[[down]]` → connection errors every time (generate_failed, extractive
-fallback). Every call appends `<first_seq>-<last_seq> <tool>` to `<root>.calls`.
+update prompt (create retry), `[[down]]` → connection errors every time (the retry loop of
+`generate`, then the extractive fallback). `backoff` kills in the wait before the second attempt.
+Every call appends `<first_seq>-<last_seq> <tool>` to `<root>.calls`.
 """
 
 from __future__ import annotations
@@ -38,12 +39,11 @@ CHUNK_TOKENS = 100  # one turn (two messages) per chunk
 N_TURNS = 7
 MARKERS = {1: "[[malformed]]", 2: "[[nocall]]", 3: "[[down]]"}  # turn → behaviour of its chunk
 
-# node → (module, attribute); generate_failed is generate's error handler
+# node → (module, attribute)
 NODE_FUNCTIONS = {
     "slice_turns": ("workmem.nodes.slice_turns", "slice_turns"),
     "load_memory": ("workmem.nodes.load_memory", "load_memory"),
     "generate": ("workmem.nodes.generate", "generate"),
-    "generate_failed": ("workmem.nodes.generate", "generate_failed"),
     "validate": ("workmem.nodes.validate", "validate"),
     "recover": ("workmem.nodes.recover", "recover"),
     "create_retry": ("workmem.nodes.create_retry", "create_retry"),
@@ -127,6 +127,10 @@ def patch_kill(kill: str) -> None:
 
     if kill == "none":
         return
+    if kill.startswith("backoff"):  # the transport retry loop: die while waiting before attempt 2
+        generate = importlib.import_module("workmem.nodes.generate")
+        generate.retry_delay = lambda _backoff, attempt: os.kill(os.getpid(), signal.SIGKILL) if attempt == 2 else 0.0
+        return
     if kill == "persist_mid":
         persist = importlib.import_module("workmem.nodes.persist")
         real_services = persist.services
@@ -139,15 +143,12 @@ def patch_kill(kill: str) -> None:
     setattr(module, attr, _killer(getattr(module, attr), int(chunk) if chunk else None))
 
 
-def engine_for(root: str) -> Any:
-    from langgraph.types import RetryPolicy
-
-    import workmem.graphs.commit
-    from workmem.nodes.models import is_transport_error
-
-    workmem.graphs.commit.MODEL_RETRY = RetryPolicy(max_attempts=3, initial_interval=0.0, jitter=False,
-                                            retry_on=is_transport_error)
+def engine_for(root: str, *, fast_retries: bool = True) -> Any:
+    import workmem.nodes.generate
     from workmem.graphs.engine import WorkingMemoryEngine
+
+    if fast_retries:  # no backoff sleep (a `backoff` kill replaces it with its own)
+        workmem.nodes.generate.retry_delay = lambda backoff_s, attempt: 0.0
 
     return WorkingMemoryEngine(root=root, model=ChaosModel(calls_file=f"{root}.calls"), chunk_tokens=CHUNK_TOKENS)
 
@@ -157,7 +158,7 @@ def main(argv: list[str]) -> int:
     if mode == "run":
         root, kill = roots
         patch_kill(kill)
-        with engine_for(root) as engine:
+        with engine_for(root, fast_retries=not kill.startswith("backoff")) as engine:
             engine.add_messages(SESSION, conversation())
             result = engine.commit(SESSION, keep_recent_count=KEEP)
         print(json.dumps(result))

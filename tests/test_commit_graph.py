@@ -23,13 +23,13 @@ from fakes import (
     transport_error,
     valid_update_call,
 )
-from langgraph.types import RetryPolicy
+from langchain_core.messages import AIMessage
 
 import workmem.graphs.commit
+import workmem.nodes.generate
 from workmem.graphs.engine import WorkingMemoryEngine
 from workmem.nodes.extractive import ExtractiveChatModel
 from workmem.nodes.formatting import HEADER_RE
-from workmem.nodes.models import is_transport_error
 from workmem.state.memory import SECTIONS, parse_sections
 
 HEAD = ["slice_turns", "load_memory"]
@@ -66,9 +66,8 @@ ERROR_TEXTS = ("boom-7f3a", "APIConnectionError", "Connection error", "ValueErro
 
 @pytest.fixture(autouse=True)
 def fast_retry(monkeypatch):
-    """Transport-error retries without sleeping (the policy is read when the engine compiles the graph)."""
-    monkeypatch.setattr(workmem.graphs.commit, "MODEL_RETRY",
-                        RetryPolicy(max_attempts=3, initial_interval=0.0, jitter=False, retry_on=is_transport_error))
+    """Transport-error retries without the backoff sleep."""
+    monkeypatch.setattr(workmem.nodes.generate, "retry_delay", lambda backoff_s, attempt: 0.0)
 
 
 def archive_of(engine: WorkingMemoryEngine, session: str = "s") -> dict[str, Any]:
@@ -114,6 +113,7 @@ def run_second_commit(make_engine, *script: Any) -> tuple[WorkingMemoryEngine, A
 
 
 UPDATE_PATH = [*HEAD, *ONE_CHUNK, *TAIL]
+DRAWN_NODES = set(workmem.graphs.commit.compile_commit_graph().get_graph().nodes)
 RETRY_THEN_CREATE = ["generate", "validate", "create_retry", "generate", "validate", "guard", "merge"]
 
 # (id, script of the second commit, route of the second commit, degraded, section checks)
@@ -181,13 +181,13 @@ CASES = [
     (
         "transport_errors_every_time_then_extractive",
         [transport_error("Connection error. boom-7f3a sk-abcdefghijklmnopqrstuvwxyz")] * 3,
-        [*HEAD, "generate_failed", "validate", "extractive_fallback", "guard", "merge", *TAIL], True,
+        [*HEAD, "generate", "generate", "generate", "extractive_fallback", "guard", "merge", *TAIL], True,
         {"Session Title": BASE["Session Title"], "Errors & Corrections": BASE["Errors & Corrections"]},
     ),
     (
         "transport_error_then_success_is_retried",
         [transport_error(), valid_update_call({"Current State": {"op": "UPDATE", "content": "Second try."}})],
-        UPDATE_PATH, False,
+        [*HEAD, "generate", *ONE_CHUNK, *TAIL], False,
         {"Current State": "Second try."},
     ),
 ]
@@ -202,6 +202,7 @@ def test_path_over_existing_memory(make_engine, script, route, degraded, expecte
     archive = archive_of(engine)
     assert archive["archive_id"] == "archive_002"
     assert archive["model"]["route"] == route
+    assert set(route) <= DRAWN_NODES, "every route name is a node of the drawing"
     assert result["route"] == [*route, "report"]
     assert archive["model"]["degraded"] is degraded
     assert engine.task(result["task_id"])["result"]["degraded"] is degraded
@@ -247,20 +248,25 @@ def test_api_refusal_is_a_visible_model_error_not_malformed_output(make_engine, 
     assert archive["model"]["route"] == HEAD + ["generate", "validate", "extractive_fallback", "guard", "merge"] + TAIL
     assert archive["model"]["degraded"] is True and model.calls == 2  # the first commit + one refused call
     task = engine.task(result["task_id"])
-    assert task["status"] == "completed" and task["error"].startswith("model error:")
+    assert task["status"] == "completed" and "Incorrect API key provided" in task["error"]
     assert "sk-abc123def456ghi789jkl" not in task["error"]
+    assert archive["model"]["error"] == task["error"]
+    assert archive["model"]["fallback"] == "workmem-extractive" and archive["model"]["name"]
     assert_clean(archive["working_summary"]["markdown"])
 
 
-def test_transport_error_text_is_redacted_in_issues_not_memory(make_engine):
+def test_transport_error_text_is_redacted_in_its_own_field_not_memory(make_engine):
     """The model error is recorded (redacted) for debugging, never as memory."""
     secret = "sk-abcdefghijklmnopqrstuvwxyz0123"
     engine, _, result = run_second_commit(make_engine, *[transport_error(f"Connection error. {secret}")] * 3)
     state = engine.runner.graph.get_state({"configurable": {"thread_id": engine.task(result["task_id"])["thread_id"]}})
-    issues = " ".join(state.values.get("issues", []))
-    assert "model error" in issues
-    assert secret not in issues
-    assert secret not in archive_of(engine)["working_summary"]["markdown"]
+    (error,) = state.values["model_errors"]
+    assert "Connection error" in error and secret not in error
+    assert state.values["usage"]["failed_attempts"] == 3 and state.values["usage"]["calls"] == 0
+    archive = archive_of(engine)
+    assert secret not in archive["working_summary"]["markdown"]
+    assert archive["model"]["usage"]["failed_attempts"] == 3 and archive["model"]["error"] == error
+    assert engine.task(result["task_id"])["error"] == error
 
 
 # -- the create path --------------------------------------------------------------------------------
@@ -484,8 +490,8 @@ FIRST_COMMIT_CASES = [
     ("no_call_twice_then_extractive", [text_reply("Sure!"), text_reply("Done.")],
      [*HEAD, *RETRY_THEN_CREATE[:-2], "extractive_fallback", "guard", "merge", *TAIL], True),
     ("transport_errors_on_the_retry_then_extractive", [text_reply("Sure!"), *[transport_error()] * 3],
-     [*HEAD, "generate", "validate", "create_retry", "generate_failed", "validate", "extractive_fallback", "guard",
-      "merge", *TAIL], True),
+     [*HEAD, "generate", "validate", "create_retry", "generate", "generate", "generate", "extractive_fallback",
+      "guard", "merge", *TAIL], True),
 ]
 
 
@@ -498,6 +504,7 @@ def test_first_commit_paths(make_engine, script, route, degraded):
     engine.commit("s")
     archive = archive_of(engine)
     assert archive["model"]["route"] == route
+    assert set(route) <= DRAWN_NODES, "every route name is a node of the drawing"
     assert archive["model"]["degraded"] is degraded
     assert model.calls == len(script)
     assert all(tool_asked(model, i) == CREATE for i in range(model.calls))
@@ -525,3 +532,88 @@ def test_each_chunk_gets_its_own_create_retry(make_engine):
     assert [tool_asked(model, i) for i in range(5)] == [CREATE, UPDATE, CREATE, UPDATE, CREATE]
     assert sections_of(engine)["Current State"] == "Chunk two."
     assert sections_of(engine)["Files & Context"] == BASE["Files & Context"]
+
+
+# -- recovery of unescaped quotes, end to end -----------------------------------------------------------
+
+UNESCAPED = ('{"sections": {"Current State": {"op": "UPDATE", "content": "User said "ship it" at 10:05"}, '
+             '"Open Issues": {"op": "APPEND", "items": ["Profile the "hot" loop", "Rotate certs"]}}}')
+
+
+def test_unescaped_quotes_recover_whole_values_never_a_fragment(make_engine):
+    engine, model, result = run_second_commit(make_engine, invalid_call(UNESCAPED))
+    archive = archive_of(engine)
+    assert archive["model"]["route"] == [*HEAD, "generate", "validate", "recover", "guard", "merge", *TAIL]
+    assert archive["model"]["degraded"] is False
+    sections = sections_of(engine)
+    assert sections["Current State"] == 'User said "ship it" at 10:05'
+    assert sections["Open Issues"].splitlines()[-2:] == ['- Profile the "hot" loop', "- Rotate certs"]
+
+
+def test_a_value_without_a_valid_end_is_not_recovered(make_engine):
+    """Cut off after an inner quote: nothing of it is stored; the create retry runs instead."""
+    cut = '{"sections": {"Current State": {"op": "UPDATE", "content": "User said "ship it'
+    engine, model, result = run_second_commit(make_engine, invalid_call(cut), create_call(BASE))
+    archive = archive_of(engine)
+    assert "create_retry" in archive["model"]["route"]
+    assert sections_of(engine)["Current State"] == BASE["Current State"]
+    assert "User said" not in archive["working_summary"]["markdown"]
+
+
+# -- guard notes and model usage --------------------------------------------------------------------------
+
+
+def with_usage(message: AIMessage, input_tokens: int, output_tokens: int) -> AIMessage:
+    message.usage_metadata = {"input_tokens": input_tokens, "output_tokens": output_tokens,
+                              "total_tokens": input_tokens + output_tokens}
+    return message
+
+
+def test_guard_notes_are_stored_returned_and_kept_across_chunks(make_engine):
+    """Chunk 1's title guard and chunk 2's errors guard both end up in archive.json and in the result."""
+    model = scripted(
+        create_call(BASE),
+        valid_update_call({"Session Title": {"op": "UPDATE", "content": "Cooking class"}}),
+        valid_update_call({"Errors & Corrections": {"op": "UPDATE", "content": "- a brand new error"}}),
+    )
+    engine = make_engine(model, chunk_tokens=1_200)
+    engine.add_messages("s", FIRST_TURNS)
+    engine.commit("s")
+    engine.add_messages("s", [{"role": "user", "content": "Chunk one " + "words " * 700},
+                              {"role": "assistant", "content": "Chunk two " + "more " * 700}])
+    result = engine.commit("s")
+    archive = archive_of(engine)
+    assert archive["model"]["route"].count("merge") == 2, "two chunks"
+    found = {(n["section"], n["guard"], n["action"]) for n in archive["guard_notes"]}
+    assert {("Session Title", "title", "rejected"), ("Errors & Corrections", "errors", "demoted")} <= found
+    assert archive["guard_notes_total"] == len(archive["guard_notes"]) == 2
+    assert result["guard_notes"] == archive["guard_notes"]
+
+
+def test_model_usage_sums_every_answered_call_including_a_create_retry(make_engine, monkeypatch):
+    monkeypatch.setattr(workmem.nodes.generate, "retry_delay", lambda backoff_s, attempt: 0.0)
+    model = scripted(
+        with_usage(create_call(BASE), 1000, 100),
+        transport_error(),
+        with_usage(text_reply("Sure."), 700, 10),
+        with_usage(create_call({**BASE, "Current State": "Retried."}), 900, 90),
+    )
+    engine = make_engine(model)
+    engine.add_messages("s", FIRST_TURNS)
+    first = engine.commit("s")
+    assert archive_of(engine)["model"]["usage"] == {"input_tokens": 1000, "output_tokens": 100, "calls": 1,
+                                                   "failed_attempts": 0}
+    engine.add_messages("s", SECOND_TURNS)
+    second = engine.commit("s")
+    usage = archive_of(engine)["model"]["usage"]
+    assert usage == {"input_tokens": 1600, "output_tokens": 100, "calls": 2, "failed_attempts": 1}
+    assert second["usage"] == usage and first["usage"]["calls"] == 1
+    assert "create_retry" in archive_of(engine)["model"]["route"]
+
+
+def test_guard_decisions_are_logged_at_debug(make_engine, caplog):
+    import logging
+
+    with caplog.at_level(logging.DEBUG, logger="workmem.guards"):
+        run_second_commit(make_engine, valid_update_call({"Session Title": {"op": "UPDATE", "content": "Cooking"}}))
+    assert any("Session Title/title rejected" in r.getMessage() for r in caplog.records)

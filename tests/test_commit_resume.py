@@ -91,13 +91,15 @@ def checkpointer(request, tmp_path) -> Iterator[Any]:
 
 
 def run_to_end(counters: Counters, checkpointer: Any, root, *, fail: str | None = None,
-               when: Callable[[dict[str, Any]], bool] = lambda s: True) -> tuple[dict[str, Any], CountingExtractive]:
+               when: Callable[[dict[str, Any]], bool] = lambda s: True,
+               model: CountingExtractive | None = None) -> tuple[dict[str, Any], CountingExtractive]:
     """One commit on a fresh session; with `fail`, that node raises once and the run is resumed."""
     storage = open_storage(root, durable=False)
     storage.sessions.append("s", conversation())
     storage.tasks.create_task("s", task_id="task-1", archive_id="archive_001", status="running")
-    model = CountingExtractive()
-    context = CommitContext(root=str(root), model=model, chunk_tokens=CHUNK_TOKENS, storage=storage)
+    model = model or CountingExtractive()
+    context = CommitContext(root=str(root), model=model, chunk_tokens=CHUNK_TOKENS, storage=storage,
+                            retry_backoff_s=0.0)
     graph = workmem.graphs.commit.compile_commit_graph(checkpointer)
     cfg = {"configurable": {"thread_id": "s/commit/task-1"}}
     graph_input = {"session_id": "s", "archive_id": "archive_001", "task_id": "task-1", "keep_recent_count": 2}
@@ -168,14 +170,25 @@ def test_node_failing_once_resumes_only_that_node(monkeypatch, tmp_path, checkpo
     assert resumed["task"]["status"] == "completed"
 
 
-def test_generate_errors_never_raise_they_fall_back(monkeypatch, tmp_path, checkpointer):
-    """`generate` is the one node with an error handler: its failure is data (fallback), not a resume."""
+class UnreachableOnce(CountingExtractive):
+    """The counting model, but calls 2, 3 and 4 (every attempt for the second chunk) are connection errors."""
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+        if self.calls + 1 in (2, 3, 4):
+            self.calls += 1
+            raise ConnectionError("model endpoint unreachable")
+        return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
+
+
+def test_transport_errors_never_raise_they_fall_back(monkeypatch, tmp_path, checkpointer):
+    """A model that cannot be reached is data, not an exception: three drawn attempts, then the fallback."""
     counters = Counters(monkeypatch)
-    counters.fail_once("generate", _in_chunk(1), times=3)
-    out, model = run_to_end(counters, checkpointer, tmp_path / "root")
-    assert out["degraded"] is True
-    assert "generate_failed" in out["route"]
+    out, model = run_to_end(counters, checkpointer, tmp_path / "root", model=UnreachableOnce())
+    assert out["degraded"] is True and out["task"]["status"] == "completed"
     assert out["route"].count("extractive_fallback") == 1
+    chunk_2 = out["route"].index("extractive_fallback")
+    assert out["route"][chunk_2 - 3:chunk_2] == ["generate", "generate", "generate"]
+    assert counters.calls["generate"] == model.calls
 
 
 def test_failure_after_persist_wrote_the_archive_is_idempotent(monkeypatch, tmp_path, checkpointer):

@@ -5,14 +5,7 @@ from __future__ import annotations
 import pytest
 from oracles import guard_section
 
-from workmem.nodes.guards import (
-    dedupe_items,
-    guard_ops,
-    lexical_anchors,
-    meaningful_words,
-    normalize_item_tokens,
-    path_tokens,
-)
+from workmem.nodes.guards import guard_ops, lexical_anchors, meaningful_words, path_tokens
 from workmem.state.memory import CONSOLIDATION_SENTINEL, SECTIONS, bullet_count
 from workmem.state.tokens import count_tokens
 
@@ -90,10 +83,16 @@ KEY_FACTS_CASES = [
         append(*(f"fact number {i} about tea" for i in range(100, 104))),
     ),
     (
-        "update_ratio_rejected_salvage_capped_at_5_when_oversized",
+        "update_ratio_rejected_salvages_every_new_item_when_oversized",
         facts(45),
         update(facts(5, start=100) + "\n" + facts(1, start=200)),
-        append(*(f"fact number {i} about tea" for i in range(100, 105))),
+        append(*(f"fact number {i} about tea" for i in [100, 101, 102, 103, 104, 200])),
+    ),
+    (
+        "update_rejected_at_50_bullets_salvages_all_seven",
+        facts(50),
+        update("\n".join(f"- {item}" for item in NEW7)),
+        append(*NEW7),
     ),
     (
         "update_ratio_rejected_salvage_deduped",
@@ -309,11 +308,25 @@ def test_guard_ops_returns_all_seven_ops_and_notes_for_changed_decisions():
     assert guarded[FACTS] == append(CONSOLIDATION_SENTINEL)
     assert guarded["Current State"] == update("Now.")
     assert guarded["Open Issues"] == KEEP
-    assert notes == [
-        "Session Title: UPDATE shares no meaningful word with the old title -> KEEP",
-        "Key Facts & Decisions: emergency size -> sentinel only",
-        "Errors & Corrections: append-only: UPDATE -> APPEND of 1 new item(s)",
+    assert [(n["section"], n["guard"], n["action"]) for n in notes] == [
+        ("Session Title", "title", "rejected"),
+        ("Key Facts & Decisions", "key_facts", "sentinel"),
+        ("Errors & Corrections", "errors", "demoted"),
     ]
+    assert all(n["detail"] for n in notes)
+
+
+def test_every_changing_decision_is_a_note():
+    old = {FACTS: facts(30), "Open Issues": OLD_ISSUES, "Files & Context": "- app/main.py",
+           "Task & Goals": "- ship the parser"}
+    ops = {FACTS: append(*NEW7), "Open Issues": update("- nothing left"),
+           "Files & Context": update("- app/other.py"), "Task & Goals": append("ship the parser", "write docs")}
+    _, notes = guard_ops(old, ops)
+    assert {(n["section"], n["action"]) for n in notes} == {
+        (FACTS, "throttled"), ("Open Issues", "restored"), ("Files & Context", "demoted"),
+        ("Task & Goals", "deduped")}
+    (dedupe,) = [n for n in notes if n["action"] == "deduped"]
+    assert dedupe["detail"].startswith("1 item(s)")
 
 
 @pytest.mark.parametrize(
@@ -428,42 +441,3 @@ def test_path_tokens_negative(text):
 )
 def test_lexical_anchors(text, anchors):
     assert lexical_anchors(text) == anchors
-
-
-@pytest.mark.parametrize(
-    ("item", "tokens"),
-    [
-        ("**Fact 1.**", ["fact", "1"]),
-        ("Use `uv`  run,   now!", ["use", "uv", "run", "now"]),
-        ("_emphasis_ snake_case", ["emphasis", "snake_case"]),
-        ("...", []),
-    ],
-    ids=["emphasis_and_trailing_dot", "backticks_and_spaces", "underscore_emphasis_only", "punctuation_only"],
-)
-def test_normalize_item_tokens(item, tokens):
-    assert normalize_item_tokens(item) == tokens
-
-
-@pytest.mark.parametrize(
-    ("existing", "new", "kept"),
-    [
-        (["Fact 10"], ["Fact 1"], ["Fact 1"]),
-        (["Fact 1"], ["Fact 10"], ["Fact 10"]),
-        (["Fact 1 is about tea"], ["fact 1"], []),
-        (["the user likes **green** tea"], ["likes green tea."], []),
-        (["likes green tea"], ["the user likes green tea"], ["the user likes green tea"]),
-        ([], ["a b", "A  B", "b", "c"], ["a b", "c"]),
-        (["x"], ["", "  ", "**", "y"], ["y"]),
-    ],
-    ids=[
-        "fact_1_distinct_from_fact_10",
-        "fact_10_distinct_from_fact_1",
-        "contiguous_run_is_present",
-        "emphasis_and_punctuation_ignored",
-        "longer_item_is_new",
-        "within_batch",
-        "empty_items_dropped",
-    ],
-)
-def test_dedupe_items(existing, new, kept):
-    assert dedupe_items(existing, new) == kept

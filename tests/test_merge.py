@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from workmem.nodes.merge import apply_op, canonical_sections, create_as_update_ops, merge_sections, merge_working_memory
+from workmem.nodes.guards import guard_ops
+from workmem.nodes.merge import apply_op, apply_ops, canonical_sections, merge_working_memory
 from workmem.state.memory import CONSOLIDATION_SENTINEL, SECTIONS, bullet_items, parse_sections, render_sections
+from workmem.state.ops import create_as_update_ops
 
 FACTS = "Key Facts & Decisions"
 OLD = render_sections(
@@ -189,17 +191,47 @@ def test_errors_are_append_only_across_merges():
     assert bullet_items(parse_sections(doc)["Errors & Corrections"]) == ["wrong date fixed", "totally new"]
 
 
-def test_merge_sections_reports_guard_notes():
-    merged, notes = merge_sections(OLD_SECTIONS, {"Session Title": {"op": "UPDATE", "content": "Cooking"}})
-    assert merged["Session Title"] == "Berlin trip planning"
-    assert notes == ["Session Title: UPDATE shares no meaningful word with the old title -> KEEP"]
+def test_guard_notes_name_the_section_and_the_action_and_merge_applies_the_decision():
+    decided, notes = guard_ops(OLD_SECTIONS, {"Session Title": {"op": "UPDATE", "content": "Cooking"}})
+    assert apply_ops(OLD_SECTIONS, decided)["Session Title"] == "Berlin trip planning"
+    assert notes == [{"section": "Session Title", "guard": "title", "action": "rejected",
+                      "detail": "the UPDATE shares no meaningful word with the old title"}]
+
+
+@pytest.mark.parametrize("header", ["## Current State", "# current state", "### CURRENT STATE:", "  ## Current State "])
+def test_an_update_repeating_its_own_header_loses_that_line(header):
+    doc = merge_working_memory(OLD, {"Current State": {"op": "UPDATE", "content": f"{header}\nBooking flights."}})
+    assert parse_sections(doc)["Current State"] == "Booking flights."
+    assert "\\#" not in doc
+
+
+def test_only_a_leading_own_header_goes_and_other_headers_are_escaped():
+    doc = merge_working_memory(OLD, {"Current State": {"op": "UPDATE",
+                                                        "content": "Booking.\n## Current State\n## Open Issues"}})
+    assert parse_sections(doc)["Current State"] == "Booking.\n\\## Current State\n\\## Open Issues"
+
+
+def test_append_items_that_are_the_own_header_are_dropped():
+    doc = merge_working_memory(OLD, {"Open Issues": {"op": "APPEND", "items": ["## Open Issues", "Visa for Tom"]}})
+    assert parse_sections(doc)["Open Issues"].splitlines()[-1] == "- Visa for Tom"
+    assert "Open Issues" not in parse_sections(doc)["Open Issues"]
+
+
+def test_a_create_answer_repeating_its_headers_stores_clean_bodies():
+    created = {name: f"## {name}\nbody of {name.lower()}" for name in SECTIONS}
+    doc = merge_working_memory("", create_as_update_ops(created))
+    sections = parse_sections(doc)
+    assert sections["Session Title"] == "body of session title"
+    assert all(sections[name] == f"body of {name.lower()}" for name in SECTIONS)
+    empty_after_header = create_as_update_ops({"Current State": "## Current State\n"})
+    assert empty_after_header["Current State"] == {"op": "KEEP"}
 
 
 def test_canonical_sections_and_apply_op():
     assert canonical_sections(OLD) == OLD_SECTIONS
     assert canonical_sections(None) == {name: "" for name in SECTIONS}
     assert apply_op("- a", {"op": "KEEP"}) == "- a"
-    assert apply_op("- a", {"op": "APPEND", "items": ["a", "b"]}) == "- a\n- b"
+    assert apply_op("- a", {"op": "APPEND", "items": ["b", "c"]}) == "- a\n- b\n- c"  # decided ops apply as given
     assert apply_op("- a", "junk") == "- a"
     assert apply_op("- a", {"op": "UPDATE", "content": "# x"}) == "\\# x"
 

@@ -25,7 +25,8 @@ def test_second_commit_reserving_a_taken_archive_id_fails_before_indexing(root):
         stale = engine.storage.tasks.create_task("s", task_id="stale-task", archive_id="archive_001",
                                          thread_id="s/commit/stale-task", status="running")
         result = engine.runner._invoke(stale["task_id"], stale["thread_id"], {
-            "session_id": "s", "archive_id": "archive_001", "task_id": "stale-task", "keep_recent_count": 0})
+            "session_id": "s", "archive_id": "archive_001", "task_id": "stale-task", "keep_recent_count": 0},
+            engine.runner._run_context())
 
         assert result["status"] == "failed" and "archive conflict" in result["reason"]
         assert engine.archive_search("s", "alpha3") == before  # the first commit's index is intact

@@ -208,6 +208,41 @@ SCAN_CASES = [
         {"Current State": {"op": "UPDATE", "content": 'see "Open Issues": {"op": "KEEP"}'}},
     ),
     (
+        "unescaped_quotes_inside_update_content",
+        '{"Current State": {"op": "UPDATE", "content": "User said "ship it" at 10:05"}, "z": [',
+        {"Current State": {"op": "UPDATE", "content": 'User said "ship it" at 10:05'}},
+    ),
+    (
+        "unescaped_quotes_inside_append_items",
+        '{"Open Issues": {"op": "APPEND", "items": ["Profile the "hot" loop", "Rotate certs"]}, "z": [',
+        {"Open Issues": {"op": "APPEND", "items": ['Profile the "hot" loop', "Rotate certs"]}},
+    ),
+    (
+        "op_after_content_with_unescaped_quotes",
+        '{"Current State": {"content": "Ran "make test" twice", "op": "UPDATE"}, "z": [',
+        {"Current State": {"op": "UPDATE", "content": 'Ran "make test" twice'}},
+    ),
+    (
+        "value_cut_after_an_inner_quote_is_not_recovered",
+        '{"Current State": {"op": "UPDATE", "content": "User said "ship it',
+        {},
+    ),
+    (
+        "value_ending_in_a_bare_quote_at_the_end_is_not_recovered",
+        '{"Current State": {"op": "UPDATE", "content": "User said "',
+        {},
+    ),
+    (
+        "append_cut_off_keeps_complete_items_with_quotes",
+        '{"Open Issues": {"op": "APPEND", "items": ["Check the "slow" query", "Verify back',
+        {"Open Issues": {"op": "APPEND", "items": ['Check the "slow" query']}},
+    ),
+    (
+        "append_cut_after_a_complete_item",
+        '{"Open Issues": {"op": "APPEND", "items": ["a", "b',
+        {"Open Issues": {"op": "APPEND", "items": ["a"]}},
+    ),
+    (
         "fenced_text_with_broken_json",
         'Here you go:\n```json\n{"sections": {"Open Issues": {"op": "APPEND", "items": ["a"]},\n```',
         {"Open Issues": {"op": "APPEND", "items": ["a"]}},

@@ -1,0 +1,68 @@
+"""Dedupe of new bullet items against a section's items (§5 *Dedupe*): by normalised token runs.
+
+An item is already present when its token sequence equals, or is a contiguous run inside, an existing
+item's — unless the existing item's *other* tokens hold a reversal or status word or a status marker:
+"Using Redis for sessions" is not in "No longer using Redis for sessions", and "Login fails on
+Safari" is not in "[resolved] Login fails on Safari" (a reopened issue). Equal sequences are always
+duplicates. The same rule holds within one batch (the same item twice is added once).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+REVERSAL_WORDS = frozenset(
+    """no not never nor none nothing without cannot can't don't doesn't didn't isn't aren't wasn't weren't won't
+    wouldn't shouldn't longer instead stop stopped cancel cancelled canceled revert reverted undo undone wrong
+    incorrect false correction corrected fixed resolved done closed reopened removed deprecated except""".split()
+)
+STATUS_MARKERS = ("[resolved]", "[silently dropped, restored]", "[archived]")
+_EMPHASIS = re.compile(r"[*`~]+|(?<!\w)_+|_+(?!\w)")
+_APOSTROPHES = str.maketrans({"’": "'", "‘": "'"})
+
+
+def normalize_item_tokens(item: str) -> list[str]:
+    """Tokens used by dedupe: lowercase, emphasis/backticks removed, split, trailing punctuation dropped."""
+    text = _EMPHASIS.sub("", (item or "").lower().translate(_APOSTROPHES))
+    tokens = (token.rstrip(".,;:!?") for token in text.split())
+    return [token for token in tokens if token]
+
+
+def _run_at(haystack: list[str], needle: list[str]) -> int:
+    """Index of the first contiguous occurrence of `needle` in `haystack`, -1 when absent."""
+    n = len(needle)
+    for i in range(len(haystack) - n + 1):
+        if haystack[i:i + n] == needle:
+            return i
+    return -1
+
+
+def _reverses(tokens: list[str]) -> bool:
+    """Whether tokens (the part of an item around a matched run) carry a reversal, status word or marker."""
+    text = " ".join(tokens)
+    return any(token.strip("[]()\"'") in REVERSAL_WORDS for token in tokens) or any(
+        marker in text for marker in STATUS_MARKERS) or "[silently" in text
+
+
+def contains_item(existing: list[str], new: list[str]) -> bool:
+    """Is the new item (tokens) already said by the existing one (tokens)? See the module docstring."""
+    if existing == new:
+        return True
+    at = _run_at(existing, new)
+    if at < 0:
+        return False
+    return not _reverses(existing[:at] + existing[at + len(new):])
+
+
+def dedupe_items(existing_items: Iterable[str], new_items: Iterable[str]) -> list[str]:
+    """The new items not already present among the existing ones nor earlier in the batch; empties dropped."""
+    seen = [tokens for tokens in map(normalize_item_tokens, existing_items) if tokens]
+    kept = []
+    for item in new_items:
+        tokens = normalize_item_tokens(item)
+        if not tokens or any(contains_item(other, tokens) for other in seen):
+            continue
+        seen.append(tokens)
+        kept.append(item)
+    return kept
