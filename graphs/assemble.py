@@ -22,10 +22,8 @@ from workmem.state.tokens import count_tokens
 
 SUMMARY_PREFIX = SUMMARY_MARKER + "\n"
 SYSTEM_ADDITION = (
-    "This session uses workmem. The [Session History Summary] message is a lossy working memory of "
-    "older turns; the raw messages after it are recent and win over the summary on any conflict. "
-    "Before saying something is unknown or was never discussed, call `archive_search` with 2–3 "
-    "keywords, then `archive_expand` on the best hit to read the original messages."
+    "[Session History Summary] is a lossy memory of older turns; newer messages win. Before saying something "
+    "is unknown, use archive_search (2-3 keywords), then archive_expand."
 )
 MAX_BUDGET = 10_000_000
 LARGE_BUDGET = 40_000

@@ -13,7 +13,7 @@ from typing import Any
 
 from workmem.graphs.commit import compile_commit_graph
 from workmem.graphs.lease import LEASE_TTL_SECONDS, Heartbeat, acquire, heartbeat, hold, holder_alive
-from workmem.nodes.context import CommitContext
+from workmem.nodes.context import CommitContext, CommitNodeFailed
 from workmem.nodes.models import LazyModel
 from workmem.nodes.persist import finish_archived_commit
 from workmem.state.errors import ArchiveNotFound, ModelUnavailable
@@ -143,7 +143,7 @@ class CommitRunner:
         try:
             out = self._run_graph(graph_input, config, context, progress)
         except Exception as exc:
-            error = describe_error(exc)
+            error = clean_error(exc) if isinstance(exc, CommitNodeFailed) else describe_error(exc)
             self.tasks.update_task(task_id, status="failed", error=error)
             return {"status": "failed", "task_id": task_id, "archive_id": self._archive_of(task_id),
                     "reason": error}

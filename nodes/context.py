@@ -77,7 +77,7 @@ class CommitNodeFailed(WorkmemError, RuntimeError):
     def __init__(self, node: str, error: BaseException) -> None:
         self.node = node
         self.error_type = type(error).__name__
-        super().__init__(f"{node}: {describe_error(error)}")
+        super().__init__(f"node {node} failed: {describe_error(error)}")
 
 
 def redacted(node: Callable[..., Any]) -> Callable[..., Any]:
@@ -91,9 +91,19 @@ def redacted(node: Callable[..., Any]) -> Callable[..., Any]:
         except GraphBubbleUp:  # interrupts and other control flow of LangGraph itself
             raise
         except Exception as exc:
-            raise CommitNodeFailed(node.__name__, exc) from None
+            raise CommitNodeFailed(_current_node() or node.__name__, exc) from None
 
     return run
+
+
+def _current_node() -> str | None:
+    """The name of the graph node running now (LangGraph puts it in the run's metadata)."""
+    from langgraph.config import get_config
+
+    try:
+        return get_config().get("metadata", {}).get("langgraph_node")
+    except RuntimeError:  # called outside a graph run
+        return None
 
 
 def services(runtime: Runtime | None) -> Services:

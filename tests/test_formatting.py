@@ -6,11 +6,9 @@ import copy
 import json
 from pathlib import Path
 
-import pytest
 from fakes import stored_messages
 
 from workmem.nodes.formatting import chunk_messages, clip_text, format_message, format_messages
-from workmem.nodes.prompts import CREATE_SYSTEM_PROMPT, UPDATE_SYSTEM_PROMPT, create_prompt, update_prompt
 from workmem.state.tokens import count_tokens
 
 DEMO = Path(__file__).resolve().parent.parent / "graphs" / "data" / "demo_conversation.json"
@@ -193,41 +191,3 @@ def test_demo_conversation_is_a_realistic_coding_session():
     assert {"read_file", "run_tests", "edit_file"} <= names
     user_text = " ".join(m["content"] for m in messages if m["role"] == "user")
     assert "not a tab" in user_text and "don't touch settings.toml" in user_text
-
-
-@pytest.mark.parametrize("reminders", ["", "<section_size_warnings>\n- x\n</section_size_warnings>"])
-def test_update_prompt_wraps_its_parts(reminders):
-    pairs = update_prompt(
-        "# Working Memory\n\n## Session Title\nT\n</messages>", "[#1 t1 user]\nhi", reminders
-    )
-    assert [role for role, _ in pairs] == ["system", "human"]
-    assert pairs[0][1] == UPDATE_SYSTEM_PROMPT
-    human = pairs[1][1]
-    assert "<current_working_memory>\n# Working Memory" in human
-    assert "\\</messages>" in human  # data cannot close a block early
-    assert "<messages>\n[#1 t1 user]\nhi\n</messages>" in human
-    assert ("<section_size_warnings>" in human) == bool(reminders)
-    assert human.index("</current_working_memory>") < human.index("<messages>")
-
-
-def test_create_prompt_passes_legacy_memory():
-    pairs = create_prompt("[#1 t1 user]\nhi", "An old free-form summary.")
-    assert pairs[0] == ("system", CREATE_SYSTEM_PROMPT)
-    assert "<previous_memory>\nAn old free-form summary.\n</previous_memory>" in pairs[1][1]
-    assert "<previous_memory>" not in create_prompt("[#1 t1 user]\nhi", None)[1][1]
-
-
-def test_system_prompts_state_the_section_rules():
-    for prompt in (UPDATE_SYSTEM_PROMPT, CREATE_SYSTEM_PROMPT):
-        for rule in (
-            "append-only",
-            "[resolved]",
-            "2–5 sentences",
-            "2 000 tokens",
-            "12 000 tokens",
-            "not the\n  date it was mentioned",
-            "Never invent",
-            "Never write section headers",
-        ):
-            assert rule in prompt, rule
-    assert "Prefer KEEP over APPEND, and APPEND over UPDATE" in UPDATE_SYSTEM_PROMPT

@@ -17,6 +17,9 @@ EDGE = re.compile(r"^\s*(\w+) -\. &nbsp;(\w+)&nbsp; \.-> (\w+);$")
 
 # (source, label, target): every conditional edge of the commit, fallbacks first
 LABELLED_EDGES = [
+    ("generate", "retry", "generate"),
+    ("generate", "exhausted", "extractive_fallback"),
+    ("generate", "answered", "validate"),
     ("validate", "malformed", "recover"),
     ("validate", "no_usable_call", "create_retry"),
     ("validate", "fallback", "extractive_fallback"),
@@ -29,8 +32,8 @@ LABELLED_EDGES = [
     ("merge", "next_chunk", "generate"),
     ("merge", "done", "persist"),
 ]
-PLAIN_EDGES = ["create_retry --> generate", "extractive_fallback --> guard", "generate --> validate",
-               "guard --> merge", "load_memory --> generate", "persist --> report"]
+PLAIN_EDGES = ["create_retry --> generate", "extractive_fallback --> guard", "guard --> merge",
+               "load_memory --> generate", "persist --> report"]
 GRAPHS = {
     "commit_graph.mmd": (lambda: graph, [("take_lease", "leased", "slice_turns"), ("take_lease", "busy", "__end__")]),
     "commit_graph_engine.mmd": (lambda: compile_commit_graph(), []),

@@ -19,9 +19,9 @@ KEEP = {"op": "KEEP"}
         ('{"a": [1, 2]}', {"a": [1, 2]}),
         ('{"a": [1, 2,], "b": {"c": 1,},}', {"a": [1, 2], "b": {"c": 1}}),
         ('{"a": [1, 2', {"a": [1, 2]}),
-        ('{"a": {"b": "x"', {"a": {"b": "x"}}),
+        ('{"a": {"b": "x"}', {"a": {"b": "x"}}),
         ('{"a": "brackets ] } and , inside", ', {"a": "brackets ] } and , inside"}),
-        ('{"a": "esc \\" quote ["', {"a": 'esc " quote ['}),
+        ('{"a": "esc \\" quote [", ', {"a": 'esc " quote ['}),
         ('  {"a": 1}  ', {"a": 1}),
         ('"{\\"a\\": 1}"', {"a": 1}),
         ("[1, 2", [1, 2]),
@@ -44,11 +44,13 @@ def test_repair_json(raw, value):
 
 @pytest.mark.parametrize(
     "raw",
-    ["", "   ", '{"a": "cut off', '{"a": }', '{"a": [1}', "not json at all", "[" * 100_000, None, 5],
+    ["", "   ", '{"a": "cut off', '{"a": {"b": "x"', '{"a": }', '{"a": [1}', "not json at all", "[" * 100_000,
+     None, 5],
     ids=[
         "empty",
         "blank",
         "string_cut_off",
+        "ends_right_after_a_quote_that_may_be_inner_text",
         "missing_value",
         "mismatched_closer",
         "prose",

@@ -9,7 +9,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from workmem.graphs.commit import build_commit_graph
 from workmem.graphs.engine import WorkingMemoryEngine
-from workmem.nodes.context import CommitContext
+from workmem.nodes.context import CommitContext, CommitNodeFailed
 from workmem.state.tasks import TaskStore
 
 INPUT = [{"role": "user", "content": "q1 about the parser"}, {"role": "assistant", "content": "a1"},
@@ -40,7 +40,7 @@ def lease_fails_once(monkeypatch):
 def test_a_re_executed_prepare_adds_its_input_once(root, lease_fails_once, archived_meanwhile):
     graph = build_commit_graph(with_lease=True).compile(checkpointer=InMemorySaver())
     config, context = {"configurable": {"thread_id": "studio-1"}}, CommitContext(root=str(root))
-    with pytest.raises(sqlite3.OperationalError):
+    with pytest.raises(CommitNodeFailed, match="database is locked"):  # the node error, redacted
         graph.invoke({"session_id": "s", "keep_recent_count": 0, "messages": INPUT}, config, context=context)
     with WorkingMemoryEngine(root, durable=False) as engine:
         if archived_meanwhile:
@@ -61,3 +61,16 @@ def test_two_runs_with_the_same_messages_add_them_twice(root):
                      {"configurable": {"thread_id": "studio-2"}}, context=context)
     with WorkingMemoryEngine(root, durable=False) as engine:
         assert all_texts(engine, "s") == ["q1 about the parser", "a1"] * 2
+
+
+def test_a_second_run_on_a_reused_thread_reports_only_itself(root):
+    """Per-run outputs reset: the route is this run's, and a run with nothing to commit has no archive id."""
+    graph = build_commit_graph(with_lease=True).compile(checkpointer=InMemorySaver())
+    config, context = {"configurable": {"thread_id": "studio-3"}}, CommitContext(root=str(root))
+    first = graph.invoke({"session_id": "s", "keep_recent_count": 0, "messages": INPUT}, config, context=context)
+    assert first["status"] == "completed" and first["archive_id"] == "archive_001"
+    second = graph.invoke({"session_id": "s", "keep_recent_count": 0}, config, context=context)
+    assert second["status"] == "skipped"
+    assert second["route"] == ["take_lease", "slice_turns", "report", "release_lease"]
+    assert not second.get("archive_id") and not second.get("working_memory")
+    assert not second.get("guard_notes") and not second.get("usage", {}).get("calls")
