@@ -27,6 +27,7 @@ from workmem.state.memory import (
     is_v2,
     parse_sections,
     split_lines,
+    split_pointer,
     strip_own_header,
 )
 from workmem.state.ops import KEEP, canonical_ops, create_as_update_ops
@@ -286,7 +287,8 @@ def guard(state: CommitState) -> dict[str, Any]:
     section_ops = ops.get("sections") or {}
     if ops.get("kind") == "create":
         section_ops = create_as_update_ops(section_ops)
-    guarded, notes = guard_ops(parse_sections(old) if is_v2(old) else {}, section_ops)
+    bare = {name: split_pointer(body)[0] for name, body in parse_sections(old).items()} if is_v2(old) else {}
+    guarded, notes = guard_ops(bare, section_ops)
     for found in notes:
         log.debug("guard %s/%s %s: %s", found["section"], found["guard"], found["action"], found["detail"])
     return {"guarded_ops": guarded, "guard_notes": notes, "route": ["guard"]}

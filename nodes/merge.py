@@ -1,8 +1,10 @@
-"""Merge of section ops into the working memory (§4, §5): apply the decided ops; pure and never raising.
+"""Merge of section ops into the working memory (§4, §5): apply the decided ops, then the budgets.
 
-`merge_working_memory(old, ops)` is the guarded API for callers and tests: it decides the ops with
-`guard_ops` and applies them. The graph's `merge` node applies the ops its `guard` node already
-decided, so the guards run once per chunk.
+Pure and never raising. `merge_with_spill(old, ops)` is the guarded API for callers and tests: it
+takes the spill pointers out, decides the ops with `guard_ops`, applies them, enforces the section
+budgets (`nodes/spill.py`) and puts the pointers back; it returns the document and the spilled items.
+`merge_working_memory` returns only the document. The graph's `merge` node applies the ops its
+`guard` node already decided, so the guards run once per chunk.
 """
 
 from __future__ import annotations
@@ -11,8 +13,17 @@ from collections.abc import Mapping
 from typing import Any
 
 from workmem.nodes.guards import guard_ops
-from workmem.state.commit_state import CommitState
-from workmem.state.memory import SECTIONS, escape_body, is_v2, parse_sections, render_sections
+from workmem.nodes.spill import apply_budgets
+from workmem.state.commit_state import CommitState, GuardNote
+from workmem.state.memory import (
+    SECTIONS,
+    escape_body,
+    is_v2,
+    parse_sections,
+    render_sections,
+    split_pointer,
+    with_pointer,
+)
 from workmem.state.ops import canonical_op
 
 
@@ -20,6 +31,12 @@ def canonical_sections(markdown: object) -> dict[str, str]:
     """The seven canonical bodies of a document (missing → ''); non-canonical sections are dropped."""
     parsed = parse_sections(markdown) if isinstance(markdown, str) else {}
     return {name: parsed.get(name, "") for name in SECTIONS}
+
+
+def bodies_without_pointers(markdown: object) -> tuple[dict[str, str], dict[str, int]]:
+    """The seven bodies as the guards and ops see them (no spill pointer), and each pointer's count."""
+    split = {name: split_pointer(body) for name, body in canonical_sections(markdown).items()}
+    return {name: body for name, (body, _) in split.items()}, {name: n for name, (_, n) in split.items()}
 
 
 def apply_op(old_body: str, op: object) -> str:
@@ -38,21 +55,44 @@ def apply_ops(old_sections: Mapping[str, str], decided: Mapping[str, Any]) -> di
     return {name: apply_op(old_sections.get(name, ""), decided.get(name)) for name in SECTIONS}
 
 
+def merge_decided(old_markdown: object, decided: Mapping[str, Any], *,
+                  key_facts_may_spill: bool = False) -> tuple[str, list[dict[str, str]], list[GuardNote]]:
+    """Apply decided ops and the budgets to a document: (new document, spilled items, budget notes)."""
+    old, counts = bodies_without_pointers(old_markdown)
+    ops = {name: canonical_op(decided.get(name))[0] for name in SECTIONS}
+    budgeted = apply_budgets(old, apply_ops(old, ops), ops, counts, key_facts_may_spill=key_facts_may_spill)
+    spilled_per_section = {name: 0 for name in SECTIONS}
+    for item in budgeted.spilled:
+        spilled_per_section[item["section"]] += 1
+    bodies = {name: with_pointer(body, counts[name] + spilled_per_section[name] if name != "Current State" else 0)
+              for name, body in budgeted.bodies.items()}
+    return render_sections(bodies), budgeted.spilled, budgeted.notes
+
+
+def merge_with_spill(old_markdown: str, ops: dict | None, *,
+                     key_facts_may_spill: bool = False) -> tuple[str, list[dict[str, str]]]:
+    """Guard, merge and budget ops into a WM document → (document, spilled items); never raises."""
+    old, _ = bodies_without_pointers(old_markdown)
+    decided, _ = guard_ops(old, ops)
+    markdown, spilled, _ = merge_decided(old_markdown, decided, key_facts_may_spill=key_facts_may_spill)
+    return markdown, spilled
+
+
 def merge_working_memory(old_markdown: str, ops: dict | None) -> str:
     """Guard then merge ops into a WM document; never raises — junk ops mean KEEP; always seven sections."""
-    old = canonical_sections(old_markdown)
-    decided, _ = guard_ops(old, ops)
-    return render_sections(apply_ops(old, decided))
+    return merge_with_spill(old_markdown, ops)[0]
 
 
 def merge(state: CommitState) -> dict[str, Any]:
-    """Node `merge`: apply the ops `guard` decided to the WM and move on to the next chunk."""
+    """Node `merge`: apply the ops `guard` decided and the budgets, and move on to the next chunk."""
     old = state.get("working_memory") or ""
     decided = state.get("guarded_ops")
-    merged = render_sections(apply_ops(canonical_sections(old if is_v2(old) else ""),
-                                       decided if isinstance(decided, Mapping) else {}))
+    markdown, spilled, notes = merge_decided(old if is_v2(old) else "", decided if isinstance(decided, Mapping) else {},
+                                             key_facts_may_spill=bool(state.get("key_facts_may_spill")))
     return {
-        "working_memory": merged,
+        "working_memory": markdown,
+        "spilled": spilled,
+        "guard_notes": notes,
         "chunk_index": state.get("chunk_index", 0) + 1,
         "prompt_kind": "update",
         "create_retry_used": False,

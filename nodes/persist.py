@@ -15,11 +15,11 @@ from langgraph.runtime import Runtime
 
 from workmem.nodes.context import CommitContext, services
 from workmem.nodes.extractive import EXTRACTIVE_MODEL_NAME
-from workmem.state.archives import ABSTRACT_CHARS, EXPAND_TOOL_NAME, SEARCH_TOOL_NAME
+from workmem.state.archives import ABSTRACT_CHARS, ARCHIVE_FORMAT, EXPAND_TOOL_NAME, OVERVIEW, SEARCH_TOOL_NAME
 from workmem.state.commit_state import CommitState, add_usage
 from workmem.state.errors import ArchiveConflict
 from workmem.state.ids import archive_name, archive_number
-from workmem.state.memory import SECTION_KEYS, parse_sections
+from workmem.state.memory import CONSOLIDATION_SENTINEL, SECTION_KEYS, parse_sections
 from workmem.state.storage import SearchStorage, SessionStorage, TaskStorage
 from workmem.state.tokens import count_tokens
 
@@ -44,6 +44,9 @@ def build_archive(
     wm = state["working_memory"]
     notes = list(state.get("guard_notes") or [])
     sections = parse_sections(wm)
+    spilled_counts: dict[str, int] = {}
+    for item in state.get("spilled") or []:
+        spilled_counts[item["section"]] = spilled_counts.get(item["section"], 0) + 1
     abstract = abstract_of(wm)
     entry = {"archive_id": state["archive_id"], "abstract": abstract,
              "start_seq": state["start_seq"], "end_seq": state["end_seq"]}
@@ -59,10 +62,13 @@ def build_archive(
             "start_seq": state["start_seq"],
             "end_seq": state["end_seq"],
         },
+        "format": ARCHIVE_FORMAT,
         "working_summary": {
-            "markdown": wm,
-            "sections": {key: sections.get(name, "") for name, key in SECTION_KEYS.items()},
+            "overview": OVERVIEW,
+            "section_tokens": {key: count_tokens(sections.get(name, "")) for name, key in SECTION_KEYS.items()},
         },
+        "spilled": spilled_counts,
+        "key_facts_sentinel_commits": sentinel_commits(previous, sections),
         "preserved_tail": state.get("tail") or {},
         "expansion": {
             "archive_index": ([*older, entry])[-ARCHIVE_INDEX_SIZE:],
@@ -83,6 +89,23 @@ def build_archive(
     }
 
 
+def sentinel_commits(previous: dict[str, Any] | None, sections: dict[str, str]) -> int:
+    """How many commits in a row ended with the Key Facts consolidation sentinel, this one included."""
+    if CONSOLIDATION_SENTINEL not in sections.get("Key Facts & Decisions", ""):
+        return 0
+    return previous_sentinel_commits(previous) + 1
+
+
+def previous_sentinel_commits(previous: dict[str, Any] | None) -> int:
+    """The counter of the previous archive (first-build archives derive it from their WM: 0 or 1)."""
+    if not previous:
+        return 0
+    if "key_facts_sentinel_commits" in previous:
+        return int(previous["key_facts_sentinel_commits"])
+    key_facts = (previous.get("working_summary") or {}).get("sections", {}).get("key_facts_and_decisions", "")
+    return int(CONSOLIDATION_SENTINEL in key_facts)
+
+
 def _check_ownership(written: dict[str, Any], state: CommitState) -> None:
     """Writing an archive that is already complete is a no-op; it must then be this commit's own work
     (a resumed run), never another commit's that reserved the same id after this one lost its lease."""
@@ -99,7 +122,7 @@ def persist(state: CommitState, runtime: Runtime[CommitContext]) -> dict[str, An
     previous = svc.sessions.read_archive(session_id, archive_name(number - 1)) if number > 1 else None
     archive = build_archive(state, messages, previous)
     svc.sessions.write_archive(session_id, archive, messages, state["working_memory"],
-                            archive["expansion"]["archive_index"][-1]["abstract"])
+                               archive["expansion"]["archive_index"][-1]["abstract"], list(state.get("spilled") or []))
     written = svc.sessions.read_archive(session_id, archive_id)  # this run's, or an earlier attempt's
     _check_ownership(written, state)
     holder = svc.tasks.lease_holder(session_id)

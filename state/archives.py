@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from workmem.state import fsutil
 from workmem.state.errors import InvalidInput
 from workmem.state.ids import archive_name, archive_number
 from workmem.state.jsonl import check_stored
+from workmem.state.memory import SECTION_KEYS, SECTIONS, bullet_items, parse_sections
 
 HISTORY = "history"
 DONE = ".done"
@@ -23,6 +25,9 @@ MESSAGES = "messages.jsonl"
 OVERVIEW = ".overview.md"
 ABSTRACT = ".abstract.md"
 ARCHIVE_JSON = "archive.json"
+SPILLED = "spilled.md"
+ARCHIVE_FORMAT = 2  # archive.json without WM copies: the WM lives once, in .overview.md
+CACHED_ARCHIVES = 512  # archive objects an ArchiveCache keeps (least recently used go first)
 ABSTRACT_CHARS = 200  # `.abstract.md` is one line of at most this many characters
 SEARCH_TOOL_NAME = "archive_search"
 EXPAND_TOOL_NAME = "archive_expand"
@@ -60,10 +65,11 @@ def seq_range(archive: dict[str, Any]) -> tuple[int, int]:
 
 
 class ArchiveCache:
-    """Archive objects of complete archives (immutable once `.done` exists), read once per store."""
+    """Archive objects of complete archives (immutable once `.done` exists); a bounded LRU per store."""
 
-    def __init__(self) -> None:
-        self._objects: dict[str, dict[str, Any]] = {}
+    def __init__(self, size: int = CACHED_ARCHIVES) -> None:
+        self._objects: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._size = size
 
     def get(self, session_dir: Path, n: int) -> dict[str, Any]:
         """archive.json of complete archive `n`."""
@@ -72,6 +78,10 @@ class ArchiveCache:
         if obj is None:
             obj = read_json(Path(key) / ARCHIVE_JSON)
             self._objects[key] = obj
+            if len(self._objects) > self._size:
+                self._objects.popitem(last=False)
+        else:
+            self._objects.move_to_end(key)
         return obj
 
     def forget(self, session_dir: Path, n: int) -> None:
@@ -122,8 +132,36 @@ def find_containing(session_dir: Path, cache: ArchiveCache, last_n: int, seq: in
     return found
 
 
+def with_working_summary(archive: dict[str, Any], overview: str) -> dict[str, Any]:
+    """The archive object as callers know it: `working_summary` holds the WM's `markdown` and `sections`
+    (format 2 stores the WM only in `.overview.md`; format 1 objects already carry both)."""
+    summary = archive.get("working_summary") or {}
+    if "markdown" in summary:
+        return dict(archive)
+    sections = parse_sections(overview)
+    filled = {**summary, "markdown": overview,
+              "sections": {key: sections.get(name, "") for name, key in SECTION_KEYS.items()}}
+    return {**archive, "working_summary": filled}
+
+
+def render_spilled(archive_id: str, spilled: list[dict[str, str]]) -> str:
+    """`spilled.md`: the WM items a commit moved out of the working memory, by section, oldest first."""
+    lines = [f"# Moved out of the working memory by {archive_id}"]
+    for name in SECTIONS:
+        items = [s["item"] for s in spilled if s["section"] == name]
+        if items:
+            lines += ["", f"## {name}", *(f"- {' '.join(item.split())}" for item in items)]
+    return "\n".join(lines) + "\n"
+
+
+def parse_spilled(text: str) -> list[dict[str, str]]:
+    """The `{section, item}` entries of a `spilled.md`."""
+    return [{"section": name, "item": item} for name, body in parse_sections(text).items()
+            if name in SECTIONS for item in bullet_items(body)]
+
+
 def write_archive_dir(session_dir: Path, n: int, lines: bytes, overview: str, abstract: str,
-                      archive: dict[str, Any], *, durable: bool) -> Path:
+                      archive: dict[str, Any], *, durable: bool, spilled: list[dict[str, str]] | None = None) -> Path:
     """Write archive `n` in a temp dir, rename it into place, then write `.done` (each step one fsutil call)."""
     history = session_dir / HISTORY
     final = history / archive_name(n)
@@ -135,6 +173,8 @@ def write_archive_dir(session_dir: Path, n: int, lines: bytes, overview: str, ab
     fsutil.write_file(tmp / OVERVIEW, overview.encode("utf-8"), durable=durable)
     fsutil.write_file(tmp / ABSTRACT, (abstract + "\n").encode("utf-8"), durable=durable)
     fsutil.write_file(tmp / ARCHIVE_JSON, _json_bytes(archive), durable=durable)
+    if spilled:
+        fsutil.write_file(tmp / SPILLED, render_spilled(archive_name(n), spilled).encode("utf-8"), durable=durable)
     if durable:
         fsutil.fsync_dir(tmp)
     fsutil.publish_dir(tmp, final, durable=durable)

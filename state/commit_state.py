@@ -39,9 +39,10 @@ def add_usage(old: dict[str, int] | None, new: dict[str, int] | None) -> dict[st
 def fresh_run() -> dict[str, Any]:
     """The update that starts a run afresh on a reused thread: per-run lists, usage and outputs reset."""
     return {"route": [RESET], "issues": [RESET], "guard_notes": [RESET], "model_errors": [RESET],
-            "usage": {RESET: 1}, "archive_id": "", "working_memory": "", "previous_memory": "", "reason": "",
-            "degraded": False, "model_name": "", "chunks": [], "chunk_index": 0, "attempt": 0,
-            "transport_error": "", "model_error": "", "answer": {}, "ops": {}, "guarded_ops": {}, "raw_args": ""}
+            "usage": {RESET: 1}, "spilled": [RESET], "archive_id": "", "working_memory": "", "previous_memory": "",
+            "reason": "", "degraded": False, "key_facts_may_spill": False, "model_name": "", "chunks": [],
+            "chunk_index": 0, "attempt": 0, "transport_error": "", "model_error": "", "answer": {}, "ops": {},
+            "guarded_ops": {}, "raw_args": ""}
 
 
 class GuardNote(TypedDict):
@@ -122,6 +123,9 @@ class CommitState(TypedDict, total=False):
     verdict: Verdict
     ops: dict[str, Any]  # ops of this chunk, before the guards: {kind: update|create, sections}
     guarded_ops: dict[str, Any]  # the seven ops `merge` applies, decided by `guard`
+
+    key_facts_may_spill: bool  # the consolidation sentinel stood through two commits (see nodes/spill.py)
+    spilled: Annotated[list[dict[str, str]], extend]  # WM items moved to the archive: {section, item}
 
     degraded: bool
     model_name: str

@@ -46,6 +46,12 @@ MAX_TOKENS = 1500
 EMERGENCY_BULLETS = 50
 EMERGENCY_TOKENS = 3000
 
+# The one item a section keeps for what it spilled into the archive (§5 *The pointer*). Merge owns it:
+# it is taken out before the guards and ops see a body and put back (first) after, so it counts for
+# no rule, and a model can neither drop nor forge it.
+POINTER_ITEM = "[archived] {n} older items — archive_search finds them"
+_POINTER_LINE = re.compile(r"^\s*(?:[-*+]\s+)?\[archived\] (\d+) older items — archive_search finds them\s*$")
+
 CONSOLIDATION_SENTINEL = (
     "[⚠ CONSOLIDATION REQUIRED: Key Facts exceeds size limit. "
     "You MUST use UPDATE to merge and compress existing bullets before adding new facts.]"
@@ -53,6 +59,8 @@ CONSOLIDATION_SENTINEL = (
 
 _LIST_MARKER = re.compile(r"^(?:[-*+]|\d+[.)])(?:\s+|$)")
 _BULLET_MARKER = re.compile(r"^[-*+](?:\s+|$)")
+_BUDGET_LINE = ('- "{name}" is at ~{t} of its {budget} tokens: consolidate it via UPDATE now, or its oldest '
+                'items move to the archive.')
 _REMINDER_LINE = (
     '- "{name}" has {n} bullets (~{t} tokens): it MUST be consolidated via UPDATE — group related facts '
     "by topic, keep names, dates and exact values. Target: <=25 bullets, <=1500 tokens."
@@ -139,6 +147,26 @@ def escape_body(content: str) -> str:
     return "\n".join(lines)
 
 
+def split_pointer(body: str) -> tuple[str, int]:
+    """`body` without its spill pointer line(s), and the count the pointer carried (0 when none)."""
+    count, kept = 0, []
+    for line in split_lines(body or ""):
+        match = _POINTER_LINE.match(line)
+        if match:
+            count = max(count, int(match.group(1)))
+        else:
+            kept.append(line)
+    return "\n".join(kept).strip(), count
+
+
+def with_pointer(body: str, count: int) -> str:
+    """`body` with the spill pointer of `count` items as its first line (no pointer when count is 0)."""
+    if count <= 0:
+        return body
+    pointer = "- " + POINTER_ITEM.format(n=count)
+    return f"{pointer}\n{body}" if body else pointer
+
+
 def is_own_header(name: str, line: str) -> bool:
     """Whether `line` is section `name`'s own header (any number of `#`, the name, case-insensitive)."""
     return re.fullmatch(r"#+\s*" + re.escape(name) + r"\s*:?\s*", line.strip(), re.IGNORECASE) is not None
@@ -186,16 +214,24 @@ def is_emergency(n: int, t: int) -> bool:
 
 
 def section_reminders(md: str | None) -> str:
-    """Size warnings for every oversized section except Errors & Corrections; '' when none is oversized."""
+    """Size warnings before an update call; '' when no section needs one (§5 *Size reminders*).
+
+    The reference rule: every oversized section except Errors & Corrections. Added: every other
+    section (Errors & Corrections and Session Title excepted, they cannot be consolidated by UPDATE)
+    at 75 % of its budget or more, so the model consolidates before anything spills. The spill
+    pointer counts for nothing.
+    """
     sections = parse_sections(md)
     lines = []
     for name in SECTIONS:
-        body = sections.get(name, "")
+        body = split_pointer(sections.get(name, ""))[0]
         if name == "Errors & Corrections" or not body:
             continue
         n, t = bullet_count(body), body_tokens(body)
         if is_oversized(n, t):
             lines.append(_REMINDER_LINE.format(name=name, n=n, t=t))
+        elif name != "Session Title" and t * 4 >= SECTION_BUDGETS[name] * 3:
+            lines.append(_BUDGET_LINE.format(name=name, t=t, budget=SECTION_BUDGETS[name]))
     if not lines:
         return ""
     return "<section_size_warnings>\n" + "\n".join(lines) + "\n</section_size_warnings>"

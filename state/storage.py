@@ -62,8 +62,11 @@ class SessionStorage(Protocol):
         """The messages one complete archive covers."""
 
     def write_archive(self, session_id: str, archive: dict[str, Any], messages: list[dict[str, Any]],
-                      overview: str, abstract: str) -> Any:
-        """Persist a complete archive (idempotent)."""
+                      overview: str, abstract: str, spilled: list[dict[str, str]] | None = None) -> Any:
+        """Persist a complete archive with the WM items it spilled (idempotent)."""
+
+    def spilled_items(self, session_id: str, archive_id: str) -> list[dict[str, str]]:
+        """The WM items an archive's commit moved out of the working memory."""
 
     def drop_covered(self, session_id: str, end_seq: int) -> int:
         """Forget live copies of archived messages (garbage collection)."""

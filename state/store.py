@@ -190,7 +190,10 @@ class SessionStore:
         """archive.json of the newest complete archive, or None before the first commit."""
         p = self._existing(session_id)
         n, _ = self._last_complete(p)
-        return dict(self._archives.get(p.dir, n)) if n else None
+        if not n:
+            return None
+        overview = archives.read_text(archives.archive_dir(p.dir, n) / archives.OVERVIEW)
+        return archives.with_working_summary(self._archives.get(p.dir, n), overview)
 
     def next_archive_id(self, session_id: str) -> str:
         """Id the next commit writes: last complete + 1."""
@@ -210,9 +213,14 @@ class SessionStore:
         """The archive object plus `overview` (the WM) and `abstract`; unknown id → ArchiveNotFound."""
         p, n = self._complete(session_id, archive_id)
         folder = archives.archive_dir(p.dir, n)
-        return {**self._archives.get(p.dir, n),
-                "overview": archives.read_text(folder / archives.OVERVIEW),
+        overview = archives.read_text(folder / archives.OVERVIEW)
+        return {**archives.with_working_summary(self._archives.get(p.dir, n), overview), "overview": overview,
                 "abstract": archives.read_text(folder / archives.ABSTRACT).strip()}
+
+    def spilled_items(self, session_id: str, archive_id: str) -> list[dict[str, str]]:
+        """The WM items an archive's commit moved out of the working memory (`spilled.md`)."""
+        p, n = self._complete(session_id, archive_id)
+        return archives.parse_spilled(archives.read_text(archives.archive_dir(p.dir, n) / archives.SPILLED))
 
     def archive_messages(self, session_id: str, archive_id: str, *, strict: bool = False) -> list[dict[str, Any]]:
         """The messages one complete archive covers."""
@@ -226,7 +234,7 @@ class SessionStore:
         return archives.read_text(archives.archive_dir(p.dir, n) / archives.OVERVIEW) if n else None
 
     def write_archive(self, session_id: str, archive: dict[str, Any], messages: list[dict[str, Any]],
-                      overview: str, abstract: str) -> Path:
+                      overview: str, abstract: str, spilled: list[dict[str, str]] | None = None) -> Path:
         """Write `history/<archive_id>/` (temp dir → rename → `.done`); a no-op when already complete.
 
         The archive's messages.jsonl holds the live file's own lines for the covered seqs (verbatim);
@@ -254,7 +262,7 @@ class SessionStore:
             self._archives.forget(p.dir, n)
             self._live.pop(p.dir, None)  # the live set changes (or may have): reload next time
             archives.write_archive_dir(p.dir, n, b"".join(raw + b"\n" for _, raw in covered), overview,
-                                       abstract, archive, durable=self.durable)
+                                       abstract, archive, durable=self.durable, spilled=spilled)
         return folder
 
     def drop_covered(self, session_id: str, end_seq: int) -> int:
