@@ -234,6 +234,16 @@ def cmd_resume(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_delete(args: argparse.Namespace) -> int:
+    """Delete a session: its files, index rows, tasks and checkpoints (asks for --yes)."""
+    if not args.yes:
+        raise CommandFailed(f"deleting session {args.session!r} cannot be undone: add --yes to confirm")
+    with _engine(args) as engine:
+        result = engine.delete_session(args.session)
+    _emit(args, result, lambda r: console.print(f"deleted session {r['session_id']!r}"))
+    return 0
+
+
 def cmd_reindex(args: argparse.Namespace) -> int:
     """Rebuild the SQLite full-text index from the archive files."""
     with _engine(args) as engine:
@@ -293,6 +303,9 @@ def build_parser() -> argparse.ArgumentParser:
     tasks.add_argument("--session")
 
     command("resume", cmd_resume)
+    delete = command("delete", cmd_delete)
+    delete.add_argument("session")
+    delete.add_argument("--yes", action="store_true", help="confirm: the session cannot be restored")
     command("reindex", cmd_reindex)
     add_eval_parser(subparsers, parents=[common])
     return parser

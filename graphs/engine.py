@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from workmem.graphs.assemble import SUMMARY_PREFIX, assemble_context, pending_entries, validate_budget
 from workmem.graphs.injected import strip_injected
-from workmem.graphs.runner import CommitRunner
+from workmem.graphs.lease import acquire
+from workmem.graphs.runner import DEFAULT_KEEP_CHECKPOINTS, CommitRunner
 from workmem.nodes.context import DEFAULT_CHUNK_TOKENS, DEFAULT_CLIP_TOKENS, CommitContext
 from workmem.nodes.formatting import format_messages
 from workmem.nodes.models import LazyModel, model_spec
-from workmem.state.errors import InvalidInput
+from workmem.state.errors import CommitInProgress, InvalidInput
 from workmem.state.ids import archive_number
 from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES
 from workmem.state.storage import open_storage
+from workmem.state.tasks import DELETE_TASK_PREFIX
 from workmem.state.tokens import DEFAULT_CONTEXT_WINDOW, count_tokens
 from workmem.state.turns import DEFAULT_KEEP_RECENT, parse_turn_id, turn_number, validate_keep
 from workmem.state.validation import require_bool, require_int, require_list, require_text
@@ -40,6 +43,7 @@ class WorkingMemoryEngine:
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         durable: bool = True,
         max_workers: int = 2,
+        keep_checkpoints: int = DEFAULT_KEEP_CHECKPOINTS,
     ) -> None:
         self.keep_recent_count = validate_keep(keep_recent_count)
         self.context_window = _positive_int("context_window", context_window)
@@ -53,9 +57,12 @@ class WorkingMemoryEngine:
         context = CommitContext(chunk_tokens=_positive_int("chunk_tokens", chunk_tokens),
                                 clip_tokens=_positive_int("clip_tokens", clip_tokens), durable=durable)
         workers = _positive_int("max_workers", max_workers)
+        kept = require_int("keep_checkpoints", keep_checkpoints, min=0, max=MAX_SETTING)
+        require_bool("durable", durable)
         self.storage = open_storage(root, durable=durable, max_message_bytes=max_message_bytes)
         self.root = getattr(self.storage, "root", None)
-        self.runner = CommitRunner(self.storage, context, self.model, max_workers=workers)
+        self.runner = CommitRunner(self.storage, context, self.model, max_workers=workers, keep_checkpoints=kept)
+        self.storage.finish_deletes()  # a delete a crash interrupted is finished before anything else
 
     # -- storing ----------------------------------------------------------------------------------
 
@@ -230,6 +237,24 @@ class WorkingMemoryEngine:
     def working_memory(self, session_id: str) -> dict[str, Any] | None:
         """The latest complete archive object (with the WM markdown), or None before the first commit."""
         return self.storage.sessions.last_complete_archive(session_id)
+
+    def delete_session(self, session_id: str) -> dict[str, Any]:
+        """Delete a session: its files, full-text rows, tasks and checkpoint threads (Studio's too).
+
+        Refused with `CommitInProgress` while a commit holds the session's lease. Crash-safe: the
+        directory becomes a tombstone first, and an engine that finds one finishes the delete. The id
+        can be used again at once; the session then starts at seq 1.
+        """
+        self.storage.sessions.meta(session_id)  # validates the id; SessionNotFound for unknown sessions
+        lease = f"{DELETE_TASK_PREFIX}{uuid.uuid4().hex}"
+        holder = acquire(self.storage.tasks, session_id, lease, self.runner.owner, ttl=self.runner.lease_ttl)
+        if holder is not None:
+            raise CommitInProgress(session_id, holder)
+        try:
+            self.storage.delete_session(session_id)
+        finally:
+            self.storage.tasks.release_lease(session_id, lease)
+        return {"deleted": True, "session_id": session_id}
 
     def session_info(self, session_id: str) -> dict[str, Any]:
         """The session meta: pending tokens, counts, keep count, last archive — O(1)."""

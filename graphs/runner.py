@@ -25,6 +25,7 @@ log = logging.getLogger("workmem.runner")
 Progress = Callable[[str, dict[str, Any]], None]
 
 MAX_RESUMES = 3
+DEFAULT_KEEP_CHECKPOINTS = 20  # completed commit threads kept for debugging (Studio, notebooks)
 # A failed run keeps its checkpoint: it is resumed like an interrupted one until MAX_RESUMES.
 RESUMABLE_STATUSES = ("pending", "running", "failed")
 
@@ -33,8 +34,10 @@ class CommitRunner:
     """Starts, resumes and tracks commits of one data root; at most one commit per session."""
 
     def __init__(self, storage: Storage, context: CommitContext, model: LazyModel, *,
-                 max_workers: int = 2, lease_ttl: float = LEASE_TTL_SECONDS) -> None:
+                 max_workers: int = 2, lease_ttl: float = LEASE_TTL_SECONDS,
+                 keep_checkpoints: int = DEFAULT_KEEP_CHECKPOINTS) -> None:
         self.storage, self.context, self.model = storage, context, model
+        self.keep_checkpoints = keep_checkpoints
         self.sessions, self.tasks = storage.sessions, storage.tasks
         self.lease_ttl = lease_ttl
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -150,6 +153,9 @@ class CommitRunner:
         if out.get("status") == "skipped":
             self.tasks.update_task(task_id, status="skipped", result={"reason": out.get("reason")})
             self.checkpointer.delete_thread(thread_id)
+            self.tasks.forget_thread(task_id)
+        else:
+            self.prune_checkpoints()
         if out.get("model_errors"):  # completed through the fallback: say why, so a bad key or model is visible
             self.tasks.update_task(task_id, error=out["model_errors"][-1])
         return {"status": out.get("status", "completed"), "task_id": task_id,
@@ -172,6 +178,15 @@ class CommitRunner:
                 for node, update in chunk.items():
                     progress(node, update if isinstance(update, dict) else {})
         return out
+
+    def prune_checkpoints(self) -> int:
+        """Delete the checkpoint threads of completed commits beyond the newest `keep_checkpoints`
+        (failed and unfinished ones stay until resumed or abandoned); returns how many went."""
+        pruned = self.tasks.threads_to_prune(self.keep_checkpoints)
+        for task in pruned:
+            self.checkpointer.delete_thread(task["thread_id"])
+            self.tasks.forget_thread(task["task_id"])
+        return len(pruned)
 
     def _archive_of(self, task_id: str) -> str | None:
         return (self.tasks.get_task(task_id) or {}).get("archive_id")
@@ -201,6 +216,7 @@ class CommitRunner:
                                    self.sessions.archive_messages(session_id, archive_id), keep)
         except Exception as exc:
             return self._abandon(task, clean_error(f"finishing its complete archive failed: {exc}"))
+        self.prune_checkpoints()
         return {"status": "completed", "task_id": task["task_id"], "archive_id": archive_id,
                 "reason": "finished from its complete archive"}
 

@@ -14,10 +14,9 @@ from contextlib import asynccontextmanager
 import aiosqlite
 from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
+from workmem.state.file_storage import STUDIO_FILE
 from workmem.state.sqlite import BUSY_TIMEOUT_SECONDS
 from workmem.state.storage import default_root
-
-STUDIO_DB = "studio.sqlite"
 
 
 @asynccontextmanager
@@ -25,7 +24,7 @@ async def checkpointer() -> AsyncIterator[AsyncSqliteSaver]:
     """AsyncSqliteSaver on `<root>/studio.sqlite` (root = $WORKMEM_HOME or ./.workmem), WAL, 30 s timeout."""
     root = default_root()
     root.mkdir(parents=True, exist_ok=True)
-    async with aiosqlite.connect(root / STUDIO_DB, timeout=BUSY_TIMEOUT_SECONDS, check_same_thread=False) as conn:
+    async with aiosqlite.connect(root / STUDIO_FILE, timeout=BUSY_TIMEOUT_SECONDS, check_same_thread=False) as conn:
         await conn.execute("PRAGMA journal_mode=WAL")
         saver = AsyncSqliteSaver(conn)
         await saver.setup()

@@ -14,7 +14,7 @@ from langgraph.runtime import Runtime
 
 from workmem.nodes.context import CommitContext, services
 from workmem.state.commit_state import RESET, CommitState, fresh_run
-from workmem.state.ids import safe_session_id
+from workmem.state.tasks import STUDIO_THREAD_PREFIX
 from workmem.state.turns import validate_keep
 
 STUDIO_OWNER = "langgraph-studio"
@@ -35,8 +35,9 @@ def take_lease(state: CommitState, runtime: Runtime[CommitContext]) -> dict[str,
     if holder is not None:
         return {**run, "status": "busy", "reason": "commit_in_progress", "task_id": holder}
     archive_id = svc.sessions.next_archive_id(session_id)
+    thread = getattr(runtime.execution_info, "thread_id", None) or task_id
     svc.tasks.create_task(session_id, task_id=task_id, archive_id=archive_id, status="running",
-                          thread_id=f"{safe_session_id(session_id)}/studio/{task_id}")
+                          thread_id=f"{STUDIO_THREAD_PREFIX}{thread}")
     return {**run, "task_id": task_id, "archive_id": archive_id, "status": "running", "keep_recent_count": keep}
 
 

@@ -9,12 +9,30 @@ from pathlib import Path
 from typing import Any
 
 from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES
+from workmem.state.meta import now_iso
 from workmem.state.search_index import SearchIndex
 from workmem.state.sqlite import connect
 from workmem.state.store import SessionStore
-from workmem.state.tasks import TaskStore
+from workmem.state.tasks import STUDIO_THREAD_PREFIX, TaskStore
 
 CHECKPOINTS_FILE = "checkpoints.sqlite"
+STUDIO_FILE = "studio.sqlite"
+
+
+def delete_studio_thread(root: Path, thread_id: str) -> None:
+    """Delete a Studio thread from `<root>/studio.sqlite` (the `langgraph dev` checkpointer), if any."""
+    path = root / STUDIO_FILE
+    if not path.exists():
+        return
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    conn = connect(path)
+    try:
+        saver = SqliteSaver(conn)
+        saver.setup()
+        saver.delete_thread(thread_id)
+    finally:
+        conn.close()
 
 
 class FileStorage:
@@ -29,6 +47,32 @@ class FileStorage:
         self._saver: Any = None
         self._conn: sqlite3.Connection | None = None
         self._lock = threading.Lock()
+
+    def delete_session(self, session_id: str) -> None:
+        """Delete a session everywhere: its files (a tombstone first, crash-safe), its full-text rows, its
+        task rows and lease, and its checkpoint threads here and in `studio.sqlite`."""
+        marker = {"session_id": session_id, "deleted_at": now_iso(), "search_up_to": self.search.high_water()}
+        tombstone = self.sessions.entomb(session_id, marker)
+        self._finish_delete(marker, tombstone)
+
+    def finish_deletes(self) -> int:
+        """Finish every delete a crash interrupted (found by its tombstone); returns how many."""
+        found = self.sessions.tombstones()
+        for marker, tombstone in found:
+            self._finish_delete(marker, tombstone)
+        return len(found)
+
+    def _finish_delete(self, marker: dict[str, Any], tombstone: Path) -> None:
+        session_id = marker.get("session_id")
+        if isinstance(session_id, str) and session_id:
+            threads = self.tasks.delete_session(session_id, created_up_to=str(marker.get("deleted_at") or ""))
+            for thread in threads:
+                if thread.startswith(STUDIO_THREAD_PREFIX):
+                    delete_studio_thread(self.root, thread[len(STUDIO_THREAD_PREFIX):])
+                else:
+                    self.checkpointer().delete_thread(thread)
+            self.search.delete_session(session_id, up_to=int(marker.get("search_up_to") or 0))
+        self.sessions.remove_tombstone(tombstone)
 
     def checkpointer(self) -> Any:
         """`SqliteSaver` on `<root>/checkpoints.sqlite` (WAL, synchronous=NORMAL: a checkpoint lost to a

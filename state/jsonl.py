@@ -91,6 +91,10 @@ class Problems:
                 self._logged.add((problem.path, problem.line_no))
                 log.warning("%s", problem)
 
+    def forget(self, session_dir: Path) -> None:
+        """Drop what was recorded of a session (it was deleted)."""
+        self._found.pop(session_dir, None)
+
     def of(self, session_dir: Path) -> list[CorruptLine]:
         """Every recorded problem of a session."""
         return [c for found in self._found.get(session_dir, {}).values() for c in found]

@@ -102,6 +102,27 @@ class SearchIndex:
             [session_id, archive_id, min(seqs), max(seqs)])}
         return [row for row in batch if row[2] not in present] if present else batch
 
+    def high_water(self) -> int:
+        """The newest document id so far: a session deleted now has no row above it."""
+        return int(self.db.execute("SELECT COALESCE(MAX(rowid), 0) FROM fts_docs").fetchone()[0])
+
+    def delete_session(self, session_id: str, *, up_to: int) -> int:
+        """Delete a deleted session's rows with ids up to `up_to` (a later session with the same id keeps
+        its own); returns how many documents went. Batched, ≤ 1 000 rows per transaction."""
+        check_session_id(session_id)
+        removed = 0
+        while True:
+            with self._db.immediate() as db:
+                ids = [r[0] for r in db.execute("SELECT rowid FROM fts_docs WHERE session_id = ? AND rowid <= ? "
+                                                f"LIMIT {BATCH_ROWS}", [session_id, up_to])]
+                marks = ",".join("?" * len(ids))
+                for table in ("fts_words", "fts_trigram", "fts_docs"):
+                    if ids:
+                        db.execute(f"DELETE FROM {table} WHERE rowid IN ({marks})", ids)
+            removed += len(ids)
+            if len(ids) < BATCH_ROWS:
+                return removed
+
     @staticmethod
     def _delete_archive(db: Database, session_id: str, archive_id: str) -> None:
         """Delete one archive's rows from the three tables (inside the caller's transaction)."""

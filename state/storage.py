@@ -108,6 +108,12 @@ class TaskStorage(Protocol):
     def lease_holder(self, session_id: str) -> dict[str, Any] | None:
         """The unexpired lease row, or None."""
 
+    def threads_to_prune(self, keep: int) -> list[dict[str, Any]]:
+        """Completed commits beyond the newest `keep` that still have a checkpoint thread."""
+
+    def forget_thread(self, task_id: str) -> None:
+        """Record that a task's checkpoint thread was deleted."""
+
     def close(self) -> None:
         """Close connections."""
 
@@ -135,6 +141,12 @@ class Storage(Protocol):
     sessions: SessionStorage
     tasks: TaskStorage
     search: SearchStorage
+
+    def delete_session(self, session_id: str) -> None:
+        """Delete a session everywhere (crash-safe: an interrupted delete is finished by `finish_deletes`)."""
+
+    def finish_deletes(self) -> int:
+        """Finish the deletes a crash interrupted."""
 
     def checkpointer(self) -> Any:
         """The LangGraph checkpointer commits run on (opened once, closed with the storage)."""

@@ -36,6 +36,9 @@ from workmem.state.meta import (
 from workmem.state.tokens import count_tokens_each
 from workmem.state.turns import clamp_keep
 
+TOMBSTONE_PREFIX = ".deleted-"
+TOMBSTONE_MARKER = ".tombstone.json"
+
 
 class SessionStore:
     """Session files under `<root>/sessions/`; safe for many threads and processes at once."""
@@ -90,6 +93,41 @@ class SessionStore:
             except InvalidInput:
                 continue
         return ids
+
+    def entomb(self, session_id: str, marker: dict[str, Any]) -> Path:
+        """The crash-safe first step of deleting a session: under its lock, write `marker` into its
+        directory and rename the directory to a tombstone (`sessions/.deleted-<safe_id>-<random>`).
+
+        From then on the session does not exist: the next append starts it again at seq 1. Returns the
+        tombstone; `remove_tombstone` deletes it once the rows and threads elsewhere are gone.
+        """
+        p = self._existing(session_id)
+        with self._lock(p):
+            fsutil.atomic_write(p.dir / TOMBSTONE_MARKER, encode_meta(marker), durable=self.durable)
+            tombstone = self.sessions_dir / f"{TOMBSTONE_PREFIX}{p.safe_id}-{os.urandom(4).hex()}"
+            fsutil.publish_dir(p.dir, tombstone, durable=self.durable)
+            self._live.pop(p.dir, None)
+            self._problems.forget(p.dir)
+        return tombstone
+
+    def tombstones(self) -> list[tuple[dict[str, Any], Path]]:
+        """(marker, path) of every tombstone left by a delete that did not finish (lists `sessions/`)."""
+        try:
+            names = sorted(os.listdir(self.sessions_dir))
+        except FileNotFoundError:
+            return []
+        found = []
+        for name in names:
+            if name.startswith(TOMBSTONE_PREFIX):
+                marker = read_meta(self.sessions_dir / name / TOMBSTONE_MARKER) or {}
+                found.append((marker, self.sessions_dir / name))
+        return found
+
+    def remove_tombstone(self, tombstone: Path) -> None:
+        """The last step of a delete: the tombstone's files go."""
+        if tombstone.parent != self.sessions_dir or not tombstone.name.startswith(TOMBSTONE_PREFIX):
+            raise InvalidInput("tombstone", str(tombstone), "is not a tombstone of this root")
+        fsutil.remove_tree(tombstone)
 
     def meta(self, session_id: str) -> dict[str, Any]:
         """Session meta (§2 fields); O(1) unless another process changed the files since we last looked."""

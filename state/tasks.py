@@ -35,15 +35,22 @@ CREATE TABLE IF NOT EXISTS tasks (
     status TEXT NOT NULL, error TEXT, attempts INTEGER NOT NULL DEFAULT 0,
     created_at TEXT NOT NULL, updated_at TEXT NOT NULL, result TEXT);
 CREATE INDEX IF NOT EXISTS tasks_by_session ON tasks(session_id, status);
+CREATE INDEX IF NOT EXISTS tasks_keeping_a_thread ON tasks(updated_at)
+    WHERE status = 'completed' AND thread_id IS NOT NULL;
 CREATE TABLE IF NOT EXISTS leases (
     session_id TEXT PRIMARY KEY, task_id TEXT NOT NULL, owner TEXT, pid INTEGER, host TEXT,
     expires_at REAL NOT NULL);
 """
 
 
+DELETE_TASK_PREFIX = "delete-"  # the lease a session delete holds
+STUDIO_THREAD_PREFIX = "studio:"  # a Studio run's task row names its thread in studio.sqlite this way
+COMMIT_THREAD_MARK = "/commit/"  # engine threads; Studio runs use `/studio/` in their own database
+
+
 def commit_thread_id(session_id: str, task_id: str) -> str:
     """The checkpoint thread of a commit: `<safe_id>/commit/<task_id>` (never reused)."""
-    return f"{safe_session_id(session_id)}/commit/{task_id}"
+    return f"{safe_session_id(session_id)}{COMMIT_THREAD_MARK}{task_id}"
 
 
 class TaskStore:
@@ -127,6 +134,30 @@ class TaskStore:
             args.append(_status(status))
         rows = self.db["tasks"].rows_where(" AND ".join(where) or None, args, order_by="created_at, rowid")
         return [_task(r) for r in rows]
+
+    def threads_to_prune(self, keep: int) -> list[dict[str, Any]]:
+        """Completed engine commits beyond the newest `keep` that still have a checkpoint thread."""
+        rows = self.db.execute(
+            "SELECT task_id, thread_id FROM tasks WHERE status = 'completed' AND thread_id IS NOT NULL "
+            "ORDER BY updated_at DESC, rowid DESC LIMIT -1 OFFSET ?", [keep]).fetchall()
+        return [{"task_id": t, "thread_id": th} for t, th in rows if COMMIT_THREAD_MARK in th]
+
+    def forget_thread(self, task_id: str) -> None:
+        """Record that a task's checkpoint thread was deleted (its `thread_id` becomes NULL)."""
+        self.db.execute("UPDATE tasks SET thread_id = NULL WHERE task_id = ?", [task_id])
+
+    def delete_session(self, session_id: str, *, created_up_to: str) -> list[str]:
+        """Delete a deleted session's task rows created up to `created_up_to` (a later session with the same
+        id keeps its own) and its lease; returns the checkpoint thread ids those tasks still had."""
+        check_session_id(session_id)
+        with self._db.immediate() as db:
+            rows = db.execute("SELECT task_id, thread_id FROM tasks WHERE session_id = ? AND created_at <= ?",
+                              [session_id, created_up_to]).fetchall()
+            db.execute("DELETE FROM tasks WHERE session_id = ? AND created_at <= ?", [session_id, created_up_to])
+            lease = db.execute("SELECT task_id FROM leases WHERE session_id = ?", [session_id]).fetchone()
+            if lease and (lease[0] in {task for task, _ in rows} or lease[0].startswith(DELETE_TASK_PREFIX)):
+                db.execute("DELETE FROM leases WHERE session_id = ?", [session_id])
+        return [thread for _, thread in rows if thread]
 
     # -- leases -------------------------------------------------------------------------------------
 
