@@ -58,11 +58,15 @@ def contains_item(existing: list[str], new: list[str]) -> bool:
 def dedupe_items(existing_items: Iterable[str], new_items: Iterable[str]) -> list[str]:
     """The new items not already present among the existing ones nor earlier in the batch; empties dropped."""
     seen = [tokens for tokens in map(normalize_item_tokens, existing_items) if tokens]
+    joined = [f" {' '.join(tokens)} " for tokens in seen]  # a cheap substring test before the exact one
     kept = []
     for item in new_items:
         tokens = normalize_item_tokens(item)
-        if not tokens or any(contains_item(other, tokens) for other in seen):
+        needle = f" {' '.join(tokens)} "
+        if not tokens or any(needle in text and contains_item(other, tokens) for other, text in zip(seen, joined,
+                                                                                                     strict=True)):
             continue
         seen.append(tokens)
+        joined.append(needle)
         kept.append(item)
     return kept

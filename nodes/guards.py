@@ -237,10 +237,11 @@ _GUARDS: dict[str, Callable[[str, str, Op], Decision]] = {
 def clean_op(name: str, op: Op) -> Op:
     """An op as models should have written it: no own header atop an UPDATE, APPEND items on one line
     each, without list markers, empties and own-header items dropped."""
-    if op["op"] == "UPDATE":
-        return {"op": "UPDATE", "content": strip_own_header(name, op["content"])}
+    if op["op"] == "UPDATE":  # a pointer line written by the model is dropped: merge owns the pointer
+        return {"op": "UPDATE", "content": split_pointer(strip_own_header(name, op["content"]))[0]}
     if op["op"] == "APPEND":
-        items = [item for item in map(clean_item, op["items"]) if item and not is_own_header(name, item)]
+        items = [item for item in map(clean_item, op["items"])
+                 if item and not is_own_header(name, item) and not split_pointer(item)[1]]
         return _append_or_keep(items)
     return op
 

@@ -66,20 +66,29 @@ def _fits(lines: list[str], budget: int, pointer_tokens: int) -> bool:
 
 
 def _spill_oldest(section: str, body: str, budget: int, pointer_tokens: int) -> tuple[str, list[str]]:
-    """Drop the oldest lines (Open Issues: resolved ones first) until the body fits; return it and them."""
+    """Drop the fewest oldest lines (Open Issues: resolved ones first) so the body fits; return it and them.
+
+    How many is found by a binary search over exact counts: a long section costs a few encodes.
+    """
     lines = _lines(body)
     if _fits(lines, budget, pointer_tokens):
         return body, []
     order = list(range(len(lines)))
     if section == "Open Issues":
         order.sort(key=lambda i: (RESOLVED_TAG not in lines[i].lower(), i))
-    dropped: set[int] = set()
-    for i in order:
-        if _fits([line for j, line in enumerate(lines) if j not in dropped], budget, pointer_tokens):
-            break
-        dropped.add(i)
-    kept = [line for j, line in enumerate(lines) if j not in dropped]
-    return "\n".join(kept), [_item(lines[i]) for i in sorted(dropped)]
+
+    def kept_after(k: int) -> list[str]:
+        gone = set(order[:k])
+        return [line for j, line in enumerate(lines) if j not in gone]
+
+    lo, hi = 1, len(lines)  # the body without all its lines fits (only the pointer is left)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if _fits(kept_after(mid), budget, pointer_tokens):
+            hi = mid
+        else:
+            lo = mid + 1
+    return "\n".join(kept_after(lo)), [_item(lines[i]) for i in sorted(order[:lo])]
 
 
 def _consolidate_key_facts(body: str) -> tuple[str, list[str]]:

@@ -16,6 +16,8 @@ from workmem.state.store import SessionStore
 from workmem.state.tasks import STUDIO_THREAD_PREFIX, TaskStore
 
 CHECKPOINTS_FILE = "checkpoints.sqlite"
+WAL_BYTES = 1 << 20
+WAL_PAGES = WAL_BYTES // 4096
 STUDIO_FILE = "studio.sqlite"
 
 
@@ -82,6 +84,9 @@ class FileStorage:
                 from langgraph.checkpoint.sqlite import SqliteSaver
 
                 self._conn = connect(self.root / CHECKPOINTS_FILE, synchronous="NORMAL")
+                # A small write-ahead log: checkpointed every 1 MiB and truncated back to it afterwards.
+                self._conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_PAGES}")
+                self._conn.execute(f"PRAGMA journal_size_limit = {WAL_BYTES}")
                 self._saver = SqliteSaver(self._conn)
                 self._saver.setup()
             return self._saver

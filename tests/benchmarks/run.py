@@ -139,7 +139,10 @@ def main(argv: Sequence[str] | None = None, *, bench_dir: Path = HERE, console: 
     parser.add_argument("--out", default="bench.json", help="results JSON (default: bench.json)")
     parser.add_argument("--only", nargs="+", default=[], help="suite names, e.g. store engine")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a ratio misses its target")
+    parser.add_argument("--long", action="store_true", help="the long-session suite at 20 000 turns")
     args = parser.parse_args(argv)
+    if args.long:
+        os.environ["WORKMEM_BENCH_LONG"] = "1"
     console = console or Console(width=None if sys.stdout.isatty() else 160)  # a log file gets the wide table
     suites, skipped = discover(bench_dir, args.only)
     for note in skipped:
