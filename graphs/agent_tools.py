@@ -9,7 +9,7 @@ from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from pydantic import BaseModel, Field
 
 from workmem.graphs.binding import resolve_engine, session_from_run
-from workmem.state.archives import EXPAND_TOOL_NAME, SEARCH_TOOL_NAME
+from workmem.state.archive_object import EXPAND_TOOL_NAME, SEARCH_TOOL_NAME
 from workmem.state.errors import WorkmemError
 
 if TYPE_CHECKING:

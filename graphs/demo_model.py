@@ -18,7 +18,7 @@ from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from workmem.state.archives import SEARCH_TOOL_NAME
+from workmem.state.archive_object import SEARCH_TOOL_NAME
 
 MAX_KEYWORDS = 3
 MAX_ANSWER_CHARS = 400

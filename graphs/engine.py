@@ -17,8 +17,7 @@ from workmem.nodes.models import LazyModel, model_spec
 from workmem.state.errors import CommitInProgress, InvalidInput
 from workmem.state.ids import archive_number
 from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES
-from workmem.state.storage import open_storage
-from workmem.state.tasks import DELETE_TASK_PREFIX
+from workmem.state.storage import DELETE_TASK_PREFIX, open_storage
 from workmem.state.tokens import DEFAULT_CONTEXT_WINDOW, count_tokens
 from workmem.state.turns import DEFAULT_KEEP_RECENT, parse_turn_id, turn_number, validate_keep
 from workmem.state.validation import require_bool, require_int, require_list, require_text

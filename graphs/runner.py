@@ -18,8 +18,7 @@ from workmem.nodes.models import LazyModel
 from workmem.nodes.persist import finish_archived_commit
 from workmem.state.errors import ArchiveNotFound, ModelUnavailable
 from workmem.state.redact import clean_error, describe_error
-from workmem.state.storage import Storage
-from workmem.state.tasks import commit_thread_id
+from workmem.state.storage import Storage, commit_thread_id
 
 log = logging.getLogger("workmem.runner")
 Progress = Callable[[str, dict[str, Any]], None]

@@ -15,7 +15,7 @@ from langgraph.runtime import Runtime
 
 from workmem.nodes.context import CommitContext, services
 from workmem.nodes.extractive import EXTRACTIVE_MODEL_NAME
-from workmem.state.archives import ABSTRACT_CHARS, ARCHIVE_FORMAT, EXPAND_TOOL_NAME, OVERVIEW, SEARCH_TOOL_NAME
+from workmem.state.archive_object import ABSTRACT_CHARS, ARCHIVE_FORMAT, EXPAND_TOOL_NAME, OVERVIEW, SEARCH_TOOL_NAME
 from workmem.state.commit_state import CommitState, add_usage
 from workmem.state.errors import ArchiveConflict
 from workmem.state.ids import archive_name, archive_number

@@ -14,7 +14,7 @@ from langgraph.runtime import Runtime
 
 from workmem.nodes.context import CommitContext, services
 from workmem.state.commit_state import RESET, CommitState, fresh_run
-from workmem.state.tasks import STUDIO_THREAD_PREFIX
+from workmem.state.storage import STUDIO_THREAD_PREFIX
 from workmem.state.turns import validate_keep
 
 STUDIO_OWNER = "langgraph-studio"

@@ -14,23 +14,19 @@ from pathlib import Path
 from typing import Any
 
 from workmem.state import fsutil
+from workmem.state.archive_object import ABSTRACT_CHARS, OVERVIEW, with_working_summary  # noqa: F401
 from workmem.state.errors import InvalidInput
 from workmem.state.ids import archive_name, archive_number
 from workmem.state.jsonl import check_stored
-from workmem.state.memory import SECTION_KEYS, SECTIONS, bullet_items, parse_sections
+from workmem.state.memory import SECTIONS, bullet_items, parse_sections
 
 HISTORY = "history"
 DONE = ".done"
 MESSAGES = "messages.jsonl"
-OVERVIEW = ".overview.md"
 ABSTRACT = ".abstract.md"
 ARCHIVE_JSON = "archive.json"
 SPILLED = "spilled.md"
-ARCHIVE_FORMAT = 2  # archive.json without WM copies: the WM lives once, in .overview.md
 CACHED_ARCHIVES = 512  # archive objects an ArchiveCache keeps (least recently used go first)
-ABSTRACT_CHARS = 200  # `.abstract.md` is one line of at most this many characters
-SEARCH_TOOL_NAME = "archive_search"
-EXPAND_TOOL_NAME = "archive_expand"
 _DIR_NAME = re.compile(r"archive_([0-9]{3,9})")
 
 
@@ -130,18 +126,6 @@ def find_containing(session_dir: Path, cache: ArchiveCache, last_n: int, seq: in
         else:
             lo = mid + 1
     return found
-
-
-def with_working_summary(archive: dict[str, Any], overview: str) -> dict[str, Any]:
-    """The archive object as callers know it: `working_summary` holds the WM's `markdown` and `sections`
-    (format 2 stores the WM only in `.overview.md`; format 1 objects already carry both)."""
-    summary = archive.get("working_summary") or {}
-    if "markdown" in summary:
-        return dict(archive)
-    sections = parse_sections(overview)
-    filled = {**summary, "markdown": overview,
-              "sections": {key: sections.get(name, "") for name, key in SECTION_KEYS.items()}}
-    return {**archive, "working_summary": filled}
 
 
 def render_spilled(archive_id: str, spilled: list[dict[str, str]]) -> str:

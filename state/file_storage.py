@@ -5,20 +5,37 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
 from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES
 from workmem.state.meta import now_iso
 from workmem.state.search_index import SearchIndex
-from workmem.state.sqlite import connect
+from workmem.state.sqlite import BUSY_TIMEOUT_SECONDS, connect
+from workmem.state.storage import STUDIO_THREAD_PREFIX
 from workmem.state.store import SessionStore
-from workmem.state.tasks import STUDIO_THREAD_PREFIX, TaskStore
+from workmem.state.tasks import TaskStore
 
 CHECKPOINTS_FILE = "checkpoints.sqlite"
 WAL_BYTES = 1 << 20
 WAL_PAGES = WAL_BYTES // 4096
 STUDIO_FILE = "studio.sqlite"
+
+
+@asynccontextmanager
+async def open_studio_saver(root: Path) -> AsyncIterator[Any]:
+    """AsyncSqliteSaver on `<root>/studio.sqlite`, WAL, 30 s timeout (the server's own async connection)."""
+    import aiosqlite
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    root.mkdir(parents=True, exist_ok=True)
+    async with aiosqlite.connect(root / STUDIO_FILE, timeout=BUSY_TIMEOUT_SECONDS, check_same_thread=False) as conn:
+        await conn.execute("PRAGMA journal_mode=WAL")
+        saver = AsyncSqliteSaver(conn)
+        await saver.setup()
+        yield saver
 
 
 def delete_studio_thread(root: Path, thread_id: str) -> None:

@@ -9,14 +9,25 @@ commit graph runs on. `FileStorage` (files + SQLite under one root) implements i
 from __future__ import annotations
 
 import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
 from workmem.state.errors import InvalidInput
+from workmem.state.ids import safe_session_id
 from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES
 
 ENV_HOME = "WORKMEM_HOME"
 DEFAULT_ROOT = ".workmem"
+DELETE_TASK_PREFIX = "delete-"  # the lease a session delete holds
+STUDIO_THREAD_PREFIX = "studio:"  # a Studio run's task row names its thread in the Studio checkpointer this way
+COMMIT_THREAD_MARK = "/commit/"  # in engine commit threads: `<safe_id>/commit/<task_id>`
+
+
+def commit_thread_id(session_id: str, task_id: str) -> str:
+    """The checkpoint thread of a commit: `<safe_id>/commit/<task_id>` (never reused)."""
+    return f"{safe_session_id(session_id)}{COMMIT_THREAD_MARK}{task_id}"
 
 
 class SessionStorage(Protocol):
@@ -153,6 +164,15 @@ class Storage(Protocol):
 
     def close(self) -> None:
         """Flush and close everything."""
+
+
+@asynccontextmanager
+async def studio_checkpointer() -> AsyncIterator[Any]:
+    """The checkpointer `langgraph dev` keeps Studio runs in: `<root>/studio.sqlite` (WAL, 30 s timeout)."""
+    from workmem.state.file_storage import open_studio_saver
+
+    async with open_studio_saver(default_root()) as saver:
+        yield saver
 
 
 def default_root() -> Path:

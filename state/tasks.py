@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from workmem.state.errors import InvalidInput
-from workmem.state.ids import canonical_archive_id, check_session_id, safe_session_id
+from workmem.state.ids import canonical_archive_id, check_session_id
 from workmem.state.meta import now_iso
 from workmem.state.redact import clean_error
 from workmem.state.sqlite import ThreadConnections
+from workmem.state.storage import COMMIT_THREAD_MARK, DELETE_TASK_PREFIX, commit_thread_id
 
 TaskStatus = Literal["pending", "running", "completed", "failed", "skipped", "abandoned"]
 TASK_STATUSES: tuple[str, ...] = get_args(TaskStatus)
@@ -43,14 +44,6 @@ CREATE TABLE IF NOT EXISTS leases (
 """
 
 
-DELETE_TASK_PREFIX = "delete-"  # the lease a session delete holds
-STUDIO_THREAD_PREFIX = "studio:"  # a Studio run's task row names its thread in studio.sqlite this way
-COMMIT_THREAD_MARK = "/commit/"  # engine threads; Studio runs use `/studio/` in their own database
-
-
-def commit_thread_id(session_id: str, task_id: str) -> str:
-    """The checkpoint thread of a commit: `<safe_id>/commit/<task_id>` (never reused)."""
-    return f"{safe_session_id(session_id)}{COMMIT_THREAD_MARK}{task_id}"
 
 
 class TaskStore:
