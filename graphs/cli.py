@@ -245,11 +245,42 @@ def cmd_delete(args: argparse.Namespace) -> int:
 
 
 def cmd_reindex(args: argparse.Namespace) -> int:
-    """Rebuild the SQLite full-text index from the archive files."""
+    """Rebuild the full-text index from the archive files (a damaged index.sqlite is moved aside first)."""
     with _engine(args) as engine:
-        count = engine.storage.search.reindex(engine.storage.sessions)
-    _emit(args, {"indexed": count}, lambda d: console.print(f"reindexed {d['indexed']} archived message(s)"))
+        result = engine.reindex()
+    _emit(args, result, lambda d: console.print(
+        f"reindexed {d['indexed']} archived message(s)"
+        + (f"; the damaged index was moved to {d['moved_aside']} and {d['tasks_rederived']} task(s) re-derived"
+           if d["moved_aside"] else "")))
     return 0
+
+
+def cmd_repair(args: argparse.Namespace) -> int:
+    """Move a damaged checkpoints.sqlite aside; delete checkpoint threads that no task names."""
+    with _engine(args) as engine:
+        result = engine.repair()
+    _emit(args, result, lambda d: console.print(
+        (f"moved the damaged checkpoints to {d['moved_aside']}; " if d["moved_aside"] else "")
+        + f"deleted {d['orphan_threads_deleted']} orphan checkpoint thread(s)"))
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    """List every anomaly of a session's files, with file and line (exit 1 when there is one)."""
+    with _engine(args) as engine:
+        found = engine.check(args.session)
+    _emit(args, found, _render_check)
+    return 1 if found else 0
+
+
+def _render_check(found: list[dict[str, Any]]) -> None:
+    if not found:
+        console.print("no anomaly found")
+        return
+    table = Table("file", "line", "problem")
+    for row in found:
+        table.add_row(Text(row["file"]), str(row["line"] or "-"), Text(row["problem"]))
+    console.print(table)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -307,6 +338,9 @@ def build_parser() -> argparse.ArgumentParser:
     delete.add_argument("session")
     delete.add_argument("--yes", action="store_true", help="confirm: the session cannot be restored")
     command("reindex", cmd_reindex)
+    command("repair", cmd_repair)
+    check = command("check", cmd_check)
+    check.add_argument("session")
     add_eval_parser(subparsers, parents=[common])
     return parser
 

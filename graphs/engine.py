@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -14,7 +15,7 @@ from workmem.graphs.runner import DEFAULT_KEEP_CHECKPOINTS, CommitRunner
 from workmem.nodes.context import DEFAULT_CHUNK_TOKENS, DEFAULT_CLIP_TOKENS, CommitContext
 from workmem.nodes.formatting import format_messages
 from workmem.nodes.models import LazyModel, model_spec
-from workmem.state.errors import CommitInProgress, InvalidInput
+from workmem.state.errors import CommitInProgress, DamagedFile, InvalidInput
 from workmem.state.ids import archive_number
 from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES
 from workmem.state.storage import DELETE_TASK_PREFIX, open_storage
@@ -22,6 +23,7 @@ from workmem.state.tokens import DEFAULT_CONTEXT_WINDOW, count_tokens
 from workmem.state.turns import DEFAULT_KEEP_RECENT, parse_turn_id, turn_number, validate_keep
 from workmem.state.validation import require_bool, require_int, require_list, require_text
 
+log = logging.getLogger("workmem.engine")
 MAX_SEARCH_HITS = 12
 MAX_SETTING = 10_000_000
 
@@ -61,7 +63,10 @@ class WorkingMemoryEngine:
         self.storage = open_storage(root, durable=durable, max_message_bytes=max_message_bytes)
         self.root = getattr(self.storage, "root", None)
         self.runner = CommitRunner(self.storage, context, self.model, max_workers=workers, keep_checkpoints=kept)
-        self.storage.finish_deletes()  # a delete a crash interrupted is finished before anything else
+        try:
+            self.storage.finish_deletes()  # a delete a crash interrupted is finished before anything else
+        except DamagedFile as exc:  # a damaged index: reads still work; `workmem reindex` repairs it
+            log.warning("could not finish an interrupted delete: %s", exc)
 
     # -- storing ----------------------------------------------------------------------------------
 
@@ -254,6 +259,22 @@ class WorkingMemoryEngine:
         finally:
             self.storage.tasks.release_lease(session_id, lease)
         return {"deleted": True, "session_id": session_id}
+
+    def check(self, session_id: str) -> list[dict[str, Any]]:
+        """Every anomaly of the session's stored data: `{file, line, problem}` (line 0: the whole file)."""
+        return [{"file": a.path, "line": a.line_no, "problem": a.reason}
+                for a in self.storage.sessions.check(session_id)]
+
+    def reindex(self, session_id: str | None = None, progress: Callable[[str, str], None] | None = None
+                ) -> dict[str, Any]:
+        """Rebuild the full-text index from the archives (a damaged index is moved aside, its tasks re-derived)."""
+        if session_id is not None:
+            self.storage.sessions.meta(session_id)
+        return self.storage.rebuild_index(session_id, progress)
+
+    def repair(self) -> dict[str, Any]:
+        """Move a damaged checkpoint database aside and delete checkpoint threads that no task names."""
+        return self.storage.repair()
 
     def session_info(self, session_id: str) -> dict[str, Any]:
         """The session meta: pending tokens, counts, keep count, last archive — O(1)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import threading
 import uuid
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -16,7 +17,7 @@ from workmem.graphs.lease import LEASE_TTL_SECONDS, Heartbeat, acquire, heartbea
 from workmem.nodes.context import CommitContext, CommitNodeFailed
 from workmem.nodes.models import LazyModel
 from workmem.nodes.persist import finish_archived_commit
-from workmem.state.errors import ArchiveNotFound, ModelUnavailable
+from workmem.state.errors import ArchiveNotFound, DamagedFile, ModelUnavailable, StorageError, UnsafePath
 from workmem.state.redact import clean_error, describe_error
 from workmem.state.storage import Storage, commit_thread_id
 
@@ -40,12 +41,26 @@ class CommitRunner:
         self.sessions, self.tasks = storage.sessions, storage.tasks
         self.lease_ttl = lease_ttl
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self.checkpointer = storage.checkpointer()
-        self.graph = compile_commit_graph(self.checkpointer)
+        self._graph: Any = None
+        self._graph_lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="workmem-commit")
         self._futures: list[Future] = []
         self._closing = False
         self._warned: set[str] = set()
+
+    @property
+    def checkpointer(self) -> Any:
+        """The storage's commit checkpointer, opened at the first commit: an engine whose checkpoint
+        database is damaged still opens and reads; its commits fail with `DamagedFile`."""
+        return self.storage.checkpointer()
+
+    @property
+    def graph(self) -> Any:
+        """The commit graph compiled on the checkpointer (once)."""
+        with self._graph_lock:
+            if self._graph is None:
+                self._graph = compile_commit_graph(self.checkpointer)
+            return self._graph
 
     # -- starting -------------------------------------------------------------------------------
 
@@ -144,6 +159,8 @@ class CommitRunner:
         config = {"configurable": {"thread_id": thread_id}}
         try:
             out = self._run_graph(graph_input, config, context, progress)
+        except (DamagedFile, StorageError, UnsafePath):
+            raise  # the storage itself failed: a typed error for the caller (the task is marked by _run_leased)
         except Exception as exc:
             error = clean_error(exc) if isinstance(exc, CommitNodeFailed) else describe_error(exc)
             self.tasks.update_task(task_id, status="failed", error=error)

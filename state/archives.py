@@ -15,7 +15,7 @@ from typing import Any
 
 from workmem.state import fsutil
 from workmem.state.archive_object import ABSTRACT_CHARS, OVERVIEW, with_working_summary  # noqa: F401
-from workmem.state.errors import InvalidInput
+from workmem.state.errors import Anomaly, DamagedFile, InvalidInput
 from workmem.state.ids import archive_name, archive_number
 from workmem.state.jsonl import check_stored
 from workmem.state.memory import SECTIONS, bullet_items, parse_sections
@@ -41,9 +41,26 @@ def is_complete(session_dir: Path, n: int) -> bool:
 
 
 def read_json(path: Path) -> Any:
-    """Parse a JSON file."""
-    with open(path, "rb") as f:
-        return json.loads(f.read())
+    """Parse a JSON file; a missing or garbled one is `DamagedFile` naming it."""
+    try:
+        with open(path, "rb") as f:
+            return json.loads(f.read())
+    except FileNotFoundError:
+        raise DamagedFile(str(path), "missing") from None
+    except (OSError, ValueError) as exc:
+        raise DamagedFile(str(path), f"unreadable: {exc}") from None
+
+
+def read_archive_json(folder: Path) -> dict[str, Any]:
+    """An archive's `archive.json`, checked for the fields readers rely on; else `DamagedFile`."""
+    obj = read_json(folder / ARCHIVE_JSON)
+    try:
+        start, end = seq_range(obj)
+        if not 1 <= start <= end:
+            raise ValueError(f"seq range {start}..{end}")
+    except (TypeError, KeyError, ValueError) as exc:
+        raise DamagedFile(str(folder / ARCHIVE_JSON), f"no valid source_turn_range ({exc})") from None
+    return obj
 
 
 def read_text(path: Path) -> str:
@@ -65,6 +82,7 @@ class ArchiveCache:
 
     def __init__(self, size: int = CACHED_ARCHIVES) -> None:
         self._objects: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._ends: dict[str, int] = {}
         self._size = size
 
     def get(self, session_dir: Path, n: int) -> dict[str, Any]:
@@ -72,7 +90,7 @@ class ArchiveCache:
         key = os.path.join(session_dir, HISTORY, archive_name(n))
         obj = self._objects.get(key)
         if obj is None:
-            obj = read_json(Path(key) / ARCHIVE_JSON)
+            obj = read_archive_json(Path(key))
             self._objects[key] = obj
             if len(self._objects) > self._size:
                 self._objects.popitem(last=False)
@@ -80,26 +98,155 @@ class ArchiveCache:
             self._objects.move_to_end(key)
         return obj
 
+    def end_seq(self, session_dir: Path, n: int) -> int:
+        """Where complete archive `n` ends: its archive.json says so; when that is garbled, its `.done`,
+        else its last message — a damaged archive.json must neither hide live messages nor block appends."""
+        key = os.path.join(session_dir, HISTORY, archive_name(n))
+        end = self._ends.get(key)
+        if end is None:
+            try:
+                end = seq_range(self.get(session_dir, n))[1]
+            except DamagedFile:
+                end = _end_from_done(Path(key)) or _end_from_messages(Path(key))
+            self._ends[key] = end
+            if len(self._ends) > self._size:
+                self._ends.pop(next(iter(self._ends)))
+        return end
+
     def forget(self, session_dir: Path, n: int) -> None:
         """Drop a cached object (the archive is being rewritten)."""
-        self._objects.pop(os.path.join(session_dir, HISTORY, archive_name(n)), None)
+        key = os.path.join(session_dir, HISTORY, archive_name(n))
+        self._objects.pop(key, None)
+        self._ends.pop(key, None)
 
 
-def last_complete(session_dir: Path, cache: ArchiveCache, hint_n: int = 0,
-                  hint_end: int | None = None) -> tuple[int, int]:
-    """`(number, end_seq)` of the last complete archive, `(0, 0)` when there is none."""
-    n = hint_n
-    while n > 0 and not is_complete(session_dir, n):
-        n -= 1  # the hint is ahead of the files (meta from a lost future): walk back
-    end = hint_end if n == hint_n else None
+def _end_from_done(folder: Path) -> int:
+    try:
+        end = json.loads((folder / DONE).read_bytes()).get("end_seq")
+    except (OSError, ValueError, AttributeError):
+        return 0
+    return end if isinstance(end, int) and not isinstance(end, bool) and end > 0 else 0
+
+
+def _end_from_messages(folder: Path) -> int:
+    from workmem.state.jsonl import parse, read_bytes
+
+    parsed = parse(read_bytes(folder / MESSAGES) or b"", str(folder / MESSAGES))
+    return max((m["seq"] for m in parsed.messages), default=0)
+
+
+def last_complete(session_dir: Path, cache: ArchiveCache, hint_n: int = 0) -> tuple[int, int]:
+    """`(number, end_seq)` of the last complete archive, `(0, 0)` when there is none.
+
+    `hint_n` (a meta's last archive) only says where to start looking: `.done` markers decide which
+    archive is complete and the archive itself where it ends; a hint ahead of the files is dropped.
+    """
+    n = hint_n if hint_n > 0 and is_complete(session_dir, hint_n) else 0
+    if hint_n > 0 and n == 0:
+        n = max(complete_numbers(session_dir), default=0)  # the hint lies: list history/ once
     while is_complete(session_dir, n + 1):
         n += 1
-        end = None
-    if n == 0:
-        return 0, 0
-    if end is None:
-        end = seq_range(cache.get(session_dir, n))[1]
-    return n, end
+    return (n, cache.end_seq(session_dir, n)) if n else (0, 0)
+
+
+def settle_incomplete(session_dir: Path, cache: ArchiveCache, n: int, end: int, live_seqs: set[int], *,
+                      durable: bool) -> list[Anomaly]:
+    """Decide what an archive directory `n + 1` without `.done` is; the caller holds the session lock.
+
+    When every seq it holds is still live, a commit crashed before `.done`: it stays, and that commit's
+    resume (or the next commit) rewrites it. Otherwise its messages may exist nowhere else: a valid
+    archive (ids, range and messages agree, continuing archive `n`) gets its `.done` written; an invalid
+    one is reported and left as it is — never deleted.
+    """
+    folder = archive_dir(session_dir, n + 1)
+    if not folder.is_dir() or is_complete(session_dir, n + 1):
+        return []
+    from workmem.state.jsonl import ordered, parse, read_bytes
+
+    path = folder / MESSAGES
+    parsed = parse(read_bytes(path) or b"", str(path))
+    picked, _ = ordered(parsed, str(path))
+    seqs = [parsed.messages[i]["seq"] for i in picked]
+    if seqs and set(seqs) <= live_seqs:
+        return []
+    try:
+        obj = read_archive_json(folder)
+        start, stop = seq_range(obj)
+        valid = (obj.get("archive_id") == archive_name(n + 1) and start == end + 1
+                 and seqs == list(range(start, stop + 1)) and (folder / OVERVIEW).is_file())
+    except DamagedFile:
+        valid = False
+    if not valid:
+        return [Anomaly(str(folder), 0, "an archive without .done whose messages are not live any more and that "
+                                        "does not check out: left as it is (workmem check, then repair by hand)")]
+    try:
+        fsutil.atomic_write(folder / DONE, _json_bytes({"archive_id": archive_name(n + 1), "end_seq": stop}),
+                            durable=durable)
+    except OSError as exc:  # a read-only root: reported, completed by a later writer
+        return [Anomaly(str(folder / DONE), 0, f"missing and could not be written ({exc.strerror})")]
+    return [Anomaly(str(folder / DONE), 0, "was missing though the archive is complete (its messages are not "
+                                           "live any more): written")]
+
+
+def check_rewritable(folder: Path, live_seqs: set[int]) -> None:
+    """An archive directory without `.done` may be removed and written again only while every seq it holds
+    is still live (a commit crashed before `.done`); otherwise it may hold the only copy: `DamagedFile`."""
+    if not folder.is_dir() or (folder / DONE).exists():
+        return
+    from workmem.state.jsonl import parse, read_bytes
+
+    held = {m["seq"] for m in parse(read_bytes(folder / MESSAGES) or b"", str(folder / MESSAGES)).messages}
+    if not held <= live_seqs:
+        raise DamagedFile(str(folder), f"an archive without .done holds {len(held - live_seqs)} message(s) that are "
+                                       "not live any more: it is not overwritten (see workmem check)")
+
+
+def archive_numbers(session_dir: Path) -> list[int]:
+    """Numbers of every archive directory, complete or not, ascending (lists `history/`)."""
+    try:
+        names = os.listdir(session_dir / HISTORY)
+    except FileNotFoundError:
+        return []
+    return sorted(int(m.group(1)) for name in names if (m := _DIR_NAME.fullmatch(name))
+                  and archive_name(int(m.group(1))) == name)
+
+
+def check_archive_files(folder: Path, n: int, previous_end: int) -> list[Anomaly]:
+    """What is wrong with one complete archive's files: `.done`, archive.json, the messages and their range."""
+    from workmem.state.jsonl import ordered, parse, read_bytes
+
+    found: list[Anomaly] = []
+    try:
+        obj = read_archive_json(folder)
+        start, end = seq_range(obj)
+        if obj.get("archive_id") != archive_name(n):
+            found.append(Anomaly(str(folder / ARCHIVE_JSON), 0, f"archive_id {obj.get('archive_id')!r} in "
+                                                                 f"{archive_name(n)}"))
+    except DamagedFile as exc:
+        found.append(Anomaly(exc.path, 0, exc.reason))
+        start, end = previous_end + 1, _end_from_done(folder) or _end_from_messages(folder)
+    done_end = _end_from_done(folder)
+    if done_end and done_end != end:
+        found.append(Anomaly(str(folder / DONE), 0, f"says end_seq {done_end}, archive.json {end}"))
+    if start != previous_end + 1:
+        found.append(Anomaly(str(folder), 0, f"starts at seq {start}; the archive before ends at {previous_end}"))
+    data = read_bytes(folder / MESSAGES)
+    if data is None:
+        return [*found, Anomaly(str(folder / MESSAGES), 0, "missing")]
+    parsed = parse(data, str(folder / MESSAGES))
+    picked, disorder = ordered(parsed, str(folder / MESSAGES))
+    found += parsed.problems + disorder
+    seqs = [parsed.messages[i]["seq"] for i in picked]
+    missing = sorted(set(range(start, end + 1)) - set(seqs))
+    extra = sorted(set(seqs) - set(range(start, end + 1)))
+    if missing:
+        found.append(Anomaly(str(folder / MESSAGES), 0, f"{len(missing)} seq(s) of {start}..{end} missing: "
+                                                        f"{missing[:10]}"))
+    if extra:
+        found.append(Anomaly(str(folder / MESSAGES), 0, f"seqs outside {start}..{end}: {extra[:10]}"))
+    if not (folder / OVERVIEW).is_file():
+        found.append(Anomaly(str(folder / OVERVIEW), 0, "missing"))
+    return found
 
 
 def complete_numbers(session_dir: Path) -> list[int]:

@@ -46,13 +46,59 @@ class CommitInProgress(WorkmemError, RuntimeError):
         super().__init__(f"commit in progress: session_id={session_id!r} task_id={task_id!r}")
 
 
-class CorruptLine(WorkmemError, ValueError):
-    """A line of a JSONL file on disk is not a valid message."""
+class Anomaly(WorkmemError, ValueError):
+    """Something on disk is not as it should be; `path` and `line_no` (0: the whole file) say where."""
 
     def __init__(self, path: str, line_no: int, reason: str) -> None:
         self.path = path
         self.line_no = line_no
-        super().__init__(f"corrupt line {line_no} in {path}: {reason}")
+        self.reason = reason
+        where = f"line {line_no} of {path}" if line_no else path
+        super().__init__(f"{where}: {reason}")
+
+
+class CorruptLine(Anomaly):
+    """A line of a JSONL file on disk is not a valid message."""
+
+    def __init__(self, path: str, line_no: int, reason: str) -> None:
+        super().__init__(path, line_no, reason)
+        self.args = (f"corrupt line {line_no} in {path}: {reason}",)
+
+
+class DamagedFile(WorkmemError, OSError):
+    """A file workmem needs cannot be read as what it should be (a garbled archive.json, a corrupt database)."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"damaged file {path}: {reason}")
+
+    def __str__(self) -> str:
+        return f"damaged file {self.path}: {self.reason}"
+
+
+class UnsafePath(WorkmemError, OSError):
+    """A path under the data root is a symlink (or not what it must be); nothing was written."""
+
+    def __init__(self, path: str, reason: str = "is a symlink") -> None:
+        self.path = path
+        self.reason = reason
+        super().__init__(f"unsafe path {path}: {reason}")
+
+    def __str__(self) -> str:
+        return f"unsafe path {self.path}: {self.reason}"
+
+
+class StorageError(WorkmemError, OSError):
+    """A write to the data root failed (disk full, read-only, …); what was stored before is intact."""
+
+    def __init__(self, path: str, error: OSError) -> None:
+        self.path = path
+        self.error = error
+        super().__init__(error.errno, f"cannot write {path}: {error.strerror or error}")
+
+    def __str__(self) -> str:
+        return f"cannot write {self.path}: {self.error.strerror or self.error}"
 
 
 class ArchiveConflict(WorkmemError, RuntimeError):

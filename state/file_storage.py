@@ -3,8 +3,10 @@ under one data root (SPEC §2)."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -13,10 +15,10 @@ from typing import Any
 from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES
 from workmem.state.meta import now_iso
 from workmem.state.search_index import SearchIndex
-from workmem.state.sqlite import BUSY_TIMEOUT_SECONDS, connect
-from workmem.state.storage import STUDIO_THREAD_PREFIX
+from workmem.state.sqlite import BUSY_TIMEOUT_SECONDS, connect, is_corruption
+from workmem.state.storage import COMMIT_THREAD_MARK, STUDIO_THREAD_PREFIX
 from workmem.state.store import SessionStore
-from workmem.state.tasks import TaskStore
+from workmem.state.tasks import INDEX_FILE, TaskStore
 
 CHECKPOINTS_FILE = "checkpoints.sqlite"
 WAL_BYTES = 1 << 20
@@ -36,6 +38,30 @@ async def open_studio_saver(root: Path) -> AsyncIterator[Any]:
         saver = AsyncSqliteSaver(conn)
         await saver.setup()
         yield saver
+
+
+def database_ok(path: Path) -> bool:
+    """Whether a SQLite file (if any) opens and passes `PRAGMA quick_check`."""
+    if not path.exists():
+        return True
+    try:
+        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_SECONDS)
+        try:
+            return conn.execute("PRAGMA quick_check").fetchone()[0] == "ok"
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as exc:
+        return not is_corruption(exc)
+
+
+def move_aside(path: Path) -> str:
+    """Rename a damaged database (and its WAL files) to `<name>.damaged-<time>`; returns the new name."""
+    aside = path.with_name(f"{path.name}.damaged-{time.strftime('%Y%m%dT%H%M%S')}")
+    for suffix in ("", "-wal", "-shm"):
+        source = path.with_name(path.name + suffix)
+        if source.exists():
+            os.replace(source, aside.with_name(aside.name + suffix))
+    return str(aside)
 
 
 def delete_studio_thread(root: Path, thread_id: str) -> None:
@@ -93,6 +119,68 @@ class FileStorage:
             self.search.delete_session(session_id, up_to=int(marker.get("search_up_to") or 0))
         self.sessions.remove_tombstone(tombstone)
 
+    def rebuild_index(self, session_id: str | None = None, progress: Any = None) -> dict[str, Any]:
+        """`workmem reindex`: rebuild the full-text index from the archive files. A damaged `index.sqlite`
+        is moved aside first; the task rows lost with it come back from the commit threads of
+        `checkpoints.sqlite` (their ids name the session and the task), as failed and resumable."""
+        moved, rederived = None, 0
+        path = self.root / INDEX_FILE
+        if not database_ok(path):
+            self.tasks.close()
+            self.search.close()
+            moved = move_aside(path)
+            rederived = self._rederive_tasks()
+        indexed = self.search.reindex(self.sessions, session_id, progress)
+        return {"indexed": indexed, "moved_aside": moved, "tasks_rederived": rederived}
+
+    def repair(self) -> dict[str, Any]:
+        """`workmem repair`: move a damaged `checkpoints.sqlite` aside (commits in flight start over; their
+        messages are still live) and delete checkpoint threads that no task row names."""
+        moved = None
+        path = self.root / CHECKPOINTS_FILE
+        if not database_ok(path):
+            self._close_checkpointer()
+            moved = move_aside(path)
+        known = {t["thread_id"] for t in self.tasks.list_tasks() if t["thread_id"]}
+        orphans = [t for t in self._commit_threads() if t not in known]
+        for thread in orphans:
+            self.checkpointer().delete_thread(thread)
+        return {"moved_aside": moved, "orphan_threads_deleted": len(orphans)}
+
+    def _commit_threads(self) -> list[str]:
+        """Thread ids in `checkpoints.sqlite` (none when it does not exist yet)."""
+        if not (self.root / CHECKPOINTS_FILE).exists():
+            return []
+        rows = self.checkpointer().conn.execute("SELECT DISTINCT thread_id FROM checkpoints").fetchall()
+        return [row[0] for row in rows]
+
+    def _rederive_tasks(self) -> int:
+        """Task rows from the commit threads: session and archive from each thread's state, status failed."""
+        count = 0
+        if not database_ok(self.root / CHECKPOINTS_FILE):
+            return 0
+        for thread in self._commit_threads():
+            if COMMIT_THREAD_MARK not in thread:
+                continue
+            found = self.checkpointer().get_tuple({"configurable": {"thread_id": thread}})
+            values = (found.checkpoint.get("channel_values") or {}) if found else {}
+            session_id, archive_id = values.get("session_id"), values.get("archive_id")
+            if not isinstance(session_id, str) or not session_id:
+                continue
+            task_id = thread.rsplit(COMMIT_THREAD_MARK, 1)[1]
+            self.tasks.create_task(session_id, task_id=task_id, archive_id=archive_id or None, thread_id=thread,
+                                   status="failed")
+            self.tasks.update_task(task_id, error="re-derived from its checkpoint thread after index.sqlite "
+                                                  "was rebuilt")
+            count += 1
+        return count
+
+    def _close_checkpointer(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+            self._conn, self._saver = None, None
+
     def checkpointer(self) -> Any:
         """`SqliteSaver` on `<root>/checkpoints.sqlite` (WAL, synchronous=NORMAL: a checkpoint lost to a
         power cut only re-runs a node, and every node is idempotent because the files are the truth)."""
@@ -113,7 +201,4 @@ class FileStorage:
         self.sessions.close()
         self.tasks.close()
         self.search.close()
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn, self._saver = None, None
+        self._close_checkpointer()

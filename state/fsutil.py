@@ -13,6 +13,20 @@ import shutil
 import uuid
 from pathlib import Path
 
+from workmem.state.errors import UnsafePath
+
+# Files under the data root are never opened through a symlink (§2): O_NOFOLLOW makes the open fail.
+NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+def _open(path: str | Path, flags: int) -> int:
+    try:
+        return os.open(path, flags | NOFOLLOW, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UnsafePath(str(path)) from None
+        raise
+
 
 def fsync_dir(path: str | Path) -> None:
     """fsync a directory so a rename or create inside it survives power loss (no-op where unsupported)."""
@@ -34,7 +48,7 @@ def write_file(path: str | Path, data: bytes, *, durable: bool = True) -> None:
 
 
 def _write_file(path: str | Path, data: bytes, *, durable: bool) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = _open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
     try:
         _write_all(fd, data)
         if durable:
@@ -65,7 +79,7 @@ def append_bytes(path: str | Path, data: bytes, *, durable: bool = True) -> tupl
 
     Returns (inode, size before the write). A short or failed write is truncated away before raising.
     """
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = _open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     try:
         st = os.fstat(fd)
         try:
@@ -83,13 +97,17 @@ def append_bytes(path: str | Path, data: bytes, *, durable: bool = True) -> tupl
 
 def publish_dir(tmp: str | Path, final: str | Path, *, durable: bool = True) -> None:
     """Rename a fully written temp directory to its final name and make the rename durable."""
+    if Path(final).is_symlink():
+        raise UnsafePath(str(final))
     os.rename(tmp, final)
     if durable:
         fsync_dir(Path(final).parent)
 
 
 def remove_tree(path: str | Path) -> None:
-    """Remove a directory tree if it exists (a half-written archive)."""
+    """Remove a directory tree if it exists (a half-written archive); a symlink is never followed."""
+    if os.path.islink(path):
+        raise UnsafePath(str(path))
     if os.path.lexists(path):
         shutil.rmtree(path)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -10,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from workmem.state import jsonutil
-from workmem.state.errors import CorruptLine
+from workmem.state.errors import Anomaly, CorruptLine, UnsafePath
 from workmem.state.jsonutil import dumps
 from workmem.state.messages import ROLES
 
@@ -21,7 +22,8 @@ class Parsed:
 
     messages: list[dict[str, Any]] = field(default_factory=list)
     raw: list[bytes] = field(default_factory=list)  # the line of each message, without its newline
-    problems: list[CorruptLine] = field(default_factory=list)
+    line_nos: list[int] = field(default_factory=list)  # the line number of each message
+    problems: list[Anomaly] = field(default_factory=list)
     bad_lines: list[bytes] = field(default_factory=list)  # corrupt lines, kept verbatim by GC
     end: int = 0  # offset just after the last complete line; bytes after it are a torn tail
     lines: int = 0  # complete lines seen (for line numbers of a later segment)
@@ -76,10 +78,10 @@ class Problems:
     """Corrupt lines met by the latest read of each file, per session; each is logged once."""
 
     def __init__(self) -> None:
-        self._found: dict[Path, dict[str, list[CorruptLine]]] = {}
+        self._found: dict[Path, dict[str, list[Anomaly]]] = {}
         self._logged: set[tuple[str, int]] = set()
 
-    def note(self, session_dir: Path, path: Path, found: list[CorruptLine], *, replace: bool) -> None:
+    def note(self, session_dir: Path, path: Path, found: list[Anomaly], *, replace: bool) -> None:
         """Record what a read of `path` found (replacing the file's earlier record, or adding to it)."""
         per_file = self._found.setdefault(session_dir, {})
         if replace:
@@ -95,7 +97,7 @@ class Problems:
         """Drop what was recorded of a session (it was deleted)."""
         self._found.pop(session_dir, None)
 
-    def of(self, session_dir: Path) -> list[CorruptLine]:
+    def of(self, session_dir: Path) -> list[Anomaly]:
         """Every recorded problem of a session."""
         return [c for found in self._found.get(session_dir, {}).values() for c in found]
 
@@ -138,14 +140,47 @@ def parse(data: bytes, path: str, *, first_line: int = 1) -> Parsed:
             continue
         out.messages.append(obj)
         out.raw.append(line)
+        out.line_nos.append(line_no)
     out.lines = line_no - first_line + 1
     return out
 
 
+def ordered(parsed: Parsed, path: str, *, after: int = 0) -> tuple[list[int], list[Anomaly]]:
+    """The readers' rule over a file's messages: indexes of the messages with seq > `after`, in seq order,
+    each seq once (its first line wins); a repeated seq and a line out of seq order are reported.
+
+    Appends write seqs in order, so the usual file is already ordered and this is one pass."""
+    picked = [i for i, m in enumerate(parsed.messages) if m["seq"] > after]
+    seqs = [parsed.messages[i]["seq"] for i in picked]
+    if all(a < b for a, b in zip(seqs, seqs[1:], strict=False)):
+        return picked, []
+    found: list[Anomaly] = []
+    first: dict[int, int] = {}
+    for i in picked:
+        seq = parsed.messages[i]["seq"]
+        if seq in first:
+            found.append(Anomaly(path, parsed.line_nos[i], f"seq {seq} again (first at line "
+                                                          f"{parsed.line_nos[first[seq]]}); this copy is ignored"))
+        else:
+            first[seq] = i
+    previous = 0
+    for i in picked:
+        seq = parsed.messages[i]["seq"]
+        if first.get(seq) == i and seq < previous:
+            found.append(Anomaly(path, parsed.line_nos[i], f"seq {seq} out of order (after seq {previous})"))
+        previous = max(previous, seq)
+    return sorted(first.values(), key=lambda i: parsed.messages[i]["seq"]), found
+
+
 def read_bytes(path: str | os.PathLike[str]) -> bytes | None:
-    """The whole file, or None when it does not exist."""
+    """The whole file, or None when it does not exist; a symlink is `UnsafePath`, never followed."""
     try:
-        with open(path, "rb") as f:
-            return f.read()
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     except FileNotFoundError:
         return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UnsafePath(str(path)) from None
+        raise
+    with os.fdopen(fd, "rb") as f:
+        return f.read()

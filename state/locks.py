@@ -9,6 +9,7 @@ itself), which the append benchmark of issue 3 cannot afford.
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
 import time
@@ -83,6 +84,8 @@ class FileMutex:
         delay = 0.0002
         while True:
             fd = self._open()
+            if fd is None:  # a read-only file system: nobody can write, readers need no lock
+                return
             if lock_descriptor(fd, blocking=False) or self._wait(fd, deadline):
                 if self._still_current():
                     return
@@ -103,10 +106,20 @@ class FileMutex:
         fcntl.flock(fd, fcntl.LOCK_EX)
         return True
 
-    def _open(self) -> int:
+    def _open(self) -> int | None:
+        """The lock file's descriptor (opened once); None on a read-only file system without one."""
         if self._fd is None:
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            nofollow = getattr(os, "O_NOFOLLOW", 0)
+            try:
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | nofollow, 0o644)
+            except OSError as exc:
+                if exc.errno != errno.EROFS:
+                    raise
+                try:  # flock works on a read-only descriptor: other readers of a read-only root still exclude
+                    fd = os.open(self.path, os.O_RDONLY | nofollow)
+                except FileNotFoundError:
+                    return None
             self._fd, self._ino = fd, os.fstat(fd).st_ino
         return self._fd
 

@@ -19,6 +19,7 @@ DEFAULT_MAX_MESSAGE_BYTES = 1 << 20
 CLIPPED_BYTES_META = "workmem_clipped_bytes"
 DROPPED_BLOCKS_META = "workmem_dropped_blocks"
 _NO_CAP = 1 << 62
+MAX_NESTING = 64  # levels of dicts and lists in one message (JSON encoders recurse)
 PART_FIELDS = {
     "text": ("text",),
     "tool_call": ("id", "name", "arguments"),
@@ -55,6 +56,7 @@ def normalize_message(
 def prepare_message(obj: Any, *, field: str = "message",
                     max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> tuple[dict[str, Any], bytes]:
     """Normalise and validate one message; also return its stored JSON body (`"meta":…,"parts":…`)."""
+    check_nesting(obj, field)
     if isinstance(obj, dict):
         msg = _from_workmem(obj, field) if "parts" in obj else _from_openai(obj, field)
     elif isinstance(getattr(obj, "type", None), str) and hasattr(obj, "content"):
@@ -62,6 +64,20 @@ def prepare_message(obj: Any, *, field: str = "message",
     else:
         raise InvalidInput(field, obj, "expected a LangChain message or a dict with 'role'")
     return msg, encode_body(msg, field=field, max_bytes=max_bytes)
+
+
+def check_nesting(obj: Any, field: str, limit: int = MAX_NESTING) -> None:
+    """Refuse a message nested deeper than `limit` levels (dicts / lists, a LangChain message's fields
+    included) before anything recursive touches it: an iterative walk, never a `RecursionError`."""
+    roots = [obj] if isinstance(obj, (dict, list, tuple)) else [
+        getattr(obj, name, None) for name in ("content", "additional_kwargs", "tool_calls", "invalid_tool_calls")]
+    stack = [(root, 1) for root in roots if isinstance(root, (dict, list, tuple))]
+    while stack:
+        value, depth = stack.pop()
+        if depth > limit:
+            raise InvalidInput(field, f"<nested {depth}+ levels deep>", f"nested deeper than {limit} levels")
+        children = value.values() if isinstance(value, dict) else value
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list, tuple)))
 
 
 def prepare_messages(objs: Any, *,

@@ -8,6 +8,7 @@ appended message and checked against the files with a few stats before each lock
 from __future__ import annotations
 
 import json
+import logging
 import os
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -15,9 +16,11 @@ from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
 from workmem.state import archives, jsonl
-from workmem.state.errors import InvalidInput
+from workmem.state.errors import Anomaly, DamagedFile, InvalidInput
 from workmem.state.ids import archive_name, archive_number
 from workmem.state.turns import DEFAULT_KEEP_RECENT, clamp_keep, turn_number
+
+log = logging.getLogger("workmem.store")
 
 META_FILE = ".meta.json"
 MESSAGES_FILE = "messages.jsonl"
@@ -184,8 +187,11 @@ def freshness(p: SessionPaths, live: LiveState) -> Literal["fresh", "grown", "st
     return "stale"
 
 
-def catch_up(p: SessionPaths, live: LiveState) -> jsonl.Parsed:
-    """Account the lines other processes appended since `live.file_stamp`; the caller holds the lock."""
+def catch_up(p: SessionPaths, live: LiveState) -> jsonl.Parsed | None:
+    """Account the lines other processes appended since `live.file_stamp`; the caller holds the lock.
+
+    None when the new lines are not simply newer seqs (a repeated or out-of-order line): the caller
+    then reloads the whole file, which reports them."""
     stamp = live_file_stamp(p.messages)
     assert stamp is not None and live.file_stamp is not None
     start = live.file_stamp[1]
@@ -193,39 +199,58 @@ def catch_up(p: SessionPaths, live: LiveState) -> jsonl.Parsed:
         f.seek(start)
         data = f.read(stamp[1] - start)
     parsed = jsonl.parse(data, str(p.messages), first_line=live.lines + 1)
-    if parsed.end < len(data):
-        os.truncate(p.messages, start + parsed.end)  # a torn tail left by a crashed writer
     last = live.seqs[-1] if live.seqs else live.archive_end
-    fresh = []
-    for msg in parsed.messages:
-        if msg["seq"] > last:
-            fresh.append(msg)
-            last = msg["seq"]
+    seqs = [m["seq"] for m in parsed.messages]
+    if any(a >= b for a, b in zip([last, *seqs], seqs, strict=False)):
+        return None
+    if parsed.end < len(data):
+        _truncate(p.messages, start + parsed.end)  # a torn tail left by a crashed writer
+    fresh = parsed.messages
     if fresh:
-        live.push([m["seq"] for m in fresh], [m["tokens"] for m in fresh],
-                  max(turn_number(m.get("turn_id")) for m in fresh), str(fresh[-1].get("created_at") or ""))
+        live.push(seqs, [m["tokens"] for m in fresh], max(turn_number(m.get("turn_id")) for m in fresh),
+                  str(fresh[-1].get("created_at") or ""))
     live.lines += parsed.lines
     live.file_stamp = (stamp[0], start + parsed.end)
     return parsed
 
 
-def load(p: SessionPaths, cache: archives.ArchiveCache) -> tuple[LiveState, jsonl.Parsed, bool]:
-    """Recompute the session state from the files; the caller holds the lock (a torn tail is cut).
+def _truncate(path: Path, size: int) -> None:
+    """Cut a torn tail so the next append does not write after it; best effort (a read-only root reads on)."""
+    try:
+        os.truncate(path, size)
+    except OSError as exc:
+        log.warning("could not cut the torn tail of %s: %s", path, exc)
 
-    Returns the state, the parsed live file, and whether `.meta.json` disagrees with it (stale cache).
+
+def load(p: SessionPaths, cache: archives.ArchiveCache, *,
+         durable: bool = True) -> tuple[LiveState, jsonl.Parsed, bool, list[Anomaly]]:
+    """Derive the session's state from its files; the caller holds the lock. The one place that decides
+    which archive is the last complete one (from `.done` markers and the archives, never the meta's
+    word), settles an archive left without `.done`, and applies the readers' rule to the live file.
+
+    Returns the state, the parsed live file, whether `.meta.json` disagrees with the files (a stale
+    cache, rewritten by the caller), and the anomalies found.
     """
     raw = read_meta(p.meta)
     check_owner(p, raw)
     disk = raw or {}
     hint_n, hint_end = archive_hint(disk.get("last_archive"))
-    n, end = archives.last_complete(p.dir, cache, hint_n, hint_end)
     data = jsonl.read_bytes(p.messages) or b""
     parsed = jsonl.parse(data, str(p.messages))
     if parsed.end < len(data):
-        os.truncate(p.messages, parsed.end)  # torn tail: the next append must not write after it
-    archive = cache.get(p.dir, n) if n else {}
-    msgs = parsed.messages
-    top = max([end, _int(disk.get("next_seq"), 1) - 1, *(m["seq"] for m in msgs)])
+        _truncate(p.messages, parsed.end)
+    n, end = archives.last_complete(p.dir, cache, hint_n)
+    found = archives.settle_incomplete(p.dir, cache, n, end, {m["seq"] for m in parsed.messages}, durable=durable)
+    if archives.is_complete(p.dir, n + 1):
+        n, end = archives.last_complete(p.dir, cache, n)
+    if hint_n > n or (hint_n == n > 0 and hint_end != end):  # a meta behind the files is only a stale cache
+        found.append(Anomaly(str(p.meta), 0, f"last_archive says {disk.get('last_archive')} but the archives end "
+                                             f"at {archive_name(n) if n else 'none'} (seq {end}): recomputed"))
+    picked, disorder = jsonl.ordered(parsed, str(p.messages), after=end)
+    found += disorder
+    msgs = [parsed.messages[i] for i in picked]
+    archive = _archive_object(p, cache, n)
+    top = max([end, _int(disk.get("next_seq"), 1) - 1, *(m["seq"] for m in parsed.messages)])
     end_turn = (archive.get("source_turn_range") or {}).get("end_turn_id")
     turns = [_int(disk.get("last_turn"), 0), turn_number(end_turn), *(turn_number(m.get("turn_id")) for m in msgs)]
     same_archive = n == hint_n and n > 0
@@ -235,7 +260,7 @@ def load(p: SessionPaths, cache: archives.ArchiveCache) -> tuple[LiveState, json
         "created_at": disk.get("created_at") or _first_created_at(p, msgs) or now_iso(),
         "updated_at": max(str(disk.get("updated_at") or ""), last_time) or now_iso(),
         "next_seq": top + 1,
-        "message_count": 0,
+        "message_count": len(msgs),
         "total_message_count": top,
         "commit_count": n,
         "last_commit_at": (disk.get("last_commit_at") if same_archive else None) or archive.get("created_at"),
@@ -245,15 +270,18 @@ def load(p: SessionPaths, cache: archives.ArchiveCache) -> tuple[LiveState, json
     }
     live = LiveState(meta=meta, meta_stamp=file_key(p.meta), file_stamp=live_file_stamp(p.messages),
                      lines=parsed.lines, archive_n=n, archive_end=end, last_turn=max(turns))
-    last = end
-    for msg in msgs:
-        if msg["seq"] > last:
-            live.seqs.append(msg["seq"])
-            live.tokens.append(msg["tokens"])
-            last = msg["seq"]
-    meta["message_count"] = len(live.seqs)
+    live.seqs = [m["seq"] for m in msgs]
+    live.tokens = [m["tokens"] for m in msgs]
     live.recompute_pending()
-    return live, parsed, live.disk_form() != raw
+    return live, parsed, live.disk_form() != raw, found
+
+
+def _archive_object(p: SessionPaths, cache: archives.ArchiveCache, n: int) -> dict[str, Any]:
+    """The last complete archive's object, {} when there is none or it is garbled (reported elsewhere)."""
+    try:
+        return cache.get(p.dir, n) if n else {}
+    except DamagedFile:
+        return {}
 
 
 def _first_created_at(p: SessionPaths, live: list[dict[str, Any]]) -> str:

@@ -7,6 +7,7 @@ own one on `index.sqlite`.
 
 from __future__ import annotations
 
+import errno
 import os
 import sqlite3
 import threading
@@ -14,20 +15,84 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from sqlite_utils import Database
+
+from workmem.state.errors import DamagedFile, StorageError
 
 BUSY_TIMEOUT_SECONDS = 30
 _WAL_ATTEMPTS = 300
 
 
+def is_corruption(exc: BaseException) -> bool:
+    """True for SQLite's "not a database" / "malformed" errors (not for busy, locked or full)."""
+    return type(exc) is sqlite3.DatabaseError
+
+
+class CheckedConnection(sqlite3.Connection):
+    """A connection whose statements turn a damaged database file into `DamagedFile` naming it."""
+
+    def execute(self, *args: Any, **kwargs: Any) -> sqlite3.Cursor:
+        try:
+            return super().execute(*args, **kwargs)
+        except sqlite3.DatabaseError as exc:
+            raise self._translated(exc) from None
+
+    def executemany(self, *args: Any, **kwargs: Any) -> sqlite3.Cursor:
+        try:
+            return super().executemany(*args, **kwargs)
+        except sqlite3.DatabaseError as exc:
+            raise self._translated(exc) from None
+
+    def executescript(self, *args: Any, **kwargs: Any) -> sqlite3.Cursor:
+        try:
+            return super().executescript(*args, **kwargs)
+        except sqlite3.DatabaseError as exc:
+            raise self._translated(exc) from None
+
+    def _translated(self, exc: sqlite3.DatabaseError) -> BaseException:
+        path = str(getattr(self, "path", "a database"))
+        if is_corruption(exc):
+            return DamagedFile(path, f"{exc}; `workmem reindex` or `workmem repair` rebuilds or moves it aside")
+        text = str(exc)
+        if "readonly" in text or "read-only" in text:
+            return StorageError(path, OSError(errno.EROFS, text))
+        if "disk is full" in text or "disk I/O error" in text:
+            return StorageError(path, OSError(errno.ENOSPC if "full" in text else errno.EIO, text))
+        return exc
+
+
 def connect(path: Path, *, isolation_level: str | None = "", synchronous: str = "FULL") -> sqlite3.Connection:
-    """Open `path` (creating its folder) with `check_same_thread=False`, `timeout=30` and WAL."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(path, check_same_thread=False, timeout=BUSY_TIMEOUT_SECONDS,
-                           isolation_level=isolation_level)
-    enable_wal(conn)
-    conn.execute(f"PRAGMA synchronous={synchronous}")
+    """Open `path` (creating its folder) with `check_same_thread=False`, `timeout=30` and WAL; a damaged
+    file is `DamagedFile` naming it."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(path, check_same_thread=False, timeout=BUSY_TIMEOUT_SECONDS,
+                               isolation_level=isolation_level, factory=CheckedConnection)
+        conn.path = path  # type: ignore[attr-defined]
+        try:
+            enable_wal(conn)
+            conn.execute(f"PRAGMA synchronous={synchronous}")
+        except BaseException:
+            conn.close()
+            raise
+    except (OSError, sqlite3.OperationalError) as exc:
+        if not path.exists() or os.access(path.parent, os.W_OK) and not _read_only_fs(path.parent):
+            raise
+        return _read_only(path, isolation_level, exc)  # a read-only root: reads go on, writes fail typed
+    return conn
+
+
+def _read_only_fs(folder: Path) -> bool:
+    return bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+
+
+def _read_only(path: Path, isolation_level: str | None, cause: BaseException) -> sqlite3.Connection:
+    """`path` opened read-only and immutable (a read-only file system cannot change under us)."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True, check_same_thread=False,
+                           timeout=BUSY_TIMEOUT_SECONDS, isolation_level=isolation_level, factory=CheckedConnection)
+    conn.path = path  # type: ignore[attr-defined]
     return conn
 
 
@@ -88,6 +153,7 @@ class ThreadConnections:
         """Close every connection opened here (any thread)."""
         with self._lock:
             conns, self._conns = self._conns, []
+            self._schema_ready = False  # the file may be replaced (a rebuild): create the schema again
         for conn in conns:
             try:
                 conn.close()

@@ -88,6 +88,12 @@ class SessionStorage(Protocol):
     def list_sessions(self) -> list[str]:
         """Every session id."""
 
+    def check(self, session_id: str) -> list[Any]:
+        """Every anomaly of the session's stored data (`Anomaly`: where, and what)."""
+
+    def problems(self, session_id: str) -> list[Any]:
+        """What the latest reads of the session found wrong."""
+
     def close(self) -> None:
         """Flush caches."""
 
@@ -158,6 +164,12 @@ class Storage(Protocol):
 
     def finish_deletes(self) -> int:
         """Finish the deletes a crash interrupted."""
+
+    def rebuild_index(self, session_id: str | None = None, progress: Any = None) -> dict[str, Any]:
+        """Rebuild the full-text index from the stored archives (moving a damaged one aside first)."""
+
+    def repair(self) -> dict[str, Any]:
+        """Move a damaged checkpoint store aside and delete checkpoint threads no task names."""
 
     def checkpointer(self) -> Any:
         """The LangGraph checkpointer commits run on (opened once, closed with the storage)."""

@@ -9,13 +9,23 @@ it stale recomputes it from the files under the session lock.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from pathlib import Path
 from typing import Any
 
 from workmem.state import archives, fsutil, jsonl
-from workmem.state.errors import ArchiveNotFound, CorruptLine, InvalidInput, SessionNotFound
+from workmem.state.errors import (
+    Anomaly,
+    ArchiveNotFound,
+    DamagedFile,
+    InvalidInput,
+    SessionNotFound,
+    StorageError,
+    UnsafePath,
+    WorkmemError,
+)
 from workmem.state.ids import archive_name, archive_number, safe_session_id
 from workmem.state.locks import DEFAULT_TIMEOUT, FileMutex, session_lock
 from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES, message_text, prepare_messages
@@ -36,6 +46,7 @@ from workmem.state.meta import (
 from workmem.state.tokens import count_tokens_each
 from workmem.state.turns import clamp_keep
 
+log = logging.getLogger("workmem.store")
 TOMBSTONE_PREFIX = ".deleted-"
 TOMBSTONE_MARKER = ".tombstone.json"
 
@@ -170,14 +181,18 @@ class SessionStore:
             return []
         counts = count_tokens_each(message_text(m) for m, _body in prepared)
         sync = self.durable if durable is None else durable
-        if p.dir not in self._live and not p.dir.exists():
-            fsutil.make_dirs(p.dir, durable=self.durable)
-        with self._lock(p):
-            try:
+        try:
+            if p.dir not in self._live:
+                self._check_safe(p)
+                if not p.dir.exists():
+                    fsutil.make_dirs(p.dir, durable=self.durable)
+            with self._lock(p):
                 return self._append_locked(p, prepared, counts, sync)
-            except BaseException:
-                self._live.pop(p.dir, None)  # unknown state: the next operation reloads from the files
+        except OSError as exc:  # nothing was written: the file was truncated back to where it was
+            self._live.pop(p.dir, None)  # unknown state: the next operation reloads from the files
+            if isinstance(exc, WorkmemError):
                 raise
+            raise StorageError(str(p.messages), exc) from exc
 
     def _append_locked(self, p: SessionPaths, prepared: list[tuple[dict[str, Any], bytes]], counts: list[int],
                        sync: bool) -> list[dict[str, Any]]:
@@ -188,11 +203,13 @@ class SessionStore:
         seq = live.meta["next_seq"]
         stored, data, turn = jsonl.stored_lines(prepared, counts, seq, live.last_turn, now)
         ino, start = fsutil.append_bytes(p.messages, data, durable=sync)
+        # The batch is stored: what follows only refreshes caches, and never fails the append (a retry by
+        # the caller would store the batch twice). A failed refresh is logged and redone later.
         live.push(list(range(seq, seq + len(stored))), counts, turn, now)
         live.lines += len(stored)
         live.file_stamp = (ino, start + len(data))
         if time.monotonic() - live.saved_at >= self.meta_refresh_seconds:
-            self._save_meta(p, live, durable=False)
+            self._refresh_meta(p, live)
         return stored
 
     # -- reading ------------------------------------------------------------------------------------
@@ -218,9 +235,40 @@ class SessionStore:
         out.extend(m for m in live if start_seq <= m["seq"] <= end_seq)
         return out
 
-    def problems(self, session_id: str) -> list[CorruptLine]:
-        """Corrupt lines met by the latest read of each of the session's files (file and line number)."""
-        return self._problems.of(self._paths(session_id).dir)
+    def problems(self, session_id: str) -> list[Anomaly]:
+        """What the latest reads of the session's files found wrong (corrupt, repeated or out-of-order lines,
+        a meta that disagreed with the files, an archive left without `.done`), with file and line."""
+        return self._problems.of(self._existing(session_id).dir)
+
+    def check(self, session_id: str) -> list[Anomaly]:
+        """Every anomaly of the session's files, with file and line: the live file, the meta, each archive
+        (its `.done`, archive.json, messages, range) and the chain of archives (a missing or overlapping
+        one). Reads everything: O(archives), never on a hot path."""
+        p = self._existing(session_id)
+        with self._lock(p):
+            live, parsed, _, found = load(p, self._archives, durable=self.durable)
+            self._live[p.dir] = live
+        _, disorder = jsonl.ordered(parsed, str(p.messages), after=live.archive_end)
+        found = [*parsed.problems, *disorder, *found]
+        previous_end = 0
+        numbers = archives.archive_numbers(p.dir)
+        for n in numbers:
+            folder = archives.archive_dir(p.dir, n)
+            if not archives.is_complete(p.dir, n):
+                if n <= live.archive_n:
+                    found.append(Anomaly(str(folder), 0, "has no .done although later archives are complete"))
+                continue
+            found += archives.check_archive_files(folder, n, previous_end)
+            try:
+                previous_end = archives.seq_range(self._archives.get(p.dir, n))[1]
+            except DamagedFile:
+                previous_end = self._archives.end_seq(p.dir, n)
+        for n in sorted(set(range(1, live.archive_n + 1)) - set(numbers)):
+            found.append(Anomaly(str(archives.archive_dir(p.dir, n)), 0, "missing: its messages are in no archive"))
+        if live.seqs and live.seqs[0] != live.archive_end + 1:
+            found.append(Anomaly(str(p.messages), 0, f"the live messages start at seq {live.seqs[0]}, "
+                                                     f"not {live.archive_end + 1}: seqs in between are nowhere"))
+        return found
 
     # -- archives -----------------------------------------------------------------------------------
 
@@ -291,9 +339,10 @@ class SessionStore:
             if n != live.archive_n + 1:
                 raise InvalidInput("archive.archive_id", archive["archive_id"],
                                    f"the next archive of this session is {archive_name(live.archive_n + 1)}")
-            parsed = self._parsed(p, p.messages, jsonl.read_bytes(p.messages) or b"", strict=False)
-            covered = [(m["seq"], raw) for m, raw in zip(parsed.messages, parsed.raw, strict=True)
-                       if live.archive_end < m["seq"] <= end]
+            parsed, picked = self._parsed(p, p.messages, jsonl.read_bytes(p.messages) or b"", False,
+                                          after=live.archive_end)
+            covered = [(parsed.messages[i]["seq"], parsed.raw[i]) for i in picked if parsed.messages[i]["seq"] <= end]
+            archives.check_rewritable(folder, {s for s, _ in covered})
             if [s for s, _ in covered] != seqs:
                 raise InvalidInput("messages", f"seqs {seqs[0]}..{seqs[-1]}",
                                    f"must be exactly the oldest live messages up to end_seq {end}")
@@ -313,8 +362,8 @@ class SessionStore:
             if end_seq > live.archive_end:
                 raise InvalidInput("end_seq", end_seq,
                                    f"not archived: the last complete archive ends at seq {live.archive_end}")
-            parsed = jsonl.parse(jsonl.read_bytes(p.messages) or b"", str(p.messages))
-            kept = [raw for m, raw in zip(parsed.messages, parsed.raw, strict=True) if m["seq"] > end_seq]
+            parsed, picked = self._parsed(p, p.messages, jsonl.read_bytes(p.messages) or b"", False, after=end_seq)
+            kept = [parsed.raw[i] for i in picked]  # each live seq once, in seq order: the readers' view
             dropped = len(parsed.messages) - len(kept)
             if dropped:
                 kept += parsed.bad_lines  # never delete what we cannot read; it stays reported
@@ -352,12 +401,23 @@ class SessionStore:
         return p
 
     def _existing(self, session_id: str) -> SessionPaths:
+        """The paths of a session that exists; the first access of this store derives its state from the
+        files under the lock (`meta.load`), which settles what a crash or a damaged file left behind."""
         p = self._paths(session_id)
         if p.dir not in self._live:
+            self._check_safe(p)
             if not (p.meta.exists() or p.messages.exists()):
                 raise SessionNotFound(session_id)
             check_owner(p, read_meta(p.meta))
+            with self._lock(p):
+                self._sync(p)
         return p
+
+    def _check_safe(self, p: SessionPaths) -> None:
+        """No path of the session may be a symlink: the sessions folder, the session's folder, its history."""
+        for path in (self.sessions_dir, p.dir, p.dir / archives.HISTORY):
+            if path.is_symlink():
+                raise UnsafePath(str(path))
 
     def _complete(self, session_id: str, archive_id: Any) -> tuple[SessionPaths, int]:
         p = self._existing(session_id)
@@ -377,11 +437,8 @@ class SessionStore:
     def _last_complete(self, p: SessionPaths) -> tuple[int, int]:
         """Last complete archive: hint from our state or the stored meta, checked with two `.done` stats."""
         live = self._live.get(p.dir)
-        if live is not None:
-            hint = (live.archive_n, live.archive_end)
-        else:
-            hint = archive_hint((read_meta(p.meta) or {}).get("last_archive"))
-        return archives.last_complete(p.dir, self._archives, *hint)
+        hint = live.archive_n if live is not None else archive_hint((read_meta(p.meta) or {}).get("last_archive"))[0]
+        return archives.last_complete(p.dir, self._archives, hint)
 
     def _live_snapshot(self, p: SessionPaths, strict: bool) -> tuple[list[dict[str, Any]], int, int]:
         """Live messages without taking the lock: read the file first, then find the last complete archive.
@@ -391,31 +448,45 @@ class SessionStore:
         """
         data = jsonl.read_bytes(p.messages) or b""
         n, end = self._last_complete(p)
-        parsed = self._parsed(p, p.messages, data, strict)
-        out, last = [], end
-        for msg in parsed.messages:
-            if msg["seq"] > last:
-                out.append(msg)
-                last = msg["seq"]
-        return out, n, end
+        parsed, picked = self._parsed(p, p.messages, data, strict, after=end)
+        return [parsed.messages[i] for i in picked], n, end
 
-    def _parsed(self, p: SessionPaths, path: Path, data: bytes, strict: bool) -> jsonl.Parsed:
+    def _parsed(self, p: SessionPaths, path: Path, data: bytes, strict: bool, *,
+                after: int = 0) -> tuple[jsonl.Parsed, list[int]]:
+        """Parse a messages file with the readers' rules; record what they found; strict → raise it."""
         parsed = jsonl.parse(data, str(path))
-        if strict and parsed.problems:
-            raise parsed.problems[0]
-        self._problems.note(p.dir, path, parsed.problems, replace=True)
-        return parsed
+        picked, found = jsonl.ordered(parsed, str(path), after=after)
+        found = [*parsed.problems, *found]
+        if strict and found:
+            raise found[0]
+        self._problems.note(p.dir, path, found, replace=True)
+        return parsed, picked
 
     def _archive_messages(self, p: SessionPaths, n: int, strict: bool = False) -> list[dict[str, Any]]:
-        path = archives.archive_dir(p.dir, n) / archives.MESSAGES
-        return self._parsed(p, path, jsonl.read_bytes(path) or b"", strict).messages
+        """The messages of archive `n` by the readers' rules; a seq of its range that is missing is reported."""
+        folder = archives.archive_dir(p.dir, n)
+        path = folder / archives.MESSAGES
+        data = jsonl.read_bytes(path)
+        if data is None:
+            raise DamagedFile(str(path), "missing")
+        parsed, picked = self._parsed(p, path, data, strict)
+        messages = [parsed.messages[i] for i in picked]
+        start, end = archives.seq_range(self._archives.get(p.dir, n))
+        if [m["seq"] for m in messages] != list(range(start, end + 1)):
+            missing = sorted(set(range(start, end + 1)) - {m["seq"] for m in messages})
+            found = Anomaly(str(path), 0, f"{len(missing)} seq(s) of {start}..{end} missing: {missing[:10]}")
+            if strict:
+                raise found
+            self._problems.note(p.dir, path, [found], replace=False)
+        return messages
 
     def _create(self, p: SessionPaths, now: str) -> None:
         """First write of a session (or of a lost meta): directory, empty live file, durable meta."""
         fsutil.make_dirs(p.dir, durable=self.durable)
         os.close(os.open(p.messages, os.O_WRONLY | os.O_CREAT, 0o644))
-        live, parsed, _ = load(p, self._archives)
+        live, parsed, _, found = load(p, self._archives, durable=self.durable)
         self._problems.note(p.dir, p.messages, parsed.problems, replace=True)
+        self._problems.note(p.dir, p.dir, found, replace=True)
         if not parsed.messages and not live.archive_n:
             live.meta["created_at"] = live.meta["updated_at"] = now  # the first message's time
         self._live[p.dir] = live
@@ -436,14 +507,25 @@ class SessionStore:
                 return live
             if state == "grown":
                 parsed = catch_up(p, live)
-                self._problems.note(p.dir, p.messages, parsed.problems, replace=False)
-                return live
+                if parsed is not None:
+                    self._problems.note(p.dir, p.messages, parsed.problems, replace=False)
+                    return live
         return self._reload(p)
 
     def _reload(self, p: SessionPaths, *, save_stale: bool = True) -> LiveState:
-        live, parsed, stale = load(p, self._archives)
+        live, parsed, stale, found = load(p, self._archives, durable=self.durable)
         self._problems.note(p.dir, p.messages, parsed.problems, replace=True)
+        self._problems.note(p.dir, p.dir, found, replace=True)  # what deriving the session's state found
         self._live[p.dir] = live
         if stale and save_stale:
-            self._save_meta(p, live, durable=False)  # the cache on disk disagreed with the files
+            self._refresh_meta(p, live)  # the cache on disk disagreed with the files
         return live
+
+    def _refresh_meta(self, p: SessionPaths, live: LiveState) -> None:
+        """Rewrite `.meta.json` from our state; a failure (disk full, read-only root) is logged, not raised:
+        the meta is a cache the next writer refreshes."""
+        try:
+            self._save_meta(p, live, durable=False)
+        except OSError as exc:
+            live.dirty = True
+            log.warning("could not refresh %s: %s", p.meta, exc)

@@ -17,6 +17,18 @@ from workmem.state.redact import redact_secrets
         ("AKIAIOSFODNN7EXAMPLE", "IOSFODNN7"),
         ("ghp_0123456789abcdefghijABCDEFGHIJ", "0123456789abcdef"),
         ("https://user:pa55word@host/x", "pa55word"),
+        ("OpenAI sk-proj-AbCdEf0123456789_ghIJkl-mnOP", "AbCdEf0123456789"),
+        ("Anthropic sk-ant-api03-AbCdEf0123456789ghIJ", "AbCdEf0123456789"),
+        ("GitHub gho_0123456789abcdefghijABCDEFGHIJ", "0123456789abcdef"),
+        ("github_pat_11ABCDEFG0123456789_abcdefghijklmnop", "0123456789_abcdef"),
+        ("GitLab glpat-AbCdEf0123456789xyZW", "AbCdEf0123456789"),
+        ("Hugging Face hf_AbCdEfGhIjKlMnOpQrStUvWxYz01", "AbCdEfGhIjKlMnOp"),
+        ("npm npm_AbCdEfGhIjKlMnOpQrStUvWxYz0123", "AbCdEfGhIjKlMnOp"),
+        ("Stripe sk_live_51AbCdEfGhIjKlMnOpQr", "51AbCdEfGhIjKlMnOp"),
+        ("Stripe rk_live_51AbCdEfGhIjKlMnOpQr", "51AbCdEfGhIjKlMnOp"),
+        ("Slack xoxe-1234567890-abcdefghij", "1234567890-abcdef"),
+        ("Google AIzaSyA0123456789abcdefghijklmnopqrstuv", "0123456789abcdef"),
+        ("token=abcd1234efgh", "abcd1234efgh"),
     ],
 )
 def test_redact_secrets(text, leak):

@@ -1,0 +1,339 @@
+"""The store trusts nothing it can re-derive (§2, §10): damaged files, lying hints, symlinks, failing writes.
+
+Each case damages a real root the way an operator or a crash would, then checks the spec's outcome —
+above all that every confirmed message is still present exactly once after the next commit.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+from pathlib import Path
+
+import pytest
+from engine_helpers import assistant, user
+
+from workmem.graphs.engine import WorkingMemoryEngine
+from workmem.state import fsutil
+from workmem.state.errors import DamagedFile, InvalidInput, StorageError, UnsafePath
+from workmem.state.store import SessionStore
+
+
+def turns(start: int, count: int) -> list[dict]:
+    return [m for i in range(start, start + count) for m in (user(f"question {i} about Zanzibar"),
+                                                             assistant(f"answer {i} about Zanzibar"))]
+
+
+def all_seqs(engine: WorkingMemoryEngine, session: str = "s") -> list[int]:
+    """Every stored seq: the archives' then the live ones (must be 1..N, each once)."""
+    sessions = engine.storage.sessions
+    archived = [m["seq"] for a in sessions.list_archives(session)
+                for m in sessions.archive_messages(session, a["archive_id"])]
+    return archived + [m["seq"] for m in sessions.live_messages(session)]
+
+
+def committed_root(root: Path, rounds: int = 2) -> Path:
+    """Session `s`: `rounds` commits of 10 messages each (keep 0), then 4 live messages."""
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        for r in range(rounds):
+            engine.add_messages("s", turns(r * 5, 5))
+            assert engine.commit("s", keep_recent_count=0)["status"] == "completed"
+        engine.add_messages("s", turns(100, 2))
+    return root / "sessions" / "s"
+
+
+def problems_of(engine: WorkingMemoryEngine, session: str = "s") -> str:
+    return "\n".join(str(p) for p in engine.storage.sessions.problems(session))
+
+
+# 1 -------------------------------------------------------------------------------------------------
+
+
+def test_a_meta_whose_last_archive_ends_too_high_hides_and_deletes_nothing(root):
+    folder = committed_root(root, rounds=1)
+    meta = json.loads((folder / ".meta.json").read_text())
+    meta["last_archive"]["end_seq"] = 13  # the archive ends at 10; live 11..14
+    (folder / ".meta.json").write_text(json.dumps(meta))
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        assert [m["seq"] for m in engine.storage.sessions.live_messages("s")] == [11, 12, 13, 14]
+        assert "last_archive" in problems_of(engine) and ".meta.json" in problems_of(engine)
+        assert engine.commit("s", keep_recent_count=0)["status"] == "completed"
+        assert all_seqs(engine) == list(range(1, 15))
+
+
+def test_a_meta_naming_an_archive_that_does_not_exist_is_ignored(root):
+    folder = committed_root(root, rounds=2)
+    meta = json.loads((folder / ".meta.json").read_text())
+    meta["last_archive"] = {"id": "archive_987654", "end_seq": 999}
+    (folder / ".meta.json").write_text(json.dumps(meta))
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        assert engine.session_info("s")["last_archive"] == {"id": "archive_002", "end_seq": 20}
+        assert [m["seq"] for m in engine.storage.sessions.live_messages("s")] == [21, 22, 23, 24]
+
+
+# 2 -------------------------------------------------------------------------------------------------
+
+
+def test_an_archive_that_lost_its_done_is_completed_not_reused(root):
+    folder = committed_root(root, rounds=2)
+    (folder / "history/archive_002/.done").unlink()
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        assert all_seqs(engine) == list(range(1, 25)), "archive_002's messages are visible again"
+        assert (folder / "history/archive_002/.done").exists()
+        assert "archive_002/.done" in problems_of(engine)
+        assert engine.commit("s", keep_recent_count=0)["archive_id"] == "archive_003"
+        assert all_seqs(engine) == list(range(1, 25))
+
+
+def test_an_incomplete_archive_holding_the_only_copy_is_never_deleted(root):
+    folder = committed_root(root, rounds=2)
+    (folder / "history/archive_002/.done").unlink()
+    (folder / "history/archive_002/archive.json").write_text("{garbled")
+    before = (folder / "history/archive_002/messages.jsonl").read_bytes()
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        assert "archive_002" in problems_of(engine)
+        result = engine.commit("s", keep_recent_count=0)
+        assert result["status"] == "failed" and "not overwritten" in result["reason"]
+        assert (folder / "history/archive_002/messages.jsonl").read_bytes() == before
+        assert [m["seq"] for m in engine.storage.sessions.live_messages("s")] == [21, 22, 23, 24]
+
+
+# 3 -------------------------------------------------------------------------------------------------
+
+
+def test_an_append_that_is_durable_succeeds_even_when_the_meta_refresh_fails(root, monkeypatch):
+    store = SessionStore(root, durable=False, meta_refresh_seconds=0.0)
+    store.append("s", turns(0, 1))
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(SessionStore, "_save_meta", full)
+    stored = store.append("s", turns(1, 2))  # no exception: the caller has no reason to retry
+    assert [m["seq"] for m in stored] == [3, 4, 5, 6]
+    monkeypatch.undo()
+    assert [m["seq"] for m in SessionStore(root).live_messages("s")] == [1, 2, 3, 4, 5, 6]
+
+
+@pytest.mark.parametrize("err", [errno.ENOSPC, errno.EROFS, errno.EIO])
+def test_an_append_that_fails_writing_leaves_the_file_and_raises_a_typed_error(root, monkeypatch, err):
+    store = SessionStore(root, durable=False)
+    store.append("s", turns(0, 1))
+    before = (root / "sessions/s/messages.jsonl").read_bytes()
+    real = fsutil.append_bytes
+
+    def failing(path, data, *, durable=True):
+        raise OSError(err, "injected")
+
+    monkeypatch.setattr(fsutil, "append_bytes", failing)
+    with pytest.raises(StorageError) as caught:
+        store.append("s", turns(1, 1))
+    assert caught.value.errno == err and "messages.jsonl" in str(caught.value)
+    assert (root / "sessions/s/messages.jsonl").read_bytes() == before
+    monkeypatch.setattr(fsutil, "append_bytes", real)
+    store.append("s", turns(1, 1))  # the retry stores the batch once
+    assert [m["seq"] for m in store.live_messages("s")] == [1, 2, 3, 4]
+
+
+# 5 -------------------------------------------------------------------------------------------------
+
+
+def test_a_symlinked_session_directory_is_refused_and_nothing_is_written_outside(root, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (root / "sessions").mkdir(parents=True)
+    (root / "sessions" / "x").symlink_to(outside, target_is_directory=True)
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        with pytest.raises(UnsafePath):
+            engine.add_messages("x", turns(0, 1))
+        with pytest.raises(UnsafePath):
+            engine.session_info("x")
+    assert list(outside.iterdir()) == []
+
+
+def test_a_symlinked_messages_file_is_refused(root, tmp_path):
+    folder = committed_root(root, rounds=1)
+    target = tmp_path / "elsewhere.jsonl"
+    target.write_bytes((folder / "messages.jsonl").read_bytes())
+    (folder / "messages.jsonl").unlink()
+    (folder / "messages.jsonl").symlink_to(target)
+    before = target.read_bytes()
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        with pytest.raises(UnsafePath):
+            engine.add_messages("s", turns(50, 1))
+    assert target.read_bytes() == before
+
+
+def test_a_symlinked_history_directory_is_refused(root, tmp_path):
+    folder = committed_root(root, rounds=1)
+    outside = tmp_path / "history-elsewhere"
+    (folder / "history").rename(outside)
+    (folder / "history").symlink_to(outside, target_is_directory=True)
+    with WorkingMemoryEngine(root, durable=False) as engine, pytest.raises(UnsafePath):
+        engine.add_messages("s", turns(50, 1))
+
+
+# 6 -------------------------------------------------------------------------------------------------
+
+
+def test_a_duplicated_live_line_never_blocks_a_commit(root):
+    folder = committed_root(root, rounds=1)
+    lines = (folder / "messages.jsonl").read_bytes().splitlines(keepends=True)
+    (folder / "messages.jsonl").write_bytes(b"".join([lines[0], lines[1], lines[1], *lines[2:]]))
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        assert [m["seq"] for m in engine.storage.sessions.live_messages("s")] == [11, 12, 13, 14]
+        assert "seq 12 again" in problems_of(engine) and "line 3 of" in problems_of(engine)
+        assert engine.commit("s", keep_recent_count=0)["status"] == "completed"
+        assert all_seqs(engine) == list(range(1, 15))
+
+
+def test_lines_out_of_order_are_read_in_seq_order_and_reported(root):
+    folder = committed_root(root, rounds=1)
+    lines = (folder / "messages.jsonl").read_bytes().splitlines(keepends=True)
+    (folder / "messages.jsonl").write_bytes(b"".join([lines[2], lines[0], lines[3], lines[1]]))
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        assert [m["seq"] for m in engine.storage.sessions.live_messages("s")] == [11, 12, 13, 14]
+        assert "out of order" in problems_of(engine)
+        assert engine.commit("s", keep_recent_count=0)["status"] == "completed"
+        assert all_seqs(engine) == list(range(1, 15))
+
+
+# 7 -------------------------------------------------------------------------------------------------
+
+
+def test_meta_nested_ten_thousand_levels_deep_is_a_typed_error(root):
+    deep: dict = {}
+    cursor = deep
+    for _ in range(10_000):
+        cursor["k"] = {}
+        cursor = cursor["k"]
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        with pytest.raises(InvalidInput, match="nested deeper"):
+            engine.add_messages("s", [{"role": "user", "content": "hi", "meta": deep}])
+        assert not engine.storage.sessions.session_exists("s")
+
+
+def test_a_garbled_archive_json_names_the_file_and_blocks_nothing_else(root):
+    folder = committed_root(root, rounds=2)
+    (folder / "history/archive_002/archive.json").write_text("{not json")
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        assert [m["seq"] for m in engine.add_messages("s", turns(200, 1))] == [25, 26], "appends go on"
+        assert [m["seq"] for m in engine.storage.sessions.live_messages("s")] == [21, 22, 23, 24, 25, 26]
+        with pytest.raises(DamagedFile, match="archive_002/archive.json"):
+            engine.archive_expand("s", "archive_002")
+        assert engine.archive_expand("s", "archive_001")["message_count"] == 10, "other archives read on"
+
+
+def test_a_missing_archive_directory_is_a_typed_error_naming_it(root):
+    import shutil
+
+    folder = committed_root(root, rounds=2)
+    shutil.rmtree(folder / "history/archive_001")
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        assert [m["seq"] for m in engine.storage.sessions.live_messages("s")] == [21, 22, 23, 24]
+        assert engine.archive_expand("s", "archive_002")["message_count"] == 10
+        with pytest.raises(Exception) as caught:
+            engine.archive_expand("s", start_seq=1, end_seq=12)
+        assert "archive_001" in str(caught.value)
+
+
+# 9 -------------------------------------------------------------------------------------------------
+
+
+def test_an_archive_file_missing_a_line_or_holding_one_twice(root):
+    folder = committed_root(root, rounds=1)
+    path = folder / "history/archive_001/messages.jsonl"
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join([*lines[:4], lines[3], *lines[5:]]))  # seq 5 missing, seq 4 twice
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        got = engine.archive_expand("s", "archive_001")
+        assert got["message_count"] == 9 and got["content"].count("[#4 ") == 1
+        found = problems_of(engine)
+        assert "seq 4 again" in found and "missing: [5]" in found
+
+
+# 7: damaged databases --------------------------------------------------------------------------------
+
+
+def scramble(path: Path) -> None:
+    """Overwrite a database file with garbage (and drop its WAL), as a bad disk or a bad copy would."""
+    for suffix in ("-wal", "-shm"):
+        path.with_name(path.name + suffix).unlink(missing_ok=True)
+    path.write_bytes(b"this is not a sqlite database " * 200)
+
+
+def test_a_corrupt_index_is_a_typed_error_and_reindex_rebuilds_it_with_its_tasks(root):
+    committed_root(root, rounds=2)
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        engine.add_messages("s", turns(300, 3))
+        failing = engine.storage.tasks.list_tasks("s")
+    scramble(root / "index.sqlite")
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        assert [m["seq"] for m in engine.storage.sessions.live_messages("s")][:2] == [21, 22], "files read on"
+        with pytest.raises(DamagedFile, match="index.sqlite"):
+            engine.archive_search("s", "Zanzibar")
+        result = engine.reindex()
+        assert result["moved_aside"] and result["indexed"] == 20
+        assert Path(result["moved_aside"]).exists()
+        assert engine.archive_search("s", "Zanzibar"), "searchable again"
+        rederived = engine.storage.tasks.list_tasks("s")
+        kept = {t["thread_id"] for t in failing if t["thread_id"]}
+        assert {t["thread_id"] for t in rederived} == kept and all(t["status"] == "failed" for t in rederived)
+        assert [r["status"] for r in engine.resume_all()] == ["completed"] * len(kept), "finished from the archives"
+        assert engine.commit("s", keep_recent_count=0)["status"] == "completed"
+        assert all_seqs(engine) == list(range(1, 31))
+
+
+def test_a_corrupt_checkpoint_database_blocks_commits_only_until_repair(root):
+    committed_root(root, rounds=1)
+    scramble(root / "checkpoints.sqlite")
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        assert engine.archive_search("s", "Zanzibar") and engine.assemble("s")["messages"], "reads work"
+        engine.add_messages("s", turns(400, 1))
+        with pytest.raises(DamagedFile, match="checkpoints.sqlite"):
+            engine.commit("s", keep_recent_count=0)
+        assert engine.storage.tasks.lease_holder("s") is None, "the lease was released"
+        repaired = engine.repair()
+        assert repaired["moved_aside"]
+        assert engine.commit("s", keep_recent_count=0)["status"] == "completed"
+        assert all_seqs(engine) == list(range(1, 17))
+
+
+def test_repair_deletes_checkpoint_threads_no_task_names(root):
+    import sqlite3
+
+    committed_root(root, rounds=2)
+    conn = sqlite3.connect(root / "index.sqlite")
+    conn.execute("DELETE FROM tasks")
+    conn.commit()
+    conn.close()
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        assert engine.repair()["orphan_threads_deleted"] == 2
+
+
+# check ------------------------------------------------------------------------------------------------
+
+
+def test_check_reports_every_anomaly_with_file_and_line(root):
+    import shutil
+
+    folder = committed_root(root, rounds=3)
+    lines = (folder / "messages.jsonl").read_bytes().splitlines(keepends=True)
+    (folder / "messages.jsonl").write_bytes(b"".join([lines[0], b"{broken\n", lines[0], *lines[1:]]))
+    shutil.rmtree(folder / "history/archive_002")
+    (folder / "history/archive_003/.done").write_text('{"archive_id": "archive_003", "end_seq": 99}')
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        found = engine.check("s")
+        assert engine.check("s") == found, "checking changes nothing"
+    text = "\n".join(f"{a['file']}:{a['line']}: {a['problem']}" for a in found)
+    assert "messages.jsonl:2: invalid JSON" in text
+    assert "messages.jsonl:3: seq 31 again" in text
+    assert "archive_002:0: missing" in text
+    assert "archive_003/.done:0: says end_seq 99" in text
+    assert "archive_003:0: starts at seq 21; the archive before ends at 10" in text
+
+
+def test_a_clean_session_checks_clean(root):
+    committed_root(root, rounds=2)
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        assert engine.check("s") == []
