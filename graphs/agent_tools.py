@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -75,6 +76,7 @@ def make_archive_tools(
     """`archive_search` and `archive_expand` for one session (None: the run's session, see `session_from_run`).
 
     Errors such as an unknown archive id come back to the model as the tool's answer, not as exceptions.
+    Both tools are async-capable (`ainvoke` runs the engine in a worker thread).
     """
 
     def _session() -> str:
@@ -96,9 +98,17 @@ def make_archive_tools(
             raise ToolException(str(exc)) from exc
         return format_expansion(found, max_expand_chars)
 
-    search = StructuredTool.from_function(archive_search, name=SEARCH_TOOL_NAME, description=SEARCH_DESCRIPTION,
-                                          args_schema=SearchArgs, response_format="content_and_artifact",
+    async def aarchive_search(query: str, archive_id: str | None = None) -> tuple[str, list[dict[str, Any]]]:
+        return await asyncio.to_thread(archive_search, query, archive_id)
+
+    async def aarchive_expand(archive_id: str | None = None, start_seq: int | None = None,
+                              end_seq: int | None = None) -> str:
+        return await asyncio.to_thread(archive_expand, archive_id, start_seq, end_seq)
+
+    search = StructuredTool.from_function(archive_search, coroutine=aarchive_search, name=SEARCH_TOOL_NAME,
+                                          description=SEARCH_DESCRIPTION, args_schema=SearchArgs,
+                                          response_format="content_and_artifact", handle_tool_error=True)
+    expand = StructuredTool.from_function(archive_expand, coroutine=aarchive_expand, name=EXPAND_TOOL_NAME,
+                                          description=EXPAND_DESCRIPTION, args_schema=ExpandArgs,
                                           handle_tool_error=True)
-    expand = StructuredTool.from_function(archive_expand, name=EXPAND_TOOL_NAME, description=EXPAND_DESCRIPTION,
-                                          args_schema=ExpandArgs, handle_tool_error=True)
     return [search, expand]

@@ -12,6 +12,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from workmem.state.errors import InvalidInput
+from workmem.state.messages import lc_id
 
 
 def to_langchain_messages(messages: list[dict[str, Any]]) -> list[BaseMessage]:
@@ -25,7 +26,7 @@ def to_langchain_message(msg: dict[str, Any]) -> BaseMessage:
         raise InvalidInput("message", msg, "must be a workmem message with parts")
     meta = msg.get("meta") or {}
     common: dict[str, Any] = {}
-    msg_id = meta.get("source_id") or msg.get("id")
+    msg_id = lc_id(msg) or msg.get("id")
     if msg_id is not None:
         common["id"] = msg_id
     if isinstance(meta.get("additional_kwargs"), dict):

@@ -18,7 +18,7 @@ from workmem.state import fts_query
 from workmem.state.errors import InvalidInput
 from workmem.state.ids import canonical_archive_id, check_session_id
 from workmem.state.jsonl import check_stored
-from workmem.state.messages import message_text
+from workmem.state.messages import indexed_text
 from workmem.state.sqlite import ThreadConnections
 from workmem.state.tasks import INDEX_FILE
 
@@ -70,8 +70,9 @@ class SearchIndex:
             reason = check_stored(msg)
             if reason:
                 raise InvalidInput(f"messages[{i}]", msg, reason)
-            rows.append((session_id, archive_id, msg["seq"], str(msg.get("turn_id") or ""), msg["role"],
-                         message_text(msg)))
+            text = indexed_text(msg)
+            if text:  # a message of only workmem's own tool traffic is not indexed (§7)
+                rows.append((session_id, archive_id, msg["seq"], str(msg.get("turn_id") or ""), msg["role"], text))
         for start in range(0, max(len(rows), 1), BATCH_ROWS):
             batch = rows[start:start + BATCH_ROWS]
             with self._db.immediate() as db:
