@@ -1,0 +1,264 @@
+"""Reading the commit prompt for the extractive model: blocks, transcript messages, speakers, dates, sentences.
+
+A transcript message may be a line of a dialogue between people (`Nate: …`, the way a chat log is
+usually pasted), and a message that is only a bracketed note holding a date (`[session 3 — 7 May,
+2023]`) dates the messages after it. Both are recognised here so that the section builders can say
+who said what and when.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from langchain_core.messages import BaseMessage
+
+from workmem.nodes.formatting import CALL_PREFIX, CLIP_MARKER, CONTEXT_PREFIX, HEADER_RE, RESULT_PREFIX
+from workmem.nodes.prompts import TAG_LINES
+
+MAX_ITEM_CHARS = 300
+
+_MONTH = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?"
+DATE_RE = re.compile(
+    rf"\b\d{{4}}-\d{{2}}-\d{{2}}\b|\b\d{{1,2}}(?:st|nd|rd|th)? {_MONTH},? \d{{4}}\b|\b{_MONTH} \d{{1,2}}"
+    r"(?:st|nd|rd|th)?\b(?:,? \d{4})?|\b(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b",
+    re.I,
+)
+_FULL_DATE_RE = re.compile(
+    rf"\b\d{{4}}-\d{{2}}-\d{{2}}\b|\b\d{{1,2}}(?:st|nd|rd|th)? {_MONTH},? \d{{4}}\b|\b{_MONTH} \d{{1,2}}"
+    r"(?:st|nd|rd|th)?,? \d{4}\b",
+    re.I,
+)
+_WORD = r"[A-Za-z][A-Za-z0-9'’-]*"
+_FENCE_RE = re.compile(r"```.*?(```|$)", re.DOTALL)
+_SENT_SPLIT_RE = re.compile(r"(?<=[.!?])\s+(?=[\"'`(\[]?[A-Z0-9])")
+_MARKER_RE = re.compile(r"^\s*(?:#+\s*|>\s*|[-*+](?:\s+|$)|\d+[.)](?:\s+|$))+")
+_CLIP_RE = re.compile("^" + re.escape(CLIP_MARKER).replace(re.escape("{n}"), r"\d+") + "$")
+_SPEAKER_RE = re.compile(r"^([A-Z][\w'’.-]{1,30}(?: [A-Z][\w'’.-]{1,30}){0,2}): (?=\S)")
+_NOT_SPEAKERS = frozenset(
+    "note notes todo fixme error warning summary update question answer result status step fix bug issue pr "
+    "task goal problem example traceback failed also yes no edit done reason cause solution next plan tip "
+    "important warning info debug output input http https".split()
+)
+_KEY_STOP = frozenset(
+    "that this with from have should would could will what when where which there their them then than also "
+    "just into about does need needs still todo open question issue resolved silently dropped restored make "
+    "sure whether asked been being were your yours they".split()
+)
+
+
+@dataclass
+class Result:
+    """One tool result inside a transcript message."""
+
+    name: str
+    is_error: bool
+    lines: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Msg:
+    """One transcript block: header fields, text lines, tool calls and results, speaker and date."""
+
+    seq: int
+    turn: str
+    role: str
+    text: list[str] = field(default_factory=list)
+    calls: list[tuple[str, str]] = field(default_factory=list)
+    results: list[Result] = field(default_factory=list)
+    speaker: str | None = None
+    date: str | None = None
+    is_note: bool = False
+
+    @property
+    def body(self) -> str:
+        """The message text, without a dialogue speaker prefix."""
+        text = "\n".join(self.text).lstrip()
+        if self.speaker and text.startswith(f"{self.speaker}: "):
+            return text[len(self.speaker) + 2 :]
+        return text
+
+    @property
+    def party(self) -> str:
+        """Who speaks: the dialogue speaker, else the role."""
+        return self.speaker or self.role
+
+
+def prompt_text(messages: Sequence[BaseMessage]) -> str:
+    """The prompt's human text (the system prompt only when nothing else is there)."""
+    texts = [m.text for m in messages if m.type != "system"] or [m.text for m in messages]
+    return "\n\n".join(texts)
+
+
+def untag(text: str) -> str:
+    """Undo `prompts._neutralise` (only tag lines were escaped there; `\\#` lines of a WM stay escaped)."""
+    return "\n".join(
+        ln[1:] if ln.startswith("\\") and ln[1:].strip() in TAG_LINES else ln for ln in text.split("\n")
+    )
+
+
+def block(lines: list[str], tag: str, start: int = 0, last_close: bool = False) -> tuple[str | None, int]:
+    """Body of the block `<tag>`…`</tag>` (tag lines alone on their line) and the index after it."""
+    try:
+        i = next(k for k in range(start, len(lines)) if lines[k].strip() == f"<{tag}>")
+    except StopIteration:
+        return None, start
+    closes = [k for k in range(i + 1, len(lines)) if lines[k].strip() == f"</{tag}>"]
+    if not closes:
+        return "\n".join(lines[i + 1 :]), len(lines)
+    j = closes[-1] if last_close else closes[0]
+    return "\n".join(lines[i + 1 : j]), j + 1
+
+
+def _unescape(line: str) -> str:
+    return line[1:] if line.startswith("\\") else line
+
+
+def parse_transcript(text: str, start_date: str | None = None) -> list[Msg]:
+    """Transcript blocks → messages, with dialogue speakers and the conversation date of each message."""
+    msgs: list[Msg] = []
+    result: Result | None = None
+    for raw in text.split("\n"):
+        found = HEADER_RE.match(raw)
+        if found:
+            msgs.append(Msg(int(found.group(1)), found.group(2), found.group(3)))
+            result = None
+            continue
+        if not msgs or _CLIP_RE.match(raw):
+            continue
+        msg = msgs[-1]
+        if raw.startswith(CALL_PREFIX):
+            name, _, args = raw[len(CALL_PREFIX) :].partition(" ")
+            msg.calls.append((name, args))
+            result = None
+        elif raw.startswith(RESULT_PREFIX):
+            head = raw[len(RESULT_PREFIX) :].strip()
+            is_error = head.endswith(" (error)")
+            result = Result(head.removesuffix(" (error)").strip(), is_error)
+            msg.results.append(result)
+        elif raw.startswith(CONTEXT_PREFIX):
+            msg.text.append(raw[len(CONTEXT_PREFIX) :])
+        elif result is not None:
+            result.lines.append(_unescape(raw))
+        else:
+            msg.text.append(_unescape(raw))
+    _mark_speakers(msgs)
+    _mark_dates(msgs, start_date)
+    return msgs
+
+
+def _mark_speakers(msgs: list[Msg]) -> None:
+    """A `Name: ` prefix is a dialogue speaker when the same name opens at least two user messages."""
+    heads = {}
+    for m in msgs:
+        found = _SPEAKER_RE.match("\n".join(m.text).lstrip()) if m.role == "user" else None
+        if found and found.group(1).lower() not in _NOT_SPEAKERS:
+            heads[m.seq] = found.group(1)
+    counts = Counter(heads.values())
+    for m in msgs:
+        name = heads.get(m.seq)
+        if name and counts[name] >= 2:
+            m.speaker = name
+
+
+def note_date(text: str) -> str | None:
+    """The date of a date note: a message that is only a bracketed line holding a date."""
+    text = text.strip()
+    if not (text.startswith("[") and text.endswith("]")) or "\n" in text or len(text) > 120:
+        return None
+    found = _FULL_DATE_RE.search(text) or DATE_RE.search(text)
+    return found.group(0) if found else None
+
+
+def _mark_dates(msgs: list[Msg], current: str | None) -> None:
+    for m in msgs:
+        date = note_date("\n".join(m.text)) if m.role == "user" and not m.calls else None
+        if date:
+            current, m.is_note = date, True
+        m.date = current
+
+
+def latest_date(text: str) -> str | None:
+    """The last full date written in `text` (how a WM records the conversation's current date)."""
+    found = list(_FULL_DATE_RE.finditer(text or ""))
+    return found[-1].group(0) if found else None
+
+
+def dialogue_speakers(msgs: list[Msg]) -> list[str]:
+    """The dialogue speakers of a transcript, in order of first appearance."""
+    return list(dict.fromkeys(m.speaker for m in msgs if m.speaker))
+
+
+# --- text helpers -------------------------------------------------------------------------------
+
+
+def clean(text: str, limit: int = MAX_ITEM_CHARS) -> str:
+    """One line, no markdown markers or header hashes, at most `limit` characters."""
+    text = " ".join(text.split())
+    text = _MARKER_RE.sub("", text).replace("**", "").strip()
+    text = text.lstrip("#").strip()
+    if len(text) > limit:
+        text = text[: limit - 1].rsplit(" ", 1)[0].rstrip(" ,;:") + "…"
+    return text
+
+
+def sentences(text: str) -> list[str]:
+    """Sentences of prose (fenced code left out), one list across lines, list markers removed."""
+    text = _FENCE_RE.sub("\n", text)
+    out: list[str] = []
+    for line in text.split("\n"):
+        line = _MARKER_RE.sub("", line).strip()
+        for sent in _SENT_SPLIT_RE.split(line):
+            sent = sent.strip()
+            if sent:
+                out.append(sent)
+    return out
+
+
+def as_sentence(text: str, limit: int = MAX_ITEM_CHARS) -> str:
+    """`text` cleaned and ending with sentence punctuation."""
+    text = clean(text, limit)
+    return text if text.endswith((".", "!", "?", "…")) else text + "."
+
+
+def norm(text: str) -> str:
+    """Comparison form: emphasis and backticks removed, lowercase, spaces collapsed, end punctuation off."""
+    return " ".join(re.sub(r"[`*_]", "", text).lower().split()).rstrip(".,;:!?")
+
+
+def keywords(text: str) -> set[str]:
+    """Content words of 4+ letters (and numbers), lowercased, cut to a 5-letter stem; markers ignored."""
+    text = re.sub(r"\[[^\]]*\]", " ", text)
+    words = {w.lower() for w in re.findall(_WORD, text) if len(w) >= 4 and w.lower() not in _KEY_STOP}
+    numbers = set(re.findall(r"(?<![\w.])\d+(?:[.,]\d+)?", text))
+    return {w[:5] for w in words} | numbers
+
+
+@dataclass(frozen=True)
+class Line:
+    """One sentence of a message with its position in the transcript (later lines have larger orders)."""
+
+    order: int
+    index: int
+    msg: Msg
+    text: str
+
+
+def lines_of(msgs: list[Msg]) -> list[Line]:
+    """Every sentence of the user and assistant messages (date notes left out), in order."""
+    out: list[Line] = []
+    for i, m in enumerate(msgs):
+        if m.role not in ("user", "assistant") or m.is_note:
+            continue
+        for k, sent in enumerate(sentences(m.body)):
+            out.append(Line(m.seq * 1000 + k, i, m, sent))
+    return out
+
+
+def overlaps(item: str, text: str, share: float = 0.4) -> bool:
+    """`text` is about `item`: at least two of the item's keywords and `share` of them."""
+    keys = keywords(item)
+    shared = keys & keywords(text)
+    return len(keys) >= 2 and len(shared) >= 2 and len(shared) >= share * len(keys)
