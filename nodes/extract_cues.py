@@ -81,12 +81,14 @@ _NEXT_RE = re.compile(
 _DONE_RE = re.compile(
     r"\b(fixed|resolved|solved|done|works now|working now|pass(?:es)? now|now pass(?:es)?|passing|answered|"
     r"settled|closed|(?:is|are) (?:now )?(?:updated|handled|implemented|added|written|fixed)|completed|finished|"
-    r"confirmed|now imports?|now (?:works|handles|detects|returns))\b",
+    r"confirmed|now imports?|now (?:works|handles|detects|returns|means)|[a-z]{3,}ed now|"
+    r"(?:is|are|was|were) (?:now )?(?:[a-z]{3,}ed|written|done|rewritten|built)(?! (?:to|by|that|if|when)\b))\b",
     re.I,
 )
 _REPORT_RE = re.compile(
     r"^(?:i |we )?(?:added|updated|fixed|rewrote|wrote|created|implemented|removed|renamed|moved|replaced|"
-    r"switched|changed|made|built|deployed|merged|documented|refactored|finished|completed)\b",
+    r"switched|changed|made|built|deployed|merged|documented|refactored|finished|completed|checked|verified|"
+    r"tested|reviewed|cleaned|answered|resolved|ran)\b",
     re.I,
 )
 _DECISION_RE = re.compile(
@@ -96,6 +98,12 @@ _DECISION_RE = re.compile(
 )
 _NUMBER_RE = re.compile(r"(?<![\w/.])\$?\d[\d,]*(?:\.\d+)?%?(?![\w/])")
 _NAME_RE = re.compile(r"(?<=[a-z0-9,;:)] )[A-Z][a-zA-Z]{2,}")
+_FILLER_RE = re.compile(
+    r"^(?:(?:wow|oh|hey|yeah|yes|yep|so|well|anyway|btw|by the way|also|as for me|honestly|guess what|"
+    r"on (?:a |an )?(?:other|another|different|related|side) note|speaking of which|you know what)\b[,!.:;]?\s*"
+    r"(?:-\s*)?)+",
+    re.I,
+)
 _QUOTED_RE = re.compile(r'"[^"]{2,}"|“[^”]{2,}”')
 _EVENT_RE = re.compile(
     r"\b(?:went|got|made|started|finished|bought|took|visited|joined|won|tried|learned|found|saw|met|adopted|"
@@ -153,9 +161,17 @@ def is_request(sent: str) -> bool:
     return any(_IMPERATIVE_RE.match(c) for c in clauses) or bool(_WANT_RE.search(lead))
 
 
+def is_polite_request(sent: str) -> bool:
+    """A request phrased as a question (`Can you fix X?`, `Could you …?`)."""
+    return is_question(sent) and bool(POLITE_RE.match(_OPENER_RE.sub("", LEAD_RE.sub("", sent).strip())))
+
+
 def as_task(sent: str) -> str:
     """A request phrased as a task: `Can you fix X?` → `Fix X.`; `Actually, return 400` → `Return 400`."""
     task = core(_OPENER_RE.sub("", sent))
+    head, _, rest = task.partition(": ")
+    if rest and len(head.split()) <= 3 and (_IMPERATIVE_RE.match(rest) or POLITE_RE.match(rest)):
+        task = core(rest)
     if task != sent and task.endswith("?"):
         task = task[:-1].rstrip() + "."
     return task[:1].upper() + task[1:]
@@ -208,7 +224,7 @@ def reports_done(sent: str) -> bool:
 
 def is_next_step(sent: str) -> bool:
     """The speaker announces what comes next (`Let me …`, `I'll …`, `Remaining: …`)."""
-    return bool(_NEXT_RE.search(LEAD_RE.sub("", sent).strip()))
+    return bool(_NEXT_RE.search(sent) or _NEXT_RE.search(LEAD_RE.sub("", sent).strip()))
 
 
 def is_decision(sent: str) -> bool:
@@ -222,12 +238,18 @@ def content_words(sent: str) -> list[str]:
     return [w for w in words if len(w) > 2 and w.lower() not in _CONTENT_STOP]
 
 
+def trim_filler(sent: str) -> str:
+    """The sentence without leading discourse fillers (`Wow,`, `By the way,`, `Guess what -`)."""
+    trimmed = _FILLER_RE.sub("", sent).strip()
+    return trimmed[:1].upper() + trimmed[1:] if len(trimmed.split()) >= 3 else sent
+
+
 def fact_worth(sent: str) -> float:
     """How much a sentence is worth keeping as a fact: decisions, dates, numbers, names, events, content words.
 
     Chatter scores low: questions, short lines, reactions, feelings, and lines about the listener.
     """
-    if is_question(sent) or len(sent.split()) < 5:
+    if is_question(sent) or len(sent.split()) < 4:
         return 0.0
     worth = 0.5
     worth += 3.0 * bool(_DECISION_RE.search(sent))

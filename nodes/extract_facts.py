@@ -16,14 +16,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from workmem.nodes.extract_cues import content_words, fact_worth, mentions, negated_terms
+from workmem.nodes.extract_cues import content_words, fact_worth, mentions, negated_terms, trim_filler
 from workmem.nodes.extract_transcript import DATE_RE, as_sentence, keywords, norm, sentences
 from workmem.nodes.guards import lexical_anchors
-from workmem.state.memory import bullet_items, is_oversized
+from workmem.state.memory import MAX_BULLETS, bullet_items, is_oversized
 from workmem.state.tokens import count_tokens
 
-TARGET_TOKENS = 2700
-MAX_BULLETS = 40
+TARGET_TOKENS = 2850
 MIN_WORTH = 2.5
 _MIN_RATIO = 0.16
 _MIN_COVERAGE = 0.72
@@ -86,7 +85,7 @@ def _bullet_speakers(items: list[str]) -> set[str]:
 
 def new_fact(text: str, speaker: str | None, label: str | None, order: int) -> Fact | None:
     """A fact for a transcript sentence worth keeping, else None."""
-    text = as_sentence(text)
+    text = as_sentence(trim_filler(text))
     return Fact(text, speaker, label, order) if fact_worth(text) >= MIN_WORTH else None
 
 
@@ -173,8 +172,8 @@ def _rank(facts: list[Fact]) -> list[Fact]:
     return sorted(facts, key=lambda f: (-f.worth / _cost(f) ** 0.7, -f.order))
 
 
-def select(facts: list[Fact], budget: int, pinned: Sequence[Fact] = ()) -> list[Fact]:
-    """The pinned facts plus the best of `facts` (worth per token) that fit `budget` tokens and the bullet cap."""
+def select(facts: list[Fact], budget: int, max_bullets: int, pinned: Sequence[Fact] = ()) -> list[Fact]:
+    """The pinned facts plus the best of `facts` (worth per token) within `budget` tokens and `max_bullets`."""
     chosen = list(pinned)
     ranked = _rank([f for f in facts if f not in chosen])
     for _ in range(2):  # estimates count a speaker name per fact; a second pass spends what grouping saved
@@ -183,7 +182,7 @@ def select(facts: list[Fact], budget: int, pinned: Sequence[Fact] = ()) -> list[
         for fact in ranked:
             new_label = fact.label is None or fact.label not in labels
             cost = _cost(fact) + (count_tokens(fact.label or "") + 3 if new_label else 0)
-            if fact in chosen or cost > room or (new_label and len(render(chosen)) >= MAX_BULLETS):
+            if fact in chosen or cost > room or (new_label and len(render(chosen)) >= max_bullets):
                 continue
             chosen.append(fact)
             room -= cost
@@ -219,20 +218,19 @@ def _restore_anchors(old_body: str, chosen: list[Fact], dropped: list[Fact]) -> 
 def key_facts_op(
     old_body: str, old: list[Fact], new: list[Fact], corrections: Sequence[tuple[int, str]]
 ) -> dict[str, Any]:
-    """APPEND the best new facts while the section is small; rewrite it once oversized or corrected."""
+    """APPEND the new facts while they all fit a section that is not oversized; else rewrite it (§5 guard-safe)."""
     kept_old = [f for f in old if not superseded(f, corrections)]
-    fresh = [f for f in new if not superseded(f, corrections)]
-    known = {norm(fact_line(f)) for f in kept_old}
-    fresh = [f for f in fresh if norm(fact_line(f)) not in known]
-    n, t = len(bullet_items(old_body)), count_tokens(old_body)
-    if len(kept_old) == len(old) and not is_oversized(n, t):
-        added = select(fresh, TARGET_TOKENS - sum(_cost(f) for f in old))
-        items = render(added)
-        return {"op": "APPEND", "items": items} if items else {"op": "KEEP"}
+    known = {norm(fact_line(f)) for f in old}
+    fresh = newest_wins([f for f in new if not superseded(f, corrections) and norm(fact_line(f)) not in known])
     pool = newest_wins(kept_old + fresh)
-    chosen = select(pool, TARGET_TOKENS)
+    unchanged = all(f in pool for f in old)
+    if unchanged and not is_oversized(len(bullet_items(old_body)), count_tokens(old_body)):
+        added = [f for f in select(fresh, TARGET_TOKENS, MAX_BULLETS, pinned=old) if f not in old]
+        if len(added) == len(fresh):
+            return {"op": "APPEND", "items": render(added)} if added else {"op": "KEEP"}
+    chosen = select(pool, TARGET_TOKENS, MAX_BULLETS)
     if old_body.strip() and not passes_guard(old_body, render(chosen)):
-        dropped = [f for f in kept_old if f in pool and f not in chosen]
+        dropped = [f for f in kept_old if f not in chosen]
         chosen = _restore_anchors(old_body, chosen, dropped)
     items = render(chosen)
     if items == bullet_items(old_body):
@@ -241,5 +239,6 @@ def key_facts_op(
 
 
 def create_facts(new: list[Fact], corrections: Sequence[tuple[int, str]]) -> str:
-    """The Key Facts body of a create call: the best facts within the token target."""
-    return body_of(key_facts_op("", [], new, corrections).get("items", []))
+    """The Key Facts body of a create call: the best facts within the size limits."""
+    op = key_facts_op("", [], new, corrections)
+    return body_of(op["items"]) if op["op"] == "APPEND" else op.get("content", "")

@@ -1,12 +1,15 @@
 """Session Title and Current State for the extractive model: the first request, and where the work stands.
 
-Current State is prose in at most three sentences: what is being worked on (the newest open goal),
-the last result (the agent's latest report, else the last tool error) and the next step (the
-agent's announced next action, else the oldest other open goal). For a dialogue between people it
-says who is talking, the date of the latest session and the last thing said.
+Current State is prose in at most three sentences: what is being worked on (the user's latest
+request, else the newest open goal), the last result (the agent's latest report, else its latest
+statement, else the last tool error) and the next step (the agent's announced next action, else the
+first open issue). For a dialogue between people it says who is talking, the date of the latest
+session (the next commit reads the date back from here) and the last thing said.
 """
 
 from __future__ import annotations
+
+import re
 
 from workmem.nodes.extract_artifacts import error_items
 from workmem.nodes.extract_cues import (
@@ -18,10 +21,12 @@ from workmem.nodes.extract_cues import (
     is_next_step,
     is_question,
     is_request,
+    reports_done,
 )
 from workmem.nodes.extract_transcript import Line, Msg, as_sentence, clean, dialogue_speakers, sentences
 
 MAX_TITLE_CHARS = 80
+SESSION_DATE_RE = re.compile(r"the latest session is dated (.{4,40}?)\.(?: |$)")
 _PART_CHARS = 220
 
 
@@ -67,20 +72,22 @@ def current_state(msgs: list[Msg], lines: list[Line], goals: list[str], issues: 
         x for x in lines if x.msg.role == "assistant"
     ]
     parts = []
-    doing = goals[-1] if goals else (as_task(user[-1].text) if user else "")
+    asked = [x for x in user if is_request(x.text)]
+    doing = as_task(asked[-1].text) if asked else (goals[-1] if goals else "")
     if doing:
         parts.append(f"Working on: {as_sentence(doing, _PART_CHARS)}")
-    results = [x.text for x in agent if not is_question(x.text) and not is_next_step(x.text)]
-    errors = [f"{r.name} failed: {e}" for m in msgs[last_user + 1 :] for r in m.results if r.is_error
-              for e in error_items(r)]
-    result = results[-1] if results else (errors[-1] if errors else "")
+    said = [(x.order, x.text) for x in agent if not is_question(x.text) and not is_next_step(x.text)]
+    errors = [(m.seq * 1000 + 999, f"{r.name} failed: {e}") for m in msgs[last_user + 1 :] for r in m.results
+              if r.is_error for e in error_items(r)]
+    outcomes = sorted([(o, t) for o, t in said if reports_done(t)] + errors) or said
+    result = outcomes[-1][1] if outcomes else ""
     if result:
         parts.append(f"Last result: {as_sentence(result, _PART_CHARS)}")
     steps = [x.text for x in agent if is_next_step(x.text) and not is_question(x.text)]
-    others = [g for g in goals if g != doing] + issues
-    step = steps[-1] if steps else (others[0] if others else "")
-    if step:
-        parts.append(f"Next step: {as_sentence(step, _PART_CHARS)}")
+    if steps:
+        parts.append(f"Next step: {as_sentence(steps[-1], _PART_CHARS)}")
+    elif issues:
+        parts.append(f"Still open: {as_sentence(issues[0], _PART_CHARS)}")
     if not parts and msgs:
         parts.append(f"Messages #{msgs[0].seq}–#{msgs[-1].seq} hold no request or result yet.")
     return " ".join(parts)

@@ -20,6 +20,7 @@ from workmem.nodes.extract_cues import (
     is_correction,
     is_issue,
     is_plan,
+    is_polite_request,
     is_question,
     is_request,
     mentions,
@@ -31,8 +32,8 @@ from workmem.nodes.guards import RESOLVED_TAG
 from workmem.state.memory import bullet_items
 from workmem.state.tokens import count_tokens
 
-MAX_GOALS = 10
-GOAL_TOKENS = 700
+MAX_GOALS = 20
+GOAL_TOKENS = 1200
 _ASKED_RE = re.compile(r"^(?:\[silently dropped, restored\] )?(.{1,40}?) asked: ")
 _PAST_RE = re.compile(
     r"\b(?:went|did|finally|got|made|finished|started|tried|visited|joined|bought|took|had|was|were|saw|met|"
@@ -50,17 +51,21 @@ def labelled(line: Line, text: str) -> str:
     return f"{m.date} — {said}" if m.date else said
 
 
-def after_question(lines: list[Line], line: Line) -> bool:
-    """The line opens a reply to a question: the other party's previous message ended with a question."""
-    before = [x for x in lines if x.index < line.index and x.msg.party != line.msg.party]
-    return bool(before) and before[-1].index == line.index - 1 and is_question(before[-1].text)
+def _replies_to_question(lines: list[Line]) -> set[int]:
+    """Indexes of messages that answer a question: the message right before, by another party, ends with one."""
+    last: dict[int, Line] = {}
+    for line in lines:
+        last[line.index] = line
+    before = {i: last[i - 1] for i in last if i - 1 in last}
+    return {i for i, prev in before.items() if prev.msg.party != last[i].msg.party and is_question(prev.text)}
 
 
 def corrections(lines: list[Line]) -> list[tuple[Line, str]]:
     """User corrections (in a dialogue, any speaker's), each with its recorded wording."""
+    replies = _replies_to_question(lines)
     out = []
     for line in lines:
-        if (line.msg.role == "user" or line.msg.speaker) and is_correction(line.text, after_question(lines, line)):
+        if (line.msg.role == "user" or line.msg.speaker) and is_correction(line.text, line.index in replies):
             who = f"Correction by {line.msg.speaker}" if line.msg.speaker else "User correction"
             out.append((line, f"{who}: {clean(line.text)}"))
     return out
@@ -79,7 +84,7 @@ def goal_lines(lines: list[Line]) -> list[tuple[Line, str]]:
             if is_plan(sent):
                 out.append((line, labelled(line, clean(sent))))
         elif m.role == "user" and is_request(sent) and not is_ack(sent) and not is_issue(sent):
-            if not is_question(sent) or as_task(sent) != sent:
+            if not is_question(sent) or is_polite_request(sent):
                 out.append((line, _task(sent)))
     return out
 
@@ -142,7 +147,7 @@ def issue_lines(lines: list[Line]) -> list[tuple[Line, str]]:
     out = []
     for line in lines:
         sent = line.text
-        if is_question(sent) and not is_request(sent) and len(content_words(sent)) >= 2:
+        if is_question(sent) and not is_polite_request(sent) and len(content_words(sent)) >= 2:
             if not _answered(_asker(line), lines, line.order):
                 out.append((line, f"{_asker(line)} asked: {clean(sent)}"))
         elif is_issue(sent) and not any(x.order > line.order and reports_done(x.text) and overlaps(sent, x.text)
@@ -154,7 +159,9 @@ def issue_lines(lines: list[Line]) -> list[tuple[Line, str]]:
 def _resolved(item: str, lines: list[Line]) -> bool:
     asked = _ASKED_RE.match(item)
     if asked:
-        return _answered(asked.group(1), lines, -1)
+        question = norm(item[asked.end() :])
+        after = max((x.order for x in lines if norm(x.text) == question), default=-1)
+        return _answered(asked.group(1), lines, after)
     return any(reports_done(x.text) and overlaps(item, x.text) for x in lines)
 
 

@@ -180,12 +180,6 @@ def _mark_dates(msgs: list[Msg], current: str | None) -> None:
         m.date = current
 
 
-def latest_date(text: str) -> str | None:
-    """The last full date written in `text` (how a WM records the conversation's current date)."""
-    found = list(_FULL_DATE_RE.finditer(text or ""))
-    return found[-1].group(0) if found else None
-
-
 def dialogue_speakers(msgs: list[Msg]) -> list[str]:
     """The dialogue speakers of a transcript, in order of first appearance."""
     return list(dict.fromkeys(m.speaker for m in msgs if m.speaker))

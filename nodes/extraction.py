@@ -16,7 +16,7 @@ from typing import Any
 from workmem.nodes.extract_artifacts import files, tool_errors
 from workmem.nodes.extract_cues import is_ack, is_decision, is_issue, is_next_step, is_question
 from workmem.nodes.extract_facts import Fact, create_facts, key_facts_op, new_fact, parse_facts
-from workmem.nodes.extract_state import current_state, title
+from workmem.nodes.extract_state import SESSION_DATE_RE, current_state, title
 from workmem.nodes.extract_tracking import (
     corrections,
     create_goals,
@@ -32,7 +32,6 @@ from workmem.nodes.extract_transcript import (
     block,
     clean,
     dialogue_speakers,
-    latest_date,
     lines_of,
     norm,
     parse_transcript,
@@ -186,9 +185,10 @@ def _tool_name(tools: Sequence[dict[str, Any]], tool_choice: Any, has_wm: bool) 
 
 
 def _conversation_date(old: dict[str, str]) -> str | None:
-    """The conversation date the previous commit ended on (Current State names it, else the newest facts)."""
+    """The dialogue date the previous commit ended on: Current State names it, else the newest dated facts."""
+    found = SESSION_DATE_RE.search(old.get("Current State", ""))
     facts = [f.label for f in parse_facts(old.get("Key Facts & Decisions", "")) if f.label]
-    return latest_date(old.get("Current State", "")) or (facts[-1] if facts else None)
+    return found.group(1) if found else (facts[-1] if facts else None)
 
 
 def memory_tool_call(text: str, tools: Sequence[dict[str, Any]], tool_choice: Any) -> tuple[str, dict[str, Any]]:
