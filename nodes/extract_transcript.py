@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from langchain_core.messages import BaseMessage
 
 from workmem.nodes.formatting import CALL_PREFIX, CLIP_MARKER, CONTEXT_PREFIX, HEADER_RE, RESULT_PREFIX
+from workmem.nodes.guards import path_tokens
 from workmem.nodes.prompts import TAG_LINES
 
 MAX_ITEM_CHARS = 300
@@ -251,8 +252,16 @@ def lines_of(msgs: list[Msg]) -> list[Line]:
     return out
 
 
+def identifiers(text: str) -> set[str]:
+    """Numbers and path-like tokens: what tells one similar item from another (`module_7.py`, `42`)."""
+    text = text or ""
+    return path_tokens(text) | set(re.findall(r"(?<![\w.])\d+(?:[.,]\d+)?", DATE_RE.sub(" ", text)))
+
+
 def overlaps(item: str, text: str, share: float = 0.4) -> bool:
-    """`text` is about `item`: at least two of the item's keywords and `share` of them."""
+    """`text` is about `item`: two of the item's keywords and `share` of them, and one of its identifiers."""
     keys = keywords(item)
     shared = keys & keywords(text)
-    return len(keys) >= 2 and len(shared) >= 2 and len(shared) >= share * len(keys)
+    ids = identifiers(item)
+    same_target = not ids or bool(ids & identifiers(text))
+    return len(keys) >= 2 and len(shared) >= 2 and len(shared) >= share * len(keys) and same_target
