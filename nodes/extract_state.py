@@ -10,6 +10,7 @@ session (the next commit reads the date back from here) and the last thing said.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from workmem.nodes.extract_artifacts import error_items
 from workmem.nodes.extract_cues import (
@@ -26,7 +27,8 @@ from workmem.nodes.extract_cues import (
 from workmem.nodes.extract_transcript import Line, Msg, as_sentence, clean, dialogue_speakers, sentences
 
 MAX_TITLE_CHARS = 80
-SESSION_DATE_RE = re.compile(r"the latest session is dated (.{4,40}?)\.(?: |$)")
+SESSION_DATE_RE = re.compile(r"the latest session is dated (.{4,40}?)\.(?: |$)", re.I)
+_TALKING_RE = re.compile(r"^(.{1,120}?) (?:are|is) talking\b")
 _PART_CHARS = 220
 
 
@@ -51,9 +53,18 @@ def title(msgs: list[Msg], legacy: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-def _dialogue_state(msgs: list[Msg], lines: list[Line]) -> str:
-    speakers = dialogue_speakers(msgs)
-    date = next((m.date for m in reversed(msgs) if m.date), None)
+def known_speakers(state: str) -> list[str]:
+    """The dialogue speakers a Current State names (`Ann and Bo are talking; …`)."""
+    found = _TALKING_RE.match(state or "")
+    return [n for n in re.split(r", | and ", found.group(1)) if n] if found else []
+
+
+def _latest_date(msgs: list[Msg]) -> str | None:
+    return next((m.date for m in reversed(msgs) if m.date), None)
+
+
+def _dialogue_state(speakers: list[str], msgs: list[Msg], lines: list[Line]) -> str:
+    date = _latest_date(msgs)
     head = f"{_names(speakers)} are talking" if len(speakers) > 1 else f"{speakers[0]} is talking"
     parts = [head + (f"; the latest session is dated {date}." if date else ".")]
     said = [x for x in lines if x.msg.speaker and not is_ack(x.text) and len(x.text.split()) >= 4]
@@ -62,10 +73,16 @@ def _dialogue_state(msgs: list[Msg], lines: list[Line]) -> str:
     return " ".join(parts)
 
 
-def current_state(msgs: list[Msg], lines: list[Line], goals: list[str], issues: list[str]) -> str:
-    """What is being worked on, the last result and the next step, as up to three sentences."""
-    if any(m.speaker for m in msgs):
-        return _dialogue_state(msgs, lines)
+def current_state(
+    msgs: list[Msg], lines: list[Line], goals: list[str], issues: list[str], speakers: Sequence[str] = ()
+) -> str:
+    """What is being worked on, the last result and the next step, as up to three sentences.
+
+    `speakers`: the dialogue speakers known so far (a dialogue gets who talks, its date and the last line).
+    """
+    talking = list(dict.fromkeys([*speakers, *dialogue_speakers(msgs)]))
+    if talking:
+        return _dialogue_state(talking, msgs, lines)
     user = [x for x in lines if x.msg.role == "user" and not is_ack(x.text)]
     last_user = user[-1].index if user else -1
     agent = [x for x in lines if x.msg.role == "assistant" and x.index > last_user] or [
@@ -88,6 +105,8 @@ def current_state(msgs: list[Msg], lines: list[Line], goals: list[str], issues: 
         parts.append(f"Next step: {as_sentence(steps[-1], _PART_CHARS)}")
     elif issues:
         parts.append(f"Still open: {as_sentence(issues[0], _PART_CHARS)}")
+    if _latest_date(msgs):
+        parts.append(f"The latest session is dated {_latest_date(msgs)}.")
     if not parts and msgs:
         parts.append(f"Messages #{msgs[0].seq}–#{msgs[-1].seq} hold no request or result yet.")
     return " ".join(parts)

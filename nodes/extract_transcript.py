@@ -117,8 +117,12 @@ def _unescape(line: str) -> str:
     return line[1:] if line.startswith("\\") else line
 
 
-def parse_transcript(text: str, start_date: str | None = None) -> list[Msg]:
-    """Transcript blocks → messages, with dialogue speakers and the conversation date of each message."""
+def parse_transcript(text: str, start_date: str | None = None, known_speakers: Sequence[str] = ()) -> list[Msg]:
+    """Transcript blocks → messages, with dialogue speakers and the conversation date of each message.
+
+    `start_date` dates the messages before the first date note; `known_speakers` (from the current
+    memory) are speakers even when they open a single message of this transcript.
+    """
     msgs: list[Msg] = []
     result: Result | None = None
     for raw in text.split("\n"):
@@ -145,22 +149,25 @@ def parse_transcript(text: str, start_date: str | None = None) -> list[Msg]:
             result.lines.append(_unescape(raw))
         else:
             msg.text.append(_unescape(raw))
-    _mark_speakers(msgs)
+    _mark_speakers(msgs, set(known_speakers))
     _mark_dates(msgs, start_date)
     return msgs
 
 
-def _mark_speakers(msgs: list[Msg]) -> None:
-    """A `Name: ` prefix is a dialogue speaker when the same name opens at least two user messages."""
+def _mark_speakers(msgs: list[Msg], known: set[str]) -> None:
+    """A `Name: ` prefix is a dialogue speaker when the name is known, opens two user messages, or every
+    user message here opens with one of at least two names (a pasted chat log)."""
+    said = [m for m in msgs if m.role == "user" and m.text and not note_date("\n".join(m.text))]
     heads = {}
-    for m in msgs:
-        found = _SPEAKER_RE.match("\n".join(m.text).lstrip()) if m.role == "user" else None
+    for m in said:
+        found = _SPEAKER_RE.match("\n".join(m.text).lstrip())
         if found and found.group(1).lower() not in _NOT_SPEAKERS:
             heads[m.seq] = found.group(1)
     counts = Counter(heads.values())
-    for m in msgs:
+    log = len(counts) >= 2 and len(heads) == len(said)
+    for m in said:
         name = heads.get(m.seq)
-        if name and counts[name] >= 2:
+        if name and (log or counts[name] >= 2 or name in known):
             m.speaker = name
 
 

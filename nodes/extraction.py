@@ -16,7 +16,7 @@ from typing import Any
 from workmem.nodes.extract_artifacts import files, tool_errors
 from workmem.nodes.extract_cues import is_ack, is_decision, is_issue, is_next_step, is_question
 from workmem.nodes.extract_facts import Fact, create_facts, key_facts_op, new_fact, parse_facts
-from workmem.nodes.extract_state import SESSION_DATE_RE, current_state, title
+from workmem.nodes.extract_state import SESSION_DATE_RE, current_state, known_speakers, title
 from workmem.nodes.extract_tracking import (
     corrections,
     create_goals,
@@ -56,18 +56,19 @@ class Reading:
     lines: list[Line]
     fixes: list[tuple[Line, str]]
     legacy: str
+    known: tuple[str, ...] = ()
 
     @property
     def speakers(self) -> list[str]:
-        """Dialogue speakers of the transcript."""
-        return dialogue_speakers(self.msgs)
+        """Dialogue speakers: those the memory already knew, then the transcript's own."""
+        return list(dict.fromkeys([*self.known, *dialogue_speakers(self.msgs)]))
 
 
-def read(transcript: str, legacy: str = "", start_date: str | None = None) -> Reading:
-    """Parse the transcript once for every section builder."""
-    msgs = parse_transcript(transcript, start_date)
+def read(transcript: str, legacy: str = "", start_date: str | None = None, known: Sequence[str] = ()) -> Reading:
+    """Parse the transcript once for every section builder (`known`: speakers the memory already names)."""
+    msgs = parse_transcript(transcript, start_date, known)
     lines = lines_of(msgs)
-    return Reading(msgs, lines, corrections(lines), legacy)
+    return Reading(msgs, lines, corrections(lines), legacy, tuple(known))
 
 
 def _take(items: Sequence[str], limit: int, known: Callable[[str], bool] | None = None) -> list[str]:
@@ -150,7 +151,7 @@ def update_sections(reading: Reading, old: dict[str, str]) -> dict[str, dict[str
     ops["Open Issues"] = issues_op(old.get("Open Issues", ""), reading.lines)
     goals = _after(old.get("Task & Goals", ""), ops["Task & Goals"])
     issues = [i for i in _after(old.get("Open Issues", ""), ops["Open Issues"]) if not i.startswith("[resolved]")]
-    state = current_state(reading.msgs, reading.lines, goals, issues) if reading.lines else ""
+    state = current_state(reading.msgs, reading.lines, goals, issues, reading.known) if reading.msgs else ""
     ops["Current State"] = {"op": "UPDATE", "content": state} if state else {"op": "KEEP"}
     old_facts_body = old.get("Key Facts & Decisions", "")
     old_facts = parse_facts(old_facts_body, reading.speakers)
@@ -199,7 +200,8 @@ def memory_tool_call(text: str, tools: Sequence[dict[str, Any]], tool_choice: An
     transcript, _ = block(lines, "messages", start=max(after_wm, after_legacy), last_close=True)
     name = _tool_name(tools, tool_choice, wm is not None)
     old = parse_sections(untag(wm or ""))
-    reading = read(transcript or "", untag(legacy or ""), _conversation_date(old))
+    known = known_speakers(old.get("Current State", ""))
+    reading = read(transcript or "", untag(legacy or ""), _conversation_date(old), known)
     if name == UPDATE_TOOL_NAME:
         return name, {"sections": update_sections(reading, old)}
     return name, {"sections": create_sections(reading)}

@@ -54,3 +54,19 @@ def test_a_dialogue_state_records_the_session_date_for_the_next_commit():
     assert state == ("Bram and Ada are talking; the latest session is dated 17 March, 2031. "
                      "Last said, by Bram: Great, see you there!")
     assert SESSION_DATE_RE.search(state).group(1) == "17 March, 2031"
+
+
+def test_known_speakers_are_read_back_from_a_dialogue_state():
+    from workmem.nodes.extract_state import known_speakers
+
+    assert known_speakers("Bram and Ada are talking; the latest session is dated 17 March, 2031.") == ["Bram", "Ada"]
+    assert known_speakers("Ann, Bo and Cy are talking.") == ["Ann", "Bo", "Cy"]
+    assert known_speakers("Working on: Fix the import.") == []
+
+
+def test_a_date_note_alone_still_dates_the_state():
+    msgs, lines = read(("user", "[session 3 — 9:00 am on 2 April, 2031]"))
+    assert current_state(msgs, lines, [], [], ["Ada", "Bram"]) == (
+        "Ada and Bram are talking; the latest session is dated 2 April, 2031."
+    )
+    assert current_state(msgs, lines, [], []) == "The latest session is dated 2 April, 2031."

@@ -66,7 +66,9 @@ def test_a_start_date_dates_the_messages_before_the_first_note():
     ("texts", "speakers"),
     [
         (["Ada: one", "Ada: two"], ["Ada"]),
-        (["Ada: one", "Bram: two"], []),  # a name opening one message is not enough
+        (["Ada: one", "Bram: two"], ["Ada", "Bram"]),  # every message opens with a name: a chat log
+        (["Ada: one", "Bram: two", "Please fix it."], []),  # one name per message is not enough otherwise
+        (["Ada: one", "Please fix it."], []),
         (["Note: one", "Note: two"], []),  # label words are never speakers
         (["TODO: one", "TODO: two"], []),
         (["Step 1: do it", "Step 2: do it"], []),

@@ -344,6 +344,22 @@ def test_the_demo_session_reads_like_notes():
     assert sections["Current State"].startswith("Working on: Update docs/importing.md too, but keep it short.")
 
 
+def test_a_dialogue_committed_one_message_at_a_time_keeps_speakers_and_dates():
+    chat = ["[session 1 — 9:00 am on 3 March, 2031]", "Ada: Hi Bram!", "Bram: Hi Ada, good to see you.",
+            "[session 2 — 6:40 pm on 17 March, 2031]", "Ada: I adopted a greyhound called Pepper yesterday.",
+            "Bram: I booked the ferry to Tern Island for 2 April."]
+    stored = stored_messages([{"role": "user", "content": c} for c in chat])
+    wm = render_sections(run_create(format_messages(stored[:3]))["args"]["sections"])
+    for message in stored[3:]:
+        wm = merge_working_memory(wm, run_update(wm, format_messages([message]))["args"]["sections"])
+    sections = parse_sections(wm)
+    assert sections["Current State"].startswith("Ada and Bram are talking; the latest session is dated 17 March, 2031.")
+    assert bullet_items(sections["Key Facts & Decisions"]) == [
+        "17 March, 2031 — Ada: I adopted a greyhound called Pepper yesterday.",
+        "17 March, 2031 — Bram: I booked the ferry to Tern Island for 2 April.",
+    ]
+
+
 def test_legacy_memory_is_carried_into_create():
     legacy = (
         "Summary: we decided on 2024-05-10 to use Decimal for prices because of rounding. See app/money.py."
