@@ -6,7 +6,8 @@ import json
 import re
 from typing import Any
 
-from workmem.nodes.extract_transcript import Msg, Result, clean
+from workmem.nodes.extract_text import clean
+from workmem.nodes.extract_transcript import Msg, Result
 from workmem.nodes.guards import PATH_EXTENSIONS
 
 _EXC_RE = re.compile(

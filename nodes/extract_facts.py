@@ -16,8 +16,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from workmem.nodes.extract_cues import content_words, fact_worth, mentions, negated_terms, trim_filler
-from workmem.nodes.extract_transcript import DATE_RE, as_sentence, keywords, norm, sentences
+from workmem.nodes.extract_cues import mentions, negated_terms
+from workmem.nodes.extract_text import DATE_RE, as_sentence, keywords, norm, sentences
+from workmem.nodes.extract_worth import content_words, fact_worth, trim_filler
 from workmem.nodes.guards import lexical_anchors
 from workmem.state.memory import MAX_BULLETS, bullet_items, is_oversized
 from workmem.state.tokens import count_tokens

@@ -20,11 +20,11 @@ from workmem.nodes.extract_cues import (
     is_ack,
     is_correction,
     is_next_step,
-    is_question,
     is_request,
     reports_done,
 )
-from workmem.nodes.extract_transcript import Line, Msg, as_sentence, clean, dialogue_speakers, sentences
+from workmem.nodes.extract_text import as_sentence, clean, is_question, sentences
+from workmem.nodes.extract_transcript import Line, Msg, dialogue_speakers
 
 MAX_TITLE_CHARS = 80
 SESSION_DATE_RE = re.compile(r"the latest session is dated (.{4,40}?)\.(?: |$)", re.I)

@@ -15,19 +15,19 @@ from typing import Any
 
 from workmem.nodes.extract_cues import (
     as_task,
-    content_words,
     is_ack,
     is_correction,
     is_issue,
     is_plan,
     is_polite_request,
-    is_question,
     is_request,
     mentions,
     negated_terms,
     reports_done,
 )
-from workmem.nodes.extract_transcript import Line, as_sentence, clean, norm, overlaps
+from workmem.nodes.extract_text import as_sentence, clean, is_question, norm, overlaps
+from workmem.nodes.extract_transcript import Line
+from workmem.nodes.extract_worth import content_words
 from workmem.nodes.guards import RESOLVED_TAG
 from workmem.state.memory import bullet_items
 from workmem.state.tokens import count_tokens

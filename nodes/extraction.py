@@ -14,9 +14,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from workmem.nodes.extract_artifacts import files, tool_errors
-from workmem.nodes.extract_cues import is_ack, is_decision, is_issue, is_next_step, is_question
+from workmem.nodes.extract_cues import is_ack, is_issue, is_next_step
 from workmem.nodes.extract_facts import Fact, create_facts, key_facts_op, new_fact, parse_facts
 from workmem.nodes.extract_state import SESSION_DATE_RE, current_state, known_speakers, title
+from workmem.nodes.extract_text import clean, is_question, norm, sentences
 from workmem.nodes.extract_tracking import (
     corrections,
     create_goals,
@@ -26,18 +27,8 @@ from workmem.nodes.extract_tracking import (
     issue_lines,
     issues_op,
 )
-from workmem.nodes.extract_transcript import (
-    Line,
-    Msg,
-    block,
-    clean,
-    dialogue_speakers,
-    lines_of,
-    norm,
-    parse_transcript,
-    sentences,
-    untag,
-)
+from workmem.nodes.extract_transcript import Line, Msg, block, dialogue_speakers, lines_of, parse_transcript, untag
+from workmem.nodes.extract_worth import is_decision
 from workmem.nodes.guards import path_tokens
 from workmem.state.errors import InvalidInput
 from workmem.state.memory import SECTIONS, bullet_items, parse_sections

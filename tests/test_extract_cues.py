@@ -1,4 +1,4 @@
-"""Sentence cues, case by case: requests, plans, corrections and what they reject, issues, done reports, worth."""
+"""Sentence cues, case by case: requests, plans, corrections and what they reject, issues, done reports."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ import pytest
 
 from workmem.nodes.extract_cues import (
     as_task,
-    fact_worth,
     is_correction,
     is_issue,
     is_next_step,
@@ -15,7 +14,6 @@ from workmem.nodes.extract_cues import (
     is_request,
     negated_terms,
     reports_done,
-    trim_filler,
 )
 
 
@@ -135,18 +133,3 @@ def test_reports_done(sent, expected):
 )
 def test_is_next_step(sent, expected):
     assert is_next_step(sent) is expected
-
-
-def test_worth_prefers_names_numbers_dates_and_decisions_over_chatter():
-    chatter = fact_worth("That sounds so amazing, you must feel proud!")
-    assert fact_worth("I adopted a greyhound called Pepper on 8 May 2031.") > fact_worth(
-        "I adopted a dog recently and it was nice."
-    ) > chatter
-    assert fact_worth("We decided on Caddy because of automatic TLS.") >= 3
-    assert fact_worth("Is it raining there today?") == 0.0
-    assert fact_worth("Yes indeed.") == 0.0
-
-
-def test_trim_filler_keeps_the_content():
-    assert trim_filler("By the way, I moved to Leeds.") == "I moved to Leeds."
-    assert trim_filler("Wow, so cool.") == "Wow, so cool."  # too little would be left

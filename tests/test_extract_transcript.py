@@ -1,4 +1,4 @@
-"""Reading the commit prompt: transcript blocks, dialogue speakers, date notes, sentences, keyword overlap."""
+"""Reading the commit prompt: transcript blocks, dialogue speakers, date notes, sentence lines."""
 
 from __future__ import annotations
 
@@ -9,13 +9,10 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from workmem.nodes.extract_transcript import (
     block,
     dialogue_speakers,
-    keywords,
     lines_of,
     note_date,
-    overlaps,
     parse_transcript,
     prompt_text,
-    sentences,
     untag,
 )
 from workmem.nodes.formatting import format_messages
@@ -101,15 +98,3 @@ def test_agent_transcripts_have_no_speakers_and_roles_as_parties():
     assert [x.text for x in lines_of(msgs)] == ["Please fix app/x.py.", "Fixed it.", "Tests pass."]
     orders = [x.order for x in lines_of(msgs)]
     assert orders == sorted(orders) and len(set(orders)) == 3
-
-
-def test_sentences_skip_code_and_markers():
-    text = "- First point. Second point!\n```\ncode. More code.\n```\n2) Third?"
-    assert sentences(text) == ["First point.", "Second point!", "Third?"]
-
-
-def test_keywords_and_overlap():
-    assert keywords("Updated the importer for supplier 42") == {"updat", "impor", "suppl", "42"}
-    assert overlaps("Update the importer for supplier 42", "Updated importer; supplier 42 works")
-    assert not overlaps("Update the importer", "The weather is nice")
-    assert not overlaps("Fix", "Fixed")  # an item needs two keywords to be matched at all
