@@ -2,11 +2,13 @@
 
 A fact is one copied sentence with who said it and the conversation date it was said on. Facts of
 one date share one bullet (`7 May, 2023 — Ann: … Bo: …`); undated facts are a bullet each. While
-the section is small, new facts are appended. Once it is oversized (§5), the model rewrites it: one
-bullet per subject, newest value wins (a fact restated or given a new value replaces the older one,
-a fact a correction rejects leaves), then the facts worth most per token are kept within a token
-target. The rewrite is checked against the Key Facts guard before it is sent (bullet ratio and
-anchor coverage), keeping back old facts that carry names, dates and numbers until it passes.
+the section is not oversized (§5) and every new fact fits in it, new facts are appended. Once it is
+oversized or full, or a newer fact or a correction supersedes one of its facts, the model rewrites
+it: one bullet per subject, newest value wins (a fact restated or given a new value replaces the
+older one, a fact a correction rejects leaves), then the facts worth most per token are kept within
+25 bullets and a token target under the section's 3 000-token budget. The rewrite is checked
+against the Key Facts guard before it is sent (bullet ratio and anchor coverage), keeping back old
+facts that carry names, dates and numbers until it passes.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from workmem.state.tokens import count_tokens
 TARGET_TOKENS = 2850
 MIN_WORTH = 2.5
 _MIN_RATIO = 0.16
+_DENSITY_EXPONENT = 0.7  # rank by worth / tokens**0.7: dense facts first, long rich ones not starved
 _MIN_COVERAGE = 0.72
 _GROUP_SEP = " — "
 _GROUP_RE = re.compile(r"^(.{4,40}?) — (.+)$")
@@ -170,7 +173,7 @@ def _rejects(correction: str, text: str) -> bool:
 
 
 def _rank(facts: list[Fact]) -> list[Fact]:
-    return sorted(facts, key=lambda f: (-f.worth / _cost(f) ** 0.7, -f.order))
+    return sorted(facts, key=lambda f: (-f.worth / _cost(f) ** _DENSITY_EXPONENT, -f.order))
 
 
 def select(facts: list[Fact], budget: int, max_bullets: int, pinned: Sequence[Fact] = ()) -> list[Fact]:
@@ -180,13 +183,15 @@ def select(facts: list[Fact], budget: int, max_bullets: int, pinned: Sequence[Fa
     for _ in range(2):  # estimates count a speaker name per fact; a second pass spends what grouping saved
         room = budget - count_tokens(body_of(render(chosen)))
         labels = {f.label for f in chosen}
+        bullets = len(render(chosen))
         for fact in ranked:
             new_label = fact.label is None or fact.label not in labels
             cost = _cost(fact) + (count_tokens(fact.label or "") + 3 if new_label else 0)
-            if fact in chosen or cost > room or (new_label and len(render(chosen)) >= max_bullets):
+            if fact in chosen or cost > room or (new_label and bullets >= max_bullets):
                 continue
             chosen.append(fact)
             room -= cost
+            bullets += new_label
             labels.add(fact.label)
     return sorted(chosen, key=lambda f: f.order)
 

@@ -105,9 +105,8 @@ def _rejected(goal: str, order: int, fixes: list[tuple[Line, str]]) -> bool:
     return any(line.order > order and any(mentions(goal, t) for t in negated_terms(line.text)) for line, _ in fixes)
 
 
-def goals_op(old_body: str, lines: list[Line], fixes: list[tuple[Line, str]]) -> tuple[dict[str, Any], list[str]]:
-    """Rewrite Task & Goals to the newest goals still open; also returns the open plans of a dialogue
-    that newer ones pushed out (they go on as facts)."""
+def goals_op(old_body: str, lines: list[Line], fixes: list[tuple[Line, str]]) -> dict[str, Any]:
+    """Rewrite Task & Goals to the newest goals still open (KEEP or APPEND when none closed or aged out)."""
     old_items = bullet_items(old_body)
     candidates = [(-len(old_items) + i, item) for i, item in enumerate(old_items)]
     known = {norm(i) for i in old_items}
@@ -122,8 +121,7 @@ def goals_op(old_body: str, lines: list[Line], fixes: list[tuple[Line, str]]) ->
         if len(kept) >= MAX_GOALS or count_tokens("\n".join(kept + [goal])) > GOAL_TOKENS:
             break
         kept.insert(0, goal)
-    retired = still[: len(still) - len(kept)] if dialogue else []
-    return _list_op(old_items, kept), retired
+    return _list_op(old_items, kept)
 
 
 def _list_op(old_items: list[str], items: list[str]) -> dict[str, Any]:
@@ -183,7 +181,7 @@ def issues_op(old_body: str, lines: list[Line]) -> dict[str, Any]:
 
 def create_goals(lines: list[Line], fixes: list[tuple[Line, str]]) -> list[str]:
     """Open goals of a first commit."""
-    return goals_op("", lines, fixes)[0].get("items", [])
+    return goals_op("", lines, fixes).get("items", [])
 
 
 def create_issues(lines: list[Line]) -> list[str]:

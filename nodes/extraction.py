@@ -10,7 +10,7 @@ and transcript are read by `extract_transcript`.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from workmem.nodes.extract_artifacts import files, tool_errors
@@ -80,14 +80,15 @@ def new_facts(reading: Reading) -> list[Fact]:
     """Facts of the transcript: sentences worth keeping that are not goals, issues or plain corrections."""
     used = {line.order for line, _ in goal_lines(reading.lines) + issue_lines(reading.lines)}
     fixed = {line.order for line, _ in reading.fixes}
-    facts: list[Fact] = [f for i, s in enumerate(sentences(reading.legacy)) if (f := new_fact(s, None, None, i))]
+    legacy = sentences(reading.legacy)  # older than every transcript line, so ordered before them
+    facts: list[Fact] = [f for i, s in enumerate(legacy) if (f := new_fact(s, None, None, i - len(legacy)))]
     for line in reading.lines:
         text = line.text
         if line.order in used or is_question(text) or is_ack(text) or is_issue(text) or is_next_step(text):
             continue
         if line.order in fixed and not is_decision(text):
             continue
-        fact = new_fact(text, line.msg.speaker, line.msg.date, len(reading.legacy) + line.order)
+        fact = new_fact(text, line.msg.speaker, line.msg.date, line.order)
         if fact:
             facts.append(fact)
     return facts
@@ -138,17 +139,15 @@ def update_sections(reading: Reading, old: dict[str, str]) -> dict[str, dict[str
     old_title = old.get("Session Title", "")
     new_title = title(reading.msgs, reading.legacy) if not old_title.strip() else ""
     ops["Session Title"] = {"op": "UPDATE", "content": new_title} if new_title else {"op": "KEEP"}
-    ops["Task & Goals"], retired = goals_op(old.get("Task & Goals", ""), reading.lines, reading.fixes)
+    ops["Task & Goals"] = goals_op(old.get("Task & Goals", ""), reading.lines, reading.fixes)
     ops["Open Issues"] = issues_op(old.get("Open Issues", ""), reading.lines)
     goals = _after(old.get("Task & Goals", ""), ops["Task & Goals"])
     issues = [i for i in _after(old.get("Open Issues", ""), ops["Open Issues"]) if not i.startswith("[resolved]")]
     state = current_state(reading.msgs, reading.lines, goals, issues, reading.known) if reading.msgs else ""
     ops["Current State"] = {"op": "UPDATE", "content": state} if state else {"op": "KEEP"}
     old_facts_body = old.get("Key Facts & Decisions", "")
-    old_facts = parse_facts(old_facts_body, reading.speakers)
-    plans = [replace(f, order=f.order + len(old_facts)) for f in parse_facts(_bullets(retired), reading.speakers)]
     ops["Key Facts & Decisions"] = key_facts_op(
-        old_facts_body, old_facts, plans + new_facts(reading), _fix_orders(reading)
+        old_facts_body, parse_facts(old_facts_body, reading.speakers), new_facts(reading), _fix_orders(reading)
     )
     old_paths = path_tokens(old.get("Files & Context", ""))
     ops["Files & Context"] = _append(

@@ -52,7 +52,13 @@ def busy_coding_session(n_turns: int) -> list[dict[str, Any]]:
 PLACES = ["Harrow Bay", "Tern Island", "Mossgiel", "Caer Vell", "Oakhurst", "Lindfield", "Port Aven"]
 THINGS = ["tomato seedlings", "birdhouses", "watercolours", "sourdough loaves", "kites", "candles"]
 PEOPLE = ["Oskar", "Wren", "Talia", "Magnus", "Ines"]
+SYLLABLES = ["ka", "lo", "mi", "ren", "tas", "vo", "bel", "dun"]
 MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August", "September", "October"]
+
+
+def coined(k: int) -> str:
+    """A made-up proper name, different for every k below 512."""
+    return (SYLLABLES[k % 8] + SYLLABLES[k // 8 % 8] + SYLLABLES[k // 64 % 8]).capitalize()
 
 
 def dialogue_session(sessions: int, turns: int = 30) -> list[dict[str, Any]]:
@@ -64,11 +70,11 @@ def dialogue_session(sessions: int, turns: int = 30) -> list[dict[str, Any]]:
             k = s * turns + t
             who = ("Ada", "Bram")[t % 2]
             line = (
-                f"I made {k % 9 + 2} {THINGS[k % 6]} with my friend {PEOPLE[k % 5]} at {PLACES[k % 7]} last week.",
+                f"I made {k % 9 + 2} {THINGS[k % 6]} with my friend {coined(k)} at {PLACES[k % 7]} last week.",
                 "That sounds wonderful, you must be so happy!",
                 f"I'm planning to visit {PLACES[(k + 3) % 7]} with {PEOPLE[(k + 1) % 5]} next month.",
                 f"How did the {THINGS[(k + 2) % 6]} turn out?",
-                f"My cousin {PEOPLE[(k + 2) % 5]} moved to {PLACES[(k + 4) % 7]} and paid ${k % 50 + 300} a month.",
+                f"My cousin {PEOPLE[(k + 2) % 5]} moved to {coined(k + 7)} and paid ${k % 50 + 300} a month.",
                 "Haha, yes!",
             )[k % 6]
             out.append({"role": "user", "content": f"{who}: {line}"})
@@ -140,7 +146,7 @@ def test_a_long_dialogue_keeps_a_dated_memory_that_fits_a_small_context(dialogue
     facts = bullet_items(last["Key Facts & Decisions"])
     assert 0 < len(facts) <= MAX_BULLETS and count_tokens(last["Key Facts & Decisions"]) <= TARGET_TOKENS
     assert any(f.startswith("13 October, 2031 — ") for f in facts)  # the newest session is in
-    assert any(f.startswith("1 January, 2031 — ") for f in facts)  # and the first one still is
+    assert len({f.split(" — ")[0] for f in facts}) >= 10  # facts of many sessions, not only the last ones
     assert count_tokens(last["Task & Goals"]) <= GOAL_TOKENS
     assert len(bullet_items(last["Open Issues"])) <= 4
     total = sum(count_tokens(last.get(name, "")) for name in SECTIONS)

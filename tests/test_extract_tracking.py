@@ -27,16 +27,14 @@ def test_requests_become_goals_and_a_done_report_closes_them():
     said = lines(("user", "Please add a test for BOM headers. Also rename the loader module."),
                  ("assistant", "Added a test for BOM headers in tests/test_bom.py."))
     assert [g for _, g in goal_lines(said)] == ["Add a test for BOM headers.", "Rename the loader module."]
-    op, retired = goals_op("", said, corrections(said))
-    assert op == {"op": "APPEND", "items": ["Rename the loader module."]} and retired == []
+    assert goals_op("", said, corrections(said)) == {"op": "APPEND", "items": ["Rename the loader module."]}
 
 
 def test_old_goals_are_rewritten_to_the_open_ones():
     old = "- Add a test for BOM headers.\n- Rename the loader module."
     said = lines(("assistant", "Renamed the loader module to feeds.py."))
-    op, _ = goals_op(old, said, [])
-    assert op == {"op": "UPDATE", "content": "- Add a test for BOM headers."}
-    assert goals_op(old, lines(("assistant", "Looking at the tests.")), [])[0] == {"op": "KEEP"}
+    assert goals_op(old, said, []) == {"op": "UPDATE", "content": "- Add a test for BOM headers."}
+    assert goals_op(old, lines(("assistant", "Looking at the tests.")), []) == {"op": "KEEP"}
 
 
 def test_a_correction_supersedes_the_goal_naming_what_it_rejects():
@@ -44,20 +42,18 @@ def test_a_correction_supersedes_the_goal_naming_what_it_rejects():
     said = lines(("user", "Actually, return 400, not 422."))
     fixes = corrections(said)
     assert [w for _, w in fixes] == ["User correction: Actually, return 400, not 422."]
-    assert goals_op(old, said, fixes)[0] == {"op": "UPDATE", "content": "- Return 400, not 422."}
+    assert goals_op(old, said, fixes) == {"op": "UPDATE", "content": "- Return 400, not 422."}
 
 
-def test_dialogue_plans_are_goals_and_old_ones_retire_as_facts():
+def test_dialogue_plans_are_goals_and_only_the_newest_stay():
     chat = [("user", "[session 1 — 3 March, 2031]")]
     chat += [("user", f"Ada: I'm planning to visit lighthouse number {i} with my cousin Oskar.") for i in range(25)]
     chat += [("user", "Bram: Sounds fun."), ("user", "Bram: Let me know.")]
     said = lines(*chat)
-    op, retired = goals_op("", said, [])
-    items = op["items"]
+    items = goals_op("", said, [])["items"]
     assert len(items) <= MAX_GOALS and count_tokens("\n".join(items)) <= GOAL_TOKENS
     assert items[-1] == "3 March, 2031 — Ada: I'm planning to visit lighthouse number 24 with my cousin Oskar."
-    assert retired[0] == "3 March, 2031 — Ada: I'm planning to visit lighthouse number 0 with my cousin Oskar."
-    assert len(items) + len(retired) == 25
+    assert not any("number 0 " in i for i in items)
 
 
 def test_unanswered_questions_and_todos_are_issues():
