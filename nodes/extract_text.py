@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from workmem.nodes.guards import path_tokens
 
@@ -69,18 +70,19 @@ def norm(text: str) -> str:
     return " ".join(re.sub(r"[`*_]", "", text).lower().split()).rstrip(".,;:!?")
 
 
-def keywords(text: str) -> set[str]:
+@lru_cache(maxsize=4096)
+def keywords(text: str) -> frozenset[str]:
     """Content words of 4+ letters (and numbers), lowercased, cut to a 5-letter stem; markers ignored."""
     text = re.sub(r"\[[^\]]*\]", " ", text)
     words = {w.lower() for w in re.findall(_WORD, text) if len(w) >= 4 and w.lower() not in _KEY_STOP}
     numbers = set(re.findall(r"(?<![\w.])\d+(?:[.,]\d+)?", text))
-    return {w[:5] for w in words} | numbers
+    return frozenset({w[:5] for w in words} | numbers)
 
 
-def identifiers(text: str) -> set[str]:
+@lru_cache(maxsize=4096)
+def identifiers(text: str) -> frozenset[str]:
     """Numbers and path-like tokens: what tells one similar item from another (`module_7.py`, `42`)."""
-    text = text or ""
-    return path_tokens(text) | set(re.findall(r"(?<![\w.])\d+(?:[.,]\d+)?", DATE_RE.sub(" ", text)))
+    return frozenset(path_tokens(text) | set(re.findall(r"(?<![\w.])\d+(?:[.,]\d+)?", DATE_RE.sub(" ", text))))
 
 
 def overlaps(item: str, text: str, share: float = 0.4) -> bool:
