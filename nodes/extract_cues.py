@@ -41,14 +41,14 @@ ACK_RE = re.compile(
     r"^(?:thanks|thank you|ok|okay|great|good|cool|perfect|nice|sounds good|go ahead|yes|yep|sure)\b", re.I
 )
 _PLAN_RE = re.compile(
-    r"\b(?:i|we)(?:'m| am| are|'re) (?:planning|going|hoping|aiming|thinking (?:about|of)|looking to|about to|"
+    r"\b(?:i|we)(?:'m| am| are|'re) (?:planning|going to|hoping|aiming|thinking (?:about|of)|looking to|about to|"
     r"getting ready to|saving (?:up )?for)\b(?! to be)|\b(?:i|we) (?:plan|hope|intend|want|aim) to\b|"
     r"\b(?:my|our) (?:goal|plan|dream|aim|next step) (?:is|was)\b|\b(?:i|we)(?:'ll| will) (?:be (?:starting|going|"
     r"moving|visiting|taking|joining)|start|finally)\b|\bi'm gonna\b|\bnext (?:week|month|year|weekend)\b",
     re.I,
 )
 _CORRECTION_OPEN_RE = re.compile(
-    r"^(?:no|nope|wrong|incorrect|not quite|not really right|correction)\b[,.!:]|"
+    r"^(?:no|nope|wrong|incorrect|not quite|not really right|correction)\b[,.!:](?!\s*but\b)|"
     r"^that(?:'s| is) (?:not (?:right|correct|true|what)|wrong|incorrect)\b",
     re.I,
 )

@@ -52,12 +52,10 @@ def labelled(line: Line, text: str) -> str:
 
 
 def _replies_to_question(lines: list[Line]) -> set[int]:
-    """Indexes of messages that answer a question: the message right before, by another party, ends with one."""
-    last: dict[int, Line] = {}
-    for line in lines:
-        last[line.index] = line
-    before = {i: last[i - 1] for i in last if i - 1 in last}
-    return {i for i, prev in before.items() if prev.msg.party != last[i].msg.party and is_question(prev.text)}
+    """Indexes of messages that answer a question: the message right before, by another party, asks one."""
+    party = {line.index: line.msg.party for line in lines}
+    asking = {line.index for line in lines if is_question(line.text)}
+    return {i for i in party if i - 1 in asking and party[i - 1] != party[i]}
 
 
 def corrections(lines: list[Line]) -> list[tuple[Line, str]]:

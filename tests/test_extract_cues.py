@@ -61,6 +61,7 @@ def test_polite_request_is_a_question_asking_for_work():
         ("We want to visit the northern lakes.", True),
         ("I'll definitely check it out!", False),
         ("I'm going to be honest.", False),
+        ("I'm going through some difficult times now.", False),
         ("Are you planning to come?", False),
     ],
 )
@@ -73,6 +74,7 @@ def test_is_plan(sent, expected):
     [
         ("No, the delimiter is a semicolon, not a tab.", False, True),
         ("No, leave billing alone.", True, False),  # an answer to a question
+        ("No, but it sounds fun!", False, False),  # "No, but …" answers, it does not correct
         ("Actually, return 400, not 422.", False, True),
         ("Actually, I liked it a lot.", False, False),  # no contrast: not a correction
         ("Don't touch config/settings.toml.", False, True),
