@@ -28,6 +28,7 @@ _IMPERATIVE_RE = re.compile(
     r"document|investigate|support|handle|find|show|explain|build|migrate|test|switch|send|ask)\b",
     re.I,
 )
+_LABEL_RE = re.compile(r"[A-Z][\w-]*(?: #?\d+)?")
 _OPENER_RE = re.compile(r"^(?:no|nope|actually|instead)\b[,.!]?\s*", re.I)
 _WANT_RE = re.compile(r"\b(?:please|i want|i need|we need|i'd like|should|must)\b", re.I)
 _SOCIAL_RE = re.compile(
@@ -70,7 +71,7 @@ _WEAK_TERMS = frozenset(
     "anymore always never too".split()
 )
 ISSUE_RE = re.compile(
-    r"\b(todo|fixme|open question|unresolved|still open|tbd|to be decided|follow[- ]up|"
+    r"\b(todo|fixme|open question|unresolved|still open|still unclear|tbd|to be decided|follow[- ]up|"
     r"need to (?:check|confirm|decide|verify|find out|ask))\b",
     re.I,
 )
@@ -120,7 +121,7 @@ def as_task(sent: str) -> str:
     """A request phrased as a task: `Can you fix X?` → `Fix X.`; `Actually, return 400` → `Return 400`."""
     task = core(_OPENER_RE.sub("", sent))
     head, _, rest = task.partition(": ")
-    if rest and len(head.split()) <= 3 and (_IMPERATIVE_RE.match(rest) or POLITE_RE.match(rest)):
+    if rest and _LABEL_RE.fullmatch(head) and (_IMPERATIVE_RE.match(rest) or POLITE_RE.match(rest)):
         task = core(rest)
     if task != sent and task.endswith("?"):
         task = task[:-1].rstrip() + "."

@@ -21,6 +21,7 @@ FULL_DATE_RE = re.compile(
     re.I,
 )
 _WORD = r"[A-Za-z][A-Za-z0-9'’-]*"
+_NEGATED_CLAUSE_RE = re.compile(r"\b(?:not|instead of|rather than|never)\b[^,.;]*", re.I)
 _FENCE_RE = re.compile(r"```.*?(```|$)", re.DOTALL)
 _SENT_SPLIT_RE = re.compile(r"(?<=[.!?])\s+(?=[\"'`(\[]?[A-Z0-9])")
 _MARKER_RE = re.compile(r"^\s*(?:#+\s*|>\s*|[-*+](?:\s+|$)|\d+[.)](?:\s+|$))+")
@@ -86,9 +87,10 @@ def identifiers(text: str) -> frozenset[str]:
 
 
 def overlaps(item: str, text: str, share: float = 0.4) -> bool:
-    """`text` is about `item`: two of the item's keywords and `share` of them, and one of its identifiers."""
+    """`text` is about `item`: two of the item's keywords and `share` of them, and one of its identifiers
+    (those in a `not …` / `instead of …` clause of the item do not count)."""
     keys = keywords(item)
     shared = keys & keywords(text)
-    ids = identifiers(item)
+    ids = identifiers(_NEGATED_CLAUSE_RE.sub(" ", item))
     same_target = not ids or bool(ids & identifiers(text))
     return len(keys) >= 2 and len(shared) >= 2 and len(shared) >= share * len(keys) and same_target

@@ -13,7 +13,7 @@ from workmem.nodes.extract_text import DATE_RE, is_question
 
 _DECISION_RE = re.compile(
     r"\b(decided|decide|decision|chose|choose|chosen|because|agreed|settled on|going with|go with|"
-    r"we'll use|will use|switch(?:ed)? to|prefer|instead of)\b",
+    r"we'll use|will use|switch(?:ed)? to|prefer|instead of|caused|broke|root cause|due to)\b",
     re.I,
 )
 _NUMBER_RE = re.compile(r"(?<![\w/.])\$?\d[\d,]*(?:\.\d+)?%?(?![\w/])")

@@ -135,3 +135,8 @@ def test_reports_done(sent, expected):
 )
 def test_is_next_step(sent, expected):
     assert is_next_step(sent) is expected
+
+
+def test_a_label_prefix_is_dropped_only_when_it_is_a_label():
+    assert as_task("Step 12: please update module_12.py") == "Update module_12.py"
+    assert as_task("About test_reports: leave it alone") == "About test_reports: leave it alone"

@@ -28,3 +28,8 @@ def test_items_are_one_clean_line():
 def test_identifiers_ignore_dates():
     assert identifiers("Update module_7.py for supplier 42 on 2024-05-03") == {"module_7.py", "42"}
     assert not overlaps("Update module_7.py for supplier 7", "Updated module_8.py for supplier 8")
+
+
+def test_identifiers_in_a_negated_clause_do_not_have_to_match():
+    goal = "Put a per-supplier encoding map in the loader, not in settings.toml."
+    assert overlaps(goal, "Added SUPPLIER_ENCODINGS in the loader with cp1252 for Nordhavn only.")
