@@ -3,8 +3,9 @@
 It never paraphrases, so it cannot invent; it reads no clock and no random state, so the same prompt
 always yields the same tool arguments. `nodes/extractive.py` wraps it as a chat model. The section
 rules live in `extract_facts` (Key Facts), `extract_tracking` (Task & Goals, Open Issues),
-`extract_state` (Session Title, Current State) and `extract_artifacts` (files, errors); the prompt
-and transcript are read by `extract_transcript`.
+`extract_state` (Session Title, Current State) and `extract_artifacts` (files, errors); sentence
+cues are in `extract_cues`, fact worth in `extract_worth`, text helpers in `extract_text`, and the
+prompt and transcript are read by `extract_transcript`.
 """
 
 from __future__ import annotations
