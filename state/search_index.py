@@ -1,20 +1,24 @@
 """The full-text index of archived messages in `<root>/index.sqlite` (SPEC §7 `archive_search`).
 
 Everything here can be rebuilt from the archive files (`reindex`). Two FTS5 tables — `porter
-unicode61` words and trigrams — share the rowid of `fts_docs`, so a hit found in either is one doc.
-Bulk writes commit every ≤ 1 000 rows; query planning and ranking live in `fts_query.py`.
+unicode61` words and trigrams — share the rowid of `fts_docs`, which also keeps each message's seq,
+length in words and whether it asks something, so one join gives a term's candidates. Bulk writes
+commit every ≤ 1 000 rows. Query planning lives in `fts_query.py`, ranking in `search_rank.py`: SQL
+only returns bounded candidate lists, Python fuses them.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sqlite_utils import Database
 
-from workmem.state import fts_query
+from workmem.state import fts_query, search_rank
 from workmem.state.errors import InvalidInput
 from workmem.state.ids import canonical_archive_id, check_session_id
 from workmem.state.jsonl import check_stored
@@ -23,22 +27,29 @@ from workmem.state.sqlite import ThreadConnections
 from workmem.state.tasks import INDEX_FILE
 
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
     from workmem.state.store import SessionStore
 
 BATCH_ROWS = 1000
 HIT_CHARS = 1500
 MAX_LIMIT = 1000
-COMMON_TERM_DOCS = 5_000  # a word in more archived messages than this is "common" (see SearchIndex._collect)
+COMMON_TERM_DOCS = 5_000  # a word in more archived messages than this is "common" (see SearchIndex._postings)
 PER_TERM_HITS = 1_000  # candidates taken for a common word: its newest matches
+LENGTH_SAMPLE = 256  # the newest messages of the scope whose mean length stands for the scope's
 _FTS_COLUMNS = "session_id UNINDEXED, archive_id UNINDEXED, seq UNINDEXED, turn_id UNINDEXED, " \
                "role UNINDEXED, content"
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS fts_docs (
-    rowid INTEGER PRIMARY KEY, session_id TEXT NOT NULL, archive_id TEXT NOT NULL, seq INTEGER NOT NULL);
+    rowid INTEGER PRIMARY KEY, session_id TEXT NOT NULL, archive_id TEXT NOT NULL, seq INTEGER NOT NULL,
+    length INTEGER, asks INTEGER);
 CREATE INDEX IF NOT EXISTS fts_docs_by_archive ON fts_docs(session_id, archive_id, seq);
+CREATE INDEX IF NOT EXISTS fts_docs_by_seq ON fts_docs(session_id, seq);
 CREATE VIRTUAL TABLE IF NOT EXISTS fts_words USING fts5({_FTS_COLUMNS}, tokenize='porter unicode61');
 CREATE VIRTUAL TABLE IF NOT EXISTS fts_trigram USING fts5({_FTS_COLUMNS}, tokenize='trigram');
 """
+_ADDED_COLUMNS = {"length": "INTEGER", "asks": "INTEGER"}  # absent from indexes built before them (NULL)
+Postings = dict[int, search_rank.Posting]
 
 
 class SearchIndex:
@@ -49,11 +60,36 @@ class SearchIndex:
             raise InvalidInput("root", root, "must be a non-empty path")
         self.root = Path(root).absolute()
         self._db = ThreadConnections(self.root / INDEX_FILE, SCHEMA)
+        self._columns_ready = False
+        self._columns_lock = threading.Lock()
 
     @property
     def db(self) -> Database:
         """This thread's sqlite-utils Database on `index.sqlite`."""
-        return self._db.db
+        db = self._db.db
+        if not self._columns_ready:
+            self._add_columns(db)
+        return db
+
+    def _write(self) -> AbstractContextManager[Database]:
+        """A write transaction (BEGIN IMMEDIATE) on a schema with every column."""
+        self.db  # noqa: B018 — opens the connection and adds missing columns first
+        return self._db.immediate()
+
+    def _add_columns(self, db: Database) -> None:
+        """Add the columns an older `fts_docs` lacks (their rows keep NULL until `reindex`)."""
+        with self._columns_lock:
+            if self._columns_ready:
+                return
+            present = {row[1] for row in db.execute("PRAGMA table_info(fts_docs)")}
+            for name, kind in _ADDED_COLUMNS.items():
+                if name not in present:
+                    try:
+                        db.execute(f"ALTER TABLE fts_docs ADD COLUMN {name} {kind}")
+                    except sqlite3.OperationalError as exc:  # another process added it first
+                        if "duplicate column" not in str(exc):
+                            raise
+            self._columns_ready = True
 
     def close(self) -> None:
         """Close every connection (any thread)."""
@@ -70,11 +106,12 @@ class SearchIndex:
             reason = check_stored(msg)
             if reason:
                 raise InvalidInput(f"messages[{i}]", msg, reason)
-            rows.append((session_id, archive_id, msg["seq"], str(msg.get("turn_id") or ""), msg["role"],
-                         message_text(msg)))
+            text = message_text(msg)
+            rows.append((session_id, archive_id, msg["seq"], str(msg.get("turn_id") or ""), msg["role"], text,
+                         len(fts_query.WORD_RUN.findall(text)), int("?" in text or "？" in text)))
         for start in range(0, max(len(rows), 1), BATCH_ROWS):
             batch = rows[start:start + BATCH_ROWS]
-            with self._db.immediate() as db:
+            with self._write() as db:
                 if start == 0:
                     self._delete_archive(db, session_id, archive_id)  # same transaction as the first rows
                 # Another indexer of this archive may interleave its batches with ours: skip seqs already in.
@@ -83,12 +120,13 @@ class SearchIndex:
                     continue
                 base = db.execute("SELECT COALESCE(MAX(rowid), 0) FROM fts_docs").fetchone()[0] + 1
                 ids = range(base, base + len(batch))
-                db.conn.executemany("INSERT INTO fts_docs (rowid, session_id, archive_id, seq) VALUES (?, ?, ?, ?)",
-                                    [(i, r[0], r[1], r[2]) for i, r in zip(ids, batch, strict=True)])
+                db.conn.executemany(
+                    "INSERT INTO fts_docs (rowid, session_id, archive_id, seq, length, asks) VALUES (?, ?, ?, ?, ?, ?)",
+                    [(i, r[0], r[1], r[2], r[6], r[7]) for i, r in zip(ids, batch, strict=True)])
                 for table in ("fts_words", "fts_trigram"):
                     db.conn.executemany(
                         f"INSERT INTO {table} (rowid, session_id, archive_id, seq, turn_id, role, content) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?)", [(i, *r) for i, r in zip(ids, batch, strict=True)])
+                        "VALUES (?, ?, ?, ?, ?, ?, ?)", [(i, *r[:6]) for i, r in zip(ids, batch, strict=True)])
         return len(rows)
 
     @staticmethod
@@ -115,7 +153,11 @@ class SearchIndex:
 
     def search(self, session_id: str, query: str, archive_id: str | None = None,
                limit: int = 12) -> list[dict[str, Any]]:
-        """Literal BM25-ranked search of archived messages → hits `{archive_id, seq, turn_id, role, content}`."""
+        """Literal ranked search of archived messages → hits `{archive_id, seq, turn_id, role, content}`.
+
+        Candidates come per term from the indexes `fts_query.plan` chose; `search_rank` weighs, spreads
+        to neighbours and fuses them (see there).
+        """
         check_session_id(session_id)
         if not isinstance(query, str):
             raise InvalidInput("query", query, "must be a string")
@@ -127,69 +169,92 @@ class SearchIndex:
         terms = fts_query.plan(query)
         if not terms:
             return []
-        scope = "session_id = ?" + (" AND archive_id = ?" if archive else "")
-        scope_args = [session_id, archive] if archive else [session_id]
-        per_term: list[dict[int, float]] = []
-        seq_of: dict[int, int] = {}
-        for term in terms:
-            hits: dict[int, float] = {}
-            for table, on in (("fts_words", term.porter), ("fts_trigram", term.trigram)):
-                if on:
-                    sql = (f"SELECT rowid, seq, bm25({table}) FROM {table} WHERE {table} MATCH ? AND {scope} "
-                           f"ORDER BY rowid DESC LIMIT {COMMON_TERM_DOCS + 1}")
-                    self._collect(sql, [fts_query.fts_phrase(term.text), *scope_args], hits, seq_of)
-            if term.scan:
-                self._scan(term.text, scope, scope_args, hits, seq_of)
-            per_term.append(hits)
-        ranked = fts_query.rank(per_term, seq_of, limit)
-        if not ranked:
+        scope = "d.session_id = ?" + (" AND d.archive_id = ?" if archive else "")
+        args = [session_id, archive] if archive else [session_id]
+        total, avg_length = self._scope_size(scope, args)
+        if not total:
             return []
-        marks = ",".join("?" * len(ranked))
-        rows = {r[0]: r for r in self.db.execute(
-            f"SELECT rowid, archive_id, seq, turn_id, role, content FROM fts_words WHERE rowid IN ({marks})", ranked)}
-        return [_hit(rows[d]) for d in ranked if d in rows]
+        per_term = []
+        for term in terms:
+            best: dict[int, float] = {}
+            for postings, spreads in self._postings(term, scope, args):
+                scores = search_rank.term_scores(postings, search_rank.term_weight(total, len(postings)), avg_length)
+                search_rank.merge_best(best, search_rank.spread(scores, postings) if spreads else scores)
+            per_term.append(best)
+        fused = search_rank.fuse(per_term)
+        if not fused:
+            return []
+        # The length prior only reorders a bounded head (it changes a score by a bounded factor).
+        head = search_rank.order(fused)[:2 * limit + 32]
+        rows = self._rows(scope, args, head)
+        final = {seq: fused[seq] * search_rank.length_prior(rows[seq][1], avg_length) for seq in head if seq in rows}
+        return [_hit(rows[seq]) for seq in search_rank.order(final)[:limit]]
 
-    def _collect(self, sql: str, args: list[Any], hits: dict[int, float], seq_of: dict[int, int]) -> None:
-        """Add one word's matches, newest first. A word found in more than COMMON_TERM_DOCS messages says
-        little about relevance: only its newest PER_TERM_HITS count, and SQLite stops reading early."""
-        rows = self.db.execute(sql, args).fetchall()
-        if len(rows) > COMMON_TERM_DOCS:
-            rows = rows[:PER_TERM_HITS]
-        for rowid, seq, score in rows:
-            seq_of[rowid] = seq
-            hits[rowid] = min(hits.get(rowid, 0.0), score)
+    def _scope_size(self, scope: str, args: list[Any]) -> tuple[int, float]:
+        """(about how many messages the scope holds, their mean length in words) — both cheap estimates:
+        the seq span of the scope, and the mean over its newest LENGTH_SAMPLE messages."""
+        low, high = self.db.execute(f"SELECT MIN(seq), MAX(seq) FROM fts_docs d WHERE {scope}", args).fetchone()
+        if low is None:
+            return 0, 0.0
+        mean = self.db.execute(f"SELECT AVG(length) FROM (SELECT length FROM fts_docs d WHERE {scope} "
+                               f"ORDER BY seq DESC LIMIT {LENGTH_SAMPLE})", args).fetchone()[0]
+        return high - low + 1, float(mean or 0.0)
 
-    def _scan(self, text: str, scope: str, args: list[Any], hits: dict[int, float], seq_of: dict[int, int]) -> None:
-        """Case-insensitive substring match of a term too short for the trigram index.
+    def _postings(self, term: fts_query.Term, scope: str, args: list[Any]) -> Iterator[tuple[Postings, bool]]:
+        """Per index that looks for `term`: its matches in scope (seq → (length, asks)), and whether they
+        vouch for their neighbours. A word found in more than COMMON_TERM_DOCS messages says little about
+        relevance: only its newest PER_TERM_HITS count, SQLite stops reading early, and they do not spread;
+        neither does a substring match of one or two characters (`7` inside `17`)."""
+        channels = [(table, text) for table, text, on in (("fts_words", term.words, term.porter),
+                                                          ("fts_trigram", term.text, term.trigram)) if on]
+        for table, text in channels:
+            sql = (f"SELECT d.seq, d.length, d.asks FROM {table} f JOIN fts_docs d ON d.rowid = f.rowid "
+                   f"WHERE {table} MATCH ? AND {scope} ORDER BY f.rowid DESC LIMIT {COMMON_TERM_DOCS + 1}")
+            found = self.db.execute(sql, [fts_query.fts_phrase(text), *args]).fetchall()
+            common = len(found) > COMMON_TERM_DOCS
+            if found:
+                yield _postings(found[:PER_TERM_HITS] if common else found), not common
+        if term.scan:
+            found = self._scan(term.text, scope, args)
+            if found:
+                yield _postings(found), False
+
+    def _scan(self, text: str, scope: str, args: list[Any]) -> list[tuple[Any, ...]]:
+        """Case-insensitive substring match of a term too short for the trigram index → (seq, length, asks).
 
         SQLite's lower() folds ASCII only, so an ASCII term is matched in SQL and any other term with
         str.casefold() over the scoped rows (`ÉC` finds `ÉCOLE`, `ß` finds `STRASSE`).
         """
-        total = self.db.execute(f"SELECT COUNT(*) FROM fts_trigram WHERE {scope}", args).fetchone()[0]
+        sql = f"SELECT d.seq, d.length, d.asks FROM fts_trigram f JOIN fts_docs d ON d.rowid = f.rowid WHERE {scope}"
         if text.isascii():
-            sql = f"SELECT rowid, seq FROM fts_trigram WHERE {scope} AND instr(lower(content), ?) > 0"
-            found = self.db.execute(sql, [*args, text.lower()]).fetchall()
-        else:
-            needle = text.casefold()
-            rows = self.db.execute(f"SELECT rowid, seq, content FROM fts_trigram WHERE {scope}", args)
-            found = [(rowid, seq) for rowid, seq, content in rows if needle in content.casefold()]
-        score = fts_query.scan_score(total, len(found))
-        for rowid, seq in found:
-            seq_of[rowid] = seq
-            hits[rowid] = min(hits.get(rowid, 0.0), score)
+            return self.db.execute(f"{sql} AND instr(lower(f.content), ?) > 0", [*args, text.lower()]).fetchall()
+        needle = text.casefold()
+        rows = self.db.execute(sql.replace(" FROM ", ", f.content FROM ", 1), args)
+        return [row[:3] for row in rows if needle in row[3].casefold()]
+
+    def _rows(self, scope: str, args: list[Any], seqs: list[int]) -> dict[int, tuple[Any, ...]]:
+        """seq → (archive_id, length, seq, turn_id, role, content) of those seqs found in scope (newest row wins)."""
+        if not seqs:
+            return {}
+        marks = ",".join("?" * len(seqs))
+        found = self.db.execute(
+            f"SELECT d.archive_id, d.length, d.seq, f.turn_id, f.role, f.content FROM fts_docs d "
+            f"JOIN fts_words f ON f.rowid = d.rowid WHERE {scope} AND d.seq IN ({marks}) ORDER BY d.rowid",
+            [*args, *seqs]).fetchall()
+        return {row[2]: row for row in found}
 
     def reindex(self, store: SessionStore, session_id: str | None = None,
                 progress: Callable[[str, str], None] | None = None) -> int:
         """Rebuild the full-text index from the complete archives on disk; returns messages indexed."""
         sessions = store.list_sessions() if session_id is None else [check_session_id(session_id)]
         if session_id is None:
-            with self._db.immediate() as db:
+            with self._write() as db:
                 for table in ("fts_words", "fts_trigram", "fts_docs"):
                     db.execute(f"DELETE FROM {table}")
         count = 0
         for sid in sessions:
             if session_id is not None:
-                with self._db.immediate() as db:
+                with self._write() as db:
                     stale = db.execute("SELECT DISTINCT archive_id FROM fts_docs WHERE session_id = ?", [sid])
                     for (aid,) in stale.fetchall():
                         self._delete_archive(db, sid, aid)
@@ -201,7 +266,14 @@ class SearchIndex:
         return count
 
 
+def _postings(rows: list[tuple[Any, ...]]) -> Postings:
+    """(seq, length, asks) rows → seq → (length, asks); a seq indexed twice keeps its first row."""
+    out: Postings = {}
+    for seq, length, asks in rows:
+        out.setdefault(seq, (length, bool(asks)))
+    return out
+
 
 def _hit(row: tuple[Any, ...]) -> dict[str, Any]:
     content = row[5] if len(row[5]) <= HIT_CHARS else row[5][: HIT_CHARS - 1] + "…"
-    return {"archive_id": row[1], "seq": row[2], "turn_id": row[3], "role": row[4], "content": content}
+    return {"archive_id": row[0], "seq": row[2], "turn_id": row[3], "role": row[4], "content": content}
