@@ -174,26 +174,21 @@ class SearchIndex:
         total, avg_length = self._scope_size(scope, args)
         if not total:
             return []
-        per_term = []
-        for term in terms:
-            best: dict[int, float] = {}
-            for postings, spreads in self._postings(term, scope, args):
-                scores = search_rank.term_scores(postings, search_rank.term_weight(total, len(postings)), avg_length)
-                search_rank.merge_best(best, search_rank.spread(scores, postings) if spreads else scores)
-            per_term.append(best)
-        fused = search_rank.fuse(per_term)
-        if not fused:
-            return []
+        matches = [[search_rank.Matches(postings, search_rank.term_weight(total, len(postings)), spreads)
+                    for postings, spreads in self._postings(term, scope, args)] for term in terms]
+        fused = search_rank.score(matches, avg_length)
         # The length prior only reorders a bounded head (it changes a score by a bounded factor).
-        head = search_rank.order(fused)[:2 * limit + 32]
+        head = search_rank.top(fused, 2 * limit + 32)
         rows = self._rows(scope, args, head)
         final = {seq: fused[seq] * search_rank.length_prior(rows[seq][1], avg_length) for seq in head if seq in rows}
-        return [_hit(rows[seq]) for seq in search_rank.order(final)[:limit]]
+        return [_hit(rows[seq]) for seq in search_rank.top(final, limit)]
 
     def _scope_size(self, scope: str, args: list[Any]) -> tuple[int, float]:
         """(about how many messages the scope holds, their mean length in words) — both cheap estimates:
         the seq span of the scope, and the mean over its newest LENGTH_SAMPLE messages."""
-        low, high = self.db.execute(f"SELECT MIN(seq), MAX(seq) FROM fts_docs d WHERE {scope}", args).fetchone()
+        low, high = self.db.execute(f"SELECT (SELECT seq FROM fts_docs d WHERE {scope} ORDER BY seq LIMIT 1), "
+                                    f"(SELECT seq FROM fts_docs d WHERE {scope} ORDER BY seq DESC LIMIT 1)",
+                                    args + args).fetchone()
         if low is None:
             return 0, 0.0
         mean = self.db.execute(f"SELECT AVG(length) FROM (SELECT length FROM fts_docs d WHERE {scope} "
@@ -208,12 +203,16 @@ class SearchIndex:
         channels = [(table, text) for table, text, on in (("fts_words", term.words, term.porter),
                                                           ("fts_trigram", term.text, term.trigram)) if on]
         for table, text in channels:
-            sql = (f"SELECT d.seq, d.length, d.asks FROM {table} f JOIN fts_docs d ON d.rowid = f.rowid "
-                   f"WHERE {table} MATCH ? AND {scope} ORDER BY f.rowid DESC LIMIT {COMMON_TERM_DOCS + 1}")
-            found = self.db.execute(sql, [fts_query.fts_phrase(text), *args]).fetchall()
+            # CROSS JOIN: the FTS match drives, each candidate is one rowid lookup in fts_docs.
+            sql = (f"SELECT d.seq, d.length, d.asks FROM {table} f CROSS JOIN fts_docs d ON d.rowid = f.rowid "
+                   f"WHERE {table} MATCH ? AND {scope}")
+            phrase = [fts_query.fts_phrase(text), *args]
+            found = self.db.execute(f"{sql} LIMIT {COMMON_TERM_DOCS + 1}", phrase).fetchall()
             common = len(found) > COMMON_TERM_DOCS
+            if common:
+                found = self.db.execute(f"{sql} ORDER BY f.rowid DESC LIMIT {PER_TERM_HITS}", phrase).fetchall()
             if found:
-                yield _postings(found[:PER_TERM_HITS] if common else found), not common
+                yield _postings(found), not common
         if term.scan:
             found = self._scan(term.text, scope, args)
             if found:

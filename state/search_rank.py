@@ -11,8 +11,8 @@ PostgreSQL backend (`tsvector` + `pg_trgm` candidate lists) can reuse it unchang
 - **Neighbour window**: a message is also found through its neighbours' words at a lower weight (an
   answer is usually the reply next to the matching line): per term, a message scores the best of its
   own match and `weight × score` of the matches up to three messages before (`AFTER`, or the stronger
-  `AFTER_QUESTION` when that match asks something) or two after (`BEFORE`). Common (capped) terms do
-  not spread.
+  `AFTER_QUESTION` when that match asks something) or two after (`BEFORE`). Only the SOURCES best direct
+  matches spread, and never through a common (capped) term or a 1–2-character substring match.
 - **Fusion**: the per-term scores add up (a message matching more, and rarer, words ranks higher).
 - **Length prior**: longer messages carry more facts; the fused score is multiplied by
   `(length / average) ** LENGTH_PRIOR` (capped), correcting BM25's bias towards one-line replies.
@@ -21,8 +21,10 @@ PostgreSQL backend (`tsvector` + `pg_trgm` candidate lists) can reuse it unchang
 
 from __future__ import annotations
 
+import heapq
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 K1 = 1.2
 B = 0.3
@@ -33,6 +35,7 @@ AFTER_QUESTION = (0.9, 0.5, 0.2)  # … when that earlier match contains a quest
 BEFORE = (0.4, 0.2)  # weights of a match 1, 2 messages later
 LENGTH_PRIOR = 0.2
 LENGTH_PRIOR_CAP = 3.0
+SOURCES = 256  # the strongest direct matches whose neighbours are scored (bounds the work)
 
 Posting = tuple[int | None, bool]  # (length in words or None when unknown, asks a question)
 
@@ -49,43 +52,59 @@ def term_weight(total: int, matched: int) -> float:
     return max(value - IDF_SHIFT, IDF_FLOOR * value)
 
 
+@dataclass(frozen=True)
+class Matches:
+    """One query term's matches through one index: seq → (length, asks), the term's weight, and whether
+    these matches vouch for their neighbours."""
+
+    postings: Mapping[int, Posting]
+    weight: float
+    spreads: bool
+
+
 def term_scores(postings: Mapping[int, Posting], weight: float, avg_length: float) -> dict[int, float]:
     """BM25 (presence as tf) of each matching message (seq → score) for one term of weight `weight`."""
     scale = weight * (K1 + 1)
     avg = max(avg_length, 1.0)
-    return {seq: scale / (1 + K1 * (1 - B + B * (avg if length is None else length) / avg))
+    norm = K1 * (1 - B)
+    slope = K1 * B / avg
+    return {seq: scale / (1 + norm + slope * (avg if length is None else length))
             for seq, (length, _asks) in postings.items()}
 
 
-def spread(scores: Mapping[int, float], postings: Mapping[int, Posting]) -> dict[int, float]:
-    """Per message, the best of its own score and its neighbours' weighted scores (the neighbour window)."""
-    out = dict(scores)
-    for seq, score in scores.items():
-        after = AFTER_QUESTION if postings[seq][1] else AFTER
-        for offset, weight in enumerate(after, 1):
-            value = weight * score
-            if value > out.get(seq + offset, 0.0):
-                out[seq + offset] = value
-        for offset, weight in enumerate(BEFORE, 1):
-            value = weight * score
-            if value > out.get(seq - offset, 0.0):
-                out[seq - offset] = value
-    return out
-
-
-def merge_best(into: dict[int, float], scores: Mapping[int, float]) -> None:
-    """Keep the better score per message (one term found through several indexes)."""
-    for seq, score in scores.items():
-        if score > into.get(seq, 0.0):
-            into[seq] = score
-
-
-def fuse(per_term: Iterable[Mapping[int, float]]) -> dict[int, float]:
-    """The sum of the per-term scores of every candidate message."""
-    total: dict[int, float] = {}
-    for scores in per_term:
-        for seq, score in scores.items():
-            total[seq] = total.get(seq, 0.0) + score
+def score(terms: Sequence[Sequence[Matches]], avg_length: float) -> dict[int, float]:
+    """seq → fused score of every candidate: per term the best of the message's own match and the neighbour
+    window over the strongest SOURCES messages, summed over the terms."""
+    per_term = []
+    own: dict[int, float] = {}
+    for channels in terms:
+        best: dict[int, float] = {}
+        vouching: dict[int, tuple[float, bool]] = {}
+        for matches in channels:
+            for seq, value in term_scores(matches.postings, matches.weight, avg_length).items():
+                if value > best.get(seq, 0.0):
+                    best[seq] = value
+                if matches.spreads and value > vouching.get(seq, (0.0, False))[0]:
+                    vouching[seq] = (value, matches.postings[seq][1])
+        for seq, value in best.items():
+            own[seq] = own.get(seq, 0.0) + value
+        per_term.append((best, vouching))
+    sources = set(top(own, SOURCES))
+    total = dict(own)
+    for best, vouching in per_term:
+        window: dict[int, float] = {}
+        for seq in sources.intersection(vouching):
+            value, asks = vouching[seq]
+            for offset, weight in enumerate(AFTER_QUESTION if asks else AFTER, 1):
+                if weight * value > window.get(seq + offset, 0.0):
+                    window[seq + offset] = weight * value
+            for offset, weight in enumerate(BEFORE, 1):
+                if weight * value > window.get(seq - offset, 0.0):
+                    window[seq - offset] = weight * value
+        for seq, value in window.items():
+            gain = value - best.get(seq, 0.0)
+            if gain > 0:
+                total[seq] = total.get(seq, 0.0) + gain
     return total
 
 
@@ -96,6 +115,6 @@ def length_prior(length: int | None, avg_length: float) -> float:
     return min(max(length, 1) / avg_length, LENGTH_PRIOR_CAP) ** LENGTH_PRIOR
 
 
-def order(scores: Mapping[int, float]) -> list[int]:
-    """Seqs by score (highest first), the newest first on ties."""
-    return sorted(scores, key=lambda seq: (-scores[seq], -seq))
+def top(scores: Mapping[int, float], count: int) -> list[int]:
+    """The `count` best seqs by score (highest first), the newest first on ties."""
+    return [seq for _score, seq in heapq.nlargest(count, ((v, k) for k, v in scores.items()))]
