@@ -2,15 +2,18 @@
 
 Each conversation is stored turn by turn exactly as `workmem eval` stores it (`ingest_sample`: a
 `"<speaker>: <text>"` user message per turn, a `[session <n> — <date>]` note per dated session), then
-committed once with `keep_recent_count=0`, so every message is archived and indexed. For every
-evidence turn of a category 1–4 question we ask whether its message is among the first 12 hits of
-`archive_search` (`context=0`), with two query styles:
+committed once with `keep_recent_count=0`, so every message is archived and indexed. Every category 1–4
+question is asked of `archive_search` (`context=0`, 12 hits) in two query styles:
 
 - `keywords`: `" ".join(question_keywords(question, speakers))`, the eval's content-word rule;
 - `question`: the question's full text, unchanged.
 
-Recall is pooled over evidence turns (not averaged over questions or conversations); an evidence
-dia id that maps to no stored turn counts as missed. Run: `python -m workmem.graphs.eval.recall <data.json>`.
+**recall@12** (the SPEC's measure) is over evidence turns: the distinct turns cited as evidence by the
+questions, pooled over the conversations; a turn counts as found when its message is among the first 12
+hits of a question that cites it. Per category, the turns and questions of that category. Next to it,
+`citation_recall` pools every (question, evidence turn) pair — stricter: a turn cited by five questions
+must be found five times. An evidence dia id that maps to no stored turn counts as missed.
+Run: `python -m workmem.graphs.eval.recall <data.json>`.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import sys
 import tempfile
 from collections.abc import Callable
 from contextlib import ExitStack
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,24 +30,60 @@ from workmem.graphs.eval.data import ADVERSARIAL, Sample, category_name, load_sa
 from workmem.graphs.eval.metrics import question_keywords, ratio
 
 SEARCH_LIMIT = 12
+OVERALL = "overall"
 STYLES: dict[str, Callable[[str, tuple[str, ...]], str]] = {
     "keywords": lambda question, speakers: " ".join(question_keywords(question, speakers)),
     "question": lambda question, speakers: question,
 }
 
 
+@dataclass
+class Tally:
+    """Per category (and overall): evidence turn → found by some citing question; citations and found ones."""
+
+    turns: dict[str, dict[tuple[str, str], bool]] = field(default_factory=dict)
+    citations: dict[str, list[int]] = field(default_factory=dict)
+
+    def add(self, category: str, turn: tuple[str, str], found: bool) -> None:
+        for key in (category, OVERALL):
+            seen = self.turns.setdefault(key, {})
+            seen[turn] = seen.get(turn, False) or found
+            pair = self.citations.setdefault(key, [0, 0])
+            pair[0] += 1
+            pair[1] += found
+
+    def merge(self, other: Tally) -> None:
+        for key, seen in other.turns.items():
+            self.turns.setdefault(key, {}).update(seen)  # turns carry their sample id: never shared
+        for key, (cited, found) in other.citations.items():
+            pair = self.citations.setdefault(key, [0, 0])
+            pair[0] += cited
+            pair[1] += found
+
+    def table(self) -> dict[str, dict[str, Any]]:
+        keys = sorted((k for k in self.turns if k != OVERALL), key=int) + [k for k in self.turns if k == OVERALL]
+        out = {}
+        for key in keys:
+            turns, found = len(self.turns[key]), sum(self.turns[key].values())
+            cited, cited_found = self.citations[key]
+            out[key] = {"turns": turns, "found": found, "recall": ratio(found, turns), "citations": cited,
+                        "citations_found": cited_found, "citation_recall": ratio(cited_found, cited)}
+        return out
+
+
 def measure_search_recall(data: str | Path | dict[str, Any] | list[Any], *,
                           root: str | Path | None = None) -> dict[str, Any]:
     """Ingest every sample, commit all of it, and measure recall@12 of both query styles.
 
-    → `{"styles": {style: {"overall": row, "1": row, …}}, "samples": [{sample_id, styles}], "limit": 12}`,
-    each row `{"evidence", "found", "recall"}`. Without `root` a temporary root is used and removed.
+    → `{"limit": 12, "styles": {style: {"1": row, …, "overall": row}}, "samples": [{sample_id, styles}]}`, each
+    row `{turns, found, recall, citations, citations_found, citation_recall}`. `root` must not hold these
+    sessions yet; without it a temporary root is used and removed.
     """
     from workmem.graphs.engine import WorkingMemoryEngine
     from workmem.graphs.eval.run import ingest_sample
 
     samples = load_samples(data)
-    pooled = _empty()
+    pooled = {style: Tally() for style in STYLES}
     per_sample = []
     with ExitStack() as stack:
         root_path = Path(root) if root is not None else Path(stack.enter_context(
@@ -52,16 +92,19 @@ def measure_search_recall(data: str | Path | dict[str, Any] | list[Any], *,
         for sample in samples:
             ingested = ingest_sample(engine, sample, threshold=sys.maxsize, keep=0)
             engine.commit(sample.session_id, keep_recent_count=0, wait=True)
-            counts = _empty()
-            for style, query_of in STYLES.items():
-                _measure(engine, sample, ingested.dia_seq, query_of, counts[style])
-                _add(pooled[style], counts[style])
-            per_sample.append({"sample_id": sample.sample_id, "styles": _tables(counts)})
-    return {"limit": SEARCH_LIMIT, "styles": _tables(pooled), "samples": per_sample}
+            tallies = {style: _measure(engine, sample, ingested.dia_seq, query_of)
+                       for style, query_of in STYLES.items()}
+            for style, tally in tallies.items():
+                pooled[style].merge(tally)
+            per_sample.append({"sample_id": sample.sample_id,
+                               "styles": {style: tally.table() for style, tally in tallies.items()}})
+    return {"limit": SEARCH_LIMIT, "styles": {style: tally.table() for style, tally in pooled.items()},
+            "samples": per_sample}
 
 
 def _measure(engine: Any, sample: Sample, dia_seq: dict[str, int],
-             query_of: Callable[[str, tuple[str, ...]], str], counts: dict[str, list[int]]) -> None:
+             query_of: Callable[[str, tuple[str, ...]], str]) -> Tally:
+    tally = Tally()
     for qa in sample.qa:
         if qa.category == ADVERSARIAL or not qa.evidence:
             continue
@@ -69,51 +112,27 @@ def _measure(engine: Any, sample: Sample, dia_seq: dict[str, int],
         hits = engine.archive_search(sample.session_id, query, limit=SEARCH_LIMIT) if query.strip() else []
         found = {h["seq"] for h in hits}
         for dia in qa.evidence:
-            for key in (str(qa.category), "overall"):
-                row = counts.setdefault(key, [0, 0])
-                row[0] += 1
-                row[1] += dia_seq.get(dia) in found
-    return None
-
-
-def _empty() -> dict[str, dict[str, list[int]]]:
-    return {style: {} for style in STYLES}
-
-
-def _add(total: dict[str, list[int]], part: dict[str, list[int]]) -> None:
-    for key, (evidence, found) in part.items():
-        row = total.setdefault(key, [0, 0])
-        row[0] += evidence
-        row[1] += found
-
-
-def _tables(counts: dict[str, dict[str, list[int]]]) -> dict[str, dict[str, dict[str, Any]]]:
-    out = {}
-    for style, rows in counts.items():
-        keys = [*sorted((k for k in rows if k != "overall"), key=int), *(["overall"] if "overall" in rows else [])]
-        out[style] = {k: {"evidence": rows[k][0], "found": rows[k][1], "recall": ratio(rows[k][1], rows[k][0])}
-                      for k in keys}
-    return out
+            tally.add(str(qa.category), (sample.sample_id, dia), dia_seq.get(dia) in found)
+    return tally
 
 
 def recall_table(results: dict[str, Any]) -> Any:
-    """A rich table: one row per category (and overall), one recall column per query style."""
+    """A rich table: per category (and overall, then per sample) the evidence turns and each style's recall."""
     from rich.table import Table
 
-    table = Table(title=f"archive_search recall@{results['limit']}")
+    table = Table(title=f"archive_search recall@{results['limit']} (evidence turns; citations in brackets)")
     table.add_column("category")
-    table.add_column("evidence", justify="right")
+    table.add_column("turns", justify="right")
     for style in results["styles"]:
         table.add_column(style, justify="right")
-    first = next(iter(results["styles"].values()))
-    for key, row in first.items():
-        name = "overall" if key == "overall" else category_name(int(key))
-        cells = [_pct(results["styles"][s].get(key, {}).get("recall")) for s in results["styles"]]
-        table.add_row(name, str(row["evidence"]), *cells)
-    for sample in results["samples"]:
-        cells = [_pct(sample["styles"][s].get("overall", {}).get("recall")) for s in results["styles"]]
-        table.add_row(f"  {sample['sample_id']}", str(next(iter(sample["styles"].values()))
-                                                       .get("overall", {}).get("evidence", 0)), *cells)
+    rows = [("overall" if key == OVERALL else category_name(int(key)), key, results["styles"])
+            for key in next(iter(results["styles"].values()))]
+    rows += [(f"  {s['sample_id']}", OVERALL, s["styles"]) for s in results["samples"]]
+    for name, key, styles in rows:
+        first = next(iter(styles.values())).get(key, {})
+        cells = [f"{_pct(styles[s].get(key, {}).get('recall'))} ({_pct(styles[s].get(key, {}).get('citation_recall'))})"
+                 for s in styles]
+        table.add_row(name, str(first.get("turns", 0)), *cells)
     return table
 
 
