@@ -6,8 +6,10 @@ its letter/digit runs, lowercased, form one FTS5 phrase for the `porter unicode6
 the phrase `ops 4242`); every phrase is double-quoted with inner quotes doubled, and punctuation,
 control characters and NUL only ever separate runs. CJK text, identifiers with dots or slashes,
 symbol-only strings and 1–2-character words also need substring matching: the trigram index from 3
-characters up, an `instr` scan below. Function words ("what", "did", "the"…) are searched only when
-the query holds nothing else: in a full question they would outweigh the words that matter.
+characters up, an `instr` scan below. A long one-word term also looks for its stem's relatives
+(`stem_prefix`: `injured` → `injur*` finds `injury`), which the ranking weighs less. Function words
+("what", "did", "the"…) are searched only when the query holds nothing else: in a full question they
+would outweigh the words that matter.
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ from dataclasses import dataclass
 
 MAX_TERMS = 32
 MAX_QUERY_CHARS = 4000
+PREFIX_MIN_STEM = 6  # a stem this long also finds its relatives through a prefix query…
+PREFIX_CUT = 3  # … of the stem less this many characters …
+PREFIX_KEEP = 4  # … and never shorter than this
 _CJK = re.compile(
     "[\u0e00-\u0e7f\u1100-\u11ff\u2e80-\u2fdf\u3040-\u30ff\u3100-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
     "\ua960-\ua97f\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003134f]"
@@ -65,6 +70,13 @@ def needs_substring(word: str) -> bool:
 def word_runs(text: str) -> list[str]:
     """The lowercased letter/digit runs of `text`, English clitics (`'s`, `n't`, `'ll`…) dropped."""
     return WORD_RUN.findall(_CLITIC.sub("", text).lower())
+
+
+def stem_prefix(stem: str) -> str | None:
+    """The prefix a long stem's relatives share (`allergi` → `aller`: `allergic`, `allergy`), or None."""
+    if len(stem) < PREFIX_MIN_STEM:
+        return None
+    return stem[:max(PREFIX_KEEP, len(stem) - PREFIX_CUT)]
 
 
 def plan(query: str) -> list[Term]:

@@ -2,9 +2,10 @@
 
 Everything here can be rebuilt from the archive files (`reindex`). Two FTS5 tables — `porter
 unicode61` words and trigrams — share the rowid of `fts_docs`, which also keeps each message's seq,
-length in words and whether it asks something, so one join gives a term's candidates. Bulk writes
-commit every ≤ 1 000 rows. Query planning lives in `fts_query.py`, ranking in `search_rank.py`: SQL
-only returns bounded candidate lists, Python fuses them.
+length in words and whether it asks something, so one join gives a term's candidates; `fts_stems` lists
+the indexed porter stems (a word's relatives are found through it, never pruned). Bulk writes
+commit every ≤ 1 000 rows. Query planning lives in `fts_query.py`, the candidate lists SQL returns in
+`search_candidates.py`, their ranking in `search_rank.py`.
 """
 
 from __future__ import annotations
@@ -12,13 +13,13 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sqlite_utils import Database
 
-from workmem.state import fts_query, search_rank
+from workmem.state import fts_query, search_candidates, search_rank
 from workmem.state.errors import InvalidInput
 from workmem.state.ids import canonical_archive_id, check_session_id
 from workmem.state.jsonl import check_stored
@@ -34,9 +35,6 @@ if TYPE_CHECKING:
 BATCH_ROWS = 1000
 HIT_CHARS = 1500
 MAX_LIMIT = 1000
-COMMON_TERM_DOCS = 5_000  # a word in more archived messages than this is "common" (see SearchIndex._postings)
-PER_TERM_HITS = 1_000  # candidates taken for a common word: its newest matches
-LENGTH_SAMPLE = 256  # the newest messages of the scope whose mean length stands for the scope's
 _FTS_COLUMNS = "session_id UNINDEXED, archive_id UNINDEXED, seq UNINDEXED, turn_id UNINDEXED, " \
                "role UNINDEXED, content"
 SCHEMA = f"""
@@ -47,9 +45,9 @@ CREATE INDEX IF NOT EXISTS fts_docs_by_archive ON fts_docs(session_id, archive_i
 CREATE INDEX IF NOT EXISTS fts_docs_by_seq ON fts_docs(session_id, seq);
 CREATE VIRTUAL TABLE IF NOT EXISTS fts_words USING fts5({_FTS_COLUMNS}, tokenize='porter unicode61');
 CREATE VIRTUAL TABLE IF NOT EXISTS fts_trigram USING fts5({_FTS_COLUMNS}, tokenize='trigram');
+CREATE TABLE IF NOT EXISTS fts_stems (stem TEXT PRIMARY KEY) WITHOUT ROWID;
 """
 _ADDED_COLUMNS = {"length": "INTEGER", "asks": "INTEGER"}  # absent from indexes built before them (NULL)
-Postings = dict[int, search_rank.Posting]
 
 
 class SearchIndex:
@@ -127,6 +125,8 @@ class SearchIndex:
                     db.conn.executemany(
                         f"INSERT INTO {table} (rowid, session_id, archive_id, seq, turn_id, role, content) "
                         "VALUES (?, ?, ?, ?, ?, ?, ?)", [(i, *r[:6]) for i, r in zip(ids, batch, strict=True)])
+                db.conn.executemany("INSERT OR IGNORE INTO fts_stems (stem) VALUES (?)",
+                                    [(stem,) for stem in search_candidates.batch_stems(db, [r[5] for r in batch])])
         return len(rows)
 
     @staticmethod
@@ -171,76 +171,19 @@ class SearchIndex:
             return []
         scope = "d.session_id = ?" + (" AND d.archive_id = ?" if archive else "")
         args = [session_id, archive] if archive else [session_id]
-        total, avg_length = self._scope_size(scope, args)
+        db = self.db
+        total, avg_length = search_candidates.scope_size(db, scope, args)
         if not total:
             return []
-        matches = [[search_rank.Matches(postings, search_rank.term_weight(total, len(postings)), spreads)
-                    for postings, spreads in self._postings(term, scope, args)] for term in terms]
+        stems = search_candidates.stems(db, terms)
+        matches = [list(search_candidates.term_matches(db, term, stems.get(term.words), scope, args, total))
+                   for term in terms]
         fused = search_rank.score(matches, avg_length)
         # The length prior only reorders a bounded head (it changes a score by a bounded factor).
         head = search_rank.top(fused, 2 * limit + 32)
-        rows = self._rows(scope, args, head)
+        rows = search_candidates.rows(db, scope, args, head)
         final = {seq: fused[seq] * search_rank.length_prior(rows[seq][1], avg_length) for seq in head if seq in rows}
         return [_hit(rows[seq]) for seq in search_rank.top(final, limit)]
-
-    def _scope_size(self, scope: str, args: list[Any]) -> tuple[int, float]:
-        """(about how many messages the scope holds, their mean length in words) — both cheap estimates:
-        the seq span of the scope, and the mean over its newest LENGTH_SAMPLE messages."""
-        low, high = self.db.execute(f"SELECT (SELECT seq FROM fts_docs d WHERE {scope} ORDER BY seq LIMIT 1), "
-                                    f"(SELECT seq FROM fts_docs d WHERE {scope} ORDER BY seq DESC LIMIT 1)",
-                                    args + args).fetchone()
-        if low is None:
-            return 0, 0.0
-        mean = self.db.execute(f"SELECT AVG(length) FROM (SELECT length FROM fts_docs d WHERE {scope} "
-                               f"ORDER BY seq DESC LIMIT {LENGTH_SAMPLE})", args).fetchone()[0]
-        return high - low + 1, float(mean or 0.0)
-
-    def _postings(self, term: fts_query.Term, scope: str, args: list[Any]) -> Iterator[tuple[Postings, bool]]:
-        """Per index that looks for `term`: its matches in scope (seq → (length, asks)), and whether they
-        vouch for their neighbours. A word found in more than COMMON_TERM_DOCS messages says little about
-        relevance: only its newest PER_TERM_HITS count, SQLite stops reading early, and they do not spread;
-        neither does a substring match of one or two characters (`7` inside `17`)."""
-        channels = [(table, text) for table, text, on in (("fts_words", term.words, term.porter),
-                                                          ("fts_trigram", term.text, term.trigram)) if on]
-        for table, text in channels:
-            # CROSS JOIN: the FTS match drives, each candidate is one rowid lookup in fts_docs.
-            sql = (f"SELECT d.seq, d.length, d.asks FROM {table} f CROSS JOIN fts_docs d ON d.rowid = f.rowid "
-                   f"WHERE {table} MATCH ? AND {scope}")
-            phrase = [fts_query.fts_phrase(text), *args]
-            found = self.db.execute(f"{sql} LIMIT {COMMON_TERM_DOCS + 1}", phrase).fetchall()
-            common = len(found) > COMMON_TERM_DOCS
-            if common:
-                found = self.db.execute(f"{sql} ORDER BY f.rowid DESC LIMIT {PER_TERM_HITS}", phrase).fetchall()
-            if found:
-                yield _postings(found), not common
-        if term.scan:
-            found = self._scan(term.text, scope, args)
-            if found:
-                yield _postings(found), False
-
-    def _scan(self, text: str, scope: str, args: list[Any]) -> list[tuple[Any, ...]]:
-        """Case-insensitive substring match of a term too short for the trigram index → (seq, length, asks).
-
-        SQLite's lower() folds ASCII only, so an ASCII term is matched in SQL and any other term with
-        str.casefold() over the scoped rows (`ÉC` finds `ÉCOLE`, `ß` finds `STRASSE`).
-        """
-        sql = f"SELECT d.seq, d.length, d.asks FROM fts_trigram f JOIN fts_docs d ON d.rowid = f.rowid WHERE {scope}"
-        if text.isascii():
-            return self.db.execute(f"{sql} AND instr(lower(f.content), ?) > 0", [*args, text.lower()]).fetchall()
-        needle = text.casefold()
-        rows = self.db.execute(sql.replace(" FROM ", ", f.content FROM ", 1), args)
-        return [row[:3] for row in rows if needle in row[3].casefold()]
-
-    def _rows(self, scope: str, args: list[Any], seqs: list[int]) -> dict[int, tuple[Any, ...]]:
-        """seq → (archive_id, length, seq, turn_id, role, content) of those seqs found in scope (newest row wins)."""
-        if not seqs:
-            return {}
-        marks = ",".join("?" * len(seqs))
-        found = self.db.execute(
-            f"SELECT d.archive_id, d.length, d.seq, f.turn_id, f.role, f.content FROM fts_docs d "
-            f"JOIN fts_words f ON f.rowid = d.rowid WHERE {scope} AND d.seq IN ({marks}) ORDER BY d.rowid",
-            [*args, *seqs]).fetchall()
-        return {row[2]: row for row in found}
 
     def reindex(self, store: SessionStore, session_id: str | None = None,
                 progress: Callable[[str, str], None] | None = None) -> int:
@@ -248,7 +191,7 @@ class SearchIndex:
         sessions = store.list_sessions() if session_id is None else [check_session_id(session_id)]
         if session_id is None:
             with self._write() as db:
-                for table in ("fts_words", "fts_trigram", "fts_docs"):
+                for table in ("fts_words", "fts_trigram", "fts_docs", "fts_stems"):
                     db.execute(f"DELETE FROM {table}")
         count = 0
         for sid in sessions:
@@ -263,14 +206,6 @@ class SearchIndex:
                 count += self.index_messages(sid, archive["archive_id"],
                                              store.archive_messages(sid, archive["archive_id"]))
         return count
-
-
-def _postings(rows: list[tuple[Any, ...]]) -> Postings:
-    """(seq, length, asks) rows → seq → (length, asks); a seq indexed twice keeps its first row."""
-    out: Postings = {}
-    for seq, length, asks in rows:
-        out.setdefault(seq, (length, bool(asks)))
-    return out
 
 
 def _hit(row: tuple[Any, ...]) -> dict[str, Any]:

@@ -7,7 +7,8 @@ PostgreSQL backend (`tsvector` + `pg_trgm` candidate lists) can reuse it unchang
 - **Term weight**: BM25's idf within the searched scope, minus `IDF_SHIFT`, so a term found in a large
   share of the conversation (a name every line starts with, "like", "time") counts far less than a rare
   one; a term never drops below `IDF_FLOOR` of its idf, so a query of common words still ranks.
-- **Message score per term**: BM25 with presence as tf (`K1`, a mild length normalisation `B`).
+- **Message score per term**: BM25 with presence as tf (`K1`, a mild length normalisation `B`); a match
+  through the stem prefix (`fts_query.stem_prefix`) weighs `PREFIX_WEIGHT`, a message keeps its best.
 - **Neighbour window**: a message is also found through its neighbours' words at a lower weight (an
   answer is usually the reply next to the matching line): per term, a message scores the best of its
   own match and `weight × score` of the matches up to three messages before (`AFTER`, or the stronger
@@ -28,11 +29,12 @@ from dataclasses import dataclass
 
 K1 = 1.2
 B = 0.3
-IDF_SHIFT = 1.0
+IDF_SHIFT = 0.4
 IDF_FLOOR = 0.05
-AFTER = (0.5, 0.4, 0.2)  # weights of a match 1, 2, 3 messages earlier
-AFTER_QUESTION = (0.9, 0.5, 0.2)  # … when that earlier match contains a question mark
-BEFORE = (0.4, 0.2)  # weights of a match 1, 2 messages later
+AFTER = (0.5, 0.5, 0.3)  # weights of a match 1, 2, 3 messages earlier
+AFTER_QUESTION = (0.8, 0.5, 0.3)  # … when that earlier match contains a question mark
+BEFORE = (0.5, 0.25)  # weights of a match 1, 2 messages later
+PREFIX_WEIGHT = 0.5  # a stem's relative (`allergic` for `allergies`) counts half
 LENGTH_PRIOR = 0.2
 LENGTH_PRIOR_CAP = 3.0
 SOURCES = 256  # the strongest direct matches whose neighbours are scored (bounds the work)
