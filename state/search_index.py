@@ -42,12 +42,18 @@ CREATE TABLE IF NOT EXISTS fts_docs (
     rowid INTEGER PRIMARY KEY, session_id TEXT NOT NULL, archive_id TEXT NOT NULL, seq INTEGER NOT NULL,
     length INTEGER, asks INTEGER);
 CREATE INDEX IF NOT EXISTS fts_docs_by_archive ON fts_docs(session_id, archive_id, seq);
-CREATE INDEX IF NOT EXISTS fts_docs_by_seq ON fts_docs(session_id, seq);
 CREATE VIRTUAL TABLE IF NOT EXISTS fts_words USING fts5({_FTS_COLUMNS}, tokenize='porter unicode61');
 CREATE VIRTUAL TABLE IF NOT EXISTS fts_trigram USING fts5({_FTS_COLUMNS}, tokenize='trigram');
-CREATE TABLE IF NOT EXISTS fts_stems (stem TEXT PRIMARY KEY) WITHOUT ROWID;
 """
-_ADDED_COLUMNS = {"length": "INTEGER", "asks": "INTEGER"}  # absent from indexes built before them (NULL)
+# What indexes built before the ranking columns lack, added on first use (their rows keep NULL until reindex).
+# Not in SCHEMA: on an existing index SCHEMA must stay a no-op, so a read-only root still opens and searches.
+_ADDED_COLUMNS = {"length": "INTEGER", "asks": "INTEGER"}
+_UPGRADE = ("CREATE INDEX IF NOT EXISTS fts_docs_by_seq ON fts_docs(session_id, seq)",
+            "CREATE TABLE IF NOT EXISTS fts_stems (stem TEXT PRIMARY KEY) WITHOUT ROWID")
+# A read-only index of the old shape is searched through temp stand-ins on each connection.
+_STANDIN_DOCS = ("CREATE TEMP VIEW IF NOT EXISTS fts_docs AS SELECT rowid AS rowid, session_id, archive_id, seq, "
+                 "NULL AS length, NULL AS asks FROM main.fts_docs")
+_STANDIN_STEMS = "CREATE TEMP TABLE IF NOT EXISTS fts_stems (stem TEXT PRIMARY KEY) WITHOUT ROWID"
 
 
 class SearchIndex:
@@ -58,15 +64,18 @@ class SearchIndex:
             raise InvalidInput("root", root, "must be a non-empty path")
         self.root = Path(root).absolute()
         self._db = ThreadConnections(self.root / INDEX_FILE, SCHEMA)
-        self._columns_ready = False
-        self._columns_lock = threading.Lock()
+        self._upgraded = False
+        self._standins: tuple[str, ...] = ()
+        self._upgrade_lock = threading.Lock()
 
     @property
     def db(self) -> Database:
         """This thread's sqlite-utils Database on `index.sqlite`."""
         db = self._db.db
-        if not self._columns_ready:
-            self._add_columns(db)
+        if not self._upgraded:
+            self._upgrade(db)
+        for statement in self._standins:
+            db.execute(statement)
         return db
 
     def _write(self) -> AbstractContextManager[Database]:
@@ -74,20 +83,25 @@ class SearchIndex:
         self.db  # noqa: B018 — opens the connection and adds missing columns first
         return self._db.immediate()
 
-    def _add_columns(self, db: Database) -> None:
-        """Add the columns an older `fts_docs` lacks (their rows keep NULL until `reindex`)."""
-        with self._columns_lock:
-            if self._columns_ready:
+    def _upgrade(self, db: Database) -> None:
+        """Give an index of an older shape what the ranking reads (columns, the seq index, `fts_stems`)."""
+        with self._upgrade_lock:
+            if self._upgraded:
                 return
             present = {row[1] for row in db.execute("PRAGMA table_info(fts_docs)")}
-            for name, kind in _ADDED_COLUMNS.items():
-                if name not in present:
-                    try:
-                        db.execute(f"ALTER TABLE fts_docs ADD COLUMN {name} {kind}")
-                    except sqlite3.OperationalError as exc:  # another process added it first
-                        if "duplicate column" not in str(exc):
-                            raise
-            self._columns_ready = True
+            try:
+                for name, kind in _ADDED_COLUMNS.items():
+                    if name not in present:
+                        _tolerate_duplicate(db, f"ALTER TABLE fts_docs ADD COLUMN {name} {kind}")
+                for statement in _UPGRADE:
+                    db.execute(statement)
+            except sqlite3.OperationalError as exc:
+                if "readonly" not in str(exc).replace("-", "").replace(" ", ""):
+                    raise
+                stems = db.execute("SELECT 1 FROM sqlite_master WHERE name = 'fts_stems'").fetchone()
+                self._standins = (() if set(_ADDED_COLUMNS) <= present else (_STANDIN_DOCS,)) + (
+                    () if stems else (_STANDIN_STEMS,))
+            self._upgraded = True
 
     def close(self) -> None:
         """Close every connection (any thread)."""
@@ -206,6 +220,15 @@ class SearchIndex:
                 count += self.index_messages(sid, archive["archive_id"],
                                              store.archive_messages(sid, archive["archive_id"]))
         return count
+
+
+def _tolerate_duplicate(db: Database, statement: str) -> None:
+    """Run an ALTER TABLE … ADD COLUMN that another process may have run first."""
+    try:
+        db.execute(statement)
+    except sqlite3.OperationalError as exc:
+        if "duplicate column" not in str(exc):
+            raise
 
 
 def _hit(row: tuple[Any, ...]) -> dict[str, Any]:

@@ -22,10 +22,10 @@ PostgreSQL backend (`tsvector` + `pg_trgm` candidate lists) can reuse it unchang
 
 from __future__ import annotations
 
-import heapq
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 K1 = 1.2
 B = 0.3
@@ -80,24 +80,17 @@ def score(terms: Sequence[Sequence[Matches]], avg_length: float) -> dict[int, fl
     per_term = []
     own: dict[int, float] = {}
     for channels in terms:
-        best: dict[int, float] = {}
-        vouching: dict[int, tuple[float, bool]] = {}
-        for matches in channels:
-            for seq, value in term_scores(matches.postings, matches.weight, avg_length).items():
-                if value > best.get(seq, 0.0):
-                    best[seq] = value
-                if matches.spreads and value > vouching.get(seq, (0.0, False))[0]:
-                    vouching[seq] = (value, matches.postings[seq][1])
+        best, vouching, asks = _best_of(channels, avg_length)
         for seq, value in best.items():
             own[seq] = own.get(seq, 0.0) + value
-        per_term.append((best, vouching))
-    sources = set(top(own, SOURCES))
+        per_term.append((best, vouching, asks))
+    sources = own.keys() if len(own) <= SOURCES else set(top(own, SOURCES))
     total = dict(own)
-    for best, vouching in per_term:
+    for best, vouching, asks in per_term:
         window: dict[int, float] = {}
-        for seq in sources.intersection(vouching):
-            value, asks = vouching[seq]
-            for offset, weight in enumerate(AFTER_QUESTION if asks else AFTER, 1):
+        for seq in vouching.keys() & sources:
+            value = vouching[seq]
+            for offset, weight in enumerate(AFTER_QUESTION if asks(seq) else AFTER, 1):
                 if weight * value > window.get(seq + offset, 0.0):
                     window[seq + offset] = weight * value
             for offset, weight in enumerate(BEFORE, 1):
@@ -110,6 +103,27 @@ def score(terms: Sequence[Sequence[Matches]], avg_length: float) -> dict[int, fl
     return total
 
 
+def _best_of(channels: Sequence[Matches], avg_length: float) -> tuple[dict[int, float], dict[int, float], Any]:
+    """One term's scores over its indexes: (best per message, best among matches that vouch, asks(seq))."""
+    scored = [(term_scores(m.postings, m.weight, avg_length), m) for m in channels]
+
+    def asks(seq: int) -> bool:
+        return any(m.postings[seq][1] for _scores, m in scored if seq in m.postings)
+
+    if len(scored) == 1:  # the usual case: one index, no merging
+        only, matches = scored[0]
+        return only, only if matches.spreads else {}, asks
+    best: dict[int, float] = {}
+    vouching: dict[int, float] = {}
+    for scores, matches in scored:
+        for seq, value in scores.items():
+            if value > best.get(seq, 0.0):
+                best[seq] = value
+            if matches.spreads and value > vouching.get(seq, 0.0):
+                vouching[seq] = value
+    return best, vouching, asks
+
+
 def length_prior(length: int | None, avg_length: float) -> float:
     """The factor a message's length gives its score (1 for an average or unknown length)."""
     if length is None or avg_length <= 0:
@@ -119,4 +133,4 @@ def length_prior(length: int | None, avg_length: float) -> float:
 
 def top(scores: Mapping[int, float], count: int) -> list[int]:
     """The `count` best seqs by score (highest first), the newest first on ties."""
-    return [seq for _score, seq in heapq.nlargest(count, ((v, k) for k, v in scores.items()))]
+    return [seq for _score, seq in sorted(zip(scores.values(), scores.keys(), strict=True), reverse=True)[:count]]

@@ -134,13 +134,14 @@ def test_ties_go_to_the_newest_message(index):
 
 # -- upgrades ------------------------------------------------------------------------------------------
 
-def test_an_index_built_before_the_ranking_columns_is_upgraded_in_place(root):
+def _old_shape_index(root):
     root.mkdir(parents=True)
     conn = sqlite3.connect(root / "index.sqlite")
     columns = "session_id UNINDEXED, archive_id UNINDEXED, seq UNINDEXED, turn_id UNINDEXED, role UNINDEXED, content"
     conn.executescript(f"""
         CREATE TABLE fts_docs (rowid INTEGER PRIMARY KEY, session_id TEXT NOT NULL, archive_id TEXT NOT NULL,
                                seq INTEGER NOT NULL);
+        CREATE INDEX fts_docs_by_archive ON fts_docs(session_id, archive_id, seq);
         CREATE VIRTUAL TABLE fts_words USING fts5({columns}, tokenize='porter unicode61');
         CREATE VIRTUAL TABLE fts_trigram USING fts5({columns}, tokenize='trigram');
     """)
@@ -151,6 +152,10 @@ def test_an_index_built_before_the_ranking_columns_is_upgraded_in_place(root):
                          "VALUES (?, 's', 'archive_001', ?, '', 'user', ?)", [rowid, rowid, text])
     conn.commit()
     conn.close()
+
+
+def test_an_index_built_before_the_ranking_columns_is_upgraded_in_place(root):
+    _old_shape_index(root)
     index = SearchIndex(root)
     try:
         assert seqs(index.search("s", "pelicans"))[0] == 1  # NULL lengths rank as average ones
@@ -158,5 +163,26 @@ def test_an_index_built_before_the_ranking_columns_is_upgraded_in_place(root):
         assert set(seqs(index.search("s", "pelicans"))[:2]) == {1, 4}
         columns = {row[1] for row in index.db.execute("PRAGMA table_info(fts_docs)")}
         assert {"length", "asks"} <= columns
+    finally:
+        index.close()
+
+
+def test_a_read_only_index_of_the_old_shape_still_searches(root, monkeypatch):
+    """SPEC §10: a read-only root leaves reads working — the upgrade cannot run, temp stand-ins fill in."""
+    import workmem.state.sqlite as sqlite_module
+
+    _old_shape_index(root)
+    opened = sqlite_module.connect
+
+    def read_only(path, **kwargs):
+        conn = opened(path, **kwargs)
+        conn.close()
+        return sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False, isolation_level=None)
+
+    monkeypatch.setattr(sqlite_module, "connect", read_only)
+    index = SearchIndex(root)
+    try:
+        assert seqs(index.search("s", "pelicans"))[0] == 1
+        assert seqs(index.search("s", "pelican's rows"))[0] == 1
     finally:
         index.close()
