@@ -23,9 +23,8 @@ PostgreSQL backend (`tsvector` + `pg_trgm` candidate lists) can reuse it unchang
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 K1 = 1.2
 B = 0.3
@@ -40,6 +39,7 @@ LENGTH_PRIOR_CAP = 3.0
 SOURCES = 256  # the strongest direct matches whose neighbours are scored (bounds the work)
 
 Posting = tuple[int | None, bool]  # (length in words or None when unknown, asks a question)
+Asks = Callable[[int], bool]
 
 
 def idf(total: int, matched: int) -> float:
@@ -103,7 +103,7 @@ def score(terms: Sequence[Sequence[Matches]], avg_length: float) -> dict[int, fl
     return total
 
 
-def _best_of(channels: Sequence[Matches], avg_length: float) -> tuple[dict[int, float], dict[int, float], Any]:
+def _best_of(channels: Sequence[Matches], avg_length: float) -> tuple[dict[int, float], dict[int, float], Asks]:
     """One term's scores over its indexes: (best per message, best among matches that vouch, asks(seq))."""
     scored = [(term_scores(m.postings, m.weight, avg_length), m) for m in channels]
 
