@@ -1,20 +1,25 @@
 """The full-text index of archived messages in `<root>/index.sqlite` (SPEC §7 `archive_search`).
 
 Everything here can be rebuilt from the archive files (`reindex`). Two FTS5 tables — `porter
-unicode61` words and trigrams — share the rowid of `fts_docs`, so a hit found in either is one doc.
-Bulk writes commit every ≤ 1 000 rows; query planning and ranking live in `fts_query.py`.
+unicode61` words and trigrams — share the rowid of `fts_docs`, which also keeps each message's seq,
+length in words and whether it asks something, so one join gives a term's candidates; `fts_stems` lists
+the indexed porter stems (a word's relatives are found through it, never pruned). Bulk writes
+commit every ≤ 1 000 rows. Query planning lives in `fts_query.py`, the candidate lists SQL returns in
+`search_candidates.py`, their ranking in `search_rank.py`.
 """
 
 from __future__ import annotations
 
 import os
+import sqlite3
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sqlite_utils import Database
 
-from workmem.state import fts_query
+from workmem.state import fts_query, search_candidates, search_rank
 from workmem.state.errors import InvalidInput
 from workmem.state.ids import canonical_archive_id, check_session_id
 from workmem.state.jsonl import check_stored
@@ -23,22 +28,32 @@ from workmem.state.sqlite import ThreadConnections
 from workmem.state.tasks import INDEX_FILE
 
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
     from workmem.state.store import SessionStore
 
 BATCH_ROWS = 1000
 HIT_CHARS = 1500
 MAX_LIMIT = 1000
-COMMON_TERM_DOCS = 5_000  # a word in more archived messages than this is "common" (see SearchIndex._collect)
-PER_TERM_HITS = 1_000  # candidates taken for a common word: its newest matches
 _FTS_COLUMNS = "session_id UNINDEXED, archive_id UNINDEXED, seq UNINDEXED, turn_id UNINDEXED, " \
                "role UNINDEXED, content"
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS fts_docs (
-    rowid INTEGER PRIMARY KEY, session_id TEXT NOT NULL, archive_id TEXT NOT NULL, seq INTEGER NOT NULL);
+    rowid INTEGER PRIMARY KEY, session_id TEXT NOT NULL, archive_id TEXT NOT NULL, seq INTEGER NOT NULL,
+    length INTEGER, asks INTEGER);
 CREATE INDEX IF NOT EXISTS fts_docs_by_archive ON fts_docs(session_id, archive_id, seq);
 CREATE VIRTUAL TABLE IF NOT EXISTS fts_words USING fts5({_FTS_COLUMNS}, tokenize='porter unicode61');
 CREATE VIRTUAL TABLE IF NOT EXISTS fts_trigram USING fts5({_FTS_COLUMNS}, tokenize='trigram');
 """
+# What indexes built before the ranking columns lack, added on first use (their rows keep NULL until reindex).
+# Not in SCHEMA: on an existing index SCHEMA must stay a no-op, so a read-only root still opens and searches.
+_ADDED_COLUMNS = {"length": "INTEGER", "asks": "INTEGER"}
+_UPGRADE = ("CREATE INDEX IF NOT EXISTS fts_docs_by_seq ON fts_docs(session_id, seq)",
+            "CREATE TABLE IF NOT EXISTS fts_stems (stem TEXT PRIMARY KEY) WITHOUT ROWID")
+# A read-only index of the old shape is searched through temp stand-ins on each connection.
+_STANDIN_DOCS = ("CREATE TEMP VIEW IF NOT EXISTS fts_docs AS SELECT rowid AS rowid, session_id, archive_id, seq, "
+                 "NULL AS length, NULL AS asks FROM main.fts_docs")
+_STANDIN_STEMS = "CREATE TEMP TABLE IF NOT EXISTS fts_stems (stem TEXT PRIMARY KEY) WITHOUT ROWID"
 
 
 class SearchIndex:
@@ -49,11 +64,44 @@ class SearchIndex:
             raise InvalidInput("root", root, "must be a non-empty path")
         self.root = Path(root).absolute()
         self._db = ThreadConnections(self.root / INDEX_FILE, SCHEMA)
+        self._upgraded = False
+        self._standins: tuple[str, ...] = ()
+        self._upgrade_lock = threading.Lock()
 
     @property
     def db(self) -> Database:
         """This thread's sqlite-utils Database on `index.sqlite`."""
-        return self._db.db
+        db = self._db.db
+        if not self._upgraded:
+            self._upgrade(db)
+        for statement in self._standins:
+            db.execute(statement)
+        return db
+
+    def _write(self) -> AbstractContextManager[Database]:
+        """A write transaction (BEGIN IMMEDIATE) on a schema with every column."""
+        self.db  # noqa: B018 — opens the connection and adds missing columns first
+        return self._db.immediate()
+
+    def _upgrade(self, db: Database) -> None:
+        """Give an index of an older shape what the ranking reads (columns, the seq index, `fts_stems`)."""
+        with self._upgrade_lock:
+            if self._upgraded:
+                return
+            present = {row[1] for row in db.execute("PRAGMA table_info(fts_docs)")}
+            try:
+                for name, kind in _ADDED_COLUMNS.items():
+                    if name not in present:
+                        _tolerate_duplicate(db, f"ALTER TABLE fts_docs ADD COLUMN {name} {kind}")
+                for statement in _UPGRADE:
+                    db.execute(statement)
+            except sqlite3.OperationalError as exc:
+                if "readonly" not in str(exc).replace("-", "").replace(" ", ""):
+                    raise
+                stems = db.execute("SELECT 1 FROM sqlite_master WHERE name = 'fts_stems'").fetchone()
+                self._standins = (() if set(_ADDED_COLUMNS) <= present else (_STANDIN_DOCS,)) + (
+                    () if stems else (_STANDIN_STEMS,))
+            self._upgraded = True
 
     def close(self) -> None:
         """Close every connection (any thread)."""
@@ -72,10 +120,11 @@ class SearchIndex:
                 raise InvalidInput(f"messages[{i}]", msg, reason)
             text = indexed_text(msg)
             if text:  # a message of only workmem's own tool traffic is not indexed (§7)
-                rows.append((session_id, archive_id, msg["seq"], str(msg.get("turn_id") or ""), msg["role"], text))
+                rows.append((session_id, archive_id, msg["seq"], str(msg.get("turn_id") or ""), msg["role"], text,
+                             len(fts_query.WORD_RUN.findall(text)), int("?" in text or "？" in text)))
         for start in range(0, max(len(rows), 1), BATCH_ROWS):
             batch = rows[start:start + BATCH_ROWS]
-            with self._db.immediate() as db:
+            with self._write() as db:
                 if start == 0:
                     self._delete_archive(db, session_id, archive_id)  # same transaction as the first rows
                 # Another indexer of this archive may interleave its batches with ours: skip seqs already in.
@@ -84,12 +133,15 @@ class SearchIndex:
                     continue
                 base = db.execute("SELECT COALESCE(MAX(rowid), 0) FROM fts_docs").fetchone()[0] + 1
                 ids = range(base, base + len(batch))
-                db.conn.executemany("INSERT INTO fts_docs (rowid, session_id, archive_id, seq) VALUES (?, ?, ?, ?)",
-                                    [(i, r[0], r[1], r[2]) for i, r in zip(ids, batch, strict=True)])
+                db.conn.executemany(
+                    "INSERT INTO fts_docs (rowid, session_id, archive_id, seq, length, asks) VALUES (?, ?, ?, ?, ?, ?)",
+                    [(i, r[0], r[1], r[2], r[6], r[7]) for i, r in zip(ids, batch, strict=True)])
                 for table in ("fts_words", "fts_trigram"):
                     db.conn.executemany(
                         f"INSERT INTO {table} (rowid, session_id, archive_id, seq, turn_id, role, content) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?)", [(i, *r) for i, r in zip(ids, batch, strict=True)])
+                        "VALUES (?, ?, ?, ?, ?, ?, ?)", [(i, *r[:6]) for i, r in zip(ids, batch, strict=True)])
+                db.conn.executemany("INSERT OR IGNORE INTO fts_stems (stem) VALUES (?)",
+                                    [(stem,) for stem in search_candidates.batch_stems(db, [r[5] for r in batch])])
         return len(rows)
 
     @staticmethod
@@ -113,7 +165,7 @@ class SearchIndex:
         check_session_id(session_id)
         removed = 0
         while True:
-            with self._db.immediate() as db:
+            with self._write() as db:
                 ids = [r[0] for r in db.execute("SELECT rowid FROM fts_docs WHERE session_id = ? AND rowid <= ? "
                                                 f"LIMIT {BATCH_ROWS}", [session_id, up_to])]
                 marks = ",".join("?" * len(ids))
@@ -137,7 +189,11 @@ class SearchIndex:
 
     def search(self, session_id: str, query: str, archive_id: str | None = None,
                limit: int = 12) -> list[dict[str, Any]]:
-        """Literal BM25-ranked search of archived messages → hits `{archive_id, seq, turn_id, role, content}`."""
+        """Literal ranked search of archived messages → hits `{archive_id, seq, turn_id, role, content}`.
+
+        Candidates come per term from the indexes `fts_query.plan` chose; `search_rank` weighs, spreads
+        to neighbours and fuses them (see there).
+        """
         check_session_id(session_id)
         if not isinstance(query, str):
             raise InvalidInput("query", query, "must be a string")
@@ -149,69 +205,34 @@ class SearchIndex:
         terms = fts_query.plan(query)
         if not terms:
             return []
-        scope = "session_id = ?" + (" AND archive_id = ?" if archive else "")
-        scope_args = [session_id, archive] if archive else [session_id]
-        per_term: list[dict[int, float]] = []
-        seq_of: dict[int, int] = {}
-        for term in terms:
-            hits: dict[int, float] = {}
-            for table, on in (("fts_words", term.porter), ("fts_trigram", term.trigram)):
-                if on:
-                    sql = (f"SELECT rowid, seq, bm25({table}) FROM {table} WHERE {table} MATCH ? AND {scope} "
-                           f"ORDER BY rowid DESC LIMIT {COMMON_TERM_DOCS + 1}")
-                    self._collect(sql, [fts_query.fts_phrase(term.text), *scope_args], hits, seq_of)
-            if term.scan:
-                self._scan(term.text, scope, scope_args, hits, seq_of)
-            per_term.append(hits)
-        ranked = fts_query.rank(per_term, seq_of, limit)
-        if not ranked:
+        scope = "d.session_id = ?" + (" AND d.archive_id = ?" if archive else "")
+        args = [session_id, archive] if archive else [session_id]
+        db = self.db
+        total, avg_length = search_candidates.scope_size(db, scope, args)
+        if not total:
             return []
-        marks = ",".join("?" * len(ranked))
-        rows = {r[0]: r for r in self.db.execute(
-            f"SELECT rowid, archive_id, seq, turn_id, role, content FROM fts_words WHERE rowid IN ({marks})", ranked)}
-        return [_hit(rows[d]) for d in ranked if d in rows]
-
-    def _collect(self, sql: str, args: list[Any], hits: dict[int, float], seq_of: dict[int, int]) -> None:
-        """Add one word's matches, newest first. A word found in more than COMMON_TERM_DOCS messages says
-        little about relevance: only its newest PER_TERM_HITS count, and SQLite stops reading early."""
-        rows = self.db.execute(sql, args).fetchall()
-        if len(rows) > COMMON_TERM_DOCS:
-            rows = rows[:PER_TERM_HITS]
-        for rowid, seq, score in rows:
-            seq_of[rowid] = seq
-            hits[rowid] = min(hits.get(rowid, 0.0), score)
-
-    def _scan(self, text: str, scope: str, args: list[Any], hits: dict[int, float], seq_of: dict[int, int]) -> None:
-        """Case-insensitive substring match of a term too short for the trigram index.
-
-        SQLite's lower() folds ASCII only, so an ASCII term is matched in SQL and any other term with
-        str.casefold() over the scoped rows (`ÉC` finds `ÉCOLE`, `ß` finds `STRASSE`).
-        """
-        total = self.db.execute(f"SELECT COUNT(*) FROM fts_trigram WHERE {scope}", args).fetchone()[0]
-        if text.isascii():
-            sql = f"SELECT rowid, seq FROM fts_trigram WHERE {scope} AND instr(lower(content), ?) > 0"
-            found = self.db.execute(sql, [*args, text.lower()]).fetchall()
-        else:
-            needle = text.casefold()
-            rows = self.db.execute(f"SELECT rowid, seq, content FROM fts_trigram WHERE {scope}", args)
-            found = [(rowid, seq) for rowid, seq, content in rows if needle in content.casefold()]
-        score = fts_query.scan_score(total, len(found))
-        for rowid, seq in found:
-            seq_of[rowid] = seq
-            hits[rowid] = min(hits.get(rowid, 0.0), score)
+        stems = search_candidates.stems(db, terms)
+        matches = [list(search_candidates.term_matches(db, term, stems.get(term.words), scope, args, total))
+                   for term in terms]
+        fused = search_rank.score(matches, avg_length)
+        # The length prior only reorders a bounded head (it changes a score by a bounded factor).
+        head = search_rank.top(fused, 2 * limit + 32)
+        rows = search_candidates.rows(db, scope, args, head)
+        final = {seq: fused[seq] * search_rank.length_prior(rows[seq][1], avg_length) for seq in head if seq in rows}
+        return [_hit(rows[seq]) for seq in search_rank.top(final, limit)]
 
     def reindex(self, store: SessionStore, session_id: str | None = None,
                 progress: Callable[[str, str], None] | None = None) -> int:
         """Rebuild the full-text index from the complete archives on disk; returns messages indexed."""
         sessions = store.list_sessions() if session_id is None else [check_session_id(session_id)]
         if session_id is None:
-            with self._db.immediate() as db:
-                for table in ("fts_words", "fts_trigram", "fts_docs"):
+            with self._write() as db:
+                for table in ("fts_words", "fts_trigram", "fts_docs", "fts_stems"):
                     db.execute(f"DELETE FROM {table}")
         count = 0
         for sid in sessions:
             if session_id is not None:
-                with self._db.immediate() as db:
+                with self._write() as db:
                     stale = db.execute("SELECT DISTINCT archive_id FROM fts_docs WHERE session_id = ?", [sid])
                     for (aid,) in stale.fetchall():
                         self._delete_archive(db, sid, aid)
@@ -223,7 +244,15 @@ class SearchIndex:
         return count
 
 
+def _tolerate_duplicate(db: Database, statement: str) -> None:
+    """Run an ALTER TABLE … ADD COLUMN that another process may have run first."""
+    try:
+        db.execute(statement)
+    except sqlite3.OperationalError as exc:
+        if "duplicate column" not in str(exc):
+            raise
+
 
 def _hit(row: tuple[Any, ...]) -> dict[str, Any]:
     content = row[5] if len(row[5]) <= HIT_CHARS else row[5][: HIT_CHARS - 1] + "…"
-    return {"archive_id": row[1], "seq": row[2], "turn_id": row[3], "role": row[4], "content": content}
+    return {"archive_id": row[0], "seq": row[2], "turn_id": row[3], "role": row[4], "content": content}
