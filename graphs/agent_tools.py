@@ -10,6 +10,7 @@ from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from pydantic import BaseModel, Field
 
 from workmem.graphs.binding import resolve_engine, session_from_run
+from workmem.graphs.search_results import MAX_CONTEXT, format_hits
 from workmem.state.archive_object import EXPAND_TOOL_NAME, SEARCH_TOOL_NAME
 from workmem.state.errors import WorkmemError
 
@@ -35,6 +36,8 @@ class SearchArgs(BaseModel):
 
     query: str = Field(description="2-3 keywords or an exact identifier, matched literally")
     archive_id: str | None = Field(default=None, description="only search this archive, e.g. 'archive_002'")
+    context: int = Field(default=0, ge=0, le=MAX_CONTEXT,
+                         description="also show this many messages before and after each match (0-3)")
 
 
 class ExpandArgs(BaseModel):
@@ -43,14 +46,6 @@ class ExpandArgs(BaseModel):
     archive_id: str | None = Field(default=None, description="the archive to read, e.g. 'archive_002'")
     start_seq: int | None = Field(default=None, description="first message number of a range to read")
     end_seq: int | None = Field(default=None, description="last message number of a range to read")
-
-
-def format_hits(query: str, hits: list[dict[str, Any]]) -> str:
-    """Search hits as the text a model reads: one `[archive_id #seq turn role] content` block per hit."""
-    if not hits:
-        return f"No archived message matches {query!r}. Try other keywords or an exact identifier."
-    blocks = [f"[{h['archive_id']} #{h['seq']} {h['turn_id']} {h['role']}] {h['content']}" for h in hits]
-    return f"{len(hits)} archived message(s) match {query!r}, best first:\n\n" + "\n\n".join(blocks)
 
 
 def format_expansion(found: dict[str, Any], max_chars: int = MAX_EXPAND_CHARS) -> str:
@@ -82,9 +77,9 @@ def make_archive_tools(
     def _session() -> str:
         return session_from_run(session_id, default=default_session_id)
 
-    def archive_search(query: str, archive_id: str | None = None) -> tuple[str, list[dict[str, Any]]]:
+    def archive_search(query: str, archive_id: str | None = None, context: int = 0) -> tuple[str, list[dict[str, Any]]]:
         try:
-            hits = resolve_engine(engine).archive_search(_session(), query, archive_id=archive_id)
+            hits = resolve_engine(engine).archive_search(_session(), query, archive_id=archive_id, context=context)
         except WorkmemError as exc:
             raise ToolException(str(exc)) from exc
         return format_hits(query, hits), hits
@@ -98,8 +93,9 @@ def make_archive_tools(
             raise ToolException(str(exc)) from exc
         return format_expansion(found, max_expand_chars)
 
-    async def aarchive_search(query: str, archive_id: str | None = None) -> tuple[str, list[dict[str, Any]]]:
-        return await asyncio.to_thread(archive_search, query, archive_id)
+    async def aarchive_search(query: str, archive_id: str | None = None,
+                              context: int = 0) -> tuple[str, list[dict[str, Any]]]:
+        return await asyncio.to_thread(archive_search, query, archive_id, context)
 
     async def aarchive_expand(archive_id: str | None = None, start_seq: int | None = None,
                               end_seq: int | None = None) -> str:

@@ -22,6 +22,7 @@ from workmem.graphs.assemble import (
 from workmem.graphs.injected import strip_injected
 from workmem.graphs.lease import acquire
 from workmem.graphs.runner import DEFAULT_KEEP_CHECKPOINTS, CommitRunner
+from workmem.graphs.search_results import MAX_CONTEXT, with_context
 from workmem.nodes.context import DEFAULT_CHUNK_TOKENS, DEFAULT_CLIP_TOKENS, CommitContext
 from workmem.nodes.formatting import format_messages
 from workmem.nodes.models import LazyModel, model_spec
@@ -305,14 +306,22 @@ class WorkingMemoryEngine:
         return [m for m in live if m["seq"] not in hidden] if hidden else live
 
     def archive_search(self, session_id: str, query: str, archive_id: str | None = None,
-                       limit: int = MAX_SEARCH_HITS) -> list[dict[str, Any]]:
-        """Literal, BM25-ranked search of archived messages → ≤ 12 hits {archive_id, seq, turn_id, role, content}."""
+                       limit: int = MAX_SEARCH_HITS, *, context: int = 0) -> list[dict[str, Any]]:
+        """Literal, ranked search of the archive → ≤ 12 hits {archive_id, seq, turn_id, role, content}.
+
+        Spilled working-memory items are hits too: role `memory`, seq and turn_id None, with their
+        `section`. `context=n` (0-3) gives each message hit a `context` list: the n messages before and after.
+        """
         require_text("query", query)
         require_int("limit", limit, min=1, max=MAX_SEARCH_HITS)
+        require_int("context", context, min=0, max=MAX_CONTEXT)
         self.storage.sessions.meta(session_id)  # SessionNotFound for unknown sessions
         if archive_id is not None:
             self.storage.sessions.read_archive(session_id, archive_id)  # ArchiveNotFound for unknown ids
-        return self.storage.search.search(session_id, query, archive_id=archive_id, limit=limit)
+        hits = self.storage.search.search(session_id, query, archive_id=archive_id, limit=limit)
+        if not context:
+            return hits
+        return with_context(hits, context, lambda lo, hi: self.storage.sessions.messages_in_range(session_id, lo, hi))
 
     def archive_expand(self, session_id: str, archive_id: str | None = None, *,
                        start_seq: int | None = None, end_seq: int | None = None,

@@ -138,7 +138,7 @@ def finish_archived_commit(sessions: SessionStorage, tasks: TaskStorage, search:
     update the meta, mark the task completed. Also how an interrupted commit whose archive is already
     complete is finished without its graph."""
     session_id, archive_id = archive["session_id"], archive["archive_id"]
-    search.index_messages(session_id, archive_id, messages)
+    search.index_messages(session_id, archive_id, messages, sessions.spilled_items(session_id, archive_id))
     if collect_garbage:
         sessions.drop_covered(session_id, archive["source_turn_range"]["end_seq"])
     sessions.record_commit(session_id, archive, keep)

@@ -21,7 +21,7 @@ from sqlite_utils import Database
 
 from workmem.state import fts_query, search_candidates, search_rank
 from workmem.state.errors import InvalidInput
-from workmem.state.ids import canonical_archive_id, check_session_id
+from workmem.state.ids import archive_number, canonical_archive_id, check_session_id
 from workmem.state.jsonl import check_stored
 from workmem.state.messages import indexed_text
 from workmem.state.sqlite import ThreadConnections
@@ -34,6 +34,9 @@ if TYPE_CHECKING:
 
 BATCH_ROWS = 1000
 HIT_CHARS = 1500
+MEMORY_ROLE = "memory"
+MEMORY_SEQ_GAP = 10  # wider than the neighbour window
+MEMORY_SEQ_SPAN = 10_000_000  # per archive: room for a million items
 MAX_LIMIT = 1000
 _FTS_COLUMNS = "session_id UNINDEXED, archive_id UNINDEXED, seq UNINDEXED, turn_id UNINDEXED, " \
                "role UNINDEXED, content"
@@ -107,13 +110,15 @@ class SearchIndex:
         """Close every connection (any thread)."""
         self._db.close()
 
-    def index_messages(self, session_id: str, archive_id: str, messages: Sequence[dict[str, Any]]) -> int:
-        """(Re)index one archive's messages: its old rows go, the new ones are inserted ≤ 1 000 per commit."""
+    def index_messages(self, session_id: str, archive_id: str, messages: Sequence[dict[str, Any]],
+                       spilled: Sequence[dict[str, str]] = ()) -> int:
+        """(Re)index one archive's messages and the WM items its commit spilled: its old rows go, the new ones
+        are inserted ≤ 1 000 per commit."""
         check_session_id(session_id)
         archive_id = canonical_archive_id(archive_id)
         if isinstance(messages, (str, bytes, dict)) or not isinstance(messages, Sequence):
             raise InvalidInput("messages", messages, "must be a list of stored messages")
-        rows = []
+        rows = [_memory_row(session_id, archive_id, i, item) for i, item in enumerate(spilled)]
         for i, msg in enumerate(messages):
             reason = check_stored(msg)
             if reason:
@@ -240,7 +245,8 @@ class SearchIndex:
                 if progress is not None:
                     progress(sid, archive["archive_id"])
                 count += self.index_messages(sid, archive["archive_id"],
-                                             store.archive_messages(sid, archive["archive_id"]))
+                                             store.archive_messages(sid, archive["archive_id"]),
+                                             store.spilled_items(sid, archive["archive_id"]))
         return count
 
 
@@ -255,4 +261,16 @@ def _tolerate_duplicate(db: Database, statement: str) -> None:
 
 def _hit(row: tuple[Any, ...]) -> dict[str, Any]:
     content = row[5] if len(row[5]) <= HIT_CHARS else row[5][: HIT_CHARS - 1] + "…"
+    if row[4] == MEMORY_ROLE:  # a spilled WM item: its section rides in the turn_id column
+        return {"archive_id": row[0], "seq": None, "turn_id": None, "role": MEMORY_ROLE, "section": row[3],
+                "content": content}
     return {"archive_id": row[0], "seq": row[2], "turn_id": row[3], "role": row[4], "content": content}
+
+
+def _memory_row(session_id: str, archive_id: str, i: int, item: dict[str, str]) -> tuple[Any, ...]:
+    """An index row for a spilled WM item (§5, §7): role `memory`, the section in the turn_id column, and a
+    negative seq per archive and item, spaced so no message and no other item is ever its neighbour."""
+    text = str(item.get("item") or "")
+    seq = -(archive_number(archive_id) * MEMORY_SEQ_SPAN + (i + 1) * MEMORY_SEQ_GAP)
+    return (session_id, archive_id, seq, str(item.get("section") or ""), MEMORY_ROLE, text,
+            len(fts_query.WORD_RUN.findall(text)), 0)

@@ -144,12 +144,12 @@ class TaskStorage(Protocol):
 class SearchStorage(Protocol):
     """The full-text index of archived messages."""
 
-    def index_messages(self, session_id: str, archive_id: str, messages: Any) -> int:
-        """(Re)index one archive's messages."""
+    def index_messages(self, session_id: str, archive_id: str, messages: Any, spilled: Any = ()) -> int:
+        """(Re)index one archive's messages and the WM items its commit spilled."""
 
     def search(self, session_id: str, query: str, archive_id: str | None = None,
                limit: int = 12) -> list[dict[str, Any]]:
-        """Literal, ranked search → hits."""
+        """Literal, ranked search → hits (spilled WM items as role `memory`, seq None, with their section)."""
 
     def reindex(self, sessions: SessionStorage, session_id: str | None = None, progress: Any = None) -> int:
         """Rebuild the index from the archives."""

@@ -72,17 +72,17 @@ class Tally:
 
 
 def measure_search_recall(data: str | Path | dict[str, Any] | list[Any], *,
-                          root: str | Path | None = None) -> dict[str, Any]:
+                          root: str | Path | None = None, sample: int | str | None = None) -> dict[str, Any]:
     """Ingest every sample, commit all of it, and measure recall@12 of both query styles.
 
     → `{"limit": 12, "styles": {style: {"1": row, …, "overall": row}}, "samples": [{sample_id, styles}]}`, each
     row `{turns, found, recall, citations, citations_found, citation_recall}`. `root` must not hold these
-    sessions yet; without it a temporary root is used and removed.
+    sessions yet; without it a temporary root is used and removed. `sample` picks one (index or id).
     """
     from workmem.graphs.engine import WorkingMemoryEngine
-    from workmem.graphs.eval.run import ingest_sample
+    from workmem.graphs.eval.run import ingest_sample, select_samples
 
-    samples = load_samples(data)
+    samples = select_samples(load_samples(data), sample)
     pooled = {style: Tally() for style in STYLES}
     per_sample = []
     with ExitStack() as stack:
