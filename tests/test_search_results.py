@@ -72,7 +72,8 @@ def test_engine_search_with_context_and_spilled_items_through_a_real_spill(root)
     conversation = [m for i, path in enumerate(paths) for m in (
         {"role": "user", "content": f"Look at module {i}."},
         {"role": "assistant", "content": "", "tool_calls": [
-            {"id": f"c{i}", "type": "function", "function": {"name": "read_file", "arguments": f'{{"path": "{path}"}}'}}]},
+            {"id": f"c{i}", "type": "function",
+             "function": {"name": "read_file", "arguments": f'{{"path": "{path}"}}'}}]},
         {"role": "tool", "tool_call_id": f"c{i}", "name": "read_file", "content": f"handler {i}"})]
     files = "\n".join(f"- `{path}` — read" for path in paths)  # far over the section's budget: the oldest spill
     model = scripted(create_call({"Session Title": "Modules", "Files & Context": files}))
