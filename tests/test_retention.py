@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 import logging
 
 import pytest
-from fakes import scripted
+from fakes import ScriptedToolModel, create_call, scripted, valid_update_call
 from langchain.agents import create_agent
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
@@ -128,10 +129,12 @@ def chat_turns(n: int, words: int = 3) -> list[tuple[str, str]]:
 
 def test_with_a_working_memory_larger_than_the_trigger_commits_wait_for_the_pending_floor(root, caplog):
     """The first build compared pending tokens alone: once the WM outgrew the trigger, every turn committed."""
-    big_memory = [{"role": "user", "content": f"Decision {i}: the {i}th service listens on port {8000 + i}."}
-                  for i in range(40)]
-    with WorkingMemoryEngine(root, durable=False, keep=("messages", 4), trigger=("tokens", 200)) as engine:
-        engine.add_messages("big", big_memory)
+    facts = "\n".join(f"- Decision {i}: the service number {i} listens on port {8000 + i}." for i in range(40))
+    committer = ScriptedToolModel(messages=itertools.chain([create_call({"Key Facts & Decisions": facts})],
+                                                           itertools.repeat(valid_update_call({}))))
+    with WorkingMemoryEngine(root, model=committer, durable=False, keep=("messages", 4),
+                             trigger=("tokens", 200)) as engine:
+        engine.add_messages("big", [{"role": "user", "content": "Here are the decisions."}] * 40)
         engine.commit("big")
         wm_tokens = engine._working_memory_tokens("big", engine.session_info("big"))
         assert wm_tokens > 200, "the premise: the WM alone exceeds the trigger"
