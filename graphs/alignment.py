@@ -80,6 +80,8 @@ def align(candidates: list[dict[str, Any]], live: list[Stored],
         return found
     archived = newest_archive()
     if archived:
+        # read after `live`: a commit that completed in between archived the start of that snapshot
+        live = [m for m in live if m["seq"] > archived[-1]["seq"]]
         found = _by_ids(candidates, [archived[-1], *live], outputs)
         if found.anchored:
             return found

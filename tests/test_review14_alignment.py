@@ -171,6 +171,32 @@ def test_a_stateless_client_after_a_keep_0_commit_with_a_repeated_reply_stores_o
         assert texts(stored(engine, "k0")) == [m["content"] for m in history]
 
 
+def test_a_commit_completing_while_a_stateless_history_is_aligned_duplicates_nothing(root, monkeypatch):
+    """The live messages are read first and the newest archive only when no id anchors the state; a
+    background commit that completes in between makes the archive newer than the live snapshot (its last
+    message is inside the snapshot), and the live run was never found after it: everything stored again."""
+    model = scripted(*(f"Answer {i}." for i in range(5)))
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        agent = create_agent(model, middleware=[WorkingMemoryMiddleware(engine)])
+        history: list[dict[str, str]] = []
+
+        def turn(i: int) -> None:
+            history.append({"role": "user", "content": f"Question {i}?"})
+            out = agent.invoke({"messages": history}, thread("race"))
+            history.append({"role": "assistant", "content": out["messages"][-1].text})
+
+        for i in range(3):
+            turn(i)
+        sessions = engine.storage.sessions
+        before_commit = sessions.live_messages("race")
+        assert engine.commit("race", keep=("messages", 2))["status"] == "completed"
+        # every read of the next run happened just before the commit ended; the archive is read after it
+        monkeypatch.setattr(sessions, "live_messages", lambda sid: before_commit)
+        turn(3)
+        monkeypatch.undo()
+        assert texts(stored(engine, "race")) == [m["content"] for m in history]
+
+
 def test_forget_then_a_stateless_client_starting_over_stores_each_message_once(root):
     """`forget()` deletes the session; the middleware's cache of the newest archived message must not
     survive it (a new archive_001 is another archive)."""
