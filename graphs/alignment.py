@@ -17,12 +17,14 @@ stored count can make it skip a message it did not match.
   newest message at the run's start, `first_output`) matches a stored one by id only, never by
   fingerprint: it did not exist before the run.
 - **Fingerprints only when anchored.** Without an id match (a stateless client re-sends plain dicts,
-  which get fresh ids every turn), the live messages must appear in the state as one contiguous run
-  whose fingerprints match, either at the very start of the state (a session with no archive yet) or
-  right after the newest archived message. When several places qualify, the one whose preceding
-  messages agree longest with the newest archive wins (the earliest on a tie: storing too much beats
-  losing a message). An unanchored fingerprint match is a new message: a client that sends only new
-  turns and repeats an identical one stores it twice.
+  which get fresh ids every turn), the state's messages are matched in order against the live ones,
+  from the very start of the state (a session with no archive yet) or right after the newest archived
+  message, skipping stored messages the client does not hold (tool calls and results a chat front end
+  leaves out; the answer to a request the client retried); the first state message that matches
+  nothing, and all after it, are new. At least two messages must match (counting those that repeat
+  the newest archived ones): a client that sends only new turns and repeats an identical one stores
+  it twice. Among several places, the one whose preceding messages agree longest with the newest
+  archive wins (the earliest on a tie: storing too much beats losing a message).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from typing import Any
 from workmem.state.messages import FINGERPRINT_META, fingerprint, lc_id
 
 Stored = dict[str, Any]
+MIN_FINGERPRINT_RUN = 2  # messages a stateless client's history must repeat to be aligned
 
 
 @dataclass
@@ -44,6 +47,7 @@ class Alignment:
     stored: dict[int, Stored] = field(default_factory=dict)  # position → the stored message it is
     new: list[int] = field(default_factory=list)  # positions to store, in order
     anchor: int = -1  # position of the last aligned message (-1: nothing aligned)
+    by_ids: bool = True  # aligned by LangChain ids (the state is the agent's own: it may hide messages)
 
     @property
     def anchored(self) -> bool:
@@ -156,26 +160,61 @@ def _after_anchor(candidates: list[dict[str, Any]], stored: list[Stored], found:
 
 def _by_fingerprints(candidates: list[dict[str, Any]], live: list[Stored], archived: list[Stored],
                      outputs: int) -> Alignment:
-    """The live run found contiguously in the state, at its start (no archive yet) or right after the
-    newest archived message; among several places, the one whose preceding state messages agree longest
-    with the newest archive, the earliest on a tie (storing too much beats losing a message)."""
-    run = [fingerprint_of(m) for m in live]
+    """A stateless client's history: the state's messages matched in order against the live messages, from
+    the start of the state (no archive yet) or right after the newest archived message. Stored messages
+    the client does not hold are skipped (a chat front end re-sends the texts without the agent's tool
+    calls; a retried request never saw the first attempt's answer); the first state message that matches
+    nothing ends the match, and it and everything after it are new. The match counts only when it holds at
+    least two messages, counting those that repeat the newest archived ones: a client that sends only new
+    turns and repeats an identical one stores it twice. Among several places, the best-agreeing wins, the
+    earliest on a tie (storing too much beats losing a message)."""
     prints = [fingerprint_of(c) for c in candidates[:outputs]]  # the run's own messages are new
-    size = len(run)
-    if not archived:  # nothing archived yet: the run starts the state (an empty session anchors nothing)
-        starts = [0] if size and prints[:size] == run else []
-    else:
-        before = fingerprint_of(archived[-1])
-        starts = [p for p in range(1, len(prints) - size + 1)
-                  if prints[p - 1] == before and prints[p:p + size] == run]
-    if not starts:
-        return Alignment(new=list(range(len(candidates))))
     history = [fingerprint_of(m) for m in archived]
-    p = max(starts, key=lambda s: (_agreement(prints[:s], history), -s))
-    stored = {p + i: m for i, m in enumerate(live)}
+    starts = [0] if not archived else [p for p in range(1, len(prints) + 1) if prints[p - 1] == history[-1]]
+    best: tuple[tuple[int, int], int, dict[int, Stored]] | None = None
+    for p in starts:
+        matched = _in_order(candidates, prints, p, live)
+        key = (_agreement(prints[:p], history) + len(matched), -p)
+        if best is None or key > best[0]:
+            best = (key, p, matched)
+    if best is None or best[0][0] < MIN_FINGERPRINT_RUN:
+        return Alignment(new=list(range(len(candidates))))
+    _, p, matched = best
+    stored = dict(matched)
     if archived:
         stored[p - 1] = archived[-1]
-    return Alignment(stored=stored, new=list(range(p + size, len(candidates))), anchor=p + size - 1)
+    anchor = max(stored)
+    return Alignment(stored=stored, new=[pos for pos in range(p, len(candidates)) if pos not in stored],
+                     anchor=anchor, by_ids=False)
+
+
+def _in_order(candidates: list[dict[str, Any]], prints: list[str], start: int, live: list[Stored]) -> dict[int, Stored]:
+    """State positions from `start` matched, in order, to live messages (skipping live ones), up to the first
+    position that matches none."""
+    matched: dict[int, Stored] = {}
+    k = 0
+    for pos in range(start, len(prints)):
+        j = next((j for j in range(k, len(live)) if _same(live[j], candidates[pos], prints[pos])), None)
+        if j is None:
+            break
+        matched[pos] = live[j]
+        k = j + 1
+    return matched
+
+
+def _same(stored: Stored, candidate: dict[str, Any], candidate_print: str) -> bool:
+    """The same message: equal fingerprints, or — for a plain text message a chat front end re-sends — the
+    same role and text as a stored message that also carried tool calls."""
+    if fingerprint_of(stored) == candidate_print:
+        return True
+    parts = candidate.get("parts") or []
+    if stored.get("role") != candidate.get("role") or not parts or any(p.get("type") != "text" for p in parts):
+        return False
+    return _texts(stored) == _texts(candidate)
+
+
+def _texts(msg: dict[str, Any]) -> list[str]:
+    return [p.get("text") for p in msg.get("parts") or [] if p.get("type") == "text"]
 
 
 def _agreement(before: list[str], history: list[str]) -> int:

@@ -160,8 +160,8 @@ class StateView:
         """(hide, unhide): live messages that came from an agent (they carry a LangChain id) and are no
         longer in the state, older than the newest one it holds or just stored; and those back in it. Only
         when the state holds a stored message: a client sending only new messages hides nothing."""
-        if not self.alignment.holds_stored:
-            return set(), set()
+        if not self.alignment.holds_stored or not self.alignment.by_ids:
+            return set(), set()  # a stateless client's history is partial: what it leaves out is not removed
         present = {m["seq"] for m in self.shown.values()}
         newest = max([*present, *stored_seqs], default=0)
         hide = {m["seq"] for m in self.live if m["seq"] < newest and m["seq"] not in present and lc_id(m)}

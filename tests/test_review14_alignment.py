@@ -222,9 +222,9 @@ def test_forget_then_a_stateless_client_starting_over_stores_each_message_once(r
 
 
 def test_a_chat_ui_that_resends_only_the_visible_text_stores_each_message_once(root):
-    """NOT FIXED (design): most chat front ends re-send the user/assistant texts but not the agent's tool
-    calls and results. The live run is then never contiguous in the state, so every turn stores the
-    whole history again (16 messages become 28 after 4 turns) and the model sees it several times."""
+    """Most chat front ends re-send the user/assistant texts but not the agent's tool calls and results:
+    the stored tool traffic is skipped, not taken for a divergence (the first build stored the whole
+    history again each turn: 16 messages became 28 after 4 turns)."""
     script = [step for i in range(4) for step in (call("read_file", {"path": f"f{i}.py"}), f"Read f{i}.py.")]
     model = scripted(*script)
     with WorkingMemoryEngine(root, durable=False) as engine:
@@ -241,9 +241,8 @@ def test_a_chat_ui_that_resends_only_the_visible_text_stores_each_message_once(r
 
 
 def test_a_stateless_client_retrying_a_request_does_not_duplicate_forever(root):
-    """NOT FIXED (design): a request that timed out on the client is sent again; the first attempt's answer
-    was stored, the retry's answer differs. From then on the stored run is never found in the client's
-    history and every later turn stores the whole history again (snowball)."""
+    """A request that timed out on the client is sent again; the first attempt's answer was stored, the
+    retry's answer differs. The first answer, which the client never saw, is skipped: nothing snowballs."""
     model = scripted("A0", "A1", "A1, retried.", "A2", "A3")
     with WorkingMemoryEngine(root, durable=False) as engine:
         agent = create_agent(model, middleware=[WorkingMemoryMiddleware(engine)])
