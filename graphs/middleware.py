@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Annotated, Any, Literal, NotRequired
 
@@ -41,7 +43,7 @@ from langchain.agents.middleware.types import (
     ModelResponse,
     PrivateStateAttr,
 )
-from langchain_core.messages import AIMessage, BaseMessage, RemoveMessage, SystemMessage
+from langchain_core.messages import AIMessage, BaseMessage, RemoveMessage, SystemMessage, ToolMessage
 from langgraph.types import Command
 
 from workmem.graphs.agent_tools import make_archive_tools
@@ -52,7 +54,7 @@ from workmem.graphs.injected import clean_messages
 from workmem.state.archive_object import EXPAND_TOOL_NAME, SEARCH_TOOL_NAME
 from workmem.state.errors import InvalidInput, SessionNotFound
 from workmem.state.ids import archive_name, archive_number
-from workmem.state.messages import CLIPPED_BYTES_META, clip_to_cap, lc_id, prepare_message
+from workmem.state.messages import CLIPPED_BYTES_META, clip_to_cap, lc_id, normalize_message, prepare_message
 from workmem.state.retention import Keep, Trigger, keep_value, trigger_value
 from workmem.state.tokens import count_tokens
 
@@ -60,6 +62,7 @@ if TYPE_CHECKING:
     from workmem.graphs.engine import WorkingMemoryEngine
 
 _NO_CAP = 1 << 62
+NORMALISED_CACHE_SIZE = 20_000  # messages: a few MB, and a long thread's history aligned without re-normalising
 OWN_TOOLS = (SEARCH_TOOL_NAME, EXPAND_TOOL_NAME)
 ARCHIVE_TAIL = 64  # newest archived messages a stateless client's history is compared with
 
@@ -118,13 +121,56 @@ def clip_oversized(messages: list[Any], max_bytes: int, *, warn: bool = False) -
     return out
 
 
+class NormalisedCache:
+    """Normalised forms of the agent state's messages, reused across model calls: a checkpointed thread's
+    whole history is aligned on every call, and normalising it is most of that cost. Keyed by LangChain
+    id and everything normalisation reads, so an edited message (same id, new content) is normalised anew."""
+
+    def __init__(self, size: int = NORMALISED_CACHE_SIZE) -> None:
+        self.size = size
+        self._items: OrderedDict[tuple[Any, ...], dict[str, Any]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def normalize(self, message: Any, *, field: str = "message", max_bytes: int = _NO_CAP) -> dict[str, Any]:
+        """`normalize_message(message)`, from the cache when the same message was normalised before."""
+        key = _cache_key(message)
+        if key is not None:
+            with self._lock:
+                hit = self._items.get(key)
+                if hit is not None:
+                    self._items.move_to_end(key)
+                    return hit
+        msg = normalize_message(message, field=field, max_bytes=max_bytes)
+        if key is not None:
+            with self._lock:
+                self._items[key] = msg
+                while len(self._items) > self.size:
+                    self._items.popitem(last=False)
+        return msg
+
+
+def _cache_key(message: Any) -> tuple[Any, ...] | None:
+    if not isinstance(message, BaseMessage) or not message.id:
+        return None
+    content = message.content if isinstance(message.content, str) else repr(message.content)
+    extra: tuple[Any, ...] = ()
+    if isinstance(message, AIMessage):
+        extra = (repr(message.tool_calls), repr(message.invalid_tool_calls))
+    elif isinstance(message, ToolMessage):
+        extra = (message.tool_call_id, message.status)
+    kwargs = repr(message.additional_kwargs) if message.additional_kwargs else ""
+    return (message.type, message.id, hash(content), len(content), message.name, kwargs, *extra)
+
+
 class StateView:
     """The agent state's messages aligned with the stored session (what is stored, live, new)."""
 
     def __init__(self, engine: WorkingMemoryEngine, session_id: str, messages: list[Any],
-                 newest_archive: Callable[[], list[dict[str, Any]]], run_from: str | None = None) -> None:
+                 newest_archive: Callable[[], list[dict[str, Any]]], run_from: str | None = None,
+                 cache: NormalisedCache | None = None) -> None:
         self.messages = messages
-        kept = clean_messages(messages, max_bytes=_NO_CAP)  # workmem's own injections never count
+        normalize = cache.normalize if cache is not None else normalize_message
+        kept = clean_messages(messages, max_bytes=_NO_CAP, normalize=normalize)  # workmem's own injections never count
         self.indexes = [i for i, _msg, _changed in kept if carries_content(messages[i])]
         normalised = {i: msg for i, msg, _changed in kept}
         exists = engine.storage.sessions.session_exists(session_id)
@@ -204,6 +250,7 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         self.tools = make_archive_tools(engine, session_id, default_session_id=default_session_id) if tools else []
         self._input_limit: int | None = None  # the agent model's profile, seen at its first call
         self._archive_tails: dict[str, tuple[tuple[Any, ...], list[dict[str, Any]]]] = {}
+        self._normalised = NormalisedCache()
 
     # -- which session --------------------------------------------------------------------------
 
@@ -227,7 +274,8 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
 
     def _view(self, engine: WorkingMemoryEngine, session_id: str, messages: list[Any],
               run_from: str | None = None) -> StateView:
-        return StateView(engine, session_id, messages, lambda: self.archive_tail(engine, session_id), run_from)
+        return StateView(engine, session_id, messages, lambda: self.archive_tail(engine, session_id), run_from,
+                         self._normalised)
 
     # -- before each model call -----------------------------------------------------------------
 
