@@ -9,12 +9,12 @@ for stems).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from sqlite_utils import Database
 
-from workmem.state import fts_query, search_rank
+from workmem.state import fts_query, search_lemmas, search_rank
 
 COMMON_TERM_DOCS = 5_000  # a word in more archived messages than this is "common" (see term_matches)
 PER_TERM_HITS = 1_000  # candidates taken for a common word: its newest matches
@@ -87,6 +87,10 @@ def term_matches(db: Database, term: fts_query.Term, stem: str | None, scope: st
     channels = []
     if term.porter:
         channels.append(("fts_words", fts_query.fts_phrase(term.words), 1.0, COMMON_TERM_DOCS))
+    forms = search_lemmas.other_forms(term.words)
+    if forms:
+        channels.append(("fts_words", " OR ".join(fts_query.fts_phrase(f) for f in forms), search_rank.LEMMA_WEIGHT,
+                         COMMON_TERM_DOCS))
     kin = relatives(db, stem) if stem else []
     if kin:
         channels.append(("fts_words", " OR ".join(fts_query.fts_phrase(k) for k in kin), search_rank.PREFIX_WEIGHT,
@@ -94,7 +98,7 @@ def term_matches(db: Database, term: fts_query.Term, stem: str | None, scope: st
     if term.trigram:
         channels.append(("fts_trigram", fts_query.fts_phrase(term.text), 1.0, COMMON_TERM_DOCS))
     for table, match, factor, cap in channels:
-        sql = (f"SELECT d.seq, d.length, d.asks FROM {table} f CROSS JOIN fts_docs d ON d.rowid = f.rowid "
+        sql = (f"SELECT d.seq, d.length, d.asks, d.stamp FROM {table} f CROSS JOIN fts_docs d ON d.rowid = f.rowid "
                f"WHERE {table} MATCH ? AND {scope}")
         found = db.execute(f"{sql} LIMIT {(cap or PREFIX_HITS) + 1}", [match, *args]).fetchall()
         common = len(found) > (cap or PREFIX_HITS)
@@ -112,17 +116,18 @@ def term_matches(db: Database, term: fts_query.Term, stem: str | None, scope: st
 
 
 def scan(db: Database, text: str, scope: str, args: list[Any]) -> list[tuple[Any, ...]]:
-    """Case-insensitive substring match of a term too short for the trigram index → (seq, length, asks).
+    """Case-insensitive substring match of a term too short for the trigram index → (seq, length, asks, stamp).
 
     SQLite's lower() folds ASCII only, so an ASCII term is matched in SQL and any other term with
     str.casefold() over the scoped rows (`ÉC` finds `ÉCOLE`, `ß` finds `STRASSE`).
     """
-    sql = f"SELECT d.seq, d.length, d.asks FROM fts_trigram f JOIN fts_docs d ON d.rowid = f.rowid WHERE {scope}"
+    sql = (f"SELECT d.seq, d.length, d.asks, d.stamp FROM fts_trigram f JOIN fts_docs d ON d.rowid = f.rowid "
+           f"WHERE {scope}")
     if text.isascii():
         return db.execute(f"{sql} AND instr(lower(f.content), ?) > 0", [*args, text.lower()]).fetchall()
     needle = text.casefold()
     rows = db.execute(sql.replace(" FROM ", ", f.content FROM ", 1), args)
-    return [row[:3] for row in rows if needle in row[3].casefold()]
+    return [row[:4] for row in rows if needle in row[4].casefold()]
 
 
 def rows(db: Database, scope: str, args: list[Any], seqs: Sequence[int]) -> dict[int, tuple[Any, ...]]:
@@ -137,9 +142,19 @@ def rows(db: Database, scope: str, args: list[Any], seqs: Sequence[int]) -> dict
     return {row[2]: row for row in found}
 
 
+def stamp_reach(db: Database, scope: str, args: list[Any], stamps: Iterable[int]) -> dict[int, int]:
+    """Date stamp seq → the seq its reach ends before: the scope's next stamp, at most STAMP_REACH further on."""
+    sql = f"SELECT MIN(seq) FROM fts_docs d WHERE {scope} AND d.stamp = 1 AND d.seq > ? AND d.seq <= ?"
+    reach = {}
+    for seq in stamps:
+        limit = seq + search_rank.STAMP_REACH
+        reach[seq] = db.execute(sql, [*args, seq, limit]).fetchone()[0] or limit + 1
+    return reach
+
+
 def _postings(found: list[tuple[Any, ...]]) -> Postings:
-    """(seq, length, asks) rows → seq → (length, asks); a seq indexed twice keeps its first row."""
+    """(seq, length, asks, stamp) rows → seq → (length, asks, stamp); a seq indexed twice keeps its first row."""
     out: Postings = {}
-    for seq, length, asks in found:
-        out.setdefault(seq, (length, bool(asks)))
+    for seq, length, asks, stamp in found:
+        out.setdefault(seq, (length, bool(asks), bool(stamp)))
     return out

@@ -33,12 +33,16 @@ IDF_FLOOR = 0.05
 AFTER = (0.5, 0.5, 0.3)  # weights of a match 1, 2, 3 messages earlier
 AFTER_QUESTION = (0.8, 0.5, 0.3)  # … when that earlier match contains a question mark
 BEFORE = (0.5, 0.25)  # weights of a match 1, 2 messages later
+LEMMA_WEIGHT = 0.7  # another form of an irregular word (`bought` for `buy`)
 PREFIX_WEIGHT = 0.5  # a stem's relative (`allergic` for `allergies`) counts half
 LENGTH_PRIOR = 0.2
 LENGTH_PRIOR_CAP = 3.0
 SOURCES = 256  # the strongest direct matches whose neighbours are scored (bounds the work)
+STAMP_WEIGHT = 0.8  # a date stamp's match counts this much for each message it dates …
+STAMP_REACH = 200  # … up to the next stamp, at most this many messages on
+STAMP_SELF = 1.0  # the stamp's own match
 
-Posting = tuple[int | None, bool]  # (length in words or None when unknown, asks a question)
+Posting = tuple[int | None, bool, bool]  # (length in words or None when unknown, asks a question, date stamp)
 Asks = Callable[[int], bool]
 
 
@@ -70,11 +74,12 @@ def term_scores(postings: Mapping[int, Posting], weight: float, avg_length: floa
     avg = max(avg_length, 1.0)
     norm = K1 * (1 - B)
     slope = K1 * B / avg
-    return {seq: scale / (1 + norm + slope * (avg if length is None else length))
-            for seq, (length, _asks) in postings.items()}
+    return {seq: scale / (1 + norm + slope * (avg if posting[0] is None else posting[0]))
+            for seq, posting in postings.items()}
 
 
-def score(terms: Sequence[Sequence[Matches]], avg_length: float) -> dict[int, float]:
+def score(terms: Sequence[Sequence[Matches]], avg_length: float,
+          reach: Mapping[int, int] | None = None) -> dict[int, float]:
     """seq → fused score of every candidate: per term the best of the message's own match and the neighbour
     window over the strongest SOURCES messages, summed over the terms."""
     per_term = []
@@ -90,6 +95,12 @@ def score(terms: Sequence[Sequence[Matches]], avg_length: float) -> dict[int, fl
         window: dict[int, float] = {}
         for seq in vouching.keys() & sources:
             value = vouching[seq]
+            if reach and seq in reach:
+                dated = STAMP_WEIGHT * value
+                for other in range(seq + 1, reach[seq]):
+                    if dated > window.get(other, 0.0):
+                        window[other] = dated
+                continue
             for offset, weight in enumerate(AFTER_QUESTION if asks(seq) else AFTER, 1):
                 if weight * value > window.get(seq + offset, 0.0):
                     window[seq + offset] = weight * value
@@ -100,6 +111,9 @@ def score(terms: Sequence[Sequence[Matches]], avg_length: float) -> dict[int, fl
             gain = value - best.get(seq, 0.0)
             if gain > 0:
                 total[seq] = total.get(seq, 0.0) + gain
+    for seq in reach or ():
+        if seq in total:
+            total[seq] *= STAMP_SELF
     return total
 
 
