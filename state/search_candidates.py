@@ -97,22 +97,40 @@ def term_matches(db: Database, term: fts_query.Term, stem: str | None, scope: st
                          None))
     if term.trigram:
         channels.append(("fts_trigram", fts_query.fts_phrase(term.text), 1.0, COMMON_TERM_DOCS))
+    found_any = False
     for table, match, factor, cap in channels:
-        sql = (f"SELECT d.seq, d.length, d.asks, d.stamp FROM {table} f CROSS JOIN fts_docs d ON d.rowid = f.rowid "
-               f"WHERE {table} MATCH ? AND {scope}")
-        found = db.execute(f"{sql} LIMIT {(cap or PREFIX_HITS) + 1}", [match, *args]).fetchall()
-        common = len(found) > (cap or PREFIX_HITS)
-        if common and cap is None:
-            continue
-        if common:
-            found = db.execute(f"{sql} ORDER BY f.rowid DESC LIMIT {PER_TERM_HITS}", [match, *args]).fetchall()
-        if found:
-            yield search_rank.Matches(_postings(found), factor * search_rank.term_weight(total, len(found)),
-                                      spreads=not common)
+        matches = _channel(db, table, match, factor, cap, scope, args, total)
+        if matches is not None:
+            found_any = True
+            yield matches
+    if not found_any and term.porter:
+        spellings = fts_query.compound_spellings(term.words)
+        if spellings:
+            matches = _channel(db, "fts_words", " OR ".join(fts_query.fts_phrase(t) for t in spellings),
+                               search_rank.COMPOUND_WEIGHT, COMMON_TERM_DOCS, scope, args, total)
+            if matches is not None:
+                yield matches
     if term.scan:
         found = scan(db, term.text, scope, args)
         if found:
             yield search_rank.Matches(_postings(found), search_rank.term_weight(total, len(found)), spreads=False)
+
+
+def _channel(db: Database, table: str, match: str, factor: float, cap: int | None, scope: str, args: list[Any],
+             total: int) -> search_rank.Matches | None:
+    """One index's matches of one FTS expression (see term_matches for `cap`), or None."""
+    sql = (f"SELECT d.seq, d.length, d.asks, d.stamp FROM {table} f CROSS JOIN fts_docs d ON d.rowid = f.rowid "
+           f"WHERE {table} MATCH ? AND {scope}")
+    found = db.execute(f"{sql} LIMIT {(cap or PREFIX_HITS) + 1}", [match, *args]).fetchall()
+    common = len(found) > (cap or PREFIX_HITS)
+    if common and cap is None:
+        return None
+    if common:
+        found = db.execute(f"{sql} ORDER BY f.rowid DESC LIMIT {PER_TERM_HITS}", [match, *args]).fetchall()
+    if not found:
+        return None
+    return search_rank.Matches(_postings(found), factor * search_rank.term_weight(total, len(found)),
+                               spreads=not common)
 
 
 def scan(db: Database, text: str, scope: str, args: list[Any]) -> list[tuple[Any, ...]]:

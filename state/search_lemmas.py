@@ -29,6 +29,8 @@ child children|person people|man men|woman women|foot feet|tooth teeth|goose gee
 wife wives|knife knives|life lives|leaf leaves|wolf wolves|half halves|shelf shelves|thief thieves|loaf loaves
 calf calves|elf elves|scarf scarves|hoof hooves|cactus cacti|fungus fungi|criterion criteria|phenomenon phenomena
 analysis analyses|crisis crises|thesis theses|datum data|medium media
+two 2|three 3|four 4|five 5|six 6|seven 7|eight 8|nine 9|ten 10|eleven 11|twelve 12|twenty 20|fifty 50|hundred 100
+first 1st|second 2nd|third 3rd|fourth 4th|fifth 5th|sixth 6th|seventh 7th|eighth 8th|ninth 9th|tenth 10th
 """
 _FORMS: dict[str, tuple[str, ...]] = {}
 for _group in _GROUPS.replace("\n", "|").split("|"):

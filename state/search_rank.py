@@ -34,6 +34,7 @@ AFTER = (0.5, 0.5, 0.3)  # weights of a match 1, 2, 3 messages earlier
 AFTER_QUESTION = (0.8, 0.5, 0.3)  # … when that earlier match contains a question mark
 BEFORE = (0.5, 0.25)  # weights of a match 1, 2 messages later
 LEMMA_WEIGHT = 0.7  # another form of an irregular word (`bought` for `buy`)
+COMPOUND_WEIGHT = 1.0  # a word found nowhere, written apart or together (`road trips` for `roadtrips`)
 PREFIX_WEIGHT = 0.5  # a stem's relative (`allergic` for `allergies`) counts half
 LENGTH_PRIOR = 0.2
 LENGTH_PRIOR_CAP = 3.0
