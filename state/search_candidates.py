@@ -170,6 +170,16 @@ def stamp_reach(db: Database, scope: str, args: list[Any], stamps: Iterable[int]
     return reach
 
 
+def openers(db: Database, scope: str, args: list[Any], seqs: Sequence[int]) -> set[int]:
+    """Those of `seqs` that open a dated stretch: the message right after a date stamp."""
+    if not seqs:
+        return set()
+    marks = ",".join("?" * len(seqs))
+    return {row[0] + 1 for row in db.execute(
+        f"SELECT d.seq FROM fts_docs d WHERE {scope} AND d.stamp = 1 AND d.seq IN ({marks})",
+        [*args, *(seq - 1 for seq in seqs)])}
+
+
 def _postings(found: list[tuple[Any, ...]]) -> Postings:
     """(seq, length, asks, stamp) rows → seq → (length, asks, stamp); a seq indexed twice keeps its first row."""
     out: Postings = {}

@@ -228,7 +228,9 @@ class SearchIndex:
         # The length prior only reorders a bounded head (it changes a score by a bounded factor).
         head = search_rank.top(fused, 2 * limit + 32)
         rows = search_candidates.rows(db, scope, args, head)
-        final = {seq: fused[seq] * search_rank.length_prior(rows[seq][1], avg_length) for seq in head if seq in rows}
+        openers = search_candidates.openers(db, scope, args, head)
+        final = {seq: fused[seq] * search_rank.length_prior(rows[seq][1], avg_length)
+                 * (search_rank.OPENER_PRIOR if seq in openers else 1.0) for seq in head if seq in rows}
         return [_hit(rows[seq]) for seq in search_rank.top(final, limit)]
 
     def reindex(self, store: SessionStore, session_id: str | None = None,

@@ -38,6 +38,7 @@ COMPOUND_WEIGHT = 1.0  # a word found nowhere, written apart or together (`road 
 PREFIX_WEIGHT = 0.5  # a stem's relative (`allergic` for `allergies`) counts half
 LENGTH_PRIOR = 0.2
 LENGTH_PRIOR_CAP = 3.0
+OPENER_PRIOR = 1.15  # the message that opens a dated stretch (right after its stamp) tells its news
 SOURCES = 256  # the strongest direct matches whose neighbours are scored (bounds the work)
 STAMP_WEIGHT = 0.8  # a date stamp's match counts this much for each message it dates …
 STAMP_REACH = 200  # … up to the next stamp, at most this many messages on
