@@ -9,7 +9,7 @@ for stems).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from sqlite_utils import Database
@@ -119,7 +119,7 @@ def term_matches(db: Database, term: fts_query.Term, stem: str | None, scope: st
 def _channel(db: Database, table: str, match: str, factor: float, cap: int | None, scope: str, args: list[Any],
              total: int) -> search_rank.Matches | None:
     """One index's matches of one FTS expression (see term_matches for `cap`), or None."""
-    sql = (f"SELECT d.seq, d.length, d.asks, d.stamp FROM {table} f CROSS JOIN fts_docs d ON d.rowid = f.rowid "
+    sql = (f"SELECT d.seq, d.length, d.asks FROM {table} f CROSS JOIN fts_docs d ON d.rowid = f.rowid "
            f"WHERE {table} MATCH ? AND {scope}")
     found = db.execute(f"{sql} LIMIT {(cap or PREFIX_HITS) + 1}", [match, *args]).fetchall()
     common = len(found) > (cap or PREFIX_HITS)
@@ -134,18 +134,17 @@ def _channel(db: Database, table: str, match: str, factor: float, cap: int | Non
 
 
 def scan(db: Database, text: str, scope: str, args: list[Any]) -> list[tuple[Any, ...]]:
-    """Case-insensitive substring match of a term too short for the trigram index → (seq, length, asks, stamp).
+    """Case-insensitive substring match of a term too short for the trigram index → (seq, length, asks).
 
     SQLite's lower() folds ASCII only, so an ASCII term is matched in SQL and any other term with
     str.casefold() over the scoped rows (`ÉC` finds `ÉCOLE`, `ß` finds `STRASSE`).
     """
-    sql = (f"SELECT d.seq, d.length, d.asks, d.stamp FROM fts_trigram f JOIN fts_docs d ON d.rowid = f.rowid "
-           f"WHERE {scope}")
+    sql = f"SELECT d.seq, d.length, d.asks FROM fts_trigram f JOIN fts_docs d ON d.rowid = f.rowid WHERE {scope}"
     if text.isascii():
         return db.execute(f"{sql} AND instr(lower(f.content), ?) > 0", [*args, text.lower()]).fetchall()
     needle = text.casefold()
     rows = db.execute(sql.replace(" FROM ", ", f.content FROM ", 1), args)
-    return [row[:4] for row in rows if needle in row[4].casefold()]
+    return [row[:3] for row in rows if needle in row[3].casefold()]
 
 
 def rows(db: Database, scope: str, args: list[Any], seqs: Sequence[int]) -> dict[int, tuple[Any, ...]]:
@@ -160,29 +159,15 @@ def rows(db: Database, scope: str, args: list[Any], seqs: Sequence[int]) -> dict
     return {row[2]: row for row in found}
 
 
-def stamp_reach(db: Database, scope: str, args: list[Any], stamps: Iterable[int]) -> dict[int, int]:
-    """Date stamp seq → the seq its reach ends before: the scope's next stamp, at most STAMP_REACH further on."""
-    sql = f"SELECT MIN(seq) FROM fts_docs d WHERE {scope} AND d.stamp = 1 AND d.seq > ? AND d.seq <= ?"
-    reach = {}
-    for seq in stamps:
-        limit = seq + search_rank.STAMP_REACH
-        reach[seq] = db.execute(sql, [*args, seq, limit]).fetchone()[0] or limit + 1
-    return reach
-
-
-def openers(db: Database, scope: str, args: list[Any], seqs: Sequence[int]) -> set[int]:
-    """Those of `seqs` that open a dated stretch: the message right after a date stamp."""
-    if not seqs:
-        return set()
-    marks = ",".join("?" * len(seqs))
-    return {row[0] + 1 for row in db.execute(
-        f"SELECT d.seq FROM fts_docs d WHERE {scope} AND d.stamp = 1 AND d.seq IN ({marks})",
-        [*args, *(seq - 1 for seq in seqs)])}
+def stamps(db: Database, scope: str, args: list[Any]) -> list[int]:
+    """The seqs of the scope's date stamps (`search_dates`), in order (through a partial index)."""
+    return [row[0] for row in db.execute(f"SELECT seq FROM fts_docs d WHERE {scope} AND d.stamp = 1 ORDER BY seq",
+                                         args)]
 
 
 def _postings(found: list[tuple[Any, ...]]) -> Postings:
-    """(seq, length, asks, stamp) rows → seq → (length, asks, stamp); a seq indexed twice keeps its first row."""
+    """(seq, length, asks) rows → seq → (length, asks); a seq indexed twice keeps its first row."""
     out: Postings = {}
-    for seq, length, asks, stamp in found:
-        out.setdefault(seq, (length, bool(asks), bool(stamp)))
+    for seq, length, asks in found:
+        out.setdefault(seq, (length, bool(asks)))
     return out

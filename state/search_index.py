@@ -222,15 +222,14 @@ class SearchIndex:
         stems = search_candidates.stems(db, terms)
         matches = [list(search_candidates.term_matches(db, term, stems.get(term.words), scope, args, total))
                    for term in terms]
-        stamps = {seq for channels in matches for m in channels if m.spreads
-                  for seq, posting in m.postings.items() if posting[2]}
-        fused = search_rank.score(matches, avg_length, search_candidates.stamp_reach(db, scope, args, stamps))
+        stamps = search_candidates.stamps(db, scope, args)
+        fused = search_rank.score(matches, avg_length, stamps)
         # The length prior only reorders a bounded head (it changes a score by a bounded factor).
         head = search_rank.top(fused, 2 * limit + 32)
         rows = search_candidates.rows(db, scope, args, head)
-        openers = search_candidates.openers(db, scope, args, head)
+        dated = set(stamps)
         final = {seq: fused[seq] * search_rank.length_prior(rows[seq][1], avg_length)
-                 * (search_rank.OPENER_PRIOR if seq in openers else 1.0) for seq in head if seq in rows}
+                 * (search_rank.OPENER_PRIOR if seq - 1 in dated else 1.0) for seq in head if seq in rows}
         return [_hit(rows[seq]) for seq in search_rank.top(final, limit)]
 
     def reindex(self, store: SessionStore, session_id: str | None = None,

@@ -22,8 +22,9 @@ PostgreSQL backend (`tsvector` + `pg_trgm` candidate lists) can reuse it unchang
 
 from __future__ import annotations
 
+import bisect
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 K1 = 1.2
@@ -42,9 +43,8 @@ OPENER_PRIOR = 1.15  # the message that opens a dated stretch (right after its s
 SOURCES = 256  # the strongest direct matches whose neighbours are scored (bounds the work)
 STAMP_WEIGHT = 0.8  # a date stamp's match counts this much for each message it dates …
 STAMP_REACH = 200  # … up to the next stamp, at most this many messages on
-STAMP_SELF = 1.0  # the stamp's own match
 
-Posting = tuple[int | None, bool, bool]  # (length in words or None when unknown, asks a question, date stamp)
+Posting = tuple[int | None, bool]  # (length in words or None when unknown, asks a question)
 Asks = Callable[[int], bool]
 
 
@@ -80,10 +80,10 @@ def term_scores(postings: Mapping[int, Posting], weight: float, avg_length: floa
             for seq, posting in postings.items()}
 
 
-def score(terms: Sequence[Sequence[Matches]], avg_length: float,
-          reach: Mapping[int, int] | None = None) -> dict[int, float]:
+def score(terms: Sequence[Sequence[Matches]], avg_length: float, stamps: Sequence[int] = ()) -> dict[int, float]:
     """seq → fused score of every candidate: per term the best of the message's own match and the neighbour
-    window over the strongest SOURCES messages, summed over the terms."""
+    window over the strongest SOURCES messages, summed over the terms. `stamps`: the date stamps' seqs, in
+    order (a stamp's match dates the messages after it; no window crosses a stamp)."""
     per_term = []
     own: dict[int, float] = {}
     for channels in terms:
@@ -93,30 +93,41 @@ def score(terms: Sequence[Sequence[Matches]], avg_length: float,
         per_term.append((best, vouching, asks))
     sources = own.keys() if len(own) <= SOURCES else set(top(own, SOURCES))
     total = dict(own)
+    dated = set(stamps)
     for best, vouching, asks in per_term:
         window: dict[int, float] = {}
         for seq in vouching.keys() & sources:
             value = vouching[seq]
-            if reach and seq in reach:
-                dated = STAMP_WEIGHT * value
-                for other in range(seq + 1, reach[seq]):
-                    if dated > window.get(other, 0.0):
-                        window[other] = dated
+            if seq in dated:
+                _spread(window, range(seq + 1, _reach_end(stamps, seq)), STAMP_WEIGHT * value)
                 continue
             for offset, weight in enumerate(AFTER_QUESTION if asks(seq) else AFTER, 1):
-                if weight * value > window.get(seq + offset, 0.0):
-                    window[seq + offset] = weight * value
+                if seq + offset in dated:
+                    break
+                _spread(window, (seq + offset,), weight * value)
             for offset, weight in enumerate(BEFORE, 1):
-                if weight * value > window.get(seq - offset, 0.0):
-                    window[seq - offset] = weight * value
+                if seq - offset in dated:
+                    break
+                _spread(window, (seq - offset,), weight * value)
         for seq, value in window.items():
             gain = value - best.get(seq, 0.0)
             if gain > 0:
                 total[seq] = total.get(seq, 0.0) + gain
-    for seq in reach or ():
-        if seq in total:
-            total[seq] *= STAMP_SELF
     return total
+
+
+def _spread(window: dict[int, float], seqs: Iterable[int], value: float) -> None:
+    """Give each of `seqs` `value` in `window` where that is more than it has."""
+    for seq in seqs:
+        if value > window.get(seq, 0.0):
+            window[seq] = value
+
+
+def _reach_end(stamps: Sequence[int], stamp: int) -> int:
+    """The seq a stamp's reach ends before: the next stamp, at most STAMP_REACH messages on."""
+    following = bisect.bisect_right(stamps, stamp)
+    end = stamp + STAMP_REACH + 1
+    return min(stamps[following], end) if following < len(stamps) else end
 
 
 def _best_of(channels: Sequence[Matches], avg_length: float) -> tuple[dict[int, float], dict[int, float], Asks]:

@@ -8,7 +8,7 @@ from workmem.state import search_rank as rank
 
 
 def matches(seqs, weight=1.0, spreads=True, asks=(), length=None):
-    return rank.Matches({s: (length, s in asks, False) for s in seqs}, weight, spreads)
+    return rank.Matches({s: (length, s in asks) for s in seqs}, weight, spreads)
 
 
 def test_idf_falls_as_a_term_gets_common_and_the_weight_keeps_a_floor():
