@@ -21,6 +21,7 @@ PER_TERM_HITS = 1_000  # candidates taken for a common word: its newest matches
 LENGTH_SAMPLE = 256  # the newest messages of the scope whose mean length stands for the scope's
 PREFIX_HITS = 200  # a stem's relatives found in more messages than this are too common to help
 MAX_RELATIVES = 16  # stems looked for through one prefix
+MAX_STAMPS = 1_000  # date stamps the ranking knows of: the newest (older stretches rank as if undated)
 _STEMMER = ("CREATE VIRTUAL TABLE IF NOT EXISTS temp.wm_stem USING fts5(text, tokenize='porter unicode61')",
             "CREATE VIRTUAL TABLE IF NOT EXISTS temp.wm_stem_terms USING fts5vocab('temp', 'wm_stem', 'instance')",
             "CREATE VIRTUAL TABLE IF NOT EXISTS temp.wm_stem_vocab USING fts5vocab('temp', 'wm_stem', 'row')")
@@ -160,9 +161,10 @@ def rows(db: Database, scope: str, args: list[Any], seqs: Sequence[int]) -> dict
 
 
 def stamps(db: Database, scope: str, args: list[Any]) -> list[int]:
-    """The seqs of the scope's date stamps (`search_dates`), in order (through a partial index)."""
-    return [row[0] for row in db.execute(f"SELECT seq FROM fts_docs d WHERE {scope} AND d.stamp = 1 ORDER BY seq",
-                                         args)]
+    """The seqs of the scope's newest MAX_STAMPS date stamps (`search_dates`), in order (a partial index)."""
+    found = db.execute(f"SELECT seq FROM fts_docs d WHERE {scope} AND d.stamp = 1 ORDER BY seq DESC "
+                       f"LIMIT {MAX_STAMPS}", args).fetchall()
+    return [row[0] for row in reversed(found)]
 
 
 def _postings(found: list[tuple[Any, ...]]) -> Postings:
