@@ -104,3 +104,14 @@ def assistant(text: str = "", calls: list[tuple[str, str, str]] | None = None) -
 def tool(call_id: str, content: str, name: str = "") -> dict[str, Any]:
     """An OpenAI-style tool result."""
     return {"role": "tool", "tool_call_id": call_id, "content": content, "name": name or None}
+
+
+def stored(engine: Any, session: str) -> list[dict[str, Any]]:
+    """Every stored message of the session, archived and live, in seq order."""
+    total = engine.session_info(session)["total_message_count"]
+    return engine.storage.sessions.messages_in_range(session, 1, total)
+
+
+def prompt_texts(model: Any, index: int = -1) -> list[str]:
+    """Texts of one recorded prompt after workmem's system message."""
+    return [m.text for m in model.prompts[index][1:]]

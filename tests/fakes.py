@@ -194,3 +194,9 @@ def long_session(n_turns: int) -> list[dict[str, Any]]:
         out.append({"role": "assistant", "content": f"Updated module_{i}.py; supplier {i} now imports cleanly, "
                                                     f"decided to keep the old delimiter because tests rely on it."})
     return out
+
+
+def stored_text(seq: int, text: str, role: str = "user") -> dict[str, Any]:
+    """One stored workmem message with a single text part, for index and search tests."""
+    return {"id": f"m-{seq}", "seq": seq, "turn_id": f"t{seq}", "role": role, "tokens": 1,
+            "created_at": "2026-01-01T00:00:00+00:00", "meta": {}, "parts": [{"type": "text", "text": text}]}

@@ -9,8 +9,8 @@ import logging
 from typing import Any
 
 import pytest
-from engine_helpers import pairing_problems
-from fakes import ScriptedToolModel, create_call, scripted
+from engine_helpers import pairing_problems, prompt_texts, stored
+from fakes import create_call, scripted
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, ToolMessage, messages_to_dict
 from langchain_core.tools import tool
@@ -41,17 +41,6 @@ def texts(messages: list[dict[str, Any]]) -> list[str]:
         part = m["parts"][0]
         out.append(part.get("text") or part.get("content") or part.get("name"))
     return out
-
-
-def stored(engine: WorkingMemoryEngine, session: str) -> list[dict[str, Any]]:
-    """Every stored message of the session, archived and live, in seq order."""
-    total = engine.session_info(session)["total_message_count"]
-    return engine.storage.sessions.messages_in_range(session, 1, total)
-
-
-def prompt_texts(model: ScriptedToolModel, index: int = -1) -> list[str]:
-    """Texts of one recorded prompt after workmem's system message."""
-    return [m.text for m in model.prompts[index][1:]]
 
 
 def call(tool_name: str, args: dict[str, Any], call_id: str = "call_0") -> AIMessage:

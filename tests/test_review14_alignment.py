@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine_helpers import pairing_problems
-from fakes import ScriptedToolModel, scripted
+from engine_helpers import pairing_problems, prompt_texts, stored
+from fakes import scripted
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.tools import tool
@@ -32,15 +32,6 @@ def texts(messages: list[dict[str, Any]]) -> list[str]:
         part = m["parts"][0]
         out.append(part.get("text") or part.get("content") or part.get("name"))
     return out
-
-
-def stored(engine: WorkingMemoryEngine, session: str) -> list[dict[str, Any]]:
-    total = engine.session_info(session)["total_message_count"]
-    return engine.storage.sessions.messages_in_range(session, 1, total)
-
-
-def prompt_texts(model: ScriptedToolModel, index: int = -1) -> list[str]:
-    return [m.text for m in model.prompts[index][1:]]
 
 
 def call(tool_name: str, args: dict[str, Any], call_id: str = "call_0") -> AIMessage:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from fakes import stored_text
 
 from workmem.state.errors import InvalidInput
 from workmem.state.search_index import SearchIndex
@@ -15,11 +16,6 @@ def index(root):
     ix = SearchIndex(root)
     yield ix
     ix.close()
-
-
-def stored(seq, text, role="user"):
-    return {"id": f"m-{seq}", "seq": seq, "turn_id": f"t{seq}", "role": role, "tokens": 1,
-            "created_at": "2026-01-01T00:00:00+00:00", "meta": {}, "parts": [{"type": "text", "text": text}]}
 
 
 # -- search ------------------------------------------------------------------------------------------
@@ -39,9 +35,9 @@ CORPUS = [
 
 @pytest.fixture
 def searchable(index):
-    index.index_messages("s", "archive_001", [stored(i + 1, t) for i, t in enumerate(CORPUS[:5])])
-    index.index_messages("s", "archive_002", [stored(i + 6, t) for i, t in enumerate(CORPUS[5:])])
-    index.index_messages("other", "archive_001", [stored(1, "database migration in another session")])
+    index.index_messages("s", "archive_001", [stored_text(i + 1, t) for i, t in enumerate(CORPUS[:5])])
+    index.index_messages("s", "archive_002", [stored_text(i + 6, t) for i, t in enumerate(CORPUS[5:])])
+    index.index_messages("other", "archive_001", [stored_text(1, "database migration in another session")])
     return index
 
 
@@ -102,7 +98,7 @@ def test_all_query_words_rank_first(searchable):
 
 
 def test_newest_first_on_ties(index):
-    index.index_messages("s", "archive_001", [stored(i, "same words here") for i in range(1, 6)])
+    index.index_messages("s", "archive_001", [stored_text(i, "same words here") for i in range(1, 6)])
     assert seqs(index.search("s", "words")) == [5, 4, 3, 2, 1]
 
 
@@ -112,7 +108,7 @@ def test_hit_shape_scope_and_limit(searchable, index):
     in_first = searchable.search("s", "database", archive_id="archive_001")
     assert seqs(in_first)[0] == 1 and {h["archive_id"] for h in in_first} == {"archive_001"}
     assert len(searchable.search("s", "the", limit=1)) == 1
-    index.index_messages("s", "archive_003", [stored(20, "long " * 1000)])
+    index.index_messages("s", "archive_003", [stored_text(20, "long " * 1000)])
     assert len(index.search("s", "long")[0]["content"]) <= 1500
 
 
@@ -127,22 +123,22 @@ def test_bad_search_input(searchable, kwargs, field):
 
 def test_index_messages_is_idempotent_per_archive(searchable):
     before = searchable.db.execute("SELECT COUNT(*) FROM fts_words").fetchone()[0]
-    searchable.index_messages("s", "archive_001", [stored(i + 1, t) for i, t in enumerate(CORPUS[:5])])
+    searchable.index_messages("s", "archive_001", [stored_text(i + 1, t) for i, t in enumerate(CORPUS[:5])])
     assert searchable.db.execute("SELECT COUNT(*) FROM fts_words").fetchone()[0] == before
-    searchable.index_messages("s", "archive_001", [stored(1, "replaced text")])
+    searchable.index_messages("s", "archive_001", [stored_text(1, "replaced text")])
     assert seqs(searchable.search("s", "PostgreSQL")) == []
     assert seqs(searchable.search("s", "replaced")) == [1]
 
 
 def test_bulk_index_commits_in_batches(index):
-    messages = [stored(i, f"message {i} about item{i % 7}") for i in range(1, 2502)]
+    messages = [stored_text(i, f"message {i} about item{i % 7}") for i in range(1, 2502)]
     assert index.index_messages("s", "archive_001", messages) == 2501
     assert index.db.execute("SELECT COUNT(*) FROM fts_trigram").fetchone()[0] == 2501
     assert seqs(index.search("s", "item3", limit=3)) == [2495, 2488, 2481]
 
 
 def test_tool_calls_and_results_are_searchable(index):
-    msg = {**stored(1, ""), "role": "assistant", "parts": [
+    msg = {**stored_text(1, ""), "role": "assistant", "parts": [
         {"type": "tool_call", "id": "c", "name": "read_file", "arguments": {"path": "src/app/main.go"}}]}
     index.index_messages("s", "archive_001", [msg])
     assert seqs(index.search("s", "src/app/main.go")) == [1]
@@ -155,9 +151,9 @@ FOLDING = ["ÉCOLE normale supérieure", "ΣΟΦΙΑ data set", "Ärger mit dem 
 
 @pytest.fixture
 def folding(index):
-    index.index_messages("s", "archive_001", [stored(i + 1, t) for i, t in enumerate(FOLDING[:3])])
-    index.index_messages("s", "archive_002", [stored(i + 4, t) for i, t in enumerate(FOLDING[3:])])
-    index.index_messages("other", "archive_001", [stored(1, "ÉCOLE in another session")])
+    index.index_messages("s", "archive_001", [stored_text(i + 1, t) for i, t in enumerate(FOLDING[:3])])
+    index.index_messages("s", "archive_002", [stored_text(i + 4, t) for i, t in enumerate(FOLDING[3:])])
+    index.index_messages("other", "archive_001", [stored_text(1, "ÉCOLE in another session")])
     return index
 
 
@@ -194,7 +190,7 @@ def test_reindex_rebuilds_from_complete_archives_only(root, index):
     half = store.session_dir("s") / "history" / "archive_002"
     half.mkdir()
     (half / "messages.jsonl").write_text("{}\n")  # no .done: not an archive
-    index.index_messages("s", "archive_009", [stored(1, "stale row kiwi")])
+    index.index_messages("s", "archive_009", [stored_text(1, "stale row kiwi")])
     assert index.reindex(store) == 6
     assert seqs(index.search("s", "kiwi", limit=20)) == [6, 5, 4, 3, 2, 1]
     assert index.reindex(store, session_id="s") == 6
@@ -208,8 +204,8 @@ def test_a_word_found_almost_everywhere_takes_its_newest_matches(index, monkeypa
 
     monkeypatch.setattr(candidates, "COMMON_TERM_DOCS", 5)
     monkeypatch.setattr(candidates, "PER_TERM_HITS", 3)
-    messages = [stored(i, f"deploy log line {i}") for i in range(1, 21)]
-    messages[1] = stored(2, "deploy log line 2 mentions zebrafish")
+    messages = [stored_text(i, f"deploy log line {i}") for i in range(1, 21)]
+    messages[1] = stored_text(2, "deploy log line 2 mentions zebrafish")
     index.index_messages("s", "archive_001", messages)
 
     assert seqs(index.search("s", "deploy")) == [20, 19, 18]  # common: its newest three only
@@ -218,7 +214,7 @@ def test_a_word_found_almost_everywhere_takes_its_newest_matches(index, monkeypa
 
 
 def _index_in_child(root, barrier) -> None:
-    messages = [stored(seq, f"entry {seq} of a long archive") for seq in range(1, 12_001)]
+    messages = [stored_text(seq, f"entry {seq} of a long archive") for seq in range(1, 12_001)]
     index = SearchIndex(root)
     barrier.wait()
     index.index_messages("s", "archive_001", messages)
@@ -230,7 +226,7 @@ def test_two_indexers_of_one_archive_at_once_leave_each_message_once(root):
     `workmem reindex`, or two reindexes) interleave their batches; each seq must still be in once."""
     import multiprocessing
 
-    SearchIndex(root).index_messages("s", "archive_001", [stored(1, "warm up")])  # schema ready before the race
+    SearchIndex(root).index_messages("s", "archive_001", [stored_text(1, "warm up")])  # schema ready before the race
     context = multiprocessing.get_context("spawn")
     for _ in range(3):
         barrier = context.Barrier(2)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
+from fakes import stored_text
 
 from workmem.state.search_index import SearchIndex
 
@@ -17,17 +18,12 @@ def index(root):
     ix.close()
 
 
-def stored(seq, text, role="user"):
-    return {"id": f"m-{seq}", "seq": seq, "turn_id": f"t{seq}", "role": role, "tokens": 1,
-            "created_at": "2026-01-01T00:00:00+00:00", "meta": {}, "parts": [{"type": "text", "text": text}]}
-
-
 def seqs(hits):
     return [h["seq"] for h in hits]
 
 
 def add(index, texts, archive="archive_001", session="s", first=1):
-    index.index_messages(session, archive, [stored(first + i, t) for i, t in enumerate(texts)])
+    index.index_messages(session, archive, [stored_text(first + i, t) for i, t in enumerate(texts)])
 
 
 FILLER = [f"Filler line number {n} about the weather and the weekend plans." for n in range(40)]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from fakes import create_call, scripted
+from fakes import create_call, scripted, stored_text
 
 from workmem.graphs.agent_tools import make_archive_tools
 from workmem.graphs.engine import WorkingMemoryEngine
@@ -13,17 +13,12 @@ from workmem.state.search_index import SearchIndex
 from workmem.state.tokens import count_tokens
 
 
-def stored(seq: int, text: str, role: str = "user") -> dict:
-    return {"id": f"m-{seq}", "seq": seq, "turn_id": f"t{seq}", "role": role, "created_at": "x", "tokens": 1,
-            "meta": {}, "parts": [{"type": "text", "text": text}]}
-
-
 def hit(seq: int, text: str = "match") -> dict:
     return {"archive_id": "archive_001", "seq": seq, "turn_id": f"t{seq}", "role": "user", "content": text}
 
 
 def test_context_adds_the_neighbours_of_each_hit_reading_each_overlapping_run_once():
-    log = {i: stored(i, f"message {i}") for i in range(1, 31)}
+    log = {i: stored_text(i, f"message {i}") for i in range(1, 31)}
     reads = []
 
     def fetch(lo, hi):
@@ -39,7 +34,7 @@ def test_context_adds_the_neighbours_of_each_hit_reading_each_overlapping_run_on
 
 
 def test_the_tool_text_merges_overlapping_windows_and_caps_its_size():
-    log = {i: stored(i, f"message number {i} " + "word " * 40) for i in range(1, 200)}
+    log = {i: stored_text(i, f"message number {i} " + "word " * 40) for i in range(1, 200)}
     hits = with_context([hit(s, log[s]["parts"][0]["text"]) for s in (50, 52, 100, *range(120, 200, 8))], 1,
                         lambda lo, hi: [log[s] for s in range(lo, hi + 1) if s in log])
     text = format_hits("word", hits, max_tokens=900)
@@ -55,7 +50,7 @@ def test_the_tool_text_merges_overlapping_windows_and_caps_its_size():
 
 def test_spilled_items_are_searchable_as_memory_hits(root):
     index = SearchIndex(root)
-    index.index_messages("s", "archive_002", [stored(7, "we talked about the kiln")],
+    index.index_messages("s", "archive_002", [stored_text(7, "we talked about the kiln")],
                          spilled=[{"section": "Files & Context", "item": "`kiln/firing.py` — read"},
                                   {"section": "Key Facts & Decisions", "item": "The kiln fires at 1240 C."}])
     hits = index.search("s", "kiln fires")
@@ -63,7 +58,7 @@ def test_spilled_items_are_searchable_as_memory_hits(root):
     assert memory[0] == {"archive_id": "archive_002", "seq": None, "turn_id": None, "role": "memory",
                          "section": "Key Facts & Decisions", "content": "The kiln fires at 1240 C."}
     assert any(h["seq"] == 7 for h in hits)
-    index.index_messages("s", "archive_002", [stored(7, "we talked about the kiln")])  # re-index drops the items
+    index.index_messages("s", "archive_002", [stored_text(7, "we talked about the kiln")])  # re-index drops the items
     assert all(h["role"] != "memory" for h in index.search("s", "kiln fires"))
 
 

@@ -31,11 +31,6 @@ def index(root, clock):
     ix.close()
 
 
-def stored(seq, text, role="user"):
-    return {"id": f"m-{seq}", "seq": seq, "turn_id": f"t{seq}", "role": role, "tokens": 1,
-            "created_at": "2026-01-01T00:00:00+00:00", "meta": {}, "parts": [{"type": "text", "text": text}]}
-
-
 # -- tasks -------------------------------------------------------------------------------------------
 
 
