@@ -19,33 +19,26 @@ if TYPE_CHECKING:
 
 MAX_EXPAND_CHARS = 20_000
 
-SEARCH_DESCRIPTION = (
-    "Search the archived (older, summarised) messages of this conversation. Give 2-3 distinctive keywords, "
-    "a name, or an exact identifier such as a file path; the text is matched literally (no regex or query "
-    "syntax), best matches first, at most 12. Use it before saying something is unknown or was never "
-    "discussed, then call archive_expand to read the surrounding messages."
-)
-EXPAND_DESCRIPTION = (
-    "Read archived messages verbatim: a whole archive by its id (e.g. 'archive_002', as shown by "
-    "archive_search), or a range of message numbers with start_seq and end_seq (the '#12' in a search hit)."
-)
+# Sent with every agent call, so they stay short; the system note says when to search.
+SEARCH_DESCRIPTION = ("Literal search of this conversation's archived (summarised) messages, best 12 first: "
+                      "2-3 keywords, a name or an exact identifier; then archive_expand to read more.")
+EXPAND_DESCRIPTION = "Read archived messages verbatim: an archive id, or the #seq range start_seq..end_seq."
 
 
 class SearchArgs(BaseModel):
     """Arguments of `archive_search`."""
 
-    query: str = Field(description="2-3 keywords or an exact identifier, matched literally")
-    archive_id: str | None = Field(default=None, description="only search this archive, e.g. 'archive_002'")
-    context: int = Field(default=0, ge=0, le=MAX_CONTEXT,
-                         description="also show this many messages before and after each match (0-3)")
+    query: str = Field(description="keywords or an exact identifier")
+    archive_id: str | None = Field(default=None, description="only this archive, e.g. archive_002")
+    context: int = Field(default=0, ge=0, le=MAX_CONTEXT, description="messages shown around each hit")
 
 
 class ExpandArgs(BaseModel):
     """Arguments of `archive_expand`."""
 
-    archive_id: str | None = Field(default=None, description="the archive to read, e.g. 'archive_002'")
-    start_seq: int | None = Field(default=None, description="first message number of a range to read")
-    end_seq: int | None = Field(default=None, description="last message number of a range to read")
+    archive_id: str | None = None
+    start_seq: int | None = None
+    end_seq: int | None = None
 
 
 def format_expansion(found: dict[str, Any], max_chars: int = MAX_EXPAND_CHARS) -> str:

@@ -8,7 +8,8 @@ full history and last-N truncation — the same trigger (4 000 and 8 000 tokens)
 Fakes and the one extractor rule: `token_fakes`. Counts are cl100k tokens, exact and repeatable
 (nothing random but a seeded generator, no clock in a count); only the layer time varies by machine.
 
-Printed per session and trigger: agent context tokens per call (mean, p95, max), maintenance input and
+Printed per session and trigger: agent context tokens per call (mean, p95, max; and the mean of its memory
+message — working memory or summary — and of its tool schemas), maintenance input and
 output tokens, commits or summaries per 100 turns, total tokens (agent input + its 60-token replies +
 maintenance input + output) and its ratio to full history and to each summariser, memory-layer time
 per turn (wall time less the fakes' own), and answers retained in the final agent call's context.
@@ -127,6 +128,8 @@ def summarize(run: LayerRun, answers: list[str]) -> dict[str, Any]:
     calls = len(run.maintenance_calls)
     total = sum(contexts) + sum(out for _, out in run.agent_calls) + m_in + m_out
     return {"layer": run.layer, "mean": sum(contexts) / len(contexts), "p95": _p95(contexts), "max": max(contexts),
+            "memory": sum(m for m, _ in run.agent_parts) / len(contexts),
+            "schemas": sum(t for _, t in run.agent_parts) / len(contexts),
             "m_in": m_in, "m_out": m_out, "calls": calls, "per_100": 100 * calls / run.turns,
             "m_in_per_call": m_in / calls if calls else 0.0, "total": total,
             "ms_per_turn": 1000 * run.layer_seconds / run.turns, "retained": retained(answers, run.final_context),
@@ -143,13 +146,14 @@ def table(title: str, rows: list[dict[str, Any]], ceiling: int) -> Table:
     """The side-by-side table of one session at one trigger."""
     by = {r["layer"]: r for r in rows}
     out = Table(title=title)
-    heads = ("layer", "ctx mean", "ctx p95", "ctx max", "maint in", "maint out", "calls/100 turns",
-             "in/call", "total", "× full", "× summ.", "× langmem", "layer ms/turn", "answers kept")
+    heads = ("layer", "ctx mean", "ctx p95", "ctx max", "of it memory", "of it tools", "maint in", "maint out",
+             "calls/100 turns", "in/call", "total", "× full", "× summ.", "× langmem", "layer ms/turn", "answers kept")
     for head in heads:
         out.add_column(head, justify="left" if head == "layer" else "right")
     for r in rows:
         ratios = [r["total"] / by[k]["total"] for k in ("full history", *PEERS)]
-        out.add_row(r["layer"], f"{r['mean']:,.0f}", f"{r['p95']:,}", f"{r['max']:,}", f"{r['m_in']:,}",
+        out.add_row(r["layer"], f"{r['mean']:,.0f}", f"{r['p95']:,}", f"{r['max']:,}", f"{r['memory']:,.0f}",
+                    f"{r['schemas']:,.0f}", f"{r['m_in']:,}",
                     f"{r['m_out']:,}", f"{r['per_100']:.1f}", f"{r['m_in_per_call']:,.0f}", f"{r['total']:,}",
                     *(f"{x:.3f}" for x in ratios), f"{r['ms_per_turn']:.1f}",
                     f"{r['retained']}/{r['answers']} (ceiling {ceiling})")

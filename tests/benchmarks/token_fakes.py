@@ -45,6 +45,9 @@ _INFORMATIVE = re.compile(r"\d|\w/\w|\s[A-Z][A-Za-z]")
 _ERROR = re.compile(r"error|exception|traceback|\bfail", re.I)
 _SM_MESSAGES = re.compile(r'<message type="[^"]*">(.*?)</message>', re.S)
 _LANGMEM_EXISTING = re.compile(r"^This is summary of the conversation so far: (.*)\n\nExtend this summary", re.S)
+# How each layer's memory message starts: workmem's summary, SummarizationMiddleware's, LangMem's.
+MEMORY_PREFIXES = ("[Session History Summary]\n", "Here is a summary of the conversation to date:",
+                   "Summary of the conversation so far:")
 LIST_SECTIONS = ("Task & Goals", "Key Facts & Decisions", "Files & Context", "Errors & Corrections", "Open Issues")
 
 
@@ -150,6 +153,7 @@ class CountingModel(BaseChatModel):
 
     answer: Callable[[list[BaseMessage], list[Any], Any], AIMessage]
     calls: list[tuple[int, int]] = Field(default_factory=list)
+    parts: list[tuple[int, int]] = Field(default_factory=list)  # (memory message, tool schema) tokens per call
     seconds: float = 0.0
     last_prompt: list[BaseMessage] = Field(default_factory=list)
 
@@ -166,9 +170,11 @@ class CountingModel(BaseChatModel):
         start = time.perf_counter()
         tools = list(kwargs.get("tools") or [])
         reply = self.answer(list(messages), tools, kwargs.get("tool_choice"))
-        sent = message_tokens(messages) + tool_tokens(tools)
+        schemas = tool_tokens(tools)
+        sent = message_tokens(messages) + schemas
         out = message_tokens([reply])
         self.calls.append((sent, out))
+        self.parts.append((message_tokens([m for m in messages if m.text.startswith(MEMORY_PREFIXES)]), schemas))
         self.last_prompt = list(messages)
         self.seconds += time.perf_counter() - start
         return ChatResult(generations=[ChatGeneration(message=reply)])

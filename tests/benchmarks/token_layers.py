@@ -34,6 +34,7 @@ class LayerRun:
 
     layer: str
     agent_calls: list[tuple[int, int]]
+    agent_parts: list[tuple[int, int]]
     maintenance_calls: list[tuple[int, int]]
     final_context: str
     layer_seconds: float
@@ -109,5 +110,5 @@ def run_layer(layer: str, turns: Sequence[str], reply: str, *, trigger: int, kee
             extra["commits"] = engine.session_info("bench").get("commit_count")
             engine.close()
     final = "\n\n".join(m.text for m in agent_fake.last_prompt)
-    return LayerRun(layer, agent_fake.calls, maintainer.calls, final,
+    return LayerRun(layer, agent_fake.calls, agent_fake.parts, maintainer.calls, final,
                     wall - agent_fake.seconds - maintainer.seconds, len(turns), extra)
