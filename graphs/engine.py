@@ -200,11 +200,12 @@ class WorkingMemoryEngine:
         last = meta.get("last_archive")
         if not last:
             return 0
+        key = (meta.get("created_at"), last.get("id"))  # a deleted and re-created session starts over
         cached = self._wm_tokens.get(session_id)
-        if cached is None or cached[0] != last.get("id"):
+        if cached is None or cached[0] != key:
             archive = self.working_memory(session_id) or {}
             wm = archive.get("working_summary", {}).get("markdown", "")
-            cached = (last.get("id"), count_tokens(SUMMARY_PREFIX + wm) if wm.strip() else 0)
+            cached = (key, count_tokens(SUMMARY_PREFIX + wm) if wm.strip() else 0)
             self._wm_tokens[session_id] = cached
         return cached[1]
 

@@ -39,7 +39,7 @@ def to_langchain_message(msg: dict[str, Any]) -> BaseMessage:
         return ToolMessage(content=result.get("content", ""), tool_call_id=result["tool_call_id"],
                            name=result.get("name"), status="error" if result.get("is_error") else "success",
                            **common)
-    if meta.get("name") is not None:
+    if isinstance(meta.get("name"), str):
         common["name"] = meta["name"]
     content = _content(msg["parts"], meta.get("content_blocks"))
     if role == "user":
@@ -72,5 +72,5 @@ def _content(parts: list[dict[str, Any]], extra: Any) -> str | list[str | dict[s
     others = [b for b in extra if isinstance(b, dict)] if isinstance(extra, list) else []
     if len(blocks) <= 1 and not others:
         return blocks[0] if blocks else ""
-    return [*({"type": "text", "text": b} for b in blocks), *others]
+    return [*({"type": "text", "text": b} for b in blocks if b or not others), *others]
 

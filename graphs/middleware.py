@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Annotated, Any, Literal, NotRequired
 
@@ -41,7 +43,7 @@ from langchain.agents.middleware.types import (
     ModelResponse,
     PrivateStateAttr,
 )
-from langchain_core.messages import AIMessage, BaseMessage, RemoveMessage, SystemMessage
+from langchain_core.messages import AIMessage, BaseMessage, RemoveMessage, SystemMessage, ToolMessage
 from langgraph.types import Command
 
 from workmem.graphs.agent_tools import make_archive_tools
@@ -52,7 +54,7 @@ from workmem.graphs.injected import clean_messages
 from workmem.state.archive_object import EXPAND_TOOL_NAME, SEARCH_TOOL_NAME
 from workmem.state.errors import InvalidInput, SessionNotFound
 from workmem.state.ids import archive_name, archive_number
-from workmem.state.messages import CLIPPED_BYTES_META, clip_to_cap, lc_id, prepare_message
+from workmem.state.messages import CLIPPED_BYTES_META, clip_to_cap, lc_id, normalize_message, prepare_message
 from workmem.state.retention import Keep, Trigger, keep_value, trigger_value
 from workmem.state.tokens import count_tokens
 
@@ -60,7 +62,9 @@ if TYPE_CHECKING:
     from workmem.graphs.engine import WorkingMemoryEngine
 
 _NO_CAP = 1 << 62
+NORMALISED_CACHE_SIZE = 20_000  # messages: a few MB, and a long thread's history aligned without re-normalising
 OWN_TOOLS = (SEARCH_TOOL_NAME, EXPAND_TOOL_NAME)
+ARCHIVE_TAIL = 64  # newest archived messages a stateless client's history is compared with
 
 log = logging.getLogger("workmem.agent")
 
@@ -70,6 +74,7 @@ class WorkmemAgentState(AgentState):
 
     workmem_commit_task: NotRequired[Annotated[str | None, PrivateStateAttr]]
     workmem_last_call: NotRequired[Annotated[dict[str, Any], PrivateStateAttr]]
+    workmem_run_from: NotRequired[Annotated[str | None, PrivateStateAttr]]  # newest input message's id
 
 
 def combine_system(own: SystemMessage | None, addition: SystemMessage) -> SystemMessage:
@@ -116,19 +121,68 @@ def clip_oversized(messages: list[Any], max_bytes: int, *, warn: bool = False) -
     return out
 
 
+class NormalisedCache:
+    """Normalised forms of the agent state's messages, reused across model calls: a checkpointed thread's
+    whole history is aligned on every call, and normalising it is most of that cost. Keyed by LangChain
+    id and everything normalisation reads, so an edited message (same id, new content) is normalised anew."""
+
+    def __init__(self, size: int = NORMALISED_CACHE_SIZE) -> None:
+        self.size = size
+        self._items: OrderedDict[tuple[Any, ...], dict[str, Any]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def normalize(self, message: Any, *, field: str = "message", max_bytes: int = _NO_CAP) -> dict[str, Any]:
+        """`normalize_message(message)`, from the cache when the same message was normalised before."""
+        key = _cache_key(message)
+        if key is not None:
+            with self._lock:
+                hit = self._items.get(key)
+                if hit is not None:
+                    self._items.move_to_end(key)
+                    return hit
+        msg = normalize_message(message, field=field, max_bytes=max_bytes)
+        if key is not None:
+            with self._lock:
+                self._items[key] = msg
+                while len(self._items) > self.size:
+                    self._items.popitem(last=False)
+        return msg
+
+
+def _cache_key(message: Any) -> tuple[Any, ...] | None:
+    if not isinstance(message, BaseMessage) or not message.id:
+        return None
+    content = message.content if isinstance(message.content, str) else repr(message.content)
+    extra: tuple[Any, ...] = ()
+    if isinstance(message, AIMessage):
+        extra = (repr(message.tool_calls), repr(message.invalid_tool_calls))
+    elif isinstance(message, ToolMessage):
+        extra = (message.tool_call_id, message.status)
+    kwargs = repr(message.additional_kwargs) if message.additional_kwargs else ""
+    return (message.type, message.id, hash(content), len(content), message.name, kwargs, *extra)
+
+
 class StateView:
     """The agent state's messages aligned with the stored session (what is stored, live, new)."""
 
     def __init__(self, engine: WorkingMemoryEngine, session_id: str, messages: list[Any],
-                 newest_archived: Callable[[], dict[str, Any] | None]) -> None:
+                 newest_archive: Callable[[], list[dict[str, Any]]], run_from: str | None = None,
+                 cache: NormalisedCache | None = None) -> None:
         self.messages = messages
-        kept = clean_messages(messages, max_bytes=_NO_CAP)  # workmem's own injections never count
+        normalize = cache.normalize if cache is not None else normalize_message
+        kept = clean_messages(messages, max_bytes=_NO_CAP, normalize=normalize)  # workmem's own injections never count
         self.indexes = [i for i, _msg, _changed in kept if carries_content(messages[i])]
         normalised = {i: msg for i, msg, _changed in kept}
         exists = engine.storage.sessions.session_exists(session_id)
         self.live = engine.storage.sessions.live_messages(session_id) if exists else []
+        last_input = next((i for i, m in enumerate(messages) if run_from and getattr(m, "id", None) == run_from),
+                          None)
+        first_output = (len(self.indexes) if last_input is None
+                        else sum(1 for i in self.indexes if i <= last_input))
+        # index into `messages` of the run's first own message (unknown: those stored by this run)
+        self.first_output_index = len(messages) if last_input is None else last_input + 1
         self.alignment: Alignment = align([normalised[i] for i in self.indexes], self.live,
-                                          newest_archived if exists else lambda: None)
+                                          newest_archive if exists else list, first_output)
         self.shown = self.alignment.shown({m["seq"] for m in self.live})
 
     def new_messages(self) -> list[Any]:
@@ -137,20 +191,23 @@ class StateView:
 
     def context_entries(self, engine: WorkingMemoryEngine, session_id: str, max_view_bytes: int) -> list[Any]:
         """What the model may see besides the WM, in order: live stored messages and unstored ones (entries
-        with `lc`). The state decides the tail when it holds a live message; else every shown live one."""
+        with `lc`). The state decides the tail when it holds a stored message (live, or the newest archived
+        one: a fork from an archived checkpoint); else, a client sending only new messages, every shown live
+        one."""
         unstored_positions = self.alignment.new
         unstored = clip_oversized([self.messages[self.indexes[p]] for p in unstored_positions], max_view_bytes)
         entries = dict(zip(unstored_positions, pending_entries(unstored, max_bytes=_NO_CAP), strict=True))
-        if not self.shown:
+        if not self.alignment.holds_stored:
             shown = engine.shown_live(session_id) if self.live else []
             return [*shown, *(entries[p] for p in sorted(entries))]
         return [self.shown.get(p) or entries[p] for p in range(len(self.indexes)) if p in self.shown or p in entries]
 
     def hidden_changes(self, stored_seqs: list[int]) -> tuple[set[int], set[int]]:
         """(hide, unhide): live messages that came from an agent (they carry a LangChain id) and are no
-        longer in the state, older than the newest one it holds or just stored; and those back in it."""
-        if not self.alignment.anchored:
-            return set(), set()
+        longer in the state, older than the newest one it holds or just stored; and those back in it. Only
+        when the state holds a stored message: a client sending only new messages hides nothing."""
+        if not self.alignment.holds_stored or not self.alignment.by_ids:
+            return set(), set()  # a stateless client's history is partial: what it leaves out is not removed
         present = {m["seq"] for m in self.shown.values()}
         newest = max([*present, *stored_seqs], default=0)
         hide = {m["seq"] for m in self.live if m["seq"] < newest and m["seq"] not in present and lc_id(m)}
@@ -192,27 +249,33 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         self.trim_state = bool(trim_state)
         self.tools = make_archive_tools(engine, session_id, default_session_id=default_session_id) if tools else []
         self._input_limit: int | None = None  # the agent model's profile, seen at its first call
-        self._newest_archived: dict[str, tuple[str, dict[str, Any] | None]] = {}
+        self._archive_tails: dict[str, tuple[tuple[Any, ...], list[dict[str, Any]]]] = {}
+        self._normalised = NormalisedCache()
 
     # -- which session --------------------------------------------------------------------------
 
     def _session(self, runtime: Any) -> str:
         return session_from_run(self.session_id, runtime=runtime, default=self.default_session_id)
 
-    def newest_archived(self, engine: WorkingMemoryEngine, session_id: str) -> dict[str, Any] | None:
-        """The session's newest archived message (cached per archive)."""
-        last = engine.session_info(session_id).get("last_archive")
+    def archive_tail(self, engine: WorkingMemoryEngine, session_id: str) -> list[dict[str, Any]]:
+        """The newest archive's last messages, oldest first (cached per archive of this incarnation of the
+        session: a deleted and re-created session has another `created_at`)."""
+        meta = engine.session_info(session_id)
+        last = meta.get("last_archive")
         if not last:
-            return None
-        cached = self._newest_archived.get(session_id)
-        if cached is None or cached[0] != last["id"]:
+            return []
+        key = (meta.get("created_at"), last["id"], last.get("end_seq"))
+        cached = self._archive_tails.get(session_id)
+        if cached is None or cached[0] != key:
             messages = engine.storage.sessions.archive_messages(session_id, last["id"])
-            cached = (last["id"], messages[-1] if messages else None)
-            self._newest_archived[session_id] = cached
+            cached = (key, messages[-ARCHIVE_TAIL:])
+            self._archive_tails[session_id] = cached
         return cached[1]
 
-    def _view(self, engine: WorkingMemoryEngine, session_id: str, messages: list[Any]) -> StateView:
-        return StateView(engine, session_id, messages, lambda: self.newest_archived(engine, session_id))
+    def _view(self, engine: WorkingMemoryEngine, session_id: str, messages: list[Any],
+              run_from: str | None = None) -> StateView:
+        return StateView(engine, session_id, messages, lambda: self.archive_tail(engine, session_id), run_from,
+                         self._normalised)
 
     # -- before each model call -----------------------------------------------------------------
 
@@ -238,7 +301,8 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         """The request with its messages replaced by workmem's context, and what that context holds."""
         self._check_tools(request)
         engine, session_id = resolve_engine(self.engine), self._session(request.runtime)
-        view = self._view(engine, session_id, list(request.state.get("messages") or []))
+        view = self._view(engine, session_id, list(request.state.get("messages") or []),
+                          request.state.get("workmem_run_from"))
         own = request.system_message
         budget = self.budget_for(request, engine) - (count_tokens(own.text) if own is not None else 0)
         exists = engine.storage.sessions.session_exists(session_id)
@@ -282,12 +346,19 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
     # -- around the run -------------------------------------------------------------------------
 
     def before_agent(self, state: WorkmemAgentState, runtime: Any) -> dict[str, Any] | None:
-        """With `trim_state`: drop messages committed since the last run from the agent's state."""
-        if not self.trim_state:
-            return None
-        engine, session_id = resolve_engine(self.engine), self._session(runtime)
-        removals = self.archived_in_state(engine, session_id, list(state.get("messages") or []))
-        return {"messages": removals} if removals else None
+        """Note the run's newest input message (what the agent adds after it is the run's own, never matched
+        by fingerprint); with `trim_state`, drop messages committed since the last run from the state."""
+        messages = list(state.get("messages") or [])
+        update: dict[str, Any] = {}
+        if self.trim_state:
+            engine, session_id = resolve_engine(self.engine), self._session(runtime)
+            removals = self.archived_in_state(engine, session_id, messages)
+            if removals:
+                update["messages"] = removals
+                gone = {r.id for r in removals}
+                messages = [m for m in messages if m.id not in gone]
+        update["workmem_run_from"] = messages[-1].id if messages else None
+        return update
 
     async def abefore_agent(self, state: WorkmemAgentState, runtime: Any) -> dict[str, Any] | None:
         """Async variant of `before_agent`."""
@@ -297,7 +368,7 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         """Store this run's new messages once, hide what the state dropped, start a commit when due."""
         engine, session_id = resolve_engine(self.engine), self._session(runtime)
         messages: list[BaseMessage] = list(state.get("messages") or [])
-        view = self._view(engine, session_id, messages)
+        view = self._view(engine, session_id, messages, state.get("workmem_run_from"))
         turn = clip_oversized(view.new_messages(), engine.max_message_bytes, warn=True)
         result = engine.after_turn(session_id, turn, keep=self.keep, trigger=self.trigger,
                                    input_limit=self._input_limit, wait=self.commit_mode == "sync")
@@ -307,7 +378,10 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
             engine.storage.sessions.set_hidden(session_id, hide, shown)
         update: dict[str, Any] = {"workmem_commit_task": result["task_id"]}
         if self.trim_state:
-            removals = self.archived_in_state(engine, session_id, messages)
+            # Never this run's own messages: the caller reads its answer from the run's output. A commit that
+            # covered them (commit_mode="sync" with a small keep) has them trimmed at the next run's start.
+            own = {getattr(m, "id", None) for m in [*messages[view.first_output_index:], *view.new_messages()]}
+            removals = [r for r in self.archived_in_state(engine, session_id, messages) if r.id not in own]
             if removals:
                 update["messages"] = removals
         return update

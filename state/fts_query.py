@@ -94,3 +94,17 @@ def plan(query: str) -> list[Term]:
                           scan=len(word) < 3, stopword=bool(runs) and all(r in STOPWORDS for r in runs)))
     content = [t for t in terms if not t.stopword]
     return (content or terms)[:MAX_TERMS]
+
+
+COMPOUND_PART = 3  # a compound's parts have at least this many characters
+
+
+def compound_spellings(words: str) -> list[str]:
+    """The other ways a compound may be written: `roadtrips` → `road trips`, `roa dtrips`…; `check ups` →
+    `checkups`."""
+    if " " in words:
+        joined = words.replace(" ", "")
+        return [joined] if joined.isalpha() else []
+    if not words.isalpha() or len(words) < 2 * COMPOUND_PART:
+        return []
+    return [f"{words[:i]} {words[i:]}" for i in range(COMPOUND_PART, len(words) - COMPOUND_PART + 1)]

@@ -24,6 +24,7 @@ LC_ID_META = "lc_id"  # the LangChain message id (first builds stored it as "sou
 FINGERPRINT_META = "fp"
 INTERNAL_FLAG = "internal"  # on a part of workmem's own tool traffic: stored, never indexed
 OWN_TOOLS = frozenset((SEARCH_TOOL_NAME, EXPAND_TOOL_NAME))
+INVALID_CALL_NAME = "invalid_tool_call"  # the name kept for a malformed tool call that came without one
 DROPPED_BLOCKS_META = "workmem_dropped_blocks"
 _NO_CAP = 1 << 62
 MAX_NESTING = 64  # levels of dicts and lists in one message (JSON encoders recurse)
@@ -173,8 +174,8 @@ def prepare_messages(objs: Any, *,
         # The plain-text test is inlined (not a helper call): it runs for every message of every append.
         if type(obj) is dict and len(obj) == 2:
             role, content = obj.get("role"), obj.get("content")
-            if (role in _PLAIN_ROLES and type(content) is str and 0 < len(content) <= longest_plain
-                    and content.isascii()):
+            if (type(role) is str and role in _PLAIN_ROLES and type(content) is str
+                    and 0 < len(content) <= longest_plain and content.isascii()):
                 msg = {"role": role, "parts": [{"type": "text", "text": content}], "meta": {}}
                 msg["meta"][FINGERPRINT_META] = fingerprint(msg)
                 out.append((msg, None))
@@ -473,7 +474,8 @@ def _from_langchain(obj: Any, field: str) -> dict[str, Any]:
     if role == "assistant":
         calls = [_tool_call(c.get("id"), c.get("name"), c.get("args")) for c in _dicts(obj, "tool_calls", field)]
         parts += calls or block_calls
-        parts += [_tool_call(c.get("id"), c.get("name"), c.get("args") or "")
+        # LangChain's invalid_tool_call may lack a name (a streamed call cut short): it is kept, named as such
+        parts += [_tool_call(c.get("id"), c.get("name") or INVALID_CALL_NAME, c.get("args") or "")
                   for c in _dicts(obj, "invalid_tool_calls", field)]
     kwargs = getattr(obj, "additional_kwargs", None) or {}
     kept = {k: v for k, v in kwargs.items() if k not in _DROPPED_KWARGS} if isinstance(kwargs, dict) else {}
@@ -483,7 +485,7 @@ def _from_langchain(obj: Any, field: str) -> dict[str, Any]:
         meta[LC_ID_META] = obj.id
     if other:
         meta["content_blocks"] = other
-    return {"role": role, "parts": parts, "meta": meta}
+    return {"role": role, "parts": _with_blocks_only(parts, other), "meta": meta}
 
 
 def _langchain_dict(d: dict[str, Any], field: str) -> Any:
@@ -494,7 +496,7 @@ def _langchain_dict(d: dict[str, Any], field: str) -> Any:
 
     try:
         converted = messages_from_dict([d]) if isinstance(d.get("data"), dict) else convert_to_messages([d])
-    except (ValueError, TypeError, KeyError, NotImplementedError) as exc:
+    except (ValueError, TypeError, KeyError, AttributeError, NotImplementedError) as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise InvalidInput(field, d, f"not a message: {reason}") from None
     return converted[0]
@@ -524,6 +526,7 @@ def _from_openai(d: dict[str, Any], field: str) -> dict[str, Any]:
     else:
         parts = texts
         if d.get("name") is not None:
+            _need_str(d["name"], f"{field}.name")
             meta["name"] = d["name"]
     if role == "assistant":
         raw_calls = d.get("tool_calls") or []
@@ -533,7 +536,13 @@ def _from_openai(d: dict[str, Any], field: str) -> dict[str, Any]:
         parts += calls or block_calls
     if other:
         meta["content_blocks"] = other
-    return {"role": role, "parts": parts, "meta": meta}
+    return {"role": role, "parts": _with_blocks_only(parts, other), "meta": meta}
+
+
+def _with_blocks_only(parts: list[dict[str, Any]], other: list[Any]) -> list[dict[str, Any]]:
+    """A message holding only content blocks (an image sent without text) gets one empty text part, so it
+    is not refused as empty; the blocks themselves stay in `meta.content_blocks`."""
+    return parts if parts or not other else [_text("")]
 
 
 def _openai_call(call: Any, field: str) -> dict[str, Any]:
@@ -563,7 +572,9 @@ def _from_workmem(d: dict[str, Any], field: str) -> dict[str, Any]:
         if kind == "tool_result" and clean["is_error"] is None:
             clean["is_error"] = False
         parts.append(clean)
-    return {"role": role, "parts": parts, "meta": _meta(d.get("meta"), f"{field}.meta")}
+    meta = _meta(d.get("meta"), f"{field}.meta")
+    blocks = meta.get("content_blocks")
+    return {"role": role, "parts": _with_blocks_only(parts, blocks if isinstance(blocks, list) else []), "meta": meta}
 
 
 def _meta(meta: Any, field: str) -> dict[str, Any]:

@@ -14,13 +14,14 @@ from typing import Any
 
 from sqlite_utils import Database
 
-from workmem.state import fts_query, search_rank
+from workmem.state import fts_query, search_lemmas, search_rank
 
 COMMON_TERM_DOCS = 5_000  # a word in more archived messages than this is "common" (see term_matches)
 PER_TERM_HITS = 1_000  # candidates taken for a common word: its newest matches
 LENGTH_SAMPLE = 256  # the newest messages of the scope whose mean length stands for the scope's
 PREFIX_HITS = 200  # a stem's relatives found in more messages than this are too common to help
 MAX_RELATIVES = 16  # stems looked for through one prefix
+MAX_STAMPS = 1_000  # date stamps the ranking knows of: the newest (older stretches rank as if undated)
 _STEMMER = ("CREATE VIRTUAL TABLE IF NOT EXISTS temp.wm_stem USING fts5(text, tokenize='porter unicode61')",
             "CREATE VIRTUAL TABLE IF NOT EXISTS temp.wm_stem_terms USING fts5vocab('temp', 'wm_stem', 'instance')",
             "CREATE VIRTUAL TABLE IF NOT EXISTS temp.wm_stem_vocab USING fts5vocab('temp', 'wm_stem', 'row')")
@@ -87,28 +88,50 @@ def term_matches(db: Database, term: fts_query.Term, stem: str | None, scope: st
     channels = []
     if term.porter:
         channels.append(("fts_words", fts_query.fts_phrase(term.words), 1.0, COMMON_TERM_DOCS))
+    forms = search_lemmas.other_forms(term.words)
+    if forms:
+        channels.append(("fts_words", " OR ".join(fts_query.fts_phrase(f) for f in forms), search_rank.LEMMA_WEIGHT,
+                         COMMON_TERM_DOCS))
     kin = relatives(db, stem) if stem else []
     if kin:
         channels.append(("fts_words", " OR ".join(fts_query.fts_phrase(k) for k in kin), search_rank.PREFIX_WEIGHT,
                          None))
     if term.trigram:
         channels.append(("fts_trigram", fts_query.fts_phrase(term.text), 1.0, COMMON_TERM_DOCS))
+    found_any = False
     for table, match, factor, cap in channels:
-        sql = (f"SELECT d.seq, d.length, d.asks FROM {table} f CROSS JOIN fts_docs d ON d.rowid = f.rowid "
-               f"WHERE {table} MATCH ? AND {scope}")
-        found = db.execute(f"{sql} LIMIT {(cap or PREFIX_HITS) + 1}", [match, *args]).fetchall()
-        common = len(found) > (cap or PREFIX_HITS)
-        if common and cap is None:
-            continue
-        if common:
-            found = db.execute(f"{sql} ORDER BY f.rowid DESC LIMIT {PER_TERM_HITS}", [match, *args]).fetchall()
-        if found:
-            yield search_rank.Matches(_postings(found), factor * search_rank.term_weight(total, len(found)),
-                                      spreads=not common)
+        matches = _channel(db, table, match, factor, cap, scope, args, total)
+        if matches is not None:
+            found_any = True
+            yield matches
+    if not found_any and term.porter:
+        spellings = fts_query.compound_spellings(term.words)
+        if spellings:
+            matches = _channel(db, "fts_words", " OR ".join(fts_query.fts_phrase(t) for t in spellings),
+                               search_rank.COMPOUND_WEIGHT, COMMON_TERM_DOCS, scope, args, total)
+            if matches is not None:
+                yield matches
     if term.scan:
         found = scan(db, term.text, scope, args)
         if found:
             yield search_rank.Matches(_postings(found), search_rank.term_weight(total, len(found)), spreads=False)
+
+
+def _channel(db: Database, table: str, match: str, factor: float, cap: int | None, scope: str, args: list[Any],
+             total: int) -> search_rank.Matches | None:
+    """One index's matches of one FTS expression (see term_matches for `cap`), or None."""
+    sql = (f"SELECT d.seq, d.length, d.asks FROM {table} f CROSS JOIN fts_docs d ON d.rowid = f.rowid "
+           f"WHERE {table} MATCH ? AND {scope}")
+    found = db.execute(f"{sql} LIMIT {(cap or PREFIX_HITS) + 1}", [match, *args]).fetchall()
+    common = len(found) > (cap or PREFIX_HITS)
+    if common and cap is None:
+        return None
+    if common:
+        found = db.execute(f"{sql} ORDER BY f.rowid DESC LIMIT {PER_TERM_HITS}", [match, *args]).fetchall()
+    if not found:
+        return None
+    return search_rank.Matches(_postings(found), factor * search_rank.term_weight(total, len(found)),
+                               spreads=not common)
 
 
 def scan(db: Database, text: str, scope: str, args: list[Any]) -> list[tuple[Any, ...]]:
@@ -135,6 +158,13 @@ def rows(db: Database, scope: str, args: list[Any], seqs: Sequence[int]) -> dict
         f"JOIN fts_words f ON f.rowid = d.rowid WHERE {scope} AND d.seq IN ({marks}) ORDER BY d.rowid",
         [*args, *seqs]).fetchall()
     return {row[2]: row for row in found}
+
+
+def stamps(db: Database, scope: str, args: list[Any]) -> list[int]:
+    """The seqs of the scope's newest MAX_STAMPS date stamps (`search_dates`), in order (a partial index)."""
+    found = db.execute(f"SELECT seq FROM fts_docs d WHERE {scope} AND d.stamp = 1 ORDER BY seq DESC "
+                       f"LIMIT {MAX_STAMPS}", args).fetchall()
+    return [row[0] for row in reversed(found)]
 
 
 def _postings(found: list[tuple[Any, ...]]) -> Postings:

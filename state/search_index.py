@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlite_utils import Database
 
-from workmem.state import fts_query, search_candidates, search_rank
+from workmem.state import fts_query, search_candidates, search_dates, search_rank
 from workmem.state.errors import InvalidInput
 from workmem.state.ids import archive_number, canonical_archive_id, check_session_id
 from workmem.state.jsonl import check_stored
@@ -43,19 +43,20 @@ _FTS_COLUMNS = "session_id UNINDEXED, archive_id UNINDEXED, seq UNINDEXED, turn_
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS fts_docs (
     rowid INTEGER PRIMARY KEY, session_id TEXT NOT NULL, archive_id TEXT NOT NULL, seq INTEGER NOT NULL,
-    length INTEGER, asks INTEGER);
+    length INTEGER, asks INTEGER, stamp INTEGER);
 CREATE INDEX IF NOT EXISTS fts_docs_by_archive ON fts_docs(session_id, archive_id, seq);
 CREATE VIRTUAL TABLE IF NOT EXISTS fts_words USING fts5({_FTS_COLUMNS}, tokenize='porter unicode61');
 CREATE VIRTUAL TABLE IF NOT EXISTS fts_trigram USING fts5({_FTS_COLUMNS}, tokenize='trigram');
 """
 # What indexes built before the ranking columns lack, added on first use (their rows keep NULL until reindex).
 # Not in SCHEMA: on an existing index SCHEMA must stay a no-op, so a read-only root still opens and searches.
-_ADDED_COLUMNS = {"length": "INTEGER", "asks": "INTEGER"}
+_ADDED_COLUMNS = {"length": "INTEGER", "asks": "INTEGER", "stamp": "INTEGER"}
 _UPGRADE = ("CREATE INDEX IF NOT EXISTS fts_docs_by_seq ON fts_docs(session_id, seq)",
-            "CREATE TABLE IF NOT EXISTS fts_stems (stem TEXT PRIMARY KEY) WITHOUT ROWID")
+            "CREATE TABLE IF NOT EXISTS fts_stems (stem TEXT PRIMARY KEY) WITHOUT ROWID",
+            "CREATE INDEX IF NOT EXISTS fts_docs_stamps ON fts_docs(session_id, seq) WHERE stamp = 1")
 # A read-only index of the old shape is searched through temp stand-ins on each connection.
 _STANDIN_DOCS = ("CREATE TEMP VIEW IF NOT EXISTS fts_docs AS SELECT rowid AS rowid, session_id, archive_id, seq, "
-                 "NULL AS length, NULL AS asks FROM main.fts_docs")
+                 "{columns} FROM main.fts_docs")
 _STANDIN_STEMS = "CREATE TEMP TABLE IF NOT EXISTS fts_stems (stem TEXT PRIMARY KEY) WITHOUT ROWID"
 
 
@@ -102,7 +103,7 @@ class SearchIndex:
                 if "readonly" not in str(exc).replace("-", "").replace(" ", ""):
                     raise
                 stems = db.execute("SELECT 1 FROM sqlite_master WHERE name = 'fts_stems'").fetchone()
-                self._standins = (() if set(_ADDED_COLUMNS) <= present else (_STANDIN_DOCS,)) + (
+                self._standins = (() if set(_ADDED_COLUMNS) <= present else (_standin_docs(present),)) + (
                     () if stems else (_STANDIN_STEMS,))
             self._upgraded = True
 
@@ -126,7 +127,8 @@ class SearchIndex:
             text = indexed_text(msg)
             if text:  # a message of only workmem's own tool traffic is not indexed (§7)
                 rows.append((session_id, archive_id, msg["seq"], str(msg.get("turn_id") or ""), msg["role"], text,
-                             len(fts_query.WORD_RUN.findall(text)), int("?" in text or "？" in text)))
+                             len(fts_query.WORD_RUN.findall(text)), int("?" in text or "？" in text),
+                             int(search_dates.is_date_stamp(text))))
         for start in range(0, max(len(rows), 1), BATCH_ROWS):
             batch = rows[start:start + BATCH_ROWS]
             with self._write() as db:
@@ -139,8 +141,9 @@ class SearchIndex:
                 base = db.execute("SELECT COALESCE(MAX(rowid), 0) FROM fts_docs").fetchone()[0] + 1
                 ids = range(base, base + len(batch))
                 db.conn.executemany(
-                    "INSERT INTO fts_docs (rowid, session_id, archive_id, seq, length, asks) VALUES (?, ?, ?, ?, ?, ?)",
-                    [(i, r[0], r[1], r[2], r[6], r[7]) for i, r in zip(ids, batch, strict=True)])
+                    "INSERT INTO fts_docs (rowid, session_id, archive_id, seq, length, asks, stamp) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [(i, r[0], r[1], r[2], *r[6:9]) for i, r in zip(ids, batch, strict=True)])
                 for table in ("fts_words", "fts_trigram"):
                     db.conn.executemany(
                         f"INSERT INTO {table} (rowid, session_id, archive_id, seq, turn_id, role, content) "
@@ -219,11 +222,14 @@ class SearchIndex:
         stems = search_candidates.stems(db, terms)
         matches = [list(search_candidates.term_matches(db, term, stems.get(term.words), scope, args, total))
                    for term in terms]
-        fused = search_rank.score(matches, avg_length)
+        stamps = search_candidates.stamps(db, scope, args)
+        fused = search_rank.score(matches, avg_length, stamps)
         # The length prior only reorders a bounded head (it changes a score by a bounded factor).
         head = search_rank.top(fused, 2 * limit + 32)
         rows = search_candidates.rows(db, scope, args, head)
-        final = {seq: fused[seq] * search_rank.length_prior(rows[seq][1], avg_length) for seq in head if seq in rows}
+        dated = set(stamps)
+        final = {seq: fused[seq] * search_rank.length_prior(rows[seq][1], avg_length)
+                 * (search_rank.OPENER_PRIOR if seq - 1 in dated else 1.0) for seq in head if seq in rows}
         return [_hit(rows[seq]) for seq in search_rank.top(final, limit)]
 
     def reindex(self, store: SessionStore, session_id: str | None = None,
@@ -259,6 +265,12 @@ def _tolerate_duplicate(db: Database, statement: str) -> None:
             raise
 
 
+def _standin_docs(present: set[str]) -> str:
+    """The temp view standing in for an `fts_docs` that lacks some ranking columns (NULL in their place)."""
+    return _STANDIN_DOCS.format(columns=", ".join(name if name in present else f"NULL AS {name}"
+                                                  for name in _ADDED_COLUMNS))
+
+
 def _hit(row: tuple[Any, ...]) -> dict[str, Any]:
     content = row[5] if len(row[5]) <= HIT_CHARS else row[5][: HIT_CHARS - 1] + "…"
     if row[4] == MEMORY_ROLE:  # a spilled WM item: its section rides in the turn_id column
@@ -273,4 +285,4 @@ def _memory_row(session_id: str, archive_id: str, i: int, item: dict[str, str]) 
     text = str(item.get("item") or "")
     seq = -(archive_number(archive_id) * MEMORY_SEQ_SPAN + (i + 1) * MEMORY_SEQ_GAP)
     return (session_id, archive_id, seq, str(item.get("section") or ""), MEMORY_ROLE, text,
-            len(fts_query.WORD_RUN.findall(text)), 0)
+            len(fts_query.WORD_RUN.findall(text)), 0, 0)

@@ -22,8 +22,9 @@ PostgreSQL backend (`tsvector` + `pg_trgm` candidate lists) can reuse it unchang
 
 from __future__ import annotations
 
+import bisect
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 K1 = 1.2
@@ -33,10 +34,15 @@ IDF_FLOOR = 0.05
 AFTER = (0.5, 0.5, 0.3)  # weights of a match 1, 2, 3 messages earlier
 AFTER_QUESTION = (0.8, 0.5, 0.3)  # … when that earlier match contains a question mark
 BEFORE = (0.5, 0.25)  # weights of a match 1, 2 messages later
+LEMMA_WEIGHT = 0.7  # another form of an irregular word (`bought` for `buy`)
+COMPOUND_WEIGHT = 1.0  # a word found nowhere, written apart or together (`road trips` for `roadtrips`)
 PREFIX_WEIGHT = 0.5  # a stem's relative (`allergic` for `allergies`) counts half
 LENGTH_PRIOR = 0.2
 LENGTH_PRIOR_CAP = 3.0
+OPENER_PRIOR = 1.15  # the message that opens a dated stretch (right after its stamp) tells its news
 SOURCES = 256  # the strongest direct matches whose neighbours are scored (bounds the work)
+STAMP_WEIGHT = 0.8  # a date stamp's match counts this much for each message it dates …
+STAMP_REACH = 200  # … up to the next stamp, at most this many messages on
 
 Posting = tuple[int | None, bool]  # (length in words or None when unknown, asks a question)
 Asks = Callable[[int], bool]
@@ -70,13 +76,14 @@ def term_scores(postings: Mapping[int, Posting], weight: float, avg_length: floa
     avg = max(avg_length, 1.0)
     norm = K1 * (1 - B)
     slope = K1 * B / avg
-    return {seq: scale / (1 + norm + slope * (avg if length is None else length))
-            for seq, (length, _asks) in postings.items()}
+    return {seq: scale / (1 + norm + slope * (avg if posting[0] is None else posting[0]))
+            for seq, posting in postings.items()}
 
 
-def score(terms: Sequence[Sequence[Matches]], avg_length: float) -> dict[int, float]:
+def score(terms: Sequence[Sequence[Matches]], avg_length: float, stamps: Sequence[int] = ()) -> dict[int, float]:
     """seq → fused score of every candidate: per term the best of the message's own match and the neighbour
-    window over the strongest SOURCES messages, summed over the terms."""
+    window over the strongest SOURCES messages, summed over the terms. `stamps`: the date stamps' seqs, in
+    order (a stamp's match dates the messages after it; no window crosses a stamp)."""
     per_term = []
     own: dict[int, float] = {}
     for channels in terms:
@@ -86,21 +93,41 @@ def score(terms: Sequence[Sequence[Matches]], avg_length: float) -> dict[int, fl
         per_term.append((best, vouching, asks))
     sources = own.keys() if len(own) <= SOURCES else set(top(own, SOURCES))
     total = dict(own)
+    dated = set(stamps)
     for best, vouching, asks in per_term:
         window: dict[int, float] = {}
         for seq in vouching.keys() & sources:
             value = vouching[seq]
+            if seq in dated:
+                _spread(window, range(seq + 1, _reach_end(stamps, seq)), STAMP_WEIGHT * value)
+                continue
             for offset, weight in enumerate(AFTER_QUESTION if asks(seq) else AFTER, 1):
-                if weight * value > window.get(seq + offset, 0.0):
-                    window[seq + offset] = weight * value
+                if seq + offset in dated:
+                    break
+                _spread(window, (seq + offset,), weight * value)
             for offset, weight in enumerate(BEFORE, 1):
-                if weight * value > window.get(seq - offset, 0.0):
-                    window[seq - offset] = weight * value
+                if seq - offset in dated:
+                    break
+                _spread(window, (seq - offset,), weight * value)
         for seq, value in window.items():
             gain = value - best.get(seq, 0.0)
             if gain > 0:
                 total[seq] = total.get(seq, 0.0) + gain
     return total
+
+
+def _spread(window: dict[int, float], seqs: Iterable[int], value: float) -> None:
+    """Give each of `seqs` `value` in `window` where that is more than it has."""
+    for seq in seqs:
+        if value > window.get(seq, 0.0):
+            window[seq] = value
+
+
+def _reach_end(stamps: Sequence[int], stamp: int) -> int:
+    """The seq a stamp's reach ends before: the next stamp, at most STAMP_REACH messages on."""
+    following = bisect.bisect_right(stamps, stamp)
+    end = stamp + STAMP_REACH + 1
+    return min(stamps[following], end) if following < len(stamps) else end
 
 
 def _best_of(channels: Sequence[Matches], avg_length: float) -> tuple[dict[int, float], dict[int, float], Asks]:

@@ -393,3 +393,28 @@ def test_sync_commit_mode_commits_before_the_run_returns(root, caplog):
         with caplog.at_level(logging.WARNING):
             with pytest.raises(InvalidInput, match="commit_mode"):
                 WorkingMemoryMiddleware(engine, commit_mode="later")
+
+
+def test_a_long_threads_history_is_normalised_once_not_on_every_model_call(root, monkeypatch):
+    import workmem.graphs.middleware as middleware_module
+
+    real, calls = middleware_module.normalize_message, []
+
+    def counting(message, **kwargs):
+        calls.append(getattr(message, "id", None))
+        return real(message, **kwargs)
+
+    monkeypatch.setattr(middleware_module, "normalize_message", counting)
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        agent = create_agent(scripted(*(f"Answer {i}." for i in range(12))), checkpointer=InMemorySaver(),
+                             middleware=[WorkingMemoryMiddleware(engine)])
+        for i in range(11):
+            calls.clear()
+            state = agent.invoke(ask(f"Question {i}?"), thread("long"))
+        assert len(state["messages"]) == 22
+        assert len(calls) <= 3, "only the run's new messages are normalised; the history comes from the cache"
+        edited = state["messages"][1].model_copy(update={"content": "Answer 0, corrected."})
+        agent.update_state(thread("long"), {"messages": [edited]})
+        calls.clear()
+        agent.invoke(ask("Question 11?"), thread("long"))
+        assert edited.id in calls, "an edited message (same id, new content) is normalised anew"

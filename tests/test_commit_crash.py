@@ -25,7 +25,7 @@ from workmem.state.store import SessionStore
 from workmem.state.tasks import TaskStore
 
 CHILD = str(Path(__file__).with_name("crash_child.py"))
-TIMEOUT = 120
+TIMEOUT = 300  # 20 child processes share the cores: generous, it only bounds a hang
 
 # kill spec → (chunk in progress at the kill or None, does the task still need a resume,
 #              model calls made again: only a killed `generate` loses its answer)

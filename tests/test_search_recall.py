@@ -65,8 +65,7 @@ def dev_results(tmp_path_factory):
 @pytest.mark.slow
 @pytest.mark.parametrize("style", [
     "question",
-    pytest.param("keywords", marks=pytest.mark.xfail(
-        strict=True, reason="content-word queries reach about 74 % of evidence turns, short of the 75 % target")),
+    "keywords",
 ])
 def test_recall_at_12_on_the_dev_conversations(dev_results, style):
     overall = dev_results["styles"][style]["overall"]
