@@ -12,7 +12,7 @@ from langchain_core.messages import HumanMessage
 
 sys.path.insert(0, str(Path(__file__).parent / "benchmarks"))
 
-from token_fakes import budget, fixed_reply, memory_ops, select, summary_units  # noqa: E402
+from token_fakes import budget, fixed_reply, memory_ops, section_of, select, summary_units  # noqa: E402
 from token_layers import LAYERS, run_layer  # noqa: E402
 
 from workmem.nodes.formatting import format_messages  # noqa: E402
@@ -37,6 +37,19 @@ def test_select_keeps_the_newest_informative_sentences_within_budget():
     assert sum(count_tokens(text) + 1 for _, text in chosen) <= budget(covered)
     assert all("Nothing else" not in text for _, text in chosen)  # uninformative sentences never count
     assert chosen[-1][1].startswith("Priya moved the cache of app/cache_39.py")  # newest first, listed in order
+
+
+@pytest.mark.parametrize(("sentence", "section"), [
+    ("KeyError: 'field_12' in the nightly export.", "Errors & Corrections"),
+    ("No, do not change lib/sync.py; keep the limit at 5.", "Errors & Corrections"),
+    ("Last CI run on runner ci-3: 512 passed, 2 failed in 88.1s.", "Key Facts & Decisions"),
+    ("TODO: add a regression test for ticket OPS-1001.", "Open Issues"),
+    ("Should we move the cache to Redis?", "Open Issues"),
+    ("Please refactor the loader so batch 12 runs faster.", "Task & Goals"),
+    ("The slowest test is in app/loader.py today.", "Files & Context"),
+], ids=["exception-line", "correction", "ci-summary-is-no-error", "todo", "question", "request", "path"])
+def test_sections_follow_the_extractive_models_cues(sentence, section):
+    assert section_of(sentence) == section
 
 
 def test_fixed_reply_is_sixty_tokens():

@@ -11,8 +11,9 @@ digit, a path or a capitalised word past the first are *informative*; newest fir
 sentence not already taken joins the answer while it fits in B (a sentence costs its tokens plus one for
 its newline); the answer lists them oldest first. A summariser (SummarizationMiddleware, LangMem)
 returns them as text, one per line. For workmem each sentence keeps the section it had, or a new one
-is filed by the extractive model's cues (question or TODO → Open Issues, error → Errors & Corrections,
-request → Task & Goals, path → Files & Context, else Key Facts & Decisions), and each section's op is
+is filed by the extractive model's cues (question or TODO → Open Issues; an error line as the extractive
+model reads one — an exception or `error:` line, a pytest FAILED line — or a user correction → Errors &
+Corrections; request → Task & Goals; path → Files & Context; else Key Facts & Decisions), and each section's op is
 what turns its old items into its chosen ones: KEEP when equal, APPEND when it only adds, else UPDATE.
 """
 
@@ -31,10 +32,10 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field
 
-from workmem.nodes.extract_artifacts import paths_in
-from workmem.nodes.extract_cues import is_issue, is_request
+from workmem.nodes.extract_artifacts import error_items, paths_in
+from workmem.nodes.extract_cues import is_correction, is_issue, is_request
 from workmem.nodes.extract_text import is_question, sentences
-from workmem.nodes.extract_transcript import block, parse_transcript, untag
+from workmem.nodes.extract_transcript import Result, block, parse_transcript, untag
 from workmem.state.memory import SECTIONS, bullet_items, parse_sections
 from workmem.state.ops import CREATE_TOOL_NAME
 from workmem.state.tokens import count_tokens
@@ -42,7 +43,6 @@ from workmem.state.tokens import count_tokens
 SHARE = 0.15
 MAX_OUTPUT = 800
 _INFORMATIVE = re.compile(r"\d|\w/\w|\s[A-Z][A-Za-z]")
-_ERROR = re.compile(r"error|exception|traceback|\bfail", re.I)
 _SM_MESSAGES = re.compile(r'<message type="[^"]*">(.*?)</message>', re.S)
 _LANGMEM_EXISTING = re.compile(r"^This is summary of the conversation so far: (.*)\n\nExtend this summary", re.S)
 # How each layer's memory message starts: workmem's summary, SummarizationMiddleware's, LangMem's.
@@ -95,7 +95,7 @@ def section_of(sentence: str) -> str:
     """The extractive model's cue for a new sentence's section."""
     if is_question(sentence) or is_issue(sentence):
         return "Open Issues"
-    if _ERROR.search(sentence):
+    if error_items(Result("", False, [sentence])) or is_correction(sentence, after_question=False):
         return "Errors & Corrections"
     if is_request(sentence):
         return "Task & Goals"
