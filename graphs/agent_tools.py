@@ -7,7 +7,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
-from pydantic import BaseModel, Field
 
 from workmem.graphs.binding import resolve_engine, session_from_run
 from workmem.graphs.search_results import MAX_CONTEXT, format_hits
@@ -19,33 +18,25 @@ if TYPE_CHECKING:
 
 MAX_EXPAND_CHARS = 20_000
 
-SEARCH_DESCRIPTION = (
-    "Search the archived (older, summarised) messages of this conversation. Give 2-3 distinctive keywords, "
-    "a name, or an exact identifier such as a file path; the text is matched literally (no regex or query "
-    "syntax), best matches first, at most 12. Use it before saying something is unknown or was never "
-    "discussed, then call archive_expand to read the surrounding messages."
-)
-EXPAND_DESCRIPTION = (
-    "Read archived messages verbatim: a whole archive by its id (e.g. 'archive_002', as shown by "
-    "archive_search), or a range of message numbers with start_seq and end_seq (the '#12' in a search hit)."
-)
-
-
-class SearchArgs(BaseModel):
-    """Arguments of `archive_search`."""
-
-    query: str = Field(description="2-3 keywords or an exact identifier, matched literally")
-    archive_id: str | None = Field(default=None, description="only search this archive, e.g. 'archive_002'")
-    context: int = Field(default=0, ge=0, le=MAX_CONTEXT,
-                         description="also show this many messages before and after each match (0-3)")
-
-
-class ExpandArgs(BaseModel):
-    """Arguments of `archive_expand`."""
-
-    archive_id: str | None = Field(default=None, description="the archive to read, e.g. 'archive_002'")
-    start_seq: int | None = Field(default=None, description="first message number of a range to read")
-    end_seq: int | None = Field(default=None, description="last message number of a range to read")
+# Sent with every agent call, so they are hand-written and short (the pydantic form of the same arguments
+# costs twice the tokens: `anyOf` with null, defaults, bounds); the system note says when to search, and
+# the engine checks every argument (a bad one comes back to the model as the tool's error text).
+SEARCH_DESCRIPTION = "Search archived messages, best 12 first: 2-3 keywords or an exact name or id."
+EXPAND_DESCRIPTION = "Read archived messages verbatim: an archive_id, or start_seq..end_seq."
+SEARCH_ARGS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "query": {"type": "string"},
+        "archive_id": {"type": "string"},
+        "context": {"type": "integer", "description": f"0-{MAX_CONTEXT} messages around each hit"},
+    },
+    "required": ["query"],
+}
+EXPAND_ARGS: dict[str, Any] = {
+    "type": "object",
+    "properties": {"archive_id": {"type": "string"}, "start_seq": {"type": "integer"},
+                   "end_seq": {"type": "integer"}},
+}
 
 
 def format_expansion(found: dict[str, Any], max_chars: int = MAX_EXPAND_CHARS) -> str:
@@ -61,6 +52,12 @@ def format_expansion(found: dict[str, Any], max_chars: int = MAX_EXPAND_CHARS) -
     return head + content
 
 
+def _refuse(unknown: dict[str, Any]) -> None:
+    """An argument the schema does not name comes back to the model as the tool's error text."""
+    if unknown:
+        raise ToolException(f"unknown argument(s) {sorted(unknown)}; see the tool's parameters")
+
+
 def make_archive_tools(
     engine: WorkingMemoryEngine | Callable[[], WorkingMemoryEngine],
     session_id: str | None = None,
@@ -70,22 +67,26 @@ def make_archive_tools(
 ) -> list[BaseTool]:
     """`archive_search` and `archive_expand` for one session (None: the run's session, see `session_from_run`).
 
-    Errors such as an unknown archive id come back to the model as the tool's answer, not as exceptions.
+    The argument schemas are hand-written (`SEARCH_ARGS`, `EXPAND_ARGS`); the engine checks the values.
+    Errors such as an unknown archive id or a bad argument come back to the model as the tool's answer,
+    not as exceptions.
     Both tools are async-capable (`ainvoke` runs the engine in a worker thread).
     """
 
     def _session() -> str:
         return session_from_run(session_id, default=default_session_id)
 
-    def archive_search(query: str, archive_id: str | None = None, context: int = 0) -> tuple[str, list[dict[str, Any]]]:
+    def archive_search(query: Any = None, archive_id: Any = None, context: Any = 0,
+                       **unknown: Any) -> tuple[str, list[dict[str, Any]]]:
+        _refuse(unknown)
         try:
             hits = resolve_engine(engine).archive_search(_session(), query, archive_id=archive_id, context=context)
         except WorkmemError as exc:
             raise ToolException(str(exc)) from exc
         return format_hits(query, hits), hits
 
-    def archive_expand(archive_id: str | None = None, start_seq: int | None = None,
-                       end_seq: int | None = None) -> str:
+    def archive_expand(archive_id: Any = None, start_seq: Any = None, end_seq: Any = None, **unknown: Any) -> str:
+        _refuse(unknown)
         try:
             found = resolve_engine(engine).archive_expand(_session(), archive_id, start_seq=start_seq,
                                                           end_seq=end_seq)
@@ -93,18 +94,16 @@ def make_archive_tools(
             raise ToolException(str(exc)) from exc
         return format_expansion(found, max_expand_chars)
 
-    async def aarchive_search(query: str, archive_id: str | None = None,
-                              context: int = 0) -> tuple[str, list[dict[str, Any]]]:
-        return await asyncio.to_thread(archive_search, query, archive_id, context)
+    async def aarchive_search(**args: Any) -> tuple[str, list[dict[str, Any]]]:
+        return await asyncio.to_thread(lambda: archive_search(**args))
 
-    async def aarchive_expand(archive_id: str | None = None, start_seq: int | None = None,
-                              end_seq: int | None = None) -> str:
-        return await asyncio.to_thread(archive_expand, archive_id, start_seq, end_seq)
+    async def aarchive_expand(**args: Any) -> str:
+        return await asyncio.to_thread(lambda: archive_expand(**args))
 
     search = StructuredTool.from_function(archive_search, coroutine=aarchive_search, name=SEARCH_TOOL_NAME,
-                                          description=SEARCH_DESCRIPTION, args_schema=SearchArgs,
+                                          description=SEARCH_DESCRIPTION, args_schema=SEARCH_ARGS,
                                           response_format="content_and_artifact", handle_tool_error=True)
     expand = StructuredTool.from_function(archive_expand, coroutine=aarchive_expand, name=EXPAND_TOOL_NAME,
-                                          description=EXPAND_DESCRIPTION, args_schema=ExpandArgs,
+                                          description=EXPAND_DESCRIPTION, args_schema=EXPAND_ARGS,
                                           handle_tool_error=True)
     return [search, expand]

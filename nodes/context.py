@@ -3,22 +3,36 @@
 from __future__ import annotations
 
 import functools
+import os
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 
-from workmem.state.errors import WorkmemError
+from workmem.state.errors import InvalidInput, WorkmemError
 from workmem.state.redact import describe_error
 from workmem.state.storage import SearchStorage, SessionStorage, Storage, TaskStorage, default_root, open_storage
 
 DEFAULT_CHUNK_TOKENS = 24_000
 DEFAULT_CLIP_TOKENS = 4_000
+ENV_TOOL_SCHEMA = "WORKMEM_TOOL_SCHEMA"
+ToolSchema = Literal["ref", "inline"]
+
+
+def tool_schema_setting(value: str | None = None) -> ToolSchema:
+    """`ref` (the op object once, under `$defs`) or `inline` (written out per section, for servers that
+    reject `$ref`): `value`, else `WORKMEM_TOOL_SCHEMA`, else `ref`."""
+    raw = (os.environ.get(ENV_TOOL_SCHEMA, "") if value is None else value).strip().lower()
+    if raw in ("", "ref"):
+        return "ref"
+    if raw == "inline":
+        return "inline"
+    raise InvalidInput(ENV_TOOL_SCHEMA if value is None else "tool_schema", raw, "must be 'ref' or 'inline'")
 
 
 @dataclass(kw_only=True)
@@ -32,6 +46,7 @@ class CommitContext:
     durable: bool = True
     retry_backoff_s: float = 0.5  # before the 2nd transport attempt; doubled before the 3rd
     storage: Any = None  # the engine's Storage; None → one per root
+    tool_schema: ToolSchema = field(default_factory=tool_schema_setting)
 
 
 @dataclass(frozen=True)
@@ -44,6 +59,7 @@ class Services:
     model: Any
     chunk_tokens: int
     clip_tokens: int
+    tool_schema: ToolSchema = "ref"
 
 
 _lock = threading.Lock()
@@ -113,4 +129,5 @@ def services(runtime: Runtime | None) -> Services:
     with _lock:
         storage = ctx.storage if ctx.storage is not None else _storage(root, ctx.durable)
         model = ctx.model if ctx.model is not None else _default_model()
-    return Services(storage.sessions, storage.tasks, storage.search, model, ctx.chunk_tokens, ctx.clip_tokens)
+    return Services(storage.sessions, storage.tasks, storage.search, model, ctx.chunk_tokens, ctx.clip_tokens,
+                    tool_schema_setting(ctx.tool_schema))

@@ -37,10 +37,9 @@ class Result:
 
 @dataclass
 class Msg:
-    """One transcript block: header fields, text lines, tool calls and results, speaker and date."""
+    """One transcript block: seq and role, text lines, tool calls and results, speaker and date."""
 
     seq: int
-    turn: str
     role: str
     text: list[str] = field(default_factory=list)
     calls: list[tuple[str, str]] = field(default_factory=list)
@@ -104,7 +103,7 @@ def parse_transcript(text: str, start_date: str | None = None, known_speakers: S
     for raw in text.split("\n"):
         found = HEADER_RE.match(raw)
         if found:
-            msgs.append(Msg(int(found.group(1)), found.group(2), found.group(3)))
+            msgs.append(Msg(int(found.group(1)), found.group(2)))
             result = None
             continue
         if not msgs or _CLIP_RE.match(raw):

@@ -1,12 +1,13 @@
 """The transcript a model reads: stored messages rendered as text blocks, clipping and chunking.
 
-Format, one block per message, blocks separated by a blank line::
+Format, one block per message, blocks separated by a blank line; the header is the message's seq and role
+(a few tokens: the turn id is left out, a user message opens each turn)::
 
-    [#12 t3 assistant]
+    [#12 assistant]
     Let me look at the loader.
     → call read_file {"path": "app/importers/csv_loader.py"}
 
-    [#13 t3 tool]
+    [#13 tool]
     ← read_file (error)
     FileNotFoundError: app/importers/csv_loader.py
 
@@ -31,7 +32,7 @@ from workmem.state.messages import INTERNAL_FLAG
 from workmem.state.tokens import count_tokens, encoder
 from workmem.state.turns import message_units
 
-HEADER_RE = re.compile(r"^\[#(\d+) (t\d+) (user|assistant|tool|system)\]$")
+HEADER_RE = re.compile(r"^\[#(\d+) (user|assistant|tool|system)\]$")
 CALL_PREFIX = "→ call "
 RESULT_PREFIX = "← "
 CONTEXT_PREFIX = "⊕ context "
@@ -98,8 +99,8 @@ def _part_lines(part: Mapping[str, Any], brief_own_tools: bool = True) -> list[s
 
 
 def header(message: Mapping[str, Any]) -> str:
-    """The block header of a stored message, e.g. `[#12 t3 user]`."""
-    return f"[#{message.get('seq', 0)} {message.get('turn_id') or 't0'} {message.get('role', 'user')}]"
+    """The block header of a stored message, e.g. `[#12 user]`."""
+    return f"[#{message.get('seq', 0)} {message.get('role', 'user')}]"
 
 
 def clip_text(text: str, clip_tokens: int) -> str:

@@ -22,7 +22,7 @@ from workmem.nodes.prompts import create_prompt, update_prompt
 from workmem.nodes.routing import MAX_MODEL_ATTEMPTS
 from workmem.state.commit_state import CommitState
 from workmem.state.memory import section_reminders
-from workmem.state.ops import CREATE_TOOL, UPDATE_TOOL
+from workmem.state.ops import CREATE_TOOL, update_tool
 from workmem.state.redact import describe_error
 
 
@@ -33,7 +33,7 @@ def build_prompt(state: CommitState, svc: Services) -> tuple[list[BaseMessage], 
     transcript = format_messages(messages, clip_tokens=svc.clip_tokens, hidden=set(state.get("hidden") or ()))
     if state.get("prompt_kind") == "update":
         wm = state.get("working_memory", "")
-        pairs, tool = update_prompt(wm, transcript, section_reminders(wm)), UPDATE_TOOL
+        pairs, tool = update_prompt(wm, transcript, section_reminders(wm)), update_tool(svc.tool_schema == "inline")
     else:
         # A create retry over an existing v2 WM hands that WM over too, so the model can carry it forward.
         previous = state.get("previous_memory") or state.get("working_memory") or None

@@ -6,9 +6,9 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from workmem.state.memory import SECTION_KEYS, SECTIONS, strip_own_header
 
@@ -18,100 +18,100 @@ KEEP: dict[str, Any] = {"op": "KEEP"}
 OP_NAMES = ("KEEP", "UPDATE", "APPEND")
 
 _SECTION_HINTS: dict[str, str] = {
-    "Session Title": "Short title of the session.",
-    "Current State": "Where the work stands now, 2-5 sentences.",
-    "Task & Goals": "What the user wants and the goals still being pursued.",
-    "Key Facts & Decisions": "Durable facts and decisions with names, dates and exact values.",
-    "Files & Context": "Files, paths and other referenced context.",
-    "Errors & Corrections": "Errors met and corrections made; append-only.",
-    "Open Issues": "Unresolved questions and tasks; mark finished ones [resolved].",
+    "Session Title": "Short, stable title.",
+    "Current State": "Where the work stands, 2-5 sentences.",
+    "Task & Goals": "Goals still open.",
+    "Key Facts & Decisions": "Facts, decisions; names, dates, exact values.",
+    "Files & Context": "Files, paths, context.",
+    "Errors & Corrections": "Errors and corrections; append-only.",
+    "Open Issues": "Open questions, TODOs; mark done ones [resolved].",
 }
+OP_REF = "#/$defs/op"
 
 
-def _op_schema(name: str, **fields: dict[str, Any]) -> dict[str, Any]:
+def op_schema() -> dict[str, Any]:
+    """The one op object (§4 [r2]): `op` is KEEP, UPDATE or APPEND; UPDATE needs `content`, APPEND `items`
+    (enforced after parsing, by `SectionOp`)."""
     return {
         "type": "object",
-        "properties": {"op": {"type": "string", "enum": [name]}, **fields},
-        "required": ["op", *fields],
+        "properties": {
+            "op": {"type": "string", "enum": list(OP_NAMES)},
+            "content": {"type": "string"},
+            "items": {"type": "array", "items": {"type": "string"}},
+        },
+        "required": ["op"],
         "additionalProperties": False,
     }
 
 
-def _section_op_schema(section: str) -> dict[str, Any]:
-    return {
-        "description": _SECTION_HINTS[section],
-        "anyOf": [
-            _op_schema("KEEP"),
-            _op_schema("UPDATE", content={"type": "string"}),
-            _op_schema("APPEND", items={"type": "array", "items": {"type": "string"}}),
-        ],
-    }
-
-
-def _tool(
-    name: str, description: str, section_schema: Callable[[str], dict[str, Any]]
-) -> dict[str, Any]:
+def _tool(name: str, description: str, section_schema: Callable[[str], dict[str, Any]],
+          defs: dict[str, Any] | None = None) -> dict[str, Any]:
     sections = {
         "type": "object",
         "properties": {section: section_schema(section) for section in SECTIONS},
         "required": list(SECTIONS),
         "additionalProperties": False,
     }
-    return {
-        "type": "function",
-        "function": {
-            "name": name,
-            "description": description,
-            "parameters": {
-                "type": "object",
-                "properties": {"sections": sections},
-                "required": ["sections"],
-                "additionalProperties": False,
-            },
-        },
+    parameters: dict[str, Any] = {
+        "type": "object",
+        "properties": {"sections": sections},
+        "required": ["sections"],
+        "additionalProperties": False,
     }
+    if defs:
+        parameters["$defs"] = defs
+    return {"type": "function", "function": {"name": name, "description": description, "parameters": parameters}}
 
 
-UPDATE_TOOL: dict[str, Any] = _tool(
-    UPDATE_TOOL_NAME,
-    "Update the working memory: for every one of the seven sections choose KEEP (unchanged), "
-    "APPEND (new bullet items, no markers) or UPDATE (full replacement body, no header). "
-    "Prefer KEEP over APPEND over UPDATE.",
-    _section_op_schema,
-)
+_UPDATE_DESCRIPTION = ("Per section: KEEP (unchanged), APPEND items (new bullets, no markers) or UPDATE content "
+                       "(whole new body, no header). Prefer KEEP, then APPEND.")
+
+UPDATE_TOOL: dict[str, Any] = _tool(UPDATE_TOOL_NAME, _UPDATE_DESCRIPTION, lambda section: {"$ref": OP_REF},
+                                    defs={"op": op_schema()})
+"""The update tool as sent by default: the op object once under `$defs`, a `$ref` per section."""
+
+UPDATE_TOOL_INLINE: dict[str, Any] = _tool(UPDATE_TOOL_NAME, _UPDATE_DESCRIPTION, lambda section: op_schema())
+"""The same tool with the op object written out per section, for servers whose grammar engines reject `$ref`."""
 
 CREATE_TOOL: dict[str, Any] = _tool(
     CREATE_TOOL_NAME,
-    "Create the working memory: write the body of each of the seven sections (no headers).",
+    "Create the working memory: the body of each section (no headers).",
     lambda section: {"type": "string", "description": _SECTION_HINTS[section]},
 )
 
 
-class KeepOp(BaseModel):
-    """Leave the section unchanged."""
+def update_tool(inline: bool = False) -> dict[str, Any]:
+    """The update tool to bind: with `$ref` (default) or inlined."""
+    return UPDATE_TOOL_INLINE if inline else UPDATE_TOOL
+
+
+_NEEDS = {"UPDATE": "content: input should be a valid string", "APPEND": "items: input should be a valid list"}
+
+
+class SectionOp(BaseModel):
+    """One section's op as the schema allows it, with what the schema cannot say: UPDATE needs `content`,
+    APPEND needs `items`; a field the op does not use is dropped."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    op: Literal["KEEP"]
+    op: Literal["KEEP", "UPDATE", "APPEND"]
+    content: str | None = None
+    items: list[str] | None = None
 
+    @model_validator(mode="after")
+    def _fields_of_the_op(self) -> SectionOp:
+        if self.op == "UPDATE" and self.content is None:
+            raise ValueError(_NEEDS["UPDATE"])
+        if self.op == "APPEND" and self.items is None:
+            raise ValueError(_NEEDS["APPEND"])
+        keep = {"UPDATE": "content", "APPEND": "items"}.get(self.op)
+        for name in ("content", "items"):
+            if name != keep and getattr(self, name) is not None:
+                object.__setattr__(self, name, None)
+        return self
 
-class UpdateOp(BaseModel):
-    """Replace the section body with `content`."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    op: Literal["UPDATE"]
-    content: str
-
-
-class AppendOp(BaseModel):
-    """Append `items` as new bullets."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    op: Literal["APPEND"]
-    items: list[str]
-
-
-SectionOp = Annotated[KeepOp | UpdateOp | AppendOp, Field(discriminator="op")]
-_SECTION_OP = TypeAdapter(SectionOp)
+    def canonical(self) -> dict[str, Any]:
+        """`{"op": "KEEP"}`, `{"op": "UPDATE", "content": …}` or `{"op": "APPEND", "items": […]}`."""
+        return self.model_dump(exclude_none=True)
 
 
 class UpdateSections(BaseModel):
@@ -225,11 +225,12 @@ def _read_op(value: object) -> tuple[dict[str, Any], str | None, bool]:
             items = kept
         candidate["items"] = items
     try:
-        return _SECTION_OP.validate_python(candidate).model_dump(), issue, True
+        return SectionOp.model_validate(candidate).canonical(), issue, True
     except ValidationError as err:
         first = err.errors()[0]
-        where = ".".join(str(part) for part in first["loc"][1:])
-        return dict(KEEP), f"{name} {where}: {first['msg'].lower()} -> KEEP", False
+        where = ".".join(str(part) for part in first["loc"])
+        text = first["msg"].lower().removeprefix("value error, ")
+        return dict(KEEP), f"{name} {where + ': ' if where else ''}{text} -> KEEP", False
 
 
 def _load_object(raw: object) -> tuple[object, str | None]:

@@ -263,7 +263,7 @@ def test_archive_tools_answer_errors_instead_of_raising(root):
                                  "args": {"query": "port", "archive_id": "archive_404"}})
         assert missing.status == "error" and "archive_404" in missing.content
         whole = expand.invoke({"archive_id": "archive_001"})
-        assert "[#1 t1 user]" in whole and "The staging port is 5433." in whole
+        assert "[#1 user]" in whole and "The staging port is 5433." in whole
         assert "archive_404" in expand.invoke({"archive_id": "archive_404"})
 
 

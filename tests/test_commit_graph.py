@@ -31,6 +31,7 @@ from workmem.graphs.engine import WorkingMemoryEngine
 from workmem.nodes.extractive import ExtractiveChatModel
 from workmem.nodes.formatting import HEADER_RE
 from workmem.state.memory import SECTIONS, parse_sections
+from workmem.state.ops import update_tool
 
 HEAD = ["slice_turns", "load_memory"]
 TAIL = ["persist"]  # the archive records the route up to persist; the run then ends in `report`
@@ -193,10 +194,15 @@ CASES = [
 ]
 
 
+@pytest.mark.parametrize("schema", ["ref", "inline"])
 @pytest.mark.parametrize(("script", "route", "degraded", "expected"),
                          [c[1:] for c in CASES], ids=[c[0] for c in CASES])
-def test_path_over_existing_memory(make_engine, script, route, degraded, expected):
+def test_path_over_existing_memory(make_engine, monkeypatch, script, route, degraded, expected, schema):
+    """Every malformed-output path routes the same with the compact (`$ref`) and the inlined update schema."""
+    monkeypatch.setenv("WORKMEM_TOOL_SCHEMA", schema)
     engine, model, result = run_second_commit(make_engine, *script)
+    sent = [b["tools"][0] for b in model.bound if b.get("tools") and b["tools"][0]["function"]["name"] == UPDATE]
+    assert sent and all(tool == update_tool(inline=schema == "inline") for tool in sent)
 
     assert result["status"] == "completed", result
     archive = archive_of(engine)

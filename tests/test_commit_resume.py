@@ -28,7 +28,7 @@ from workmem.state.storage import open_storage
 
 NODES = ["slice_turns", "load_memory", "generate", "validate", "recover", "create_retry", "extractive_fallback",
          "guard", "merge", "persist", "report"]
-CHUNK_TOKENS = 250
+CHUNK_TOKENS = 200  # the lean transcript of `conversation()` is ~530 tokens: three chunks
 
 
 class CountingExtractive(ExtractiveChatModel):

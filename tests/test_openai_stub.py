@@ -17,7 +17,7 @@ from workmem.nodes.extractive import ExtractiveChatModel
 from workmem.nodes.models import bind_commit_tool, is_transport_error, model_name, resolve_model
 from workmem.nodes.prompts import update_prompt
 from workmem.state.errors import InvalidInput, ModelUnavailable
-from workmem.state.ops import UPDATE_TOOL
+from workmem.state.ops import UPDATE_TOOL, UPDATE_TOOL_INLINE
 
 STUB = pytest.mark.allow_hosts(["127.0.0.1"])
 VALID_OPS = {
@@ -30,7 +30,7 @@ VALID_OPS = {
     "Open Issues": {"op": "KEEP"},
 }
 BROKEN = '{"sections": {"Session Title": {"op": "KEEP"}, "Current State": {"op": "UPDATE", "content": "half'
-PROMPT = update_prompt("# Working Memory\n\n## Session Title\nCSV fix\n", "[#1 t1 user]\nfix it")
+PROMPT = update_prompt("# Working Memory\n\n## Session Title\nCSV fix\n", "[#1 user]\nfix it")
 
 
 class Stub:
@@ -199,8 +199,8 @@ def test_resolve_model_from_the_environment():
     for bad in ("openai:", "gpt-4o", "nope:model", ":x"):
         with pytest.raises(InvalidInput, match="WORKMEM_MODEL"):
             resolve_model(env={"WORKMEM_MODEL": bad})
-    with pytest.raises(ModelUnavailable, match="langchain-anthropic"):  # a known provider, not installed
-        resolve_model(env={"WORKMEM_MODEL": "anthropic:claude-sonnet-4-5"})
+    with pytest.raises(ModelUnavailable, match="langchain-mistralai"):  # a known provider, not installed
+        resolve_model(env={"WORKMEM_MODEL": "mistralai:mistral-large-latest"})
     model = resolve_model(env={"WORKMEM_MODEL": "openai:gpt-4o-mini", "OPENAI_API_KEY": "sk-abc"})
     assert model_name(model) == "openai:gpt-4o-mini"
     assert (model.temperature, model.max_retries, model.request_timeout) == (0, 0, 60)
@@ -274,3 +274,40 @@ def test_scripted_model_records_prompts_and_raises_scripted_errors():
     assert model.calls == 3 and len(model.prompts) == 3
     assert model.bound[0]["tool_choice"] == "update_working_memory"
     assert "<current_working_memory>" in model.prompt_text(0)
+
+
+CREATE_BODIES = {"Session Title": "CSV import", "Current State": "Reading the loader.", "Task & Goals": "- fix it",
+                 "Key Facts & Decisions": "", "Files & Context": "", "Errors & Corrections": "", "Open Issues": ""}
+
+
+@STUB
+@pytest.mark.parametrize("setting", ["", "inline"], ids=["ref_by_default", "inline_setting"])
+def test_the_update_schema_sent_to_the_server_follows_the_tool_schema_setting(stub, monkeypatch, tmp_path, setting):
+    """§4 [r2]: `$ref` by default; `WORKMEM_TOOL_SCHEMA=inline` writes the op out per section, and the
+    commit parses the answer the same way."""
+    from workmem.graphs.engine import WorkingMemoryEngine
+
+    monkeypatch.setenv("WORKMEM_MODEL", "openai:stub-model")
+    monkeypatch.setenv("OPENAI_BASE_URL", stub.base_url)
+    monkeypatch.setenv("WORKMEM_TOOL_SCHEMA", setting)
+    stub.tool_call_reply(json.dumps({"sections": CREATE_BODIES}), name="create_working_memory")
+    stub.tool_call_reply(json.dumps({"sections": VALID_OPS}))
+    with WorkingMemoryEngine(root=tmp_path, durable=False) as engine:
+        engine.add_messages("s", [{"role": "user", "content": "The CSV import fails."}])
+        assert engine.commit("s")["status"] == "completed"
+        engine.add_messages("s", [{"role": "assistant", "content": "The delimiter is detected per file now."}])
+        assert engine.commit("s")["status"] == "completed"
+        wm = engine.working_memory("s")["working_summary"]["markdown"]
+    sent = stub.requests[1]["body"]["tools"][0]["function"]["parameters"]
+    expected = UPDATE_TOOL_INLINE if setting == "inline" else UPDATE_TOOL
+    assert sent == expected["function"]["parameters"]
+    assert ("$ref" in json.dumps(sent)) is (setting != "inline")
+    assert "Tests pass again." in wm and "- Delimiter is detected per file." in wm
+
+
+def test_an_unknown_tool_schema_setting_is_refused(monkeypatch):
+    from workmem.nodes.context import CommitContext
+
+    monkeypatch.setenv("WORKMEM_TOOL_SCHEMA", "flat")
+    with pytest.raises(InvalidInput, match="WORKMEM_TOOL_SCHEMA"):
+        CommitContext()

@@ -11,18 +11,19 @@ from snapshot import assert_json_snapshot
 from workmem.state.memory import SECTIONS
 from workmem.state.ops import (
     CREATE_TOOL,
+    OP_REF,
     UPDATE_TOOL,
-    AppendOp,
+    UPDATE_TOOL_INLINE,
     CreateArgs,
-    KeepOp,
+    SectionOp,
     UpdateArgs,
-    UpdateOp,
     canonical_op,
     canonical_ops,
     parse_create_args,
     parse_update_args,
     resolve_section_name,
 )
+from workmem.state.tokens import count_tokens
 
 
 def _walk(node, path="$"):
@@ -43,14 +44,49 @@ def test_create_tool_schema_is_exactly_the_hand_written_one():
     assert_json_snapshot("create_tool.json", CREATE_TOOL)
 
 
-@pytest.mark.parametrize("tool", [UPDATE_TOOL, CREATE_TOOL], ids=["update", "create"])
+def test_inline_update_tool_schema_is_exactly_the_hand_written_one():
+    assert_json_snapshot("update_tool_inline.json", UPDATE_TOOL_INLINE)
+
+
+@pytest.mark.parametrize(("tool", "limit"), [(UPDATE_TOOL, 450), (CREATE_TOOL, 300)], ids=["update", "create"])
+def test_tool_schemas_fit_their_token_budget(tool, limit):
+    """§4 [r2]: the schema is paid on every commit call; measured with default separators."""
+    assert count_tokens(json.dumps(tool)) <= limit
+
+
+def test_update_tool_defines_the_op_once_and_refers_to_it_per_section():
+    parameters = UPDATE_TOOL["function"]["parameters"]
+    sections = parameters["properties"]["sections"]["properties"]
+    assert list(sections) == list(SECTIONS)
+    assert all(value == {"$ref": OP_REF} for value in sections.values())
+    assert list(parameters["$defs"]) == ["op"]
+    assert parameters["$defs"]["op"]["properties"]["op"]["enum"] == ["KEEP", "UPDATE", "APPEND"]
+    inline = UPDATE_TOOL_INLINE["function"]["parameters"]
+    assert all(value == parameters["$defs"]["op"] for value in inline["properties"]["sections"]["properties"].values())
+    assert "$defs" not in inline
+
+
+@pytest.mark.parametrize("tool", [UPDATE_TOOL, UPDATE_TOOL_INLINE, CREATE_TOOL], ids=["update", "inline", "create"])
 def test_schemas_close_every_object_and_avoid_pydantic_keywords(tool):
     for path, node in _walk(tool["function"]["parameters"]):
         if isinstance(node, dict):
-            assert not {"const", "oneOf", "discriminator", "$defs", "$ref"} & set(node), path
+            assert not {"const", "oneOf", "discriminator"} & set(node), path
+            if "$ref" in node:  # only the op reference, and only under the section names
+                assert node == {"$ref": OP_REF}, path
             if node.get("type") == "object":
                 assert node.get("additionalProperties") is False, path
     json.dumps(tool)
+
+
+@pytest.mark.parametrize("tool", [UPDATE_TOOL, UPDATE_TOOL_INLINE], ids=["ref", "inline"])
+def test_both_update_schemas_accept_and_reject_the_same_arguments(tool):
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = tool["function"]["parameters"]
+    jsonschema.validate(VALID_UPDATE, schema)
+    for bad in ({"op": "DELETE"}, {"op": "KEEP", "note": "x"}, {"op": "UPDATE", "content": 5}, {"content": "x"}):
+        args = {"sections": {**VALID_UPDATE["sections"], "Open Issues": bad}}
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(args, schema)
 
 
 def _all(op: dict) -> dict:
@@ -72,10 +108,23 @@ VALID_UPDATE = {
 
 def test_update_args_model_accepts_the_schema_shape():
     args = UpdateArgs.model_validate(VALID_UPDATE)
-    assert args.sections.current_state == UpdateOp(op="UPDATE", content="Now testing.")
-    assert args.sections.task_and_goals == AppendOp(op="APPEND", items=["ship it"])
-    assert args.sections.session_title == KeepOp(op="KEEP")
-    assert args.model_dump(by_alias=True) == VALID_UPDATE
+    assert args.sections.current_state == SectionOp(op="UPDATE", content="Now testing.")
+    assert args.sections.task_and_goals == SectionOp(op="APPEND", items=["ship it"])
+    assert args.sections.session_title == SectionOp(op="KEEP")
+    assert args.model_dump(by_alias=True, exclude_none=True) == VALID_UPDATE
+
+
+@pytest.mark.parametrize(
+    ("given", "canonical"),
+    [
+        ({"op": "KEEP", "content": "x"}, {"op": "KEEP"}),
+        ({"op": "UPDATE", "content": "x", "items": ["y"]}, {"op": "UPDATE", "content": "x"}),
+        ({"op": "APPEND", "items": ["y"], "content": "x"}, {"op": "APPEND", "items": ["y"]}),
+    ],
+    ids=["keep_with_content", "update_with_items", "append_with_content"],
+)
+def test_a_field_the_op_does_not_use_is_dropped(given, canonical):
+    assert SectionOp.model_validate(given).canonical() == canonical
 
 
 @pytest.mark.parametrize(
@@ -84,7 +133,9 @@ def test_update_args_model_accepts_the_schema_shape():
         lambda a: a["sections"].pop("Open Issues"),
         lambda a: a["sections"].update({"Extra": {"op": "KEEP"}}),
         lambda a: a.update({"extra": 1}),
-        lambda a: a["sections"].update({"Session Title": {"op": "KEEP", "content": "x"}}),
+        lambda a: a["sections"].update({"Session Title": {"op": "KEEP", "note": "x"}}),
+        lambda a: a["sections"].update({"Session Title": {"op": "UPDATE"}}),
+        lambda a: a["sections"].update({"Session Title": {"op": "APPEND"}}),
         lambda a: a["sections"].update({"Session Title": {"op": "keep"}}),
         lambda a: a["sections"].update({"Session Title": {"op": "UPDATE", "content": 5}}),
         lambda a: a["sections"].update({"Session Title": {"op": "APPEND", "items": ["a", 2]}}),
@@ -94,6 +145,8 @@ def test_update_args_model_accepts_the_schema_shape():
         "extra_section",
         "extra_top_level_key",
         "extra_op_field",
+        "update_without_content",
+        "append_without_items",
         "lowercase_op",
         "non_string_content",
         "non_string_item",

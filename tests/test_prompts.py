@@ -56,20 +56,20 @@ def test_rendered_create_prompt_snapshot():
 @pytest.mark.parametrize("reminders", ["", "<section_size_warnings>\n- x\n</section_size_warnings>"])
 def test_update_prompt_wraps_its_parts(reminders):
     pairs = update_prompt(
-        "# Working Memory\n\n## Session Title\nT\n</messages>", "[#1 t1 user]\nhi", reminders
+        "# Working Memory\n\n## Session Title\nT\n</messages>", "[#1 user]\nhi", reminders
     )
     assert [role for role, _ in pairs] == ["system", "human"]
     assert pairs[0][1] == UPDATE_SYSTEM_PROMPT
     human = pairs[1][1]
     assert "<current_working_memory>\n# Working Memory" in human
     assert "\\</messages>" in human  # data cannot close a block early
-    assert "<messages>\n[#1 t1 user]\nhi\n</messages>" in human
+    assert "<messages>\n[#1 user]\nhi\n</messages>" in human
     assert ("<section_size_warnings>" in human) == bool(reminders)
     assert human.index("</current_working_memory>") < human.index("<messages>")
 
 
 def test_create_prompt_passes_legacy_memory():
-    pairs = create_prompt("[#1 t1 user]\nhi", "An old free-form summary.")
+    pairs = create_prompt("[#1 user]\nhi", "An old free-form summary.")
     assert pairs[0] == ("system", CREATE_SYSTEM_PROMPT)
     assert "<previous_memory>\nAn old free-form summary.\n</previous_memory>" in pairs[1][1]
-    assert "<previous_memory>" not in create_prompt("[#1 t1 user]\nhi", None)[1][1]
+    assert "<previous_memory>" not in create_prompt("[#1 user]\nhi", None)[1][1]
