@@ -45,6 +45,7 @@ class WorkingMemoryEngine:
         durable: bool = True,
         max_workers: int = 2,
         keep_checkpoints: int = DEFAULT_KEEP_CHECKPOINTS,
+        database_url: str | None = None,
     ) -> None:
         self.keep_recent_count = validate_keep(keep_recent_count)
         self.context_window = _positive_int("context_window", context_window)
@@ -60,7 +61,8 @@ class WorkingMemoryEngine:
         workers = _positive_int("max_workers", max_workers)
         kept = require_int("keep_checkpoints", keep_checkpoints, min=0, max=MAX_SETTING)
         require_bool("durable", durable)
-        self.storage = open_storage(root, durable=durable, max_message_bytes=max_message_bytes)
+        self.storage = open_storage(root, database_url=database_url, durable=durable,
+                                    max_message_bytes=max_message_bytes)
         self.root = getattr(self.storage, "root", None)
         self.runner = CommitRunner(self.storage, context, self.model, max_workers=workers, keep_checkpoints=kept)
         try:

@@ -1,0 +1,232 @@
+"""The Postgres backend's schema and connections (SPEC §11).
+
+Everything lives in one schema (default `workmem`, env `WORKMEM_DATABASE_SCHEMA`): workmem's tables,
+`pg_trgm` when the database does not have it yet, and `PostgresSaver`'s checkpoint tables. Every
+pooled connection starts with `search_path` set to that schema alone (a startup option, so no `RESET`
+can undo it), which is how the unqualified names of `PostgresSaver` land there and never touch the
+`checkpoints` tables LangGraph keeps in `public` for an agent on the same database.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from workmem.state.errors import InvalidInput
+
+ENV_SCHEMA = "WORKMEM_DATABASE_SCHEMA"
+DEFAULT_SCHEMA = "workmem"
+SCHEMA_VERSION = 1
+POOL_MAX = 8
+NUL_STANDIN = "\ufffd"
+_SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+_URL_SECRET = re.compile(r"(://[^:/@]*:)[^@]*@")
+
+# {schema}: our schema. Words are indexed as FTS5's `unicode61` sees them (every run of characters that are
+# not letters or digits separates words) with the English Snowball stemmer and no stop words, so
+# `feed_1.py` is the words feed, 1, py and `the` is a word like any other.
+WORDS = "to_tsvector('\"{schema}\".wm_english'::regconfig, regexp_replace({column}, '[^[:alnum:]]+', ' ', 'g'))"
+TEXT_SEARCH = """
+CREATE TEXT SEARCH DICTIONARY wm_english_stem (TEMPLATE = snowball, Language = english);
+CREATE TEXT SEARCH CONFIGURATION wm_english (COPY = english);
+ALTER TEXT SEARCH CONFIGURATION wm_english ALTER MAPPING FOR asciiword, word, numword, asciihword, hword,
+    numhword, hword_asciipart, hword_part, hword_numpart WITH wm_english_stem;
+"""
+TABLES = """
+CREATE TABLE IF NOT EXISTS workmem_schema (version integer NOT NULL);
+CREATE TABLE IF NOT EXISTS sessions (
+    session_id text PRIMARY KEY,
+    next_seq bigint NOT NULL DEFAULT 1,
+    message_count bigint NOT NULL DEFAULT 0,
+    archived_count bigint NOT NULL DEFAULT 0,
+    commit_count integer NOT NULL DEFAULT 0,
+    keep_recent_count integer NOT NULL,
+    pending_tokens bigint NOT NULL DEFAULT 0,
+    last_turn integer NOT NULL DEFAULT 0,
+    last_archive_id text,
+    last_archive_end bigint NOT NULL DEFAULT 0,
+    created_at timestamptz NOT NULL,
+    updated_at timestamptz NOT NULL,
+    last_commit_at timestamptz);
+CREATE TABLE IF NOT EXISTS messages (
+    session_id text NOT NULL,
+    seq bigint NOT NULL,
+    id text NOT NULL,
+    turn_id text NOT NULL,
+    role text NOT NULL,
+    parts jsonb NOT NULL,
+    meta jsonb NOT NULL,
+    exact_body json,
+    tokens integer NOT NULL,
+    created_at timestamptz NOT NULL,
+    archive_id text,
+    content text NOT NULL,
+    tsv tsvector GENERATED ALWAYS AS ({content_words}) STORED,
+    PRIMARY KEY (session_id, seq));
+CREATE INDEX IF NOT EXISTS messages_live ON messages (session_id, seq) WHERE archive_id IS NULL;
+CREATE INDEX IF NOT EXISTS messages_words ON messages USING gin (tsv);
+CREATE TABLE IF NOT EXISTS archives (
+    session_id text NOT NULL,
+    number integer NOT NULL,
+    archive_id text NOT NULL,
+    task_id text,
+    start_seq bigint NOT NULL,
+    end_seq bigint NOT NULL,
+    start_turn_id text,
+    end_turn_id text,
+    overview text NOT NULL,
+    abstract text NOT NULL,
+    object jsonb NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (session_id, number));
+CREATE TABLE IF NOT EXISTS spilled_items (
+    session_id text NOT NULL,
+    archive_id text NOT NULL,
+    ord integer NOT NULL,
+    section text NOT NULL,
+    item text NOT NULL,
+    tsv tsvector GENERATED ALWAYS AS ({item_words}) STORED,
+    PRIMARY KEY (session_id, archive_id, ord));
+CREATE INDEX IF NOT EXISTS spilled_items_words ON spilled_items USING gin (tsv);
+CREATE TABLE IF NOT EXISTS tasks (
+    ord bigserial UNIQUE,
+    task_id text PRIMARY KEY,
+    session_id text NOT NULL,
+    archive_id text,
+    thread_id text,
+    status text NOT NULL,
+    error text,
+    attempts integer NOT NULL DEFAULT 0,
+    created_at timestamptz NOT NULL,
+    updated_at timestamptz NOT NULL,
+    result jsonb);
+CREATE INDEX IF NOT EXISTS tasks_by_session ON tasks (session_id, status);
+CREATE INDEX IF NOT EXISTS tasks_keeping_a_thread ON tasks (updated_at) WHERE status = 'completed'
+    AND thread_id IS NOT NULL;
+CREATE TABLE IF NOT EXISTS leases (
+    session_id text PRIMARY KEY,
+    task_id text NOT NULL,
+    owner text,
+    pid integer,
+    host text,
+    expires_at double precision NOT NULL);
+"""
+# {trgm}: the schema-qualified operator class of pg_trgm, wherever the extension lives.
+TRIGRAM_INDEXES = """
+CREATE INDEX IF NOT EXISTS messages_trigrams ON messages USING gin (content {trgm});
+CREATE INDEX IF NOT EXISTS spilled_items_trigrams ON spilled_items USING gin (item {trgm});
+"""
+
+
+def schema_name(value: str | None = None) -> str:
+    """The schema workmem uses: `value`, else `WORKMEM_DATABASE_SCHEMA`, else `workmem` (a plain lowercase name)."""
+    name = value if value is not None else (os.environ.get(ENV_SCHEMA) or DEFAULT_SCHEMA)
+    if not isinstance(name, str) or not _SCHEMA_NAME.fullmatch(name) or name.startswith("pg_") or name == "public":
+        raise InvalidInput("schema", name, "must match [a-z_][a-z0-9_]{0,62}, not public and not pg_*")
+    return name
+
+
+def check_url(url: object) -> str:
+    """A `postgresql://` / `postgres://` URL (or a libpq `key=value` string)."""
+    if not isinstance(url, str) or not url.strip():
+        raise InvalidInput("database_url", url, "must be a non-empty postgresql:// URL")
+    if "://" in url and not url.startswith(("postgresql://", "postgres://")):
+        raise InvalidInput("database_url", shown_url(url), "must start with postgresql:// or postgres://")
+    return url
+
+
+def shown_url(url: str) -> str:
+    """The URL without its password, for messages and `location()`."""
+    return _URL_SECRET.sub(r"\1***@", url)
+
+
+def connection_kwargs(url: str, schema: str) -> dict[str, Any]:
+    """psycopg connect arguments: what PostgresSaver needs (autocommit, dict rows, prepare_threshold=0),
+    UTC timestamps and our schema as the whole search_path, appended to any `options` of the URL."""
+    from psycopg.conninfo import conninfo_to_dict
+    from psycopg.rows import dict_row
+
+    given = conninfo_to_dict(url).get("options") or ""
+    options = f"{given} -c search_path={schema} -c TimeZone=UTC".strip()
+    return {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row, "options": options}
+
+
+def open_pool(url: str, schema: str, *, max_size: int = POOL_MAX) -> Any:
+    """A `psycopg_pool.ConnectionPool` whose every connection works inside `schema`."""
+    from psycopg_pool import ConnectionPool
+
+    pool = ConnectionPool(url, min_size=1, max_size=max_size, kwargs=connection_kwargs(url, schema),
+                          open=False, name=f"workmem-{schema}")
+    pool.open(wait=True, timeout=30)
+    return pool
+
+
+def ensure_schema(pool: Any, schema: str) -> None:
+    """Create the schema and its tables if missing (serialised between processes by an advisory lock)."""
+    with pool.connection() as conn, conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"workmem-schema:{schema}"])
+        conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+        exists = conn.execute("SELECT 1 FROM pg_tables WHERE schemaname = %s AND tablename = 'workmem_schema'",
+                              [schema]).fetchone()
+        if exists:
+            return
+        trgm_schema = _trigram_schema(conn, schema)
+        words = {f"{column}_words": WORDS.format(schema=schema, column=column) for column in ("content", "item")}
+        for script in (TEXT_SEARCH, TABLES.format(**words), TRIGRAM_INDEXES.format(trgm=f'"{trgm_schema}".gin_trgm_ops')):
+            for statement in script.split(";\n"):
+                if statement.strip():
+                    conn.execute(statement)
+        conn.execute("INSERT INTO workmem_schema (version) VALUES (%s)", [SCHEMA_VERSION])
+
+
+def _trigram_schema(conn: Any, schema: str) -> str:
+    """Where pg_trgm lives: created in our schema unless the database already has it elsewhere."""
+    row = conn.execute("SELECT extnamespace::regnamespace::text AS nsp FROM pg_extension WHERE extname = 'pg_trgm'"
+                       ).fetchone()
+    if row is None:
+        conn.execute(f'CREATE EXTENSION IF NOT EXISTS pg_trgm WITH SCHEMA "{schema}"')
+        return schema
+    return row["nsp"].strip('"')
+
+
+class Database:
+    """The pool of one schema, with the two ways workmem uses it: a transaction, or one statement."""
+
+    def __init__(self, pool: Any, schema: str, url: str) -> None:
+        self.pool, self.schema, self.url = pool, schema, url
+
+    @contextmanager
+    def transaction(self, *, durable: bool = True) -> Iterator[Any]:
+        """A connection inside one transaction (`durable=False`: commit without waiting for the WAL flush)."""
+        with self.pool.connection() as conn, conn.transaction():
+            if not durable:
+                conn.execute("SET LOCAL synchronous_commit = off")
+            yield conn
+
+    def rows(self, sql: str, args: Any = None, *, prepare: bool | None = None) -> list[dict[str, Any]]:
+        """Every row of one statement, as dicts (`prepare=False`: planned for these values, never generic)."""
+        with self.pool.connection() as conn:
+            return conn.execute(sql, args, prepare=prepare).fetchall()
+
+    def row(self, sql: str, args: Any = None) -> dict[str, Any] | None:
+        """The first row of one statement, or None."""
+        with self.pool.connection() as conn:
+            return conn.execute(sql, args).fetchone()
+
+    def where(self, table: str, key: str) -> str:
+        """`schema.table (key)`: where a row lives, for anomalies and messages."""
+        return f"{self.schema}.{table} ({key})"
+
+
+def without_nul(value: Any) -> Any:
+    """`value` with every NUL character (which Postgres text and jsonb cannot hold) replaced by U+FFFD."""
+    if isinstance(value, str):
+        return value.replace("\x00", NUL_STANDIN) if "\x00" in value else value
+    if isinstance(value, dict):
+        return {without_nul(k): without_nul(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [without_nul(v) for v in value]
+    return value

@@ -1,0 +1,147 @@
+"""A throwaway PostgreSQL server for the tests and benchmarks, and a fresh database per test.
+
+`WORKMEM_TEST_DATABASE_URL` names a server to use (CI starts one and exports it); otherwise a
+server is started here with the machine's `initdb` / `pg_ctl` on a Unix socket in a temp dir
+(as the `postgres` user when running as root: initdb refuses root) and stopped at exit.
+`WORKMEM_TEST_POSTGRES=required` turns "no server" into a failure instead of a skip.
+
+    python tests/pg_support.py      start a server, print its URL, stop it on Enter
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import shutil
+import subprocess
+import tempfile
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import quote
+
+ENV_URL = "WORKMEM_TEST_DATABASE_URL"
+ENV_MODE = "WORKMEM_TEST_POSTGRES"
+SERVER_SETTINGS = ("-c listen_addresses='' -c max_connections=300 -c fsync=off -c full_page_writes=off "
+                   "-c shared_buffers=128MB")
+
+
+def required() -> bool:
+    """Whether a missing server must fail the tests (CI) rather than skip them."""
+    return os.environ.get(ENV_MODE, "").lower() == "required"
+
+
+def find_bin(name: str) -> str | None:
+    """`initdb` / `pg_ctl` on PATH, else in Debian's versioned folder."""
+    found = shutil.which(name)
+    if found:
+        return found
+    candidates = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))
+    return candidates[-1] if candidates else None
+
+
+def url_for(socket_dir: str, port: int, dbname: str = "postgres", user: str = "postgres") -> str:
+    """A libpq URL over the Unix socket in `socket_dir`."""
+    return f"postgresql://{user}@/{dbname}?host={quote(socket_dir, safe='')}&port={port}"
+
+
+def with_database(url: str, dbname: str) -> str:
+    """The same server URL, another database."""
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    return make_conninfo(**{**conninfo_to_dict(url), "dbname": dbname})
+
+
+@dataclass
+class Server:
+    """A running server (started here or given): its URL; `stop()` ends it if this process started it."""
+
+    url: str
+    data_dir: str | None = None
+    pg_ctl: str | None = None
+    as_postgres: bool = False
+    created: list[str] = field(default_factory=list)
+
+    def create_database(self) -> str:
+        """A fresh, empty database (from template0) → its URL."""
+        import psycopg
+
+        name = f"wmtest_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}" TEMPLATE template0 ENCODING \'UTF8\'')
+        self.created.append(name)
+        return with_database(self.url, name)
+
+    def drop_database(self, url: str) -> None:
+        """Drop a database made by `create_database` (its connections are ended first)."""
+        import psycopg
+        from psycopg.conninfo import conninfo_to_dict
+
+        name = conninfo_to_dict(url)["dbname"]
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        if name in self.created:
+            self.created.remove(name)
+
+    def stop(self) -> None:
+        """Stop a server this process started and remove its files."""
+        if self.data_dir is None or self.pg_ctl is None:
+            return
+        _run([self.pg_ctl, "-D", self.data_dir, "-m", "immediate", "-w", "stop"], as_postgres=self.as_postgres,
+             check=False)
+        shutil.rmtree(Path(self.data_dir).parent, ignore_errors=True)
+        self.data_dir = None
+
+
+def _run(cmd: list[str], *, as_postgres: bool, check: bool = True) -> subprocess.CompletedProcess:
+    if as_postgres:
+        cmd = ["runuser", "-u", "postgres", "--", *cmd]
+    return subprocess.run(cmd, check=check, capture_output=True, text=True, timeout=120)
+
+
+def start_server() -> Server:
+    """Start a server in a temp dir; raises RuntimeError saying why it could not."""
+    initdb, pg_ctl = find_bin("initdb"), find_bin("pg_ctl")
+    if not initdb or not pg_ctl:
+        raise RuntimeError("initdb/pg_ctl not found (apt-get install postgresql)")
+    as_postgres = os.geteuid() == 0
+    if as_postgres and not shutil.which("runuser"):
+        raise RuntimeError("running as root without runuser: initdb refuses root")
+    base = tempfile.mkdtemp(prefix="wm-pg-")
+    os.chmod(base, 0o755)
+    data, sockets = os.path.join(base, "data"), os.path.join(base, "sock")
+    os.mkdir(sockets)
+    if as_postgres:
+        shutil.chown(base, "postgres")
+        shutil.chown(sockets, "postgres")
+    port = 20000 + os.getpid() % 20000
+    try:
+        _run([initdb, "-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--locale=C.UTF-8"],
+             as_postgres=as_postgres)
+        _run([pg_ctl, "-D", data, "-l", os.path.join(base, "log"), "-w", "-t", "60",
+              "-o", f"-k {sockets} -p {port} {SERVER_SETTINGS}", "start"], as_postgres=as_postgres)
+    except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as exc:
+        detail = getattr(exc, "stderr", "") or ""
+        shutil.rmtree(base, ignore_errors=True)
+        raise RuntimeError(f"could not start PostgreSQL: {exc} {detail}".strip()) from exc
+    return Server(url_for(sockets, port), data_dir=data, pg_ctl=pg_ctl, as_postgres=as_postgres)
+
+
+def server_or_reason() -> tuple[Server | None, str]:
+    """The server to test against (given by URL or started here), or None and why not."""
+    given = os.environ.get(ENV_URL)
+    if given:
+        return Server(given), ""
+    try:
+        return start_server(), ""
+    except RuntimeError as exc:
+        return None, str(exc)
+
+
+if __name__ == "__main__":
+    server = start_server()
+    print(server.url, flush=True)
+    try:
+        input()
+    finally:
+        server.stop()
