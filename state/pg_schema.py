@@ -175,7 +175,8 @@ def ensure_schema(pool: Any, schema: str) -> None:
             return
         trgm_schema = _trigram_schema(conn, schema)
         words = {f"{column}_words": WORDS.format(schema=schema, column=column) for column in ("content", "item")}
-        for script in (TEXT_SEARCH, TABLES.format(**words), TRIGRAM_INDEXES.format(trgm=f'"{trgm_schema}".gin_trgm_ops')):
+        trigrams = TRIGRAM_INDEXES.format(trgm=f'"{trgm_schema}".gin_trgm_ops')
+        for script in (TEXT_SEARCH, TABLES.format(**words), trigrams):
             for statement in script.split(";\n"):
                 if statement.strip():
                     conn.execute(statement)

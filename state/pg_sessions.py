@@ -51,7 +51,8 @@ class PgSessionStore:
 
     def location(self, session_id: str) -> str:
         """The session's row, for people: `schema.sessions (session_id=…)` on the database."""
-        return f"{self.db.where('sessions', f'session_id={check_session_id(session_id)!r}')} on {shown_url(self.db.url)}"
+        key = f"session_id={check_session_id(session_id)!r}"
+        return f"{self.db.where('sessions', key)} on {shown_url(self.db.url)}"
 
     def session_exists(self, session_id: str) -> bool:
         """True once the session has been written to."""
@@ -70,8 +71,9 @@ class PgSessionStore:
         """Set the keep window pending_tokens is computed with (clamped to 0..10 000); returns the meta."""
         keep = clamp_keep(keep_recent_count)
         with self.db.transaction(durable=self.durable) as conn:
-            row = conn.execute(f"UPDATE sessions s SET keep_recent_count = %(keep)s, pending_tokens = {_PENDING_WITH_KEEP} "
-                               "WHERE session_id = %(sid)s RETURNING *", {"keep": keep, "sid": session_id}).fetchone()
+            row = conn.execute(f"UPDATE sessions s SET keep_recent_count = %(keep)s, "
+                               f"pending_tokens = {_PENDING_WITH_KEEP} WHERE session_id = %(sid)s RETURNING *",
+                               {"keep": keep, "sid": session_id}).fetchone()
         if row is None:
             raise SessionNotFound(check_session_id(session_id))
         return _meta(row)
@@ -226,8 +228,9 @@ class PgSessionStore:
         from psycopg.types.json import Jsonb
 
         rng = archive["source_turn_range"]
-        conn.execute("INSERT INTO archives (session_id, number, archive_id, task_id, start_seq, end_seq, start_turn_id, "
-                     "end_turn_id, overview, abstract, object) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+        conn.execute("INSERT INTO archives (session_id, number, archive_id, task_id, start_seq, end_seq, "
+                     "start_turn_id, end_turn_id, overview, abstract, object) "
+                     "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
                      [session_id, n, archive_id, archive.get("task_id"), rng["start_seq"], rng["end_seq"],
                       rng.get("start_turn_id"), rng.get("end_turn_id"), without_nul(overview), without_nul(abstract),
                       Jsonb(without_nul(archive))])

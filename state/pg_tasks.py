@@ -152,12 +152,14 @@ class PgTaskStore:
 
     def release_lease(self, session_id: str, task_id: str) -> None:
         """Give the lease up (only if `task_id` still holds it)."""
-        self.db.row("DELETE FROM leases WHERE session_id = %s AND task_id = %s RETURNING task_id", [session_id, task_id])
+        self.db.row("DELETE FROM leases WHERE session_id = %s AND task_id = %s RETURNING task_id",
+                    [session_id, task_id])
 
     def lease_holder(self, session_id: str) -> dict[str, Any] | None:
         """The unexpired lease row of a session, or None."""
         return self.db.row(f"SELECT session_id, task_id, owner, pid, host, expires_at FROM leases "
-                           f"WHERE session_id = %(sid)s AND expires_at > {NOW}", {"sid": session_id, "now": self._now()})
+                           f"WHERE session_id = %(sid)s AND expires_at > {NOW}",
+                           {"sid": session_id, "now": self._now()})
 
     def _now(self) -> float | None:
         return self._clock() if self._clock is not None else None
