@@ -10,14 +10,17 @@ server is started here with the machine's `initdb` / `pg_ctl` on a Unix socket i
 
 from __future__ import annotations
 
+import functools
 import glob
 import os
 import shutil
 import subprocess
 import tempfile
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 ENV_URL = "WORKMEM_TEST_DATABASE_URL"
@@ -145,3 +148,69 @@ if __name__ == "__main__":
         input()
     finally:
         server.stop()
+
+
+@dataclass
+class Backend:
+    """One storage backend under test: `file` (a data root) or `postgres` (a fresh database).
+
+    Tests talk to it only through engines and storages it opens, so one test body runs on both."""
+
+    name: str
+    root: Path
+    url: str | None = None
+
+    @property
+    def target(self) -> str:
+        """What a child process is given to open the same storage: the root, or the database URL."""
+        return self.url or str(self.root)
+
+    def engine(self, *args: Any, **kwargs: Any) -> Any:
+        """`WorkingMemoryEngine(*args, **kwargs)` on this backend."""
+        from workmem.graphs.engine import WorkingMemoryEngine
+
+        if self.url is None:
+            return WorkingMemoryEngine(self.root, *args, **kwargs)
+        return WorkingMemoryEngine(None, *args, database_url=self.url, **kwargs)
+
+    def storage(self, **kwargs: Any) -> Any:
+        """A storage of its own on this backend (another process would open the same)."""
+        return open_target(self.target, **kwargs)
+
+    def set_lease_holder(self, session_id: str, **fields: Any) -> None:
+        """Rewrite fields of a session's lease row behind the engine's back (a holder of another process)."""
+        sets = ", ".join(f"{k} = %s" if self.url else f"{k} = ?" for k in fields)
+        if self.url is None:
+            import sqlite3
+
+            conn = sqlite3.connect(self.root / "index.sqlite")
+            with conn:
+                conn.execute(f"UPDATE leases SET {sets} WHERE session_id = ?", [*fields.values(), session_id])
+            conn.close()
+            return
+        import psycopg
+
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            conn.execute(f"UPDATE workmem.leases SET {sets} WHERE session_id = %s", [*fields.values(), session_id])
+
+    def patch_task_clock(self, monkeypatch: Any, clock: Callable[[], float]) -> None:
+        """Make every task store this backend opens from now on read `clock` instead of the real time."""
+        if self.url is None:
+            import workmem.state.file_storage
+            from workmem.state.tasks import TaskStore
+
+            monkeypatch.setattr(workmem.state.file_storage, "TaskStore", functools.partial(TaskStore, clock=clock))
+        else:
+            import workmem.state.pg_storage
+            from workmem.state.pg_tasks import PgTaskStore
+
+            monkeypatch.setattr(workmem.state.pg_storage, "PgTaskStore", functools.partial(PgTaskStore, clock=clock))
+
+
+def open_target(target: str, **kwargs: Any) -> Any:
+    """`open_storage` of a root path or a `postgresql://` URL (what child processes are given)."""
+    from workmem.state.storage import open_storage
+
+    if target.startswith(("postgresql://", "postgres://")):
+        return open_storage(database_url=target, **kwargs)
+    return open_storage(target, **kwargs)
