@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit, urlunsplit
 
 ENV_URL = "WORKMEM_TEST_DATABASE_URL"
 ENV_MODE = "WORKMEM_TEST_POSTGRES"
@@ -50,9 +50,8 @@ def url_for(socket_dir: str, port: int, dbname: str = "postgres", user: str = "p
 
 def with_database(url: str, dbname: str) -> str:
     """The same server URL, another database."""
-    from psycopg.conninfo import conninfo_to_dict, make_conninfo
-
-    return make_conninfo(**{**conninfo_to_dict(url), "dbname": dbname})
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=f"/{dbname}"))
 
 
 @dataclass
