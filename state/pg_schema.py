@@ -15,12 +15,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from workmem.state.errors import InvalidInput
+from workmem.state.errors import DatabaseUnavailable, InvalidInput
 
 ENV_SCHEMA = "WORKMEM_DATABASE_SCHEMA"
 DEFAULT_SCHEMA = "workmem"
 SCHEMA_VERSION = 1
 POOL_MAX = 8
+CONNECT_TIMEOUT = 10
 NUL_STANDIN = "\ufffd"
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _URL_SECRET = re.compile(r"(://[^:/@]*:)[^@]*@")
@@ -156,8 +157,13 @@ def connection_kwargs(url: str, schema: str) -> dict[str, Any]:
 
 def open_pool(url: str, schema: str, *, max_size: int = POOL_MAX) -> Any:
     """A `psycopg_pool.ConnectionPool` whose every connection works inside `schema`."""
+    import psycopg
     from psycopg_pool import ConnectionPool
 
+    try:  # one direct attempt first: a wrong URL is one clear error, not a pool retrying for 30 s
+        psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT, **connection_kwargs(url, schema)).close()
+    except psycopg.Error as exc:
+        raise DatabaseUnavailable(shown_url(url), " ".join(str(exc).split())) from None
     pool = ConnectionPool(url, min_size=1, max_size=max_size, kwargs=connection_kwargs(url, schema),
                           open=False, name=f"workmem-{schema}")
     pool.open(wait=True, timeout=30)

@@ -12,7 +12,13 @@ from engine_helpers import user
 from oracles import compute_pending_tokens
 
 from workmem.graphs.engine import WorkingMemoryEngine
-from workmem.state.errors import ArchiveNotFound, CommitInProgress, InvalidInput, SessionNotFound
+from workmem.state.errors import (
+    ArchiveNotFound,
+    CommitInProgress,
+    DatabaseUnavailable,
+    InvalidInput,
+    SessionNotFound,
+)
 from workmem.state.pg_storage import PostgresStorage
 from workmem.state.storage import database_url_for, open_storage
 from workmem.state.turns import source_turn_range
@@ -301,6 +307,9 @@ def test_selection_precedence(monkeypatch, tmp_path):
         open_storage(database_url="mysql://nope")
     with pytest.raises(InvalidInput, match="schema"):
         PostgresStorage("postgresql://unused/x", schema="Bad-Name")
+    with pytest.raises(DatabaseUnavailable) as err:  # at once, one typed error, no password shown
+        PostgresStorage(f"postgresql://ada:s3cret@/x?host={tmp_path}")
+    assert "s3cret" not in str(err.value) and "ada:***@" in str(err.value)
 
 
 def test_the_engine_picks_postgres_from_the_environment(database_url, monkeypatch):
