@@ -28,7 +28,8 @@ _URL_SECRET = re.compile(r"(://[^:/@]*:)[^@]*@")
 
 # {schema}: our schema. Words are indexed as FTS5's `unicode61` sees them (every run of characters that are
 # not letters or digits separates words) with the English Snowball stemmer and no stop words, so
-# `feed_1.py` is the words feed, 1, py and `the` is a word like any other.
+# `feed_1.py` is the words feed, 1, py and `the` is a word like any other. A message's words are
+# computed when it is archived (live messages are not searched), so an append does not pay for them.
 WORDS = "to_tsvector('\"{schema}\".wm_english'::regconfig, regexp_replace({column}, '[^[:alnum:]]+', ' ', 'g'))"
 TEXT_SEARCH = """
 CREATE TEXT SEARCH DICTIONARY wm_english_stem (TEMPLATE = snowball, Language = english);
@@ -65,10 +66,11 @@ CREATE TABLE IF NOT EXISTS messages (
     created_at timestamptz NOT NULL,
     archive_id text,
     content text NOT NULL,
-    tsv tsvector GENERATED ALWAYS AS ({content_words}) STORED,
+    tsv tsvector GENERATED ALWAYS AS (CASE WHEN archive_id IS NOT NULL THEN {content_words} END) STORED,
     PRIMARY KEY (session_id, seq));
 CREATE INDEX IF NOT EXISTS messages_live ON messages (session_id, seq) WHERE archive_id IS NULL;
-CREATE INDEX IF NOT EXISTS messages_words ON messages USING gin (tsv);
+CREATE INDEX IF NOT EXISTS messages_words ON messages USING gin (tsv) WITH (fastupdate = off)
+    WHERE archive_id IS NOT NULL;
 CREATE TABLE IF NOT EXISTS archives (
     session_id text NOT NULL,
     number integer NOT NULL,
@@ -115,9 +117,12 @@ CREATE TABLE IF NOT EXISTS leases (
     host text,
     expires_at double precision NOT NULL);
 """
-# {trgm}: the schema-qualified operator class of pg_trgm, wherever the extension lives.
+# {trgm}: the schema-qualified operator class of pg_trgm, wherever the extension lives. The full-text
+# indexes hold archived messages only (an append does not pay for them; archiving a message indexes it
+# once) and skip GIN's pending list, which every search would otherwise scan linearly.
 TRIGRAM_INDEXES = """
-CREATE INDEX IF NOT EXISTS messages_trigrams ON messages USING gin (content {trgm});
+CREATE INDEX IF NOT EXISTS messages_trigrams ON messages USING gin (content {trgm}) WITH (fastupdate = off)
+    WHERE archive_id IS NOT NULL;
 CREATE INDEX IF NOT EXISTS spilled_items_trigrams ON spilled_items USING gin (item {trgm});
 """
 

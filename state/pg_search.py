@@ -25,12 +25,15 @@ from workmem.state.search_index import COMMON_TERM_DOCS, HIT_CHARS, MAX_LIMIT, P
 
 _WORDS_QUERY = "phraseto_tsquery('wm_english', regexp_replace(%(text)s, '[^[:alnum:]]+', ' ', 'g'))"
 _NEWEST = f"ORDER BY seq DESC LIMIT {COMMON_TERM_DOCS + 1}"
+# One SELECT per (query word, index), all sent as one UNION ALL: `{i}` is the word's number.
 CANDIDATES = {
-    # (seq, weight): the word's phrase among the words, weighted by ts_rank (length-normalised)
-    "words": f"SELECT seq, ts_rank(tsv, q, 1) AS weight FROM messages, {_WORDS_QUERY} AS q "
-             f"WHERE {{scope}} AND tsv @@ q {_NEWEST}",
-    "trigram": f"SELECT seq, 1.0 AS weight FROM messages WHERE {{scope}} AND content ILIKE %(pattern)s {_NEWEST}",
-    "scan": "SELECT seq, 1.0 AS weight FROM messages WHERE {scope} AND strpos(lower(content), %(lower)s) > 0",
+    # the word's phrase among the words, weighted by ts_rank (length-normalised)
+    "words": f"(SELECT {{i}} AS term, 'words' AS idx, seq, ts_rank(tsv, q, 1)::float8 AS weight FROM messages, "
+             f"{_WORDS_QUERY.replace('(text)', '(text_{i})')} AS q WHERE {{scope}} AND tsv @@ q {_NEWEST})",
+    "trigram": f"(SELECT {{i}} AS term, 'trigram' AS idx, seq, 1.0::float8 AS weight FROM messages WHERE {{scope}} "
+               f"AND content ILIKE %(pattern_{{i}})s {_NEWEST})",
+    "scan": "(SELECT {i} AS term, 'scan' AS idx, seq, 1.0::float8 AS weight FROM messages WHERE {scope} "
+            "AND strpos(lower(content), %(lower_{i})s) > 0)",
 }
 _WEIGHT_HALF = 0.05  # a ts_rank at which a word counts 3/4 of its idf (saturating, like BM25's tf)
 
@@ -82,8 +85,7 @@ class PgSearchIndex:
         terms = fts_query.plan(query)
         if not terms:
             return []
-        total = self._documents(session_id, archive)
-        per_term = [self.candidates(session_id, archive, term, total) for term in terms]
+        per_term = self.candidates(session_id, archive, terms)
         seq_of = {seq: seq for hits in per_term for seq in hits}
         ranked = fts_query.rank(per_term, seq_of, limit)
         if not ranked:
@@ -93,35 +95,43 @@ class PgSearchIndex:
             [session_id, ranked])}
         return [hit(rows[seq]) for seq in ranked if seq in rows]
 
-    def candidates(self, session_id: str, archive: str | None, term: fts_query.Term, total: int) -> dict[int, float]:
-        """seq → score (lower is better) of the archived messages one query word matches, through each
-        index the plan chose for it; a common word counts with its newest PER_TERM_HITS messages only."""
-        text = term.text.replace("\x00", NUL_STANDIN)
-        args = {"sid": session_id, "aid": archive, "text": text, "pattern": f"%{like_escape(text)}%",
-                "lower": text.lower()}
+    def candidates(self, session_id: str, archive: str | None, terms: list[fts_query.Term]) -> list[dict[int, float]]:
+        """Per query word, seq → score (lower is better) of the archived messages it matches through each
+        index the plan chose for it (one round trip for all); a common word counts with its newest
+        PER_TERM_HITS messages only."""
         scope = scope_sql(archive)
-        hits: dict[int, float] = {}
-        for index, on in (("words", term.porter), ("trigram", term.trigram), ("scan", term.scan)):
-            if not on:
-                continue
-            if index == "scan" and not text.isascii():
-                rows = self._casefold_scan(text, scope, args)
-            else:  # planned for these very values: a generic plan cannot know how common the word is
-                rows = self.db.rows(CANDIDATES[index].format(scope=scope), args, prepare=False)
+        args: dict[str, Any] = {"sid": session_id, "aid": archive}
+        selects: list[str] = []
+        found: dict[tuple[int, str], list[tuple[int, float]]] = {}
+        for i, term in enumerate(terms):
+            text = term.text.replace("\x00", NUL_STANDIN)
+            args.update({f"text_{i}": text, f"pattern_{i}": f"%{like_escape(text)}%", f"lower_{i}": text.lower()})
+            for index, on in (("words", term.porter), ("trigram", term.trigram), ("scan", term.scan)):
+                if on and index == "scan" and not text.isascii():
+                    found[(i, index)] = self._casefold_scan(text, scope, args)
+                elif on:
+                    found[(i, index)] = []
+                    selects.append(CANDIDATES[index].format(i=i, scope=scope))
+        # planned for these very values (never a generic plan: it cannot know how common a word is)
+        for r in self.db.rows(" UNION ALL ".join(selects), args, prepare=False) if selects else []:
+            found[(r["term"], r["idx"])].append((r["seq"], r["weight"]))
+        total = self._documents(session_id, archive)
+        per_term: list[dict[int, float]] = [{} for _ in terms]
+        for (i, index), rows in found.items():
             idf = fts_query.scan_score(total, len(rows))
             if index != "scan" and len(rows) > COMMON_TERM_DOCS:
                 rows = rows[:PER_TERM_HITS]
-            for r in rows:
-                weight = float(r["weight"])
+            hits = per_term[i]
+            for seq, weight in rows:
                 score = idf * (0.5 + 0.5 * weight / (weight + _WEIGHT_HALF)) if index == "words" else idf
-                hits[r["seq"]] = min(hits.get(r["seq"], 0.0), score)
-        return hits
+                hits[seq] = min(hits.get(seq, 0.0), score)
+        return per_term
 
-    def _casefold_scan(self, text: str, scope: str, args: dict[str, Any]) -> list[dict[str, Any]]:
+    def _casefold_scan(self, text: str, scope: str, args: dict[str, Any]) -> list[tuple[int, float]]:
         """A short non-ASCII term, matched with str.casefold() like the file backend (`ß` finds `STRASSE`)."""
         needle = text.casefold()
         rows = self.db.rows(f"SELECT seq, content FROM messages WHERE {scope} ORDER BY seq DESC", args)
-        return [{"seq": r["seq"], "weight": 1.0} for r in rows if needle in r["content"].casefold()]
+        return [(r["seq"], 1.0) for r in rows if needle in r["content"].casefold()]
 
     def _documents(self, session_id: str, archive: str | None) -> int:
         """Archived messages in scope (for idf): a counter of the session row, or the archive's range."""

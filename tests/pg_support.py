@@ -25,8 +25,8 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 ENV_URL = "WORKMEM_TEST_DATABASE_URL"
 ENV_MODE = "WORKMEM_TEST_POSTGRES"
-SERVER_SETTINGS = ("-c listen_addresses='' -c max_connections=300 -c fsync=off -c full_page_writes=off "
-                   "-c shared_buffers=128MB")
+DURABLE_SETTINGS = "-c listen_addresses='' -c max_connections=300 -c shared_buffers=128MB"
+SERVER_SETTINGS = f"{DURABLE_SETTINGS} -c fsync=off -c full_page_writes=off"  # tests: a crash loses nothing we keep
 
 
 def required() -> bool:
@@ -101,8 +101,8 @@ def _run(cmd: list[str], *, as_postgres: bool, check: bool = True) -> subprocess
     return subprocess.run(cmd, check=check, capture_output=True, text=True, timeout=120)
 
 
-def start_server() -> Server:
-    """Start a server in a temp dir; raises RuntimeError saying why it could not."""
+def start_server(*, durable: bool = False) -> Server:
+    """Start a server in a temp dir (`durable`: with fsync, for benchmarks); RuntimeError saying why it could not."""
     initdb, pg_ctl = find_bin("initdb"), find_bin("pg_ctl")
     if not initdb or not pg_ctl:
         raise RuntimeError("initdb/pg_ctl not found (apt-get install postgresql)")
@@ -121,7 +121,8 @@ def start_server() -> Server:
         _run([initdb, "-D", data, "-U", "postgres", "-A", "trust", "-E", "UTF8", "--locale=C.UTF-8"],
              as_postgres=as_postgres)
         _run([pg_ctl, "-D", data, "-l", os.path.join(base, "log"), "-w", "-t", "60",
-              "-o", f"-k {sockets} -p {port} {SERVER_SETTINGS}", "start"], as_postgres=as_postgres)
+              "-o", f"-k {sockets} -p {port} {DURABLE_SETTINGS if durable else SERVER_SETTINGS}", "start"],
+             as_postgres=as_postgres)
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError) as exc:
         detail = getattr(exc, "stderr", "") or ""
         shutil.rmtree(base, ignore_errors=True)
