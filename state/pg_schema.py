@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from workmem.state.errors import DatabaseUnavailable, InvalidInput
+from workmem.state.ids import check_session_id
 
 ENV_SCHEMA = "WORKMEM_DATABASE_SCHEMA"
 DEFAULT_SCHEMA = "workmem"
@@ -231,6 +232,14 @@ class Database:
     def where(self, table: str, key: str) -> str:
         """`schema.table (key)`: where a row lives, for anomalies and messages."""
         return f"{self.schema}.{table} ({key})"
+
+
+def session_key(session_id: Any) -> str:
+    """A session id as a key of the tables: `check_session_id`'s rules, and no NUL (text cannot hold it)."""
+    check_session_id(session_id)
+    if "\x00" in session_id:
+        raise InvalidInput("session_id", session_id, "must not contain NUL on the Postgres backend")
+    return session_id
 
 
 def without_nul(value: Any) -> Any:

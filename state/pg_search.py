@@ -18,9 +18,9 @@ from typing import Any
 
 from workmem.state import fts_query
 from workmem.state.errors import InvalidInput
-from workmem.state.ids import canonical_archive_id, check_session_id
+from workmem.state.ids import canonical_archive_id
 from workmem.state.jsonl import check_stored
-from workmem.state.pg_schema import NUL_STANDIN, Database
+from workmem.state.pg_schema import NUL_STANDIN, Database, session_key
 from workmem.state.search_index import COMMON_TERM_DOCS, HIT_CHARS, MAX_LIMIT, PER_TERM_HITS
 
 _WORDS_QUERY = "phraseto_tsquery('wm_english', regexp_replace(%(text)s, '[^[:alnum:]]+', ' ', 'g'))"
@@ -50,7 +50,7 @@ class PgSearchIndex:
     def index_messages(self, session_id: str, archive_id: str, messages: Sequence[dict[str, Any]]) -> int:
         """Nothing to write (the archive's rows are indexed by their generated column); checks the input
         like the file backend and returns how many messages the archive holds."""
-        check_session_id(session_id)
+        session_key(session_id)
         canonical_archive_id(archive_id)
         if isinstance(messages, (str, bytes, dict)) or not isinstance(messages, Sequence):
             raise InvalidInput("messages", messages, "must be a list of stored messages")
@@ -64,7 +64,7 @@ class PgSearchIndex:
                 progress: Callable[[str, str], None] | None = None) -> int:
         """The index is derived by the database itself: reports each archive and returns messages covered."""
         count = 0
-        for sid in sessions.list_sessions() if session_id is None else [check_session_id(session_id)]:
+        for sid in sessions.list_sessions() if session_id is None else [session_key(session_id)]:
             for archive in sessions.list_archives(sid):
                 if progress is not None:
                     progress(sid, archive["archive_id"])
@@ -74,7 +74,7 @@ class PgSearchIndex:
     def search(self, session_id: str, query: str, archive_id: str | None = None,
                limit: int = 12) -> list[dict[str, Any]]:
         """Literal ranked search of archived messages → hits `{archive_id, seq, turn_id, role, content}`."""
-        check_session_id(session_id)
+        session_key(session_id)
         if not isinstance(query, str):
             raise InvalidInput("query", query, "must be a string")
         if len(query) > fts_query.MAX_QUERY_CHARS:

@@ -15,12 +15,12 @@ from typing import Any
 from workmem.state import archives
 from workmem.state.archive_object import ABSTRACT_CHARS, with_working_summary
 from workmem.state.errors import ArchiveNotFound, InvalidInput, SessionNotFound
-from workmem.state.ids import archive_name, archive_number, check_session_id
+from workmem.state.ids import archive_name, archive_number
 from workmem.state.jsonl import stored_lines
 from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES, message_text, prepare_messages
 from workmem.state.meta import now_iso, public
 from workmem.state.pg_checks import session_anomalies
-from workmem.state.pg_schema import NUL_STANDIN, Database, shown_url, without_nul
+from workmem.state.pg_schema import NUL_STANDIN, Database, session_key, shown_url, without_nul
 from workmem.state.tokens import count_tokens_each
 from workmem.state.turns import DEFAULT_KEEP_RECENT, clamp_keep
 
@@ -51,12 +51,12 @@ class PgSessionStore:
 
     def location(self, session_id: str) -> str:
         """The session's row, for people: `schema.sessions (session_id=…)` on the database."""
-        key = f"session_id={check_session_id(session_id)!r}"
+        key = f"session_id={session_key(session_id)!r}"
         return f"{self.db.where('sessions', key)} on {shown_url(self.db.url)}"
 
     def session_exists(self, session_id: str) -> bool:
         """True once the session has been written to."""
-        check_session_id(session_id)
+        session_key(session_id)
         return self.db.row("SELECT 1 FROM sessions WHERE session_id = %s", [session_id]) is not None
 
     def list_sessions(self) -> list[str]:
@@ -75,7 +75,7 @@ class PgSessionStore:
                                f"pending_tokens = {_PENDING_WITH_KEEP} WHERE session_id = %(sid)s RETURNING *",
                                {"keep": keep, "sid": session_id}).fetchone()
         if row is None:
-            raise SessionNotFound(check_session_id(session_id))
+            raise SessionNotFound(session_key(session_id))
         return _meta(row)
 
     def problems(self, session_id: str) -> list[Any]:
@@ -94,7 +94,7 @@ class PgSessionStore:
 
     def append(self, session_id: str, messages: list[Any], *, durable: bool | None = None) -> list[dict[str, Any]]:
         """Validate every message, then append the batch in one transaction; returns the stored messages."""
-        check_session_id(session_id)
+        session_key(session_id)
         if durable is not None and not isinstance(durable, bool):
             raise InvalidInput("durable", durable, "must be a bool or None")
         prepared = prepare_messages(messages, max_bytes=self.max_message_bytes)
@@ -268,7 +268,7 @@ class PgSessionStore:
 
     def _existing(self, session_id: str) -> dict[str, Any]:
         """The session's row; SessionNotFound when it was never written to."""
-        check_session_id(session_id)
+        session_key(session_id)
         row = self.db.row("SELECT * FROM sessions WHERE session_id = %s", [session_id])
         if row is None:
             raise SessionNotFound(session_id)
@@ -278,7 +278,7 @@ class PgSessionStore:
         """`columns` of an archive row; InvalidInput for a non-string id, ArchiveNotFound for an unknown one."""
         if not isinstance(archive_id, str):
             raise InvalidInput("archive_id", archive_id, "must be a string like 'archive_001'")
-        check_session_id(session_id)
+        session_key(session_id)
         try:
             n = archive_number(archive_id)
         except InvalidInput:

@@ -10,9 +10,8 @@ from collections.abc import Callable
 from typing import Any
 
 from workmem.state.errors import SessionNotFound
-from workmem.state.ids import check_session_id
 from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES
-from workmem.state.pg_schema import Database, check_url, ensure_schema, open_pool, schema_name
+from workmem.state.pg_schema import Database, check_url, ensure_schema, open_pool, schema_name, session_key
 from workmem.state.pg_search import PgSearchIndex
 from workmem.state.pg_sessions import PgSessionStore
 from workmem.state.pg_tasks import PgTaskStore
@@ -66,7 +65,7 @@ class PostgresStorage:
         """Delete a session everywhere in one transaction: its rows, tasks, lease and checkpoint threads.
 
         The session row is locked first, so an append waiting for it afterwards starts a new session at seq 1."""
-        check_session_id(session_id)
+        session_key(session_id)
         self.checkpointer()  # its tables exist before the transaction deletes from them
         with self.db.transaction() as conn:
             if conn.execute("SELECT 1 FROM sessions WHERE session_id = %s FOR UPDATE", [session_id]).fetchone() is None:

@@ -15,9 +15,9 @@ from collections.abc import Callable
 from typing import Any
 
 from workmem.state.errors import InvalidInput
-from workmem.state.ids import canonical_archive_id, check_session_id
+from workmem.state.ids import canonical_archive_id
 from workmem.state.meta import now_iso
-from workmem.state.pg_schema import Database
+from workmem.state.pg_schema import Database, session_key
 from workmem.state.redact import clean_error
 from workmem.state.storage import COMMIT_THREAD_MARK, commit_thread_id
 from workmem.state.tasks import _TASK_FIELDS, TaskStatus, _json, _nonempty, _status, _ttl
@@ -50,7 +50,7 @@ class PgTaskStore:
     def create_task(self, session_id: str, *, task_id: str | None = None, archive_id: str | None = None,
                     thread_id: str | None = None, status: TaskStatus = "pending") -> dict[str, Any]:
         """Insert a commit task row and return it."""
-        check_session_id(session_id)
+        session_key(session_id)
         task_id = uuid.uuid4().hex if task_id is None else _nonempty(task_id, "task_id")
         now = now_iso()
         row = self.db.row(
@@ -99,7 +99,7 @@ class PgTaskStore:
         where, args = [], []
         if session_id is not None:
             where.append("session_id = %s")
-            args.append(check_session_id(session_id))
+            args.append(session_key(session_id))
         if status is not None:
             where.append("status = %s")
             args.append(_status(status))
@@ -124,7 +124,7 @@ class PgTaskStore:
 
         "Ours" means the same task and the same owner: two processes resuming one task never both hold it.
         """
-        check_session_id(session_id)
+        session_key(session_id)
         _nonempty(task_id, "task_id")
         args = {"sid": session_id, "task": task_id, "owner": str(owner), "pid": os.getpid(),
                 "host": socket.gethostname(), "ttl": _ttl(ttl)}

@@ -115,6 +115,8 @@ def test_unknown_sessions_and_archives_are_typed_errors(storage):
         store.read_archive("s", 7)
     with pytest.raises(InvalidInput):
         store.append("", [user("x")])
+    with pytest.raises(InvalidInput, match="NUL"):  # a typed error, not a driver's DataError
+        store.append("a\x00b", [user("x")])
     with pytest.raises(InvalidInput, match="role"):
         store.append("s", [user("ok"), {"role": "wizard", "content": "x"}])
     assert [m["seq"] for m in store.live_messages("s")] == [1], "a refused batch stores nothing"
