@@ -6,6 +6,7 @@ session. psycopg is imported here only, when this backend is opened.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -19,6 +20,7 @@ from workmem.state.storage import DELETE_TASK_PREFIX
 
 CHECKPOINT_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
 SESSION_TABLES = ("messages", "spilled_items", "archives", "sessions")
+SETUP_POLL_SECONDS = 0.05
 
 
 class PostgresStorage:
@@ -52,12 +54,15 @@ class PostgresStorage:
 
                 saver = PostgresSaver(self.db.pool)
                 with self.db.pool.connection() as conn:  # one setup at a time across processes
-                    key = f"workmem-checkpoints:{self.schema}"
-                    conn.execute("SELECT pg_advisory_lock(hashtext(%s))", [key])
+                    key = [f"workmem-checkpoints:{self.schema}"]
+                    # Polled, never waited for inside a statement: setup's CREATE INDEX CONCURRENTLY waits for
+                    # every open transaction, and a blocked pg_advisory_lock would be one (a silent deadlock).
+                    while not conn.execute("SELECT pg_try_advisory_lock(hashtext(%s)) AS ok", key).fetchone()["ok"]:
+                        time.sleep(SETUP_POLL_SECONDS)
                     try:
                         saver.setup()
                     finally:
-                        conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", [key])
+                        conn.execute("SELECT pg_advisory_unlock(hashtext(%s))", key)
                 self._saver = saver
             return self._saver
 

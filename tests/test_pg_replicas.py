@@ -58,6 +58,7 @@ print(json.dumps(results))
 
 
 def _spawn(*args: object) -> subprocess.Popen:
+    """One replica process (see REPLICA)."""
     return subprocess.Popen([sys.executable, "-c", REPLICA, *map(str, args)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[1])
 
@@ -92,6 +93,7 @@ def test_replicas_share_sessions_without_loss_duplicates_or_overlapping_commits(
 
 
 def _check_session(storage, session: str) -> None:
+    """Every seq once and in order, each writer's items in its order, a gapless archive chain, true counters."""
     store = storage.sessions
     archives = store.list_archives(session)
     archived = [m for a in archives for m in store.archive_messages(session, a["archive_id"])]

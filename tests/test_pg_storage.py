@@ -4,6 +4,8 @@ foreign `checkpoints` tables of LangGraph in `public` stay exactly as they were.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 
 import psycopg
@@ -252,6 +254,7 @@ def test_many_threads_race_for_one_lease_and_one_wins(storage):
 # -- engine level: delete, pruning, selection ------------------------------------------------------------
 
 def conversation(turns: int) -> list[dict]:
+    """`turns` user/assistant pairs, each naming its topic."""
     return [m for t in range(turns) for m in (user(f"Question {t} about topic{t}"),
                                               {"role": "assistant", "content": f"Answer {t}: detail{t}"})]
 
@@ -364,3 +367,22 @@ def test_langgraphs_own_checkpoint_tables_in_public_are_left_untouched(database_
     assert after == {**before, "schemas": sorted([*before["schemas"], ("workmem",)])}
     ours = [t for (t,) in sql(database_url, "SELECT tablename FROM pg_tables WHERE schemaname = 'workmem'")]
     assert {"checkpoints", "checkpoint_writes", "checkpoint_blobs", "sessions", "messages"} <= set(ours)
+
+
+@pytest.mark.slow
+def test_replicas_starting_together_set_the_schema_and_checkpointer_up_once(database_url):
+    """Six processes open a fresh database at once: none hangs (setup's CREATE INDEX CONCURRENTLY waits for
+    open transactions, so no process may wait for the setup lock inside one) and none fails."""
+    code = ("import sys\nfrom workmem.state.pg_storage import PostgresStorage\n"
+            "storage = PostgresStorage(sys.argv[1])\n"
+            "storage.sessions.append('x', [{'role': 'user', 'content': 'hi'}])\n"
+            "storage.checkpointer()\nstorage.close()\n")
+    procs = [subprocess.Popen([sys.executable, "-c", code, database_url], stderr=subprocess.PIPE, text=True)
+             for _ in range(6)]
+    try:
+        errors = [p.communicate(timeout=90)[1] for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    assert [p.returncode for p in procs] == [0] * 6, errors
+    assert sql(database_url, "SELECT count(*) FROM workmem.messages") == [(6,)]
