@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -9,6 +10,7 @@ from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from pydantic import BaseModel, Field
 
 from workmem.graphs.binding import resolve_engine, session_from_run
+from workmem.graphs.search_results import MAX_CONTEXT, format_hits
 from workmem.state.archive_object import EXPAND_TOOL_NAME, SEARCH_TOOL_NAME
 from workmem.state.errors import WorkmemError
 
@@ -34,6 +36,8 @@ class SearchArgs(BaseModel):
 
     query: str = Field(description="2-3 keywords or an exact identifier, matched literally")
     archive_id: str | None = Field(default=None, description="only search this archive, e.g. 'archive_002'")
+    context: int = Field(default=0, ge=0, le=MAX_CONTEXT,
+                         description="also show this many messages before and after each match (0-3)")
 
 
 class ExpandArgs(BaseModel):
@@ -42,14 +46,6 @@ class ExpandArgs(BaseModel):
     archive_id: str | None = Field(default=None, description="the archive to read, e.g. 'archive_002'")
     start_seq: int | None = Field(default=None, description="first message number of a range to read")
     end_seq: int | None = Field(default=None, description="last message number of a range to read")
-
-
-def format_hits(query: str, hits: list[dict[str, Any]]) -> str:
-    """Search hits as the text a model reads: one `[archive_id #seq turn role] content` block per hit."""
-    if not hits:
-        return f"No archived message matches {query!r}. Try other keywords or an exact identifier."
-    blocks = [f"[{h['archive_id']} #{h['seq']} {h['turn_id']} {h['role']}] {h['content']}" for h in hits]
-    return f"{len(hits)} archived message(s) match {query!r}, best first:\n\n" + "\n\n".join(blocks)
 
 
 def format_expansion(found: dict[str, Any], max_chars: int = MAX_EXPAND_CHARS) -> str:
@@ -75,14 +71,15 @@ def make_archive_tools(
     """`archive_search` and `archive_expand` for one session (None: the run's session, see `session_from_run`).
 
     Errors such as an unknown archive id come back to the model as the tool's answer, not as exceptions.
+    Both tools are async-capable (`ainvoke` runs the engine in a worker thread).
     """
 
     def _session() -> str:
         return session_from_run(session_id, default=default_session_id)
 
-    def archive_search(query: str, archive_id: str | None = None) -> tuple[str, list[dict[str, Any]]]:
+    def archive_search(query: str, archive_id: str | None = None, context: int = 0) -> tuple[str, list[dict[str, Any]]]:
         try:
-            hits = resolve_engine(engine).archive_search(_session(), query, archive_id=archive_id)
+            hits = resolve_engine(engine).archive_search(_session(), query, archive_id=archive_id, context=context)
         except WorkmemError as exc:
             raise ToolException(str(exc)) from exc
         return format_hits(query, hits), hits
@@ -96,9 +93,18 @@ def make_archive_tools(
             raise ToolException(str(exc)) from exc
         return format_expansion(found, max_expand_chars)
 
-    search = StructuredTool.from_function(archive_search, name=SEARCH_TOOL_NAME, description=SEARCH_DESCRIPTION,
-                                          args_schema=SearchArgs, response_format="content_and_artifact",
+    async def aarchive_search(query: str, archive_id: str | None = None,
+                              context: int = 0) -> tuple[str, list[dict[str, Any]]]:
+        return await asyncio.to_thread(archive_search, query, archive_id, context)
+
+    async def aarchive_expand(archive_id: str | None = None, start_seq: int | None = None,
+                              end_seq: int | None = None) -> str:
+        return await asyncio.to_thread(archive_expand, archive_id, start_seq, end_seq)
+
+    search = StructuredTool.from_function(archive_search, coroutine=aarchive_search, name=SEARCH_TOOL_NAME,
+                                          description=SEARCH_DESCRIPTION, args_schema=SearchArgs,
+                                          response_format="content_and_artifact", handle_tool_error=True)
+    expand = StructuredTool.from_function(archive_expand, coroutine=aarchive_expand, name=EXPAND_TOOL_NAME,
+                                          description=EXPAND_DESCRIPTION, args_schema=ExpandArgs,
                                           handle_tool_error=True)
-    expand = StructuredTool.from_function(archive_expand, name=EXPAND_TOOL_NAME, description=EXPAND_DESCRIPTION,
-                                          args_schema=ExpandArgs, handle_tool_error=True)
     return [search, expand]

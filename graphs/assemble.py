@@ -1,11 +1,12 @@
 """Build the context a model sees: system addition + WM summary + live messages, within a budget (SPEC §7).
 
-Priority with what is left after the reply reserve: the system addition; the newest user turn (it
-must fit, else `InvalidInput("token_budget")`); the working memory, whole or not at all; then older
-live messages newest-first in whole tool groups, stopping at the first that does not fit. The
-output keeps chronological order. Token counts of messages are their stored `tokens` fields. A tool
-call is sent only with all its results: one still waiting for a result is left out (and counted in
-`messages_dropped`) until the result is stored.
+Priority with what is left after the reply reserve: the system addition; the messages that are not
+stored yet (an agent's current run) or, when there are none, the newest user turn (either must fit,
+else `InvalidInput("token_budget")`); the working memory, whole or not at all; then the other live
+messages newest-first in whole tool groups, stopping at the first that does not fit. The output
+keeps the order it was given. Token counts of messages are their stored `tokens` fields. A tool
+call is sent only with all its results (paired as §1 pairs them): one still waiting for a result is
+left out (and counted in `messages_dropped`) until the result is stored.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from workmem.graphs.lc_messages import to_langchain_message
 from workmem.state.errors import InvalidInput
 from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES, message_text
 from workmem.state.tokens import count_tokens
+from workmem.state.turns import message_units as unit_spans
+from workmem.state.turns import tool_pairs
 
 SUMMARY_PREFIX = SUMMARY_MARKER + "\n"
 SYSTEM_ADDITION = (
@@ -64,22 +67,21 @@ def pending_entries(messages: list[Any], *, max_bytes: int = DEFAULT_MAX_MESSAGE
 def message_units(messages: list[dict[str, Any]]) -> list[Unit]:
     """Messages grouped so a tool call and its results stay together.
 
-    Left out: results whose call is archived or missing, and a call not answered in full right after
-    it — mid-turn its result is not stored yet (it then joins the context with its call), or the call
-    was abandoned; a provider rejects a tool call sent without its results.
+    Left out: results whose call is archived or missing, and a call not answered in full — mid-turn its
+    result is not stored yet (it then joins the context with its call), or the call was abandoned; a
+    provider rejects a tool call sent without its results.
     """
+    pairs, unanswered = tool_pairs(messages)
+    paired = {result for _call, result in pairs}
+    incomplete = set(unanswered)
     units: list[Unit] = []
-    waiting: list[set[str]] = []
-    for message in messages:
-        result_ids = {p["tool_call_id"] for p in message["parts"] if p.get("type") == "tool_result"}
-        if result_ids:
-            if units and result_ids <= waiting[-1]:
-                units[-1].append(message)
-                waiting[-1] -= result_ids
-            continue  # a result whose call is archived (or missing) cannot be sent without it
-        units.append([message])
-        waiting.append({p["id"] for p in message["parts"] if p.get("type") == "tool_call" and p.get("id")})
-    return [unit for unit, open_calls in zip(units, waiting, strict=True) if not open_calls]
+    for lo, hi in unit_spans(messages):
+        if incomplete.intersection(range(lo, hi + 1)):
+            continue
+        unit = [messages[i] for i in range(lo, hi + 1) if messages[i]["role"] != "tool" or i in paired]
+        if unit:
+            units.append(unit)
+    return units
 
 
 def newest_turn_start(units: list[Unit]) -> int:
@@ -105,24 +107,28 @@ def assemble_context(
     system_tokens = count_tokens(SYSTEM_ADDITION)
     candidates = [*live, *(pending or [])]
     units = message_units(candidates)
-    newest = newest_turn_start(units)
-    newest_tokens = sum(_tokens(u) for u in units[newest:])
+    unstored = [i for i, unit in enumerate(units) if any("lc" in m for m in unit)]
+    required = set(unstored) if unstored else set(range(newest_turn_start(units), len(units)))
+    newest_tokens = sum(_tokens(units[i]) for i in required)
     if system_tokens + newest_tokens > available:
+        what = "the messages not stored yet" if unstored else "the newest user turn"
         raise InvalidInput("token_budget", token_budget,
                            f"{available} tokens after the reply reserve of {reserve} cannot hold the system "
-                           f"addition and the newest user turn ({system_tokens + newest_tokens} tokens)")
+                           f"addition and {what} ({system_tokens + newest_tokens} tokens)")
     used = system_tokens + newest_tokens
     summary_text = SUMMARY_PREFIX + working_memory if working_memory.strip() else ""
     summary_tokens = count_tokens(summary_text) if summary_text else 0
     include_summary = bool(summary_text) and used + summary_tokens <= available
     used += summary_tokens if include_summary else 0
-    first_kept = newest
-    for i in range(newest - 1, -1, -1):
+    chosen = set(required)
+    for i in range(len(units) - 1, -1, -1):
+        if i in required:
+            continue
         if used + _tokens(units[i]) > available:
             break
         used += _tokens(units[i])
-        first_kept = i
-    kept = [m for unit in units[first_kept:] for m in unit]
+        chosen.add(i)
+    kept = [m for i, unit in enumerate(units) if i in chosen for m in unit]
     messages: list[BaseMessage] = [SystemMessage(content=SYSTEM_ADDITION, additional_kwargs={"workmem": "system"})]
     if include_summary:
         messages.append(HumanMessage(content=summary_text, additional_kwargs={"workmem": "summary"}))

@@ -20,6 +20,7 @@ from rich.text import Text
 from workmem.graphs.eval.cli import add_eval_parser
 from workmem.state.errors import InvalidInput, WorkmemError
 from workmem.state.redact import clean_error, describe_error
+from workmem.state.retention import keep_value
 from workmem.state.tokens import DEFAULT_CONTEXT_WINDOW
 from workmem.state.turns import DEFAULT_KEEP_RECENT
 
@@ -86,12 +87,22 @@ def cmd_add(args: argparse.Namespace) -> int:
     return 0
 
 
+def keep_arg(text: str) -> tuple[str, int]:
+    """`--keep`: `unit:n` (messages, turns or tokens), or a bare number of messages."""
+    if isinstance(text, str) and text.strip().isdigit():
+        text = f"messages:{text.strip()}"
+    try:
+        return keep_value(text, "--keep")
+    except InvalidInput as exc:
+        raise argparse.ArgumentTypeError(exc.reason) from None
+
+
 def cmd_commit(args: argparse.Namespace) -> int:
     """Commit a session synchronously (a progress bar of its chunks on a terminal)."""
     with _engine(args) as engine:
         before = engine.context_tokens(args.session)
         with CommitProgress(enabled=not args.json and console.is_terminal) as progress:
-            result = engine.commit(args.session, keep_recent_count=args.keep, wait=True, progress=progress)
+            result = engine.commit(args.session, keep=args.keep, wait=True, progress=progress)
         if result["status"] == "completed":
             archive = engine.storage.sessions.read_archive(args.session, result["archive_id"])
             rng = archive["source_turn_range"]
@@ -313,7 +324,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     commit = command("commit", cmd_commit)
     commit.add_argument("session")
-    commit.add_argument("--keep", type=int, default=DEFAULT_KEEP_RECENT, help="recent messages kept raw")
+    commit.add_argument("--keep", type=keep_arg, default=f"messages:{DEFAULT_KEEP_RECENT}", metavar="UNIT:N",
+                        help="what stays raw: messages:10, turns:3 or tokens:4000 (a bare number counts messages)")
 
     context = command("context", cmd_context)
     context.add_argument("session")

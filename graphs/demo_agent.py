@@ -13,7 +13,6 @@ from langchain.agents import create_agent
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Checkpointer
 
-from workmem.graphs.agent_tools import make_archive_tools
 from workmem.graphs.demo_model import DemoAgentModel
 from workmem.graphs.engine import WorkingMemoryEngine
 from workmem.graphs.middleware import WorkingMemoryMiddleware
@@ -38,10 +37,10 @@ def build_demo_agent(
     session_id: str | None = None,
     checkpointer: Checkpointer = None,
 ) -> CompiledStateGraph:
-    """The demo agent: `DemoAgentModel` + the archive tools + the middleware (session: bound, run, or 'demo-agent')."""
+    """The demo agent: `DemoAgentModel` + the middleware, which brings the archive tools (session: bound, the
+    run's thread, or 'demo-agent')."""
     middleware = WorkingMemoryMiddleware(engine, session_id=session_id, default_session_id=DEMO_SESSION)
-    tools = make_archive_tools(engine, session_id, default_session_id=DEMO_SESSION)
-    return create_agent(DemoAgentModel(), tools=tools, middleware=[middleware], system_prompt=DEMO_SYSTEM_PROMPT,
+    return create_agent(DemoAgentModel(), middleware=[middleware], system_prompt=DEMO_SYSTEM_PROMPT,
                         checkpointer=checkpointer, name="workmem_demo_agent")
 
 

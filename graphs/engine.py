@@ -1,44 +1,89 @@
-"""`WorkingMemoryEngine`: the lifecycle API agents call (SPEC §7)."""
+"""`WorkingMemoryEngine`: the lifecycle API agents call (SPEC §7).
+
+Every public method has an async twin (`aadd_messages`, `acommit`, …) that runs it in a worker thread.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from workmem.graphs.assemble import SUMMARY_PREFIX, assemble_context, pending_entries, validate_budget
+from workmem.graphs.assemble import (
+    SUMMARY_PREFIX,
+    SYSTEM_ADDITION,
+    assemble_context,
+    pending_entries,
+    validate_budget,
+)
 from workmem.graphs.injected import strip_injected
 from workmem.graphs.lease import acquire
 from workmem.graphs.runner import DEFAULT_KEEP_CHECKPOINTS, CommitRunner
+from workmem.graphs.search_results import MAX_CONTEXT, with_context
 from workmem.nodes.context import DEFAULT_CHUNK_TOKENS, DEFAULT_CLIP_TOKENS, CommitContext
 from workmem.nodes.formatting import format_messages
 from workmem.nodes.models import LazyModel, model_spec
 from workmem.state.errors import CommitInProgress, DamagedFile, InvalidInput
 from workmem.state.ids import archive_number
 from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES
+from workmem.state.retention import (
+    FRACTION,
+    MESSAGES,
+    MIN_COMMIT_SHARE,
+    Keep,
+    Trigger,
+    keep_from_args,
+    trigger_tokens,
+    trigger_value,
+)
 from workmem.state.storage import DELETE_TASK_PREFIX, open_storage
 from workmem.state.tokens import DEFAULT_CONTEXT_WINDOW, count_tokens
-from workmem.state.turns import DEFAULT_KEEP_RECENT, parse_turn_id, turn_number, validate_keep
+from workmem.state.turns import DEFAULT_KEEP_RECENT, parse_turn_id, turn_number
 from workmem.state.validation import require_bool, require_int, require_list, require_text
 
 log = logging.getLogger("workmem.engine")
+DEFAULT_TRIGGER: Trigger = (FRACTION, 0.5)
 MAX_SEARCH_HITS = 12
 MAX_SETTING = 10_000_000
+_SYSTEM_NOTE_TOKENS = count_tokens(SYSTEM_ADDITION)
+
+
+def _async_twin(method: Callable[..., Any], name: str | None = None) -> Callable[..., Any]:
+    """`a<name>`: the same method, awaited in a worker thread (file and database I/O never block the loop)."""
+
+    async def twin(self: Any, *args: Any, **kwargs: Any) -> Any:
+        return await asyncio.to_thread(method, self, *args, **kwargs)
+
+    twin.__name__ = twin.__qualname__ = name or f"a{method.__name__}"
+    twin.__doc__ = f"Async twin of `{method.__name__}` (runs in a worker thread). {method.__doc__.splitlines()[0]}"
+    return twin
 
 
 class WorkingMemoryEngine:
-    """Stores sessions append-only, commits them into working memory, and assembles model context."""
+    """Stores sessions append-only, commits them into working memory, and assembles model context.
+
+    Retention: `keep` is the raw tail a background commit leaves, `("messages", 10)` by default, or
+    `("turns", n)` / `("tokens", n)`; `keep_recent_count=n` is the older spelling of `("messages", n)`.
+    Trigger: `trigger=("tokens", n)` or `("fraction", f)` of the model's input limit (default
+    `("fraction", 0.5)` of `context_window`; `commit_token_threshold=n` is `("tokens", n)`). A commit
+    starts when what the next call carries reaches the trigger and at least `min_commit_tokens`
+    (default a quarter of the trigger) lie outside the keep window.
+    """
 
     def __init__(
         self,
         root: str | Path | None = None,
         model: Any = None,
         *,
-        keep_recent_count: int = DEFAULT_KEEP_RECENT,
+        keep: Keep | None = None,
+        keep_recent_count: int | None = None,
         context_window: int = DEFAULT_CONTEXT_WINDOW,
+        trigger: Trigger | int | None = None,
         commit_token_threshold: int | None = None,
+        min_commit_tokens: int | None = None,
         chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
         clip_tokens: int = DEFAULT_CLIP_TOKENS,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
@@ -47,12 +92,18 @@ class WorkingMemoryEngine:
         keep_checkpoints: int = DEFAULT_KEEP_CHECKPOINTS,
         database_url: str | None = None,
     ) -> None:
-        self.keep_recent_count = validate_keep(keep_recent_count)
+        self.keep = keep_from_args(keep, keep_recent_count, default=(MESSAGES, DEFAULT_KEEP_RECENT))
         self.context_window = _positive_int("context_window", context_window)
-        self.commit_token_threshold = (
-            _positive_int("commit_token_threshold", commit_token_threshold)
-            if commit_token_threshold is not None else self.context_window // 2
-        )
+        if commit_token_threshold is not None:
+            if trigger is not None:
+                raise InvalidInput("trigger", trigger, "give trigger or commit_token_threshold, not both")
+            self.trigger = trigger_value(commit_token_threshold, "commit_token_threshold")
+        else:
+            self.trigger = DEFAULT_TRIGGER if trigger is None else trigger_value(trigger)
+        self.min_commit_tokens = (None if min_commit_tokens is None
+                                  else require_int("min_commit_tokens", min_commit_tokens, min=0, max=MAX_SETTING))
+        self._warned_floor: set[str] = set()
+        self._wm_tokens: dict[str, tuple[Any, int]] = {}
         self.max_message_bytes = _positive_int("max_message_bytes", max_message_bytes)
         # Checked now (a bad model= or WORKMEM_MODEL fails before anything touches disk), built at the first commit.
         self.model = LazyModel(model_spec(model))
@@ -70,60 +121,123 @@ class WorkingMemoryEngine:
         except DamagedFile as exc:  # a damaged index: reads still work; `workmem reindex` repairs it
             log.warning("could not finish an interrupted delete: %s", exc)
 
+    @property
+    def keep_recent_count(self) -> int | None:
+        """The messages count of `keep` (None when the engine keeps turns or tokens)."""
+        return self.keep[1] if self.keep[0] == MESSAGES else None
+
+    @property
+    def commit_token_threshold(self) -> int:
+        """The trigger in tokens for a model whose input limit is `context_window`."""
+        return trigger_tokens(self.trigger, self.context_window)
+
     # -- storing ----------------------------------------------------------------------------------
 
     def add_messages(self, session_id: str, messages: list[Any]) -> list[dict[str, Any]]:
         """Validate every message, then append the batch to the session (creating it if new)."""
         stored = self.storage.sessions.append(session_id, messages)
         if stored:
-            self._meta_with_default_keep(session_id)
+            self._meta_with_keep(session_id, self.keep)
         return stored
 
-    def _meta_with_default_keep(self, session_id: str) -> dict[str, Any]:
-        """Session meta; before its first commit pending_tokens is counted with this engine's keep (§2)."""
+    def _meta_with_keep(self, session_id: str, keep: Keep) -> dict[str, Any]:
+        """Session meta with pending_tokens counted for `keep` (§2: the keep the next commit will use)."""
         meta = self.storage.sessions.meta(session_id)
-        if not meta.get("commit_count") and meta.get("keep_recent_count") != self.keep_recent_count:
-            meta = self.storage.sessions.set_keep_recent_count(session_id, self.keep_recent_count)
+        if tuple(meta.get("keep") or ()) != keep:
+            meta = self.storage.sessions.set_keep(session_id, keep)
         return meta
 
-    def after_turn(self, session_id: str, messages: list[Any], pre_prompt_count: int = 0) -> dict[str, Any]:
-        """Store `messages[pre_prompt_count:]` minus what workmem injected; past the threshold start a
-        background commit and return at once → {stored, pending_tokens, task_id, commit}."""
+    def after_turn(self, session_id: str, messages: list[Any], pre_prompt_count: int = 0, *,
+                   keep: Keep | None = None, trigger: Trigger | int | None = None, input_limit: int | None = None,
+                   wait: bool = False) -> dict[str, Any]:
+        """Store `messages[pre_prompt_count:]` minus what workmem injected; when a commit is due (see
+        `commit_due`) start one — in the background, or before returning with `wait=True` →
+        {stored, pending_tokens, task_id, commit}.
+
+        `keep` / `trigger` override the engine's for this call; `input_limit` is the model's input limit a
+        fraction trigger is taken of (default `context_window`).
+        """
         messages = require_list("messages", messages)
         require_int("pre_prompt_count", pre_prompt_count, min=0, max=len(messages))
+        require_bool("wait", wait)
+        keep = self.keep if keep is None else keep_from_args(keep, None, default=self.keep)
+        limit = self.context_window if input_limit is None else _positive_int("input_limit", input_limit)
+        threshold = trigger_tokens(self.trigger if trigger is None else trigger_value(trigger), limit)
         new = strip_injected(list(messages[pre_prompt_count:]), offset=pre_prompt_count,
                              max_bytes=self.max_message_bytes)
         stored = self.storage.sessions.append(session_id, new) if new else []
-        exists = bool(stored) or self.storage.sessions.session_exists(session_id)
-        pending = self._meta_with_default_keep(session_id)["pending_tokens"] if exists else 0
-        commit = self._commit_in_background(session_id) if pending >= self.commit_token_threshold else None
-        return {"stored": len(stored), "pending_tokens": pending,
-                "task_id": commit["task_id"] if commit else None, "commit": commit}
+        if not stored and not self.storage.sessions.session_exists(session_id):
+            return {"stored": 0, "pending_tokens": 0, "task_id": None, "commit": None, "messages": []}
+        meta = self._meta_with_keep(session_id, keep)
+        commit = None
+        if self.commit_due(session_id, meta, threshold):
+            commit = (self.runner.start(session_id, keep, wait=True) if wait
+                      else self._commit_in_background(session_id, keep, threshold))
+        return {"stored": len(stored), "pending_tokens": meta["pending_tokens"],
+                "task_id": commit["task_id"] if commit else None, "commit": commit, "messages": stored}
 
-    def _commit_in_background(self, session_id: str) -> dict[str, Any]:
-        return self.runner.start(session_id, self.keep_recent_count, wait=False,
-                                 then=lambda result: self._commit_again_if_due(session_id, result))
+    def commit_due(self, session_id: str, meta: dict[str, Any], threshold: int) -> bool:
+        """§7 *When a commit starts*: (a) what the next call carries — system note, WM, live messages —
+        reaches `threshold`, and (b) the tokens outside the keep window reach the floor
+        (`min_commit_tokens`, default a quarter of the threshold). When (a) holds but the note, the WM
+        and the keep window alone exceed the threshold, one WARNING per session says so: committing
+        would not help, and a commit on every turn is never started."""
+        wm_tokens = self._working_memory_tokens(session_id, meta)
+        carried = _SYSTEM_NOTE_TOKENS + wm_tokens + meta["live_tokens"]
+        if carried < threshold:
+            return False
+        floor = self.min_commit_tokens if self.min_commit_tokens is not None else int(threshold * MIN_COMMIT_SHARE)
+        if meta["pending_tokens"] >= max(floor, 1):
+            return True
+        if carried - meta["pending_tokens"] >= threshold and session_id not in self._warned_floor:
+            self._warned_floor.add(session_id)
+            log.warning("session %r: the system note, working memory (%d tokens) and keep window %s alone "
+                        "reach the commit trigger (%d tokens); commits wait until %d tokens lie outside the keep "
+                        "window. Raise the trigger or lower keep.", session_id, wm_tokens, list(meta["keep"]),
+                        threshold, max(floor, 1))
+        return False
 
-    def _commit_again_if_due(self, session_id: str, finished: dict[str, Any]) -> None:
+    def _working_memory_tokens(self, session_id: str, meta: dict[str, Any]) -> int:
+        """Tokens of the summary message the next call would carry (cached per last archive)."""
+        last = meta.get("last_archive")
+        if not last:
+            return 0
+        key = (meta.get("created_at"), last.get("id"))  # a deleted and re-created session starts over
+        cached = self._wm_tokens.get(session_id)
+        if cached is None or cached[0] != key:
+            archive = self.working_memory(session_id) or {}
+            wm = archive.get("working_summary", {}).get("markdown", "")
+            cached = (key, count_tokens(SUMMARY_PREFIX + wm) if wm.strip() else 0)
+            self._wm_tokens[session_id] = cached
+        return cached[1]
+
+    def _commit_in_background(self, session_id: str, keep: Keep, threshold: int) -> dict[str, Any]:
+        return self.runner.start(session_id, keep, wait=False,
+                                 then=lambda result: self._commit_again_if_due(session_id, keep, threshold, result))
+
+    def _commit_again_if_due(self, session_id: str, keep: Keep, threshold: int, finished: dict[str, Any]) -> None:
         """Turns stored while a background commit ran (and found it busy) get their commit now."""
         if finished.get("status") != "completed":
             return  # a failed commit is resumed by the next one; retrying here could loop
-        if self._meta_with_default_keep(session_id)["pending_tokens"] >= self.commit_token_threshold:
-            self._commit_in_background(session_id)
+        if self.commit_due(session_id, self._meta_with_keep(session_id, keep), threshold):
+            self._commit_in_background(session_id, keep, threshold)
 
     # -- committing -------------------------------------------------------------------------------
 
-    def commit(self, session_id: str, keep_recent_count: int = 0, wait: bool = True, *,
+    def commit(self, session_id: str, keep_recent_count: int | None = None, wait: bool = True, *,
+               keep: Keep | None = None,
                progress: Callable[[str, dict[str, Any]], None] | None = None) -> dict[str, Any]:
         """Compress the session's older messages into working memory → {status, task_id, archive_id, reason}.
 
-        A commit already running for the session is returned with status `busy` instead of a second one.
+        The raw tail kept is `keep` (`("messages", n)`, `("turns", n)` or `("tokens", n)`), or
+        `keep_recent_count` messages; default none (everything live is committed). A commit already
+        running for the session is returned with status `busy` instead of a second one.
         `progress(node, update)` is called after each node of a synchronous commit (the CLI's progress bar).
         """
-        keep = validate_keep(keep_recent_count)
+        chosen = keep_from_args(keep, keep_recent_count, default=(MESSAGES, 0))
         require_bool("wait", wait)
         self.storage.sessions.meta(session_id)  # validates the id and raises SessionNotFound for unknown sessions
-        return self.runner.start(session_id, keep, wait=wait, progress=progress if wait else None)
+        return self.runner.start(session_id, chosen, wait=wait, progress=progress if wait else None)
 
     def task(self, task_id: str) -> dict[str, Any] | None:
         """The commit task row (status, error, attempts, archive id, result), or None."""
@@ -167,32 +281,50 @@ class WorkingMemoryEngine:
 
     # -- reading ----------------------------------------------------------------------------------
 
-    def assemble(self, session_id: str, token_budget: int = DEFAULT_CONTEXT_WINDOW, *,
+    def assemble(self, session_id: str, token_budget: int | None = None, *,
                  pending: list[Any] | None = None) -> dict[str, Any]:
         """LangChain messages for the next model call (system addition, WM summary, live tail) + stats.
 
-        `pending`: messages not stored yet (an agent's current turn), budgeted as the newest live
-        messages; with `pending` a session that does not exist yet is simply empty.
+        `token_budget` defaults to the engine's `context_window`. `pending`: messages not stored yet (an
+        agent's current turn), sent before the WM in the budget order; with `pending` a session that
+        does not exist yet is simply empty. Hidden messages (§7) are left out.
         """
-        validate_budget(token_budget)
+        budget = self.context_window if token_budget is None else validate_budget(token_budget)
         extra = pending_entries(require_list("pending", pending), max_bytes=self.max_message_bytes) if pending else []
         if pending is not None and not self.storage.sessions.session_exists(session_id):
-            return assemble_context([], "", 0, token_budget, pending=extra)
+            return assemble_context([], "", 0, budget, pending=extra)
+        wm, archives_total = self.summary_of(session_id)
+        return assemble_context(self.shown_live(session_id), wm, archives_total, budget, extra)
+
+    def summary_of(self, session_id: str) -> tuple[str, int]:
+        """The WM markdown of the latest archive ('' before the first commit) and the archive count."""
         archive = self.working_memory(session_id) or {}
         wm = archive.get("working_summary", {}).get("markdown", "")
-        archives_total = archive_number(archive["archive_id"]) if archive else 0
+        return wm, archive_number(archive["archive_id"]) if archive else 0
+
+    def shown_live(self, session_id: str) -> list[dict[str, Any]]:
+        """The live messages a model may be shown: all but the hidden ones, oldest first."""
         live = self.storage.sessions.live_messages(session_id)
-        return assemble_context(live, wm, archives_total, token_budget, extra)
+        hidden = self.storage.sessions.hidden(session_id) if live else set()
+        return [m for m in live if m["seq"] not in hidden] if hidden else live
 
     def archive_search(self, session_id: str, query: str, archive_id: str | None = None,
-                       limit: int = MAX_SEARCH_HITS) -> list[dict[str, Any]]:
-        """Literal, BM25-ranked search of archived messages → ≤ 12 hits {archive_id, seq, turn_id, role, content}."""
+                       limit: int = MAX_SEARCH_HITS, *, context: int = 0) -> list[dict[str, Any]]:
+        """Literal, ranked search of the archive → ≤ 12 hits {archive_id, seq, turn_id, role, content}.
+
+        Spilled working-memory items are hits too: role `memory`, seq and turn_id None, with their
+        `section`. `context=n` (0-3) gives each message hit a `context` list: the n messages before and after.
+        """
         require_text("query", query)
         require_int("limit", limit, min=1, max=MAX_SEARCH_HITS)
+        require_int("context", context, min=0, max=MAX_CONTEXT)
         self.storage.sessions.meta(session_id)  # SessionNotFound for unknown sessions
         if archive_id is not None:
             self.storage.sessions.read_archive(session_id, archive_id)  # ArchiveNotFound for unknown ids
-        return self.storage.search.search(session_id, query, archive_id=archive_id, limit=limit)
+        hits = self.storage.search.search(session_id, query, archive_id=archive_id, limit=limit)
+        if not context:
+            return hits
+        return with_context(hits, context, lambda lo, hi: self.storage.sessions.messages_in_range(session_id, lo, hi))
 
     def archive_expand(self, session_id: str, archive_id: str | None = None, *,
                        start_seq: int | None = None, end_seq: int | None = None,
@@ -295,13 +427,40 @@ class WorkingMemoryEngine:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    async def __aenter__(self) -> WorkingMemoryEngine:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # -- async twins (each runs its method in a worker thread) ------------------------------------
+
+    aadd_messages = _async_twin(add_messages)
+    aafter_turn = _async_twin(after_turn)
+    acommit = _async_twin(commit)
+    atask = _async_twin(task)
+    await_commits = _async_twin(wait, "await_commits")  # `await` is a keyword
+    aresume_all = _async_twin(resume_all)
+    acompact = _async_twin(compact)
+    acontext_tokens = _async_twin(context_tokens)
+    aassemble = _async_twin(assemble)
+    aarchive_search = _async_twin(archive_search)
+    aarchive_expand = _async_twin(archive_expand)
+    aworking_memory = _async_twin(working_memory)
+    adelete_session = _async_twin(delete_session)
+    acheck = _async_twin(check)
+    areindex = _async_twin(reindex)
+    arepair = _async_twin(repair)
+    asession_info = _async_twin(session_info)
+    aclose = _async_twin(close)
+
 
 def _expansion(archive_id: str | None, abstract: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
     return {"archive_id": archive_id, "abstract": abstract,
             "start_seq": messages[0]["seq"] if messages else None,
             "end_seq": messages[-1]["seq"] if messages else None,
             "message_count": len(messages),
-            "content": format_messages(messages, clip_tokens=0)}
+            "content": format_messages(messages, clip_tokens=0, brief_own_tools=False)}
 
 
 def _compact_result(compacted: bool, reason: str, summary: str | None, archive_id: str | None,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES, normalize_message
@@ -23,16 +24,18 @@ def is_tagged(message: Any) -> bool:
 
 
 def clean_messages(
-    messages: list[Any], *, offset: int = 0, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
+    messages: list[Any], *, offset: int = 0, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    normalize: Callable[..., dict[str, Any]] = normalize_message,
 ) -> list[tuple[int, dict[str, Any], bool]]:
     """`(index, normalised message, changed)` for every message that survives stripping.
 
     Every message is validated first (a bad one raises InvalidInput naming `messages[offset + i]`),
     so a batch is stripped only when all of it is valid. Dropped: tagged messages, messages whose
     text starts with `[Session History Summary]`, and messages left empty once their
-    `<relevant-memories>` blocks are removed. `changed` is True when a block was cut out.
+    `<relevant-memories>` blocks are removed. `changed` is True when a block was cut out. `normalize` may
+    be a caching stand-in for `normalize_message` (same signature; its results are not modified here).
     """
-    normalized = [normalize_message(m, field=f"messages[{offset + i}]", max_bytes=max_bytes)
+    normalized = [normalize(m, field=f"messages[{offset + i}]", max_bytes=max_bytes)
                   for i, m in enumerate(messages)]
     kept: list[tuple[int, dict[str, Any], bool]] = []
     for i, (message, msg) in enumerate(zip(messages, normalized, strict=True)):

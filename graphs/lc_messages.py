@@ -12,6 +12,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from workmem.state.errors import InvalidInput
+from workmem.state.messages import lc_id
 
 
 def to_langchain_messages(messages: list[dict[str, Any]]) -> list[BaseMessage]:
@@ -25,7 +26,7 @@ def to_langchain_message(msg: dict[str, Any]) -> BaseMessage:
         raise InvalidInput("message", msg, "must be a workmem message with parts")
     meta = msg.get("meta") or {}
     common: dict[str, Any] = {}
-    msg_id = meta.get("source_id") or msg.get("id")
+    msg_id = lc_id(msg) or msg.get("id")
     if msg_id is not None:
         common["id"] = msg_id
     if isinstance(meta.get("additional_kwargs"), dict):
@@ -38,7 +39,7 @@ def to_langchain_message(msg: dict[str, Any]) -> BaseMessage:
         return ToolMessage(content=result.get("content", ""), tool_call_id=result["tool_call_id"],
                            name=result.get("name"), status="error" if result.get("is_error") else "success",
                            **common)
-    if meta.get("name") is not None:
+    if isinstance(meta.get("name"), str):
         common["name"] = meta["name"]
     content = _content(msg["parts"], meta.get("content_blocks"))
     if role == "user":
@@ -71,5 +72,5 @@ def _content(parts: list[dict[str, Any]], extra: Any) -> str | list[str | dict[s
     others = [b for b in extra if isinstance(b, dict)] if isinstance(extra, list) else []
     if len(blocks) <= 1 and not others:
         return blocks[0] if blocks else ""
-    return [*({"type": "text", "text": b} for b in blocks), *others]
+    return [*({"type": "text", "text": b} for b in blocks if b or not others), *others]
 

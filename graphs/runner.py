@@ -17,8 +17,10 @@ from workmem.graphs.lease import LEASE_TTL_SECONDS, Heartbeat, acquire, heartbea
 from workmem.nodes.context import CommitContext, CommitNodeFailed
 from workmem.nodes.models import LazyModel
 from workmem.nodes.persist import finish_archived_commit
+from workmem.state.commit_state import keep_of
 from workmem.state.errors import ArchiveNotFound, DamagedFile, ModelUnavailable, StorageError, UnsafePath
 from workmem.state.redact import clean_error, describe_error
+from workmem.state.retention import Keep, as_keep
 from workmem.state.storage import Storage, commit_thread_id
 
 log = logging.getLogger("workmem.runner")
@@ -64,7 +66,7 @@ class CommitRunner:
 
     # -- starting -------------------------------------------------------------------------------
 
-    def start(self, session_id: str, keep_recent_count: int, *, wait: bool,
+    def start(self, session_id: str, keep: Keep, *, wait: bool,
               then: Callable[[dict[str, Any]], None] | None = None, progress: Progress | None = None) -> dict[str, Any]:
         """Take the lease and run (or schedule) a commit; a held lease returns the running task.
 
@@ -83,25 +85,25 @@ class CommitRunner:
             self.tasks.create_task(task_id=task_id, session_id=session_id, status="pending")
             if not wait:
                 self._futures.append(self._pool.submit(self._run_in_background, session_id, task_id,
-                                                       keep_recent_count, beat, then))
+                                                       keep, beat, then))
         except BaseException:
             beat.release()  # never leave a session locked by a commit that did not start
             raise
         if wait:
-            return self._run_leased(session_id, task_id, keep_recent_count, beat, progress)
+            return self._run_leased(session_id, task_id, keep, beat, progress)
         return {"status": "pending", "task_id": task_id, "archive_id": None, "reason": "started"}
 
-    def _run_in_background(self, session_id: str, task_id: str, keep_recent_count: int, beat: Heartbeat,
+    def _run_in_background(self, session_id: str, task_id: str, keep: Keep, beat: Heartbeat,
                            then: Callable[[dict[str, Any]], None] | None) -> dict[str, Any]:
-        result = self._run_leased(session_id, task_id, keep_recent_count, beat)
+        result = self._run_leased(session_id, task_id, keep, beat)
         if then is not None and not self._closing:
             then(result)
         return result
 
-    def _run_leased(self, session_id: str, task_id: str, keep_recent_count: int, beat: Heartbeat,
+    def _run_leased(self, session_id: str, task_id: str, keep: Keep, beat: Heartbeat,
                     progress: Progress | None = None) -> dict[str, Any]:
         try:
-            return self._run_held(session_id, task_id, keep_recent_count, progress)
+            return self._run_held(session_id, task_id, keep, progress)
         except Exception as exc:  # before or around the graph run (the graph's own errors are results)
             log.error("commit %s of session %r failed outside its graph run: %s", task_id, session_id,
                       describe_error(exc))
@@ -114,7 +116,7 @@ class CommitRunner:
         finally:
             beat.release()
 
-    def _run_held(self, session_id: str, task_id: str, keep_recent_count: int,
+    def _run_held(self, session_id: str, task_id: str, keep: Keep,
                   progress: Progress | None = None) -> dict[str, Any]:
         try:
             context = self._run_context()
@@ -138,8 +140,7 @@ class CommitRunner:
         archive_id = self.sessions.next_archive_id(session_id)
         thread_id = commit_thread_id(session_id, task_id)
         self.tasks.update_task(task_id, archive_id=archive_id, thread_id=thread_id, status="running")
-        graph_input = {"session_id": session_id, "archive_id": archive_id, "task_id": task_id,
-                       "keep_recent_count": keep_recent_count}
+        graph_input = {"session_id": session_id, "archive_id": archive_id, "task_id": task_id, "keep": list(keep)}
         result = self._invoke(task_id, thread_id, graph_input, context, progress)
         return {**result, "resumed": resumed} if resumed else result
 
@@ -226,7 +227,9 @@ class CommitRunner:
         session_id, archive_id = task["session_id"], task["archive_id"]
         archive = self.sessions.read_archive(session_id, archive_id)
         values = self.graph.get_state(config).values if config else {}
-        keep = values.get("keep_recent_count", archive.get("preserved_tail", {}).get("message_count", 0))
+        tail = archive.get("preserved_tail", {})
+        recorded = values.get("keep") or "keep_recent_count" in values
+        keep = keep_of(values) if recorded else as_keep(tail.get("keep") or tail.get("message_count", 0))
         try:
             finish_archived_commit(self.sessions, self.tasks, self.storage.search, archive,
                                    self.sessions.archive_messages(session_id, archive_id), keep)

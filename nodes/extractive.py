@@ -21,7 +21,8 @@ from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from workmem.nodes.extraction import EXTRACTIVE_MODEL_NAME, memory_tool_call, prompt_text
+from workmem.nodes.extract_transcript import prompt_text
+from workmem.nodes.extraction import EXTRACTIVE_MODEL_NAME, memory_tool_call
 
 
 class ExtractiveChatModel(BaseChatModel):

@@ -10,6 +10,10 @@ Format, one block per message, blocks separated by a blank line::
     ← read_file (error)
     FileNotFoundError: app/importers/csv_loader.py
 
+workmem's own tool traffic is brief: a call to `archive_search` reads `[searched archive: "<query>"]`
+and its result is left out (it is a copy of archived text). Hidden messages (§7: no longer in the
+agent's state) are left out of commit transcripts.
+
 Content lines that could be mistaken for this structure (a block header, a `→ `/`← ` line, or one of
 the prompt's tag lines) are escaped with a leading backslash, so message text cannot forge a message
 or close the `<messages>` block. Clipping changes the prompt only, never storage.
@@ -22,7 +26,10 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from workmem.state.archive_object import SEARCH_TOOL_NAME
+from workmem.state.messages import INTERNAL_FLAG
 from workmem.state.tokens import count_tokens, encoder
+from workmem.state.turns import message_units
 
 HEADER_RE = re.compile(r"^\[#(\d+) (t\d+) (user|assistant|tool|system)\]$")
 CALL_PREFIX = "→ call "
@@ -55,7 +62,20 @@ def _dump_args(arguments: Any) -> str:
         return json.dumps(str(arguments), ensure_ascii=False)
 
 
-def _part_lines(part: Mapping[str, Any]) -> list[str]:
+def _own_tool_line(part: Mapping[str, Any]) -> list[str]:
+    """One line for a call of workmem's own tools; nothing for their results."""
+    if part.get("type") != "tool_call":
+        return []
+    args = part.get("arguments") if isinstance(part.get("arguments"), Mapping) else {}
+    if part.get("name") == SEARCH_TOOL_NAME:
+        return [f"[searched archive: {json.dumps(str(args.get('query', '')), ensure_ascii=False)}]"]
+    where = args.get("archive_id") or f"#{args.get('start_seq')}-#{args.get('end_seq')}"
+    return [f"[read archive: {where}]"]
+
+
+def _part_lines(part: Mapping[str, Any], brief_own_tools: bool = True) -> list[str]:
+    if brief_own_tools and part.get(INTERNAL_FLAG):
+        return _own_tool_line(part)
     kind = part.get("type")
     if kind == "text":
         text = str(part.get("text") or "")
@@ -96,69 +116,44 @@ def clip_text(text: str, clip_tokens: int) -> str:
     return f"{head}\n{CLIP_MARKER.format(n=removed)}\n{tail}"
 
 
-def format_message(message: Mapping[str, Any], *, clip_tokens: int = 4000) -> str:
-    """Render one stored message as a transcript block; an oversized body is clipped."""
+def format_message(message: Mapping[str, Any], *, clip_tokens: int = 4000, brief_own_tools: bool = True) -> str:
+    """Render one stored message as a transcript block; an oversized body is clipped. '' for a message of
+    only workmem's own tool results (when `brief_own_tools`)."""
     lines: list[str] = []
-    for part in message.get("parts") or []:
-        if isinstance(part, Mapping):
-            lines.extend(_part_lines(part))
+    parts = [p for p in message.get("parts") or [] if isinstance(p, Mapping)]
+    for part in parts:
+        lines.extend(_part_lines(part, brief_own_tools))
     body = "\n".join(lines)
+    if not body and brief_own_tools and parts and all(p.get(INTERNAL_FLAG) for p in parts):
+        return ""
     if clip_tokens > 0 and body:
         body = clip_text(body, clip_tokens)
     return f"{header(message)}\n{body}" if body else header(message)
 
 
-def format_messages(messages: Sequence[Mapping[str, Any]], *, clip_tokens: int = 4000) -> str:
-    """Render stored messages as the transcript a model reads (blocks separated by blank lines)."""
-    return _SEPARATOR.join(format_message(m, clip_tokens=clip_tokens) for m in messages)
-
-
-def _call_ids(message: Mapping[str, Any]) -> set[str]:
-    return {
-        str(p.get("id"))
-        for p in message.get("parts") or []
-        if isinstance(p, Mapping) and p.get("type") == "tool_call"
-    }
-
-
-def _result_ids(message: Mapping[str, Any]) -> set[str]:
-    return {
-        str(p.get("tool_call_id"))
-        for p in message.get("parts") or []
-        if isinstance(p, Mapping) and p.get("type") == "tool_result"
-    }
-
-
-def _units(messages: Sequence[Mapping[str, Any]]) -> list[list[int]]:
-    """Indexes of `messages` grouped so that a tool group (assistant calls + its results) is one unit."""
-    units: list[list[int]] = []
-    i = 0
-    while i < len(messages):
-        unit = [i]
-        open_ids = _call_ids(messages[i]) if messages[i].get("role") == "assistant" else set()
-        j = i + 1
-        while open_ids and j < len(messages):
-            answered = _result_ids(messages[j])
-            if not answered or not answered & open_ids:
-                break
-            unit.append(j)
-            j += 1
-        units.append(unit)
-        i = j
-    return units
+def format_messages(messages: Sequence[Mapping[str, Any]], *, clip_tokens: int = 4000,
+                    hidden: frozenset[int] | set[int] = frozenset(), brief_own_tools: bool = True) -> str:
+    """Render stored messages as the transcript a model reads (blocks separated by blank lines); seqs in
+    `hidden` are left out."""
+    blocks = (format_message(m, clip_tokens=clip_tokens, brief_own_tools=brief_own_tools)
+              for m in messages if m.get("seq") not in hidden)
+    return _SEPARATOR.join(b for b in blocks if b)
 
 
 def chunk_messages(
-    messages: Sequence[Mapping[str, Any]], budget_tokens: int = 24000, *, clip_tokens: int = 4000
+    messages: Sequence[dict[str, Any]], budget_tokens: int = 24000, *, clip_tokens: int = 4000,
+    hidden: frozenset[int] | set[int] = frozenset(),
 ) -> list[tuple[int, int]]:
     """Split messages into consecutive (start_seq, end_seq) chunks whose transcript fits the budget.
 
     A tool group stays in one chunk unless the group alone exceeds the budget; a single message
-    always forms a chunk of its own even when it is larger than the budget.
+    always forms a chunk of its own even when it is larger than the budget. Hidden messages and
+    messages the transcript leaves out cost nothing.
     """
     if not messages:
         return []
-    sizes = [count_tokens(format_message(m, clip_tokens=clip_tokens)) + _SEPARATOR_TOKENS for m in messages]
+    blocks = ["" if m["seq"] in hidden else format_message(m, clip_tokens=clip_tokens) for m in messages]
+    sizes = [count_tokens(b) + _SEPARATOR_TOKENS if b else 0 for b in blocks]
     chunks: list[list[int]] = []
     current: list[int] = []
     used = 0
@@ -169,7 +164,8 @@ def chunk_messages(
             chunks.append(current)
         current, used = [], 0
 
-    for unit in _units(messages):
+    for lo, hi in message_units(messages):
+        unit = range(lo, hi + 1)
         unit_size = sum(sizes[i] for i in unit)
         if used + unit_size <= budget_tokens:
             current.extend(unit)

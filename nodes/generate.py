@@ -30,7 +30,7 @@ def build_prompt(state: CommitState, svc: Services) -> tuple[list[BaseMessage], 
     """The chat messages and the forced tool for the current chunk and prompt kind."""
     start_seq, end_seq = state["chunks"][state["chunk_index"]]
     messages = svc.sessions.messages_in_range(state["session_id"], start_seq, end_seq)
-    transcript = format_messages(messages, clip_tokens=svc.clip_tokens)
+    transcript = format_messages(messages, clip_tokens=svc.clip_tokens, hidden=set(state.get("hidden") or ()))
     if state.get("prompt_kind") == "update":
         wm = state.get("working_memory", "")
         pairs, tool = update_prompt(wm, transcript, section_reminders(wm)), UPDATE_TOOL

@@ -16,7 +16,7 @@ from langgraph.runtime import Runtime
 from workmem.nodes.context import CommitContext, services
 from workmem.nodes.extractive import EXTRACTIVE_MODEL_NAME
 from workmem.state.archive_object import ABSTRACT_CHARS, ARCHIVE_FORMAT, EXPAND_TOOL_NAME, OVERVIEW, SEARCH_TOOL_NAME
-from workmem.state.commit_state import CommitState, add_usage
+from workmem.state.commit_state import CommitState, add_usage, keep_of
 from workmem.state.errors import ArchiveConflict
 from workmem.state.ids import archive_name, archive_number
 from workmem.state.memory import CONSOLIDATION_SENTINEL, SECTION_KEYS, parse_sections
@@ -126,22 +126,22 @@ def persist(state: CommitState, runtime: Runtime[CommitContext]) -> dict[str, An
     written = svc.sessions.read_archive(session_id, archive_id)  # this run's, or an earlier attempt's
     _check_ownership(written, state)
     holder = svc.tasks.lease_holder(session_id)
-    finish_archived_commit(svc.sessions, svc.tasks, svc.search, written, messages, state.get("keep_recent_count", 0),
+    finish_archived_commit(svc.sessions, svc.tasks, svc.search, written, messages, keep_of(state),
                            collect_garbage=holder is None or holder.get("task_id") == state.get("task_id"))
     return {"status": "completed", "route": ["persist"]}
 
 
 def finish_archived_commit(sessions: SessionStorage, tasks: TaskStorage, search: SearchStorage,
-                           archive: dict[str, Any], messages: list[dict[str, Any]], keep_recent_count: int, *,
+                           archive: dict[str, Any], messages: list[dict[str, Any]], keep: tuple[str, int], *,
                            collect_garbage: bool = True) -> None:
     """The steps after `.done`, each idempotent: index the archive, let the live file forget its messages,
     update the meta, mark the task completed. Also how an interrupted commit whose archive is already
     complete is finished without its graph."""
     session_id, archive_id = archive["session_id"], archive["archive_id"]
-    search.index_messages(session_id, archive_id, messages)
+    search.index_messages(session_id, archive_id, messages, sessions.spilled_items(session_id, archive_id))
     if collect_garbage:
         sessions.drop_covered(session_id, archive["source_turn_range"]["end_seq"])
-    sessions.record_commit(session_id, archive, keep_recent_count)
+    sessions.record_commit(session_id, archive, keep)
     if archive.get("task_id"):
         tasks.update_task(archive["task_id"], status="completed",
                           result={"archive_id": archive_id, "route": archive["model"]["route"],

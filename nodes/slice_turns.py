@@ -9,7 +9,7 @@ from langgraph.runtime import Runtime
 from workmem.nodes.context import CommitContext, services
 from workmem.nodes.formatting import chunk_messages
 from workmem.nodes.prompts import create_prompt, update_prompt
-from workmem.state.commit_state import CommitState
+from workmem.state.commit_state import CommitState, keep_of
 from workmem.state.memory import section_reminders
 from workmem.state.tokens import count_tokens
 from workmem.state.turns import choose_covered_range
@@ -21,26 +21,30 @@ MIN_TRANSCRIPT_TOKENS = 1_000
 
 
 def slice_turns(state: CommitState, runtime: Runtime[CommitContext]) -> dict[str, Any]:
-    """Cover the live messages except the newest `keep_recent_count` (tool groups never split)."""
+    """Cover the live messages except the tail `keep` asks for (tool groups never split; hidden messages
+    are covered but left out of the transcripts)."""
     svc = services(runtime)
     session_id = state["session_id"]
     live = svc.sessions.live_messages(session_id)
     if not live:
         return {"status": "skipped", "reason": "no_messages", "route": ["slice_turns"]}
-    covered_range = choose_covered_range(live, state.get("keep_recent_count", 0))
+    covered_range = choose_covered_range(live, keep_of(state))
     if covered_range is None:
         return {"status": "skipped", "reason": "all_within_keep_window", "route": ["slice_turns"]}
     start_seq, end_seq = covered_range
     covered = [m for m in live if start_seq <= m["seq"] <= end_seq]
     tail = [m for m in live if m["seq"] > end_seq]
+    hidden = sorted(s for s in svc.sessions.hidden(session_id) if start_seq <= s <= end_seq)
     budget = transcript_budget(svc.chunk_tokens, svc.sessions.latest_overview(session_id) or "")
     return {
         "status": "running",
         "start_seq": start_seq,
         "end_seq": end_seq,
         "covered_tokens": sum(m["tokens"] for m in covered),
-        "tail": _tail_summary(tail),
-        "chunks": [list(c) for c in chunk_messages(covered, budget_tokens=budget, clip_tokens=svc.clip_tokens)],
+        "tail": {**_tail_summary(tail), "keep": list(keep_of(state))},
+        "hidden": hidden,
+        "chunks": [list(c) for c in chunk_messages(covered, budget_tokens=budget, clip_tokens=svc.clip_tokens,
+                                                   hidden=set(hidden))],
         "chunk_index": 0,
         "route": ["slice_turns"],
     }

@@ -14,8 +14,8 @@ from langgraph.runtime import Runtime
 
 from workmem.nodes.context import CommitContext, services
 from workmem.state.commit_state import RESET, CommitState, fresh_run
+from workmem.state.retention import keep_from_args
 from workmem.state.storage import STUDIO_THREAD_PREFIX
-from workmem.state.turns import validate_keep
 
 STUDIO_OWNER = "langgraph-studio"
 RECENT_WINDOW = 10_000  # messages looked through for a re-executed step's input
@@ -25,9 +25,9 @@ def take_lease(state: CommitState, runtime: Runtime[CommitContext]) -> dict[str,
     """Add the input messages once per run, take the session lease and reserve the archive id."""
     svc = services(runtime)
     session_id = state["session_id"]
-    keep = validate_keep(state.get("keep_recent_count", 0))
+    keep = keep_from_args(state.get("keep"), state.get("keep_recent_count"), default=("messages", 0))
     _add_once(svc.sessions, session_id, state.get("messages") or [], _step_key(runtime))
-    run = {**fresh_run(), "route": [RESET, "take_lease"], "messages": []}
+    run = {**fresh_run(), "route": [RESET, "take_lease"], "messages": [], **_NO_INPUT_KEEP}
     if not svc.sessions.session_exists(session_id):
         return {**run, "status": "skipped", "reason": "no_messages", "task_id": ""}
     task_id = uuid.uuid4().hex
@@ -38,7 +38,11 @@ def take_lease(state: CommitState, runtime: Runtime[CommitContext]) -> dict[str,
     thread = getattr(runtime.execution_info, "thread_id", None) or task_id
     svc.tasks.create_task(session_id, task_id=task_id, archive_id=archive_id, status="running",
                           thread_id=f"{STUDIO_THREAD_PREFIX}{thread}")
-    return {**run, "task_id": task_id, "archive_id": archive_id, "status": "running", "keep_recent_count": keep}
+    return {**run, "task_id": task_id, "archive_id": archive_id, "status": "running", "keep": list(keep)}
+
+
+# A thread's channels outlive a run: this run's keep must not become the next run's default.
+_NO_INPUT_KEEP: dict[str, Any] = {"keep": None, "keep_recent_count": None}
 
 
 def _step_key(runtime: Runtime[CommitContext]) -> str:
@@ -69,4 +73,4 @@ def release_lease(state: CommitState, runtime: Runtime[CommitContext]) -> dict[s
     if state.get("status") == "skipped":
         svc.tasks.update_task(state["task_id"], status="skipped", result={"reason": state.get("reason")})
     svc.tasks.release_lease(state["session_id"], state["task_id"])
-    return {"route": ["release_lease"]}
+    return {"route": ["release_lease"], **_NO_INPUT_KEEP}

@@ -8,8 +8,9 @@ starts with `RESET` replaces instead (a Studio run on a reused thread starts afr
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Required
 
+from pydantic import Field
 from typing_extensions import TypedDict
 
 CommitStatus = Literal["running", "skipped", "completed", "busy", "failed"]
@@ -45,6 +46,14 @@ def fresh_run() -> dict[str, Any]:
             "guarded_ops": {}, "raw_args": ""}
 
 
+def keep_of(state: Any) -> tuple[str, int]:
+    """The keep a commit run uses: `keep` ([unit, n]), else a first-build `keep_recent_count` (messages)."""
+    keep = state.get("keep")
+    if isinstance(keep, (list, tuple)) and len(keep) == 2:
+        return str(keep[0]), int(keep[1])
+    return "messages", int(state.get("keep_recent_count") or 0)
+
+
 class GuardNote(TypedDict):
     """One guard decision that changed an op: which section, which guard, what it did, the detail."""
 
@@ -60,15 +69,24 @@ class CommitInput(TypedDict, total=False):
     session_id: str
     archive_id: str
     task_id: str
-    keep_recent_count: int
+    keep: list[Any]  # [unit, n]: the raw tail the commit keeps (§7 Retention)
+    keep_recent_count: int  # first-build checkpoints: the messages unit
 
 
 class StudioInput(TypedDict, total=False):
-    """The Studio input panel: which session, how many recent messages stay raw, messages to add first."""
+    """Commit one workmem session into its working memory (Studio's input panel)."""
 
-    session_id: str
-    keep_recent_count: int
-    messages: list[dict[str, Any]]
+    session_id: Required[Annotated[str, Field(
+        description="The session to commit (for an agent: its thread id). Must already hold messages, "
+                    "or get some from `messages`.")]]
+    keep: Annotated[str, Field(
+        description="How much of the newest conversation stays raw: messages:10, turns:3 or tokens:4000 "
+                    "(default messages:0, commit everything).")]
+    keep_recent_count: Annotated[int, Field(
+        description="Older form of keep: this many newest messages stay raw. Give keep or this, not both.")]
+    messages: Annotated[list[dict[str, Any]], Field(
+        description="Messages to append before committing, e.g. {\"role\": \"user\", \"content\": \"…\"}; also "
+                    "LangChain's {\"type\": \"human\", …} dicts. Appended once per run.")]
 
 
 class CommitOutput(TypedDict, total=False):
@@ -97,7 +115,8 @@ class CommitState(TypedDict, total=False):
     session_id: str
     archive_id: str
     task_id: str
-    keep_recent_count: int
+    keep: list[Any]  # [unit, n]
+    keep_recent_count: int  # first-build checkpoints; `keep` wins when both are present
     messages: list[dict[str, Any]]  # optional Studio input, appended by take_lease then cleared
 
     status: CommitStatus
@@ -106,6 +125,7 @@ class CommitState(TypedDict, total=False):
     end_seq: int
     covered_tokens: int
     tail: dict[str, Any]  # the preserved tail as seqs, turn ids and counts
+    hidden: list[int]  # covered seqs the agent's state no longer holds: left out of the transcripts
     chunks: list[list[int]]  # [start_seq, end_seq] per chunk
     chunk_index: int
 

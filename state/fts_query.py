@@ -1,38 +1,64 @@
-"""Planning a literal archive search (SPEC §7): which index each query word goes to, and ranking.
+"""Planning a literal archive search (SPEC §7): which index each query word goes to.
 
-The query is literal: each whitespace-separated word becomes one FTS5 phrase (double-quoted, inner
-quotes doubled), never FTS or regex syntax. Words go to the `porter unicode61` index when they hold a
-letter or digit; CJK text, identifiers with dots or slashes, symbol-only strings and 1–2-character
-terms also need substring matching: the trigram index from 3 characters up, an `instr` scan below.
+The query is literal: never FTS or regex syntax. Each whitespace-separated word becomes one term:
+its letter/digit runs, lowercased, form one FTS5 phrase for the `porter unicode61` index (so
+`Joanna's` looks for `joanna` — an English clitic `'s`/`n't`/`'re`… is dropped — and `OPS-4242` for
+the phrase `ops 4242`); every phrase is double-quoted with inner quotes doubled, and punctuation,
+control characters and NUL only ever separate runs. CJK text, identifiers with dots or slashes,
+symbol-only strings and 1–2-character words also need substring matching: the trigram index from 3
+characters up, an `instr` scan below. A long one-word term also looks for its stem's relatives
+(`stem_prefix`: `injured` → `injur*` finds `injury`), which the ranking weighs less. Function words
+("what", "did", "the"…) are searched only when the query holds nothing else: in a full question they
+would outweigh the words that matter.
 """
 
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 
 MAX_TERMS = 32
 MAX_QUERY_CHARS = 4000
+PREFIX_MIN_STEM = 6  # a stem this long also finds its relatives through a prefix query…
+PREFIX_CUT = 3  # … of the stem less this many characters …
+PREFIX_KEEP = 4  # … and never shorter than this
 _CJK = re.compile(
     "[\u0e00-\u0e7f\u1100-\u11ff\u2e80-\u2fdf\u3040-\u30ff\u3100-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
     "\ua960-\ua97f\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003134f]"
 )
+WORD_RUN = re.compile(r"[^\W_]+")  # a letter/digit run: what the unicode61 tokenizer keeps as one token
+_CLITIC = re.compile(r"(?<=[^\W_])['’](?:s|t|d|m|ll|re|ve)(?![^\W_])", re.IGNORECASE)
+# English function words (the usual IR list, contraction stems included): never what a search is about.
+STOPWORDS = frozenset("""
+a about above after again against all am an and any are aren as at be because been before being below between
+both but by can cannot could couldn did didn do does doesn doing don down during each few for from further had
+hadn has hasn have haven having he her here hers herself him himself his how i if in into is isn it its itself
+just let me more most mustn my myself no nor not now of off on once only or other ought our ours ourselves out
+over own same shan she should shouldn so some such than that the their theirs them themselves then there these
+they this those through to too under until up very was wasn we were weren what when where which while who whom
+why will with would wouldn you your yours yourself yourselves
+""".split())
 
 
 @dataclass(frozen=True)
 class Term:
     """One query word and the indexes that look for it."""
 
-    text: str
-    porter: bool  # whole-token match, stemmed
+    text: str  # the word as typed (substring matching)
+    words: str  # its letter/digit runs, lowercased and space-joined: the porter phrase ("" when it has none)
     trigram: bool  # substring match through the trigram index (≥ 3 characters)
     scan: bool  # substring match by `instr` (terms shorter than 3 characters)
+    stopword: bool  # a function word: searched only when the query holds nothing else
+
+    @property
+    def porter(self) -> bool:
+        """Whole-token match, stemmed (the word has a letter or digit)."""
+        return bool(self.words)
 
 
-def fts_phrase(word: str) -> str:
-    """`word` as one literal FTS5 phrase: double-quoted, inner double quotes doubled."""
-    return '"' + word.replace('"', '""') + '"'
+def fts_phrase(text: str) -> str:
+    """`text` as one literal FTS5 phrase: double-quoted, inner double quotes doubled (no NUL allowed)."""
+    return '"' + text.replace('"', '""') + '"'
 
 
 def needs_substring(word: str) -> bool:
@@ -41,35 +67,44 @@ def needs_substring(word: str) -> bool:
             or not any(ch.isalnum() for ch in word))
 
 
+def word_runs(text: str) -> list[str]:
+    """The lowercased letter/digit runs of `text`, English clitics (`'s`, `n't`, `'ll`…) dropped."""
+    return WORD_RUN.findall(_CLITIC.sub("", text).lower())
+
+
+def stem_prefix(stem: str) -> str | None:
+    """The prefix a long stem's relatives share (`allergi` → `aller`: `allergic`, `allergy`), or None."""
+    if len(stem) < PREFIX_MIN_STEM:
+        return None
+    return stem[:max(PREFIX_KEEP, len(stem) - PREFIX_CUT)]
+
+
 def plan(query: str) -> list[Term]:
-    """The distinct words of `query` (at most MAX_TERMS), each with the indexes that search it."""
+    """The distinct terms of `query` (at most MAX_TERMS); function words only when nothing else is there."""
     terms: list[Term] = []
     seen: set[str] = set()
     for word in query.split():
-        key = word.lower()
+        runs = word_runs(word)
+        words = " ".join(runs)
+        key = words or word.casefold()
         if key in seen:
             continue
         seen.add(key)
-        substring = needs_substring(word)
-        terms.append(Term(word, porter=any(ch.isalnum() for ch in word),
-                          trigram=substring and len(word) >= 3, scan=len(word) < 3))
-        if len(terms) == MAX_TERMS:
-            break
-    return terms
+        terms.append(Term(word, words, trigram=needs_substring(word) and len(word) >= 3 and "\0" not in word,
+                          scan=len(word) < 3, stopword=bool(runs) and all(r in STOPWORDS for r in runs)))
+    content = [t for t in terms if not t.stopword]
+    return (content or terms)[:MAX_TERMS]
 
 
-def scan_score(total: int, matched: int) -> float:
-    """A BM25-like (negative, lower is better) score for an `instr` match: the term's idf."""
-    return -math.log(1 + (total - matched + 0.5) / (matched + 0.5))
+COMPOUND_PART = 3  # a compound's parts have at least this many characters
 
 
-def rank(per_term: list[dict[int, float]], seq_of: dict[int, int], limit: int) -> list[int]:
-    """Doc ids ordered by query words matched (desc), summed BM25 (lower first), then newest seq."""
-    coverage: dict[int, int] = {}
-    score: dict[int, float] = {}
-    for hits in per_term:
-        for doc, s in hits.items():
-            coverage[doc] = coverage.get(doc, 0) + 1
-            score[doc] = score.get(doc, 0.0) + s
-    order = sorted(coverage, key=lambda d: (-coverage[d], score[d], -seq_of[d]))
-    return order[:limit]
+def compound_spellings(words: str) -> list[str]:
+    """The other ways a compound may be written: `roadtrips` → `road trips`, `roa dtrips`…; `check ups` →
+    `checkups`."""
+    if " " in words:
+        joined = words.replace(" ", "")
+        return [joined] if joined.isalpha() else []
+    if not words.isalpha() or len(words) < 2 * COMPOUND_PART:
+        return []
+    return [f"{words[:i]} {words[i:]}" for i in range(COMPOUND_PART, len(words) - COMPOUND_PART + 1)]

@@ -1,22 +1,30 @@
 """Messages: normalisation of LangChain / OpenAI / workmem inputs into parts, validation, text (SPEC §1, §10).
 
-LangChain messages are recognised by duck typing (`.type`, `.content`, `.tool_calls`, …) so `state/`
-never imports LangChain. A normalised message is `{role, parts, meta}`; the store adds `id, seq,
+LangChain messages are recognised by duck typing (`.type`, `.content`, `.tool_calls`, …) and LangChain's
+dict forms go through LangChain's own converters, imported inside the function, so loading `state/`
+never loads LangChain. A normalised message is `{role, parts, meta}`; the store adds `id, seq,
 turn_id, created_at, tokens`.
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 from typing import Any
 
+from workmem.state.archive_object import EXPAND_TOOL_NAME, SEARCH_TOOL_NAME
 from workmem.state.errors import InvalidInput
 from workmem.state.jsonutil import dumps
 
 ROLES = ("user", "assistant", "tool", "system")
 DEFAULT_MAX_MESSAGE_BYTES = 1 << 20
 CLIPPED_BYTES_META = "workmem_clipped_bytes"
+LC_ID_META = "lc_id"  # the LangChain message id (first builds stored it as "source_id")
+FINGERPRINT_META = "fp"
+INTERNAL_FLAG = "internal"  # on a part of workmem's own tool traffic: stored, never indexed
+OWN_TOOLS = frozenset((SEARCH_TOOL_NAME, EXPAND_TOOL_NAME))
+INVALID_CALL_NAME = "invalid_tool_call"  # the name kept for a malformed tool call that came without one
 DROPPED_BLOCKS_META = "workmem_dropped_blocks"
 _NO_CAP = 1 << 62
 MAX_NESTING = 64  # levels of dicts and lists in one message (JSON encoders recurse)
@@ -58,12 +66,79 @@ def prepare_message(obj: Any, *, field: str = "message",
     """Normalise and validate one message; also return its stored JSON body (`"meta":…,"parts":…`)."""
     check_nesting(obj, field)
     if isinstance(obj, dict):
-        msg = _from_workmem(obj, field) if "parts" in obj else _from_openai(obj, field)
+        if "parts" in obj:
+            msg = _from_workmem(obj, field)
+        elif "role" not in obj and "type" in obj:
+            msg = _from_langchain(_langchain_dict(obj, field), field)
+        else:
+            msg = _from_openai(obj, field)
     elif isinstance(getattr(obj, "type", None), str) and hasattr(obj, "content"):
         msg = _from_langchain(obj, field)
     else:
         raise InvalidInput(field, obj, "expected a LangChain message or a dict with 'role'")
+    _mark_own_tool_parts(msg)
+    if FINGERPRINT_META not in msg["meta"] and isinstance(msg["parts"], list):
+        msg["meta"][FINGERPRINT_META] = fingerprint(msg)
     return msg, encode_body(msg, field=field, max_bytes=max_bytes)
+
+
+def fingerprint(msg: dict[str, Any]) -> str:
+    """16 hex digits identifying a message by what it says: role, text, tool calls' ids, names and arguments,
+    tool results' call ids and content (§7 idempotent ingestion). Ids, times and metadata are left out,
+    so a client that re-sends the same message in another shape gets the same fingerprint."""
+    digest = hashlib.blake2b(str(msg.get("role")).encode(), digest_size=8)
+    for part in msg["parts"]:
+        if not isinstance(part, dict):
+            continue
+        kind = part.get("type")
+        if kind == "text":
+            fields: tuple[Any, ...] = ("t", part.get("text"))
+        elif kind == "tool_call":
+            fields = ("c", part.get("id"), part.get("name"), _canonical(part.get("arguments")))
+        elif kind == "tool_result":
+            fields = ("r", part.get("tool_call_id"), part.get("content"))
+        else:
+            fields = ("x", part.get("uri"), part.get("abstract"))
+        digest.update(b"\x00" + "\x1f".join(str(f) for f in fields).encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()
+
+
+def _canonical(arguments: Any) -> str:
+    if isinstance(arguments, str):
+        return arguments
+    try:
+        return json.dumps(arguments, sort_keys=True, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return repr(arguments)
+
+
+def lc_id(msg: dict[str, Any]) -> str | None:
+    """The LangChain id a stored message came with (`meta.lc_id`; first builds called it `source_id`)."""
+    meta = msg.get("meta") or {}
+    value = meta.get(LC_ID_META) or meta.get("source_id")
+    return value if isinstance(value, str) else None
+
+
+def is_own_tool_part(part: dict[str, Any]) -> bool:
+    """True for a part of workmem's own tool traffic (flagged when stored)."""
+    return bool(part.get(INTERNAL_FLAG))
+
+
+def _mark_own_tool_parts(msg: dict[str, Any]) -> None:
+    """Flag calls to archive_search / archive_expand and results named after them (§7: stored, not indexed)."""
+    parts = msg.get("parts")
+    for part in parts if isinstance(parts, list) else []:
+        if (isinstance(part, dict) and part.get("type") in ("tool_call", "tool_result")
+                and part.get("name") in OWN_TOOLS):
+            part[INTERNAL_FLAG] = True
+
+
+def indexed_text(msg: dict[str, Any]) -> str:
+    """What the full-text index holds of a message: its text without workmem's own tool traffic."""
+    if not any(p.get(INTERNAL_FLAG) for p in msg["parts"]):
+        return message_text(msg)
+    return message_text({**msg, "parts": [p for p in msg["parts"] if not p.get(INTERNAL_FLAG)]}) \
+        if any(not p.get(INTERNAL_FLAG) for p in msg["parts"]) else ""
 
 
 def check_nesting(obj: Any, field: str, limit: int = MAX_NESTING) -> None:
@@ -99,16 +174,36 @@ def prepare_messages(objs: Any, *,
         # The plain-text test is inlined (not a helper call): it runs for every message of every append.
         if type(obj) is dict and len(obj) == 2:
             role, content = obj.get("role"), obj.get("content")
-            if (role in _PLAIN_ROLES and type(content) is str and 0 < len(content) <= longest_plain
-                    and content.isascii()):
-                out.append(({"role": role, "parts": [{"type": "text", "text": content}], "meta": {}}, None))
+            if (type(role) is str and role in _PLAIN_ROLES and type(content) is str
+                    and 0 < len(content) <= longest_plain and content.isascii()):
+                msg = {"role": role, "parts": [{"type": "text", "text": content}], "meta": {}}
+                msg["meta"][FINGERPRINT_META] = fingerprint(msg)
+                out.append((msg, None))
                 continue
         out.append(prepare_message(obj, field=f"messages[{i}]", max_bytes=max_bytes))
+    _mark_nameless_own_results(out, max_bytes)
     return out
 
 
-# Bytes of a plain message's body besides its JSON-encoded text: `"meta":{},"parts":[{"type":"text","text":…}]`.
-_PLAIN_BODY_BYTES = len(b'"meta":{},"parts":[{"type":"text","text":}]')
+def _mark_nameless_own_results(out: list[tuple[dict[str, Any], bytes | None]], max_bytes: int) -> None:
+    """A result without a tool name (an OpenAI dict) answering one of our own calls in the same batch is
+    ours too: flag it (nearest preceding unanswered call of its id, as §1 pairs them) and re-encode it."""
+    open_calls: dict[str, list[bool]] = {}
+    for i, (msg, _body) in enumerate(out):
+        for part in msg["parts"]:
+            if part["type"] == "tool_call" and part.get("id"):
+                open_calls.setdefault(part["id"], []).append(bool(part.get(INTERNAL_FLAG)))
+            elif part["type"] == "tool_result":
+                stack = open_calls.get(part["tool_call_id"])
+                ours = stack.pop() if stack else False
+                if ours and not part.get(INTERNAL_FLAG):
+                    part[INTERNAL_FLAG] = True
+                    out[i] = (msg, encode_body(msg, field=f"messages[{i}]", max_bytes=max_bytes))
+
+
+# Bytes of a plain message's body besides its JSON-encoded text:
+# `"meta":{"fp":"<16 hex>"},"parts":[{"type":"text","text":…}]`.
+_PLAIN_BODY_BYTES = len(b'"meta":{"fp":"0123456789abcdef"},"parts":[{"type":"text","text":}]')
 # An ASCII character takes at most 6 bytes of JSON (a control character as `\u001f`).
 _MAX_JSON_BYTES_PER_ASCII_CHAR = 6
 
@@ -167,8 +262,9 @@ def clip_marker(removed_bytes: int) -> str:
 
 DROPPED_BLOCKS_NOTE = "…[workmem: content blocks dropped — the message exceeded max_message_bytes]…"
 _MARKER_BYTES = len(clip_marker(10**20).encode("utf-8"))
-_PART_KEYS_KEPT = frozenset(("type", "id", "name", "tool_call_id", "is_error", "uri"))
-_META_KEYS_KEPT = frozenset(("source_id", "name", "content_blocks", CLIPPED_BYTES_META, DROPPED_BLOCKS_META))
+_PART_KEYS_KEPT = frozenset(("type", "id", "name", "tool_call_id", "is_error", "uri", INTERNAL_FLAG))
+_META_KEYS_KEPT = frozenset((LC_ID_META, FINGERPRINT_META, "name", "content_blocks", CLIPPED_BYTES_META,
+                             DROPPED_BLOCKS_META))
 
 
 def clip_to_cap(msg: dict[str, Any], max_bytes: int) -> dict[str, Any]:
@@ -378,17 +474,32 @@ def _from_langchain(obj: Any, field: str) -> dict[str, Any]:
     if role == "assistant":
         calls = [_tool_call(c.get("id"), c.get("name"), c.get("args")) for c in _dicts(obj, "tool_calls", field)]
         parts += calls or block_calls
-        parts += [_tool_call(c.get("id"), c.get("name"), c.get("args") or "")
+        # LangChain's invalid_tool_call may lack a name (a streamed call cut short): it is kept, named as such
+        parts += [_tool_call(c.get("id"), c.get("name") or INVALID_CALL_NAME, c.get("args") or "")
                   for c in _dicts(obj, "invalid_tool_calls", field)]
     kwargs = getattr(obj, "additional_kwargs", None) or {}
     kept = {k: v for k, v in kwargs.items() if k not in _DROPPED_KWARGS} if isinstance(kwargs, dict) else {}
     if kept:
         meta["additional_kwargs"] = kept
     if getattr(obj, "id", None) is not None:
-        meta["source_id"] = obj.id
+        meta[LC_ID_META] = obj.id
     if other:
         meta["content_blocks"] = other
-    return {"role": role, "parts": parts, "meta": meta}
+    return {"role": role, "parts": _with_blocks_only(parts, other), "meta": meta}
+
+
+def _langchain_dict(d: dict[str, Any], field: str) -> Any:
+    """LangChain's own dict forms — `{"type": "human", "content": …}` and `messages_to_dict`'s
+    `{"type": …, "data": {…}}` — as a LangChain message, through LangChain's converters (imported here,
+    so loading `state/` never loads LangChain)."""
+    from langchain_core.messages import convert_to_messages, messages_from_dict
+
+    try:
+        converted = messages_from_dict([d]) if isinstance(d.get("data"), dict) else convert_to_messages([d])
+    except (ValueError, TypeError, KeyError, AttributeError, NotImplementedError) as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise InvalidInput(field, d, f"not a message: {reason}") from None
+    return converted[0]
 
 
 def _dicts(obj: Any, attr: str, field: str) -> list[dict[str, Any]]:
@@ -415,6 +526,7 @@ def _from_openai(d: dict[str, Any], field: str) -> dict[str, Any]:
     else:
         parts = texts
         if d.get("name") is not None:
+            _need_str(d["name"], f"{field}.name")
             meta["name"] = d["name"]
     if role == "assistant":
         raw_calls = d.get("tool_calls") or []
@@ -424,7 +536,13 @@ def _from_openai(d: dict[str, Any], field: str) -> dict[str, Any]:
         parts += calls or block_calls
     if other:
         meta["content_blocks"] = other
-    return {"role": role, "parts": parts, "meta": meta}
+    return {"role": role, "parts": _with_blocks_only(parts, other), "meta": meta}
+
+
+def _with_blocks_only(parts: list[dict[str, Any]], other: list[Any]) -> list[dict[str, Any]]:
+    """A message holding only content blocks (an image sent without text) gets one empty text part, so it
+    is not refused as empty; the blocks themselves stay in `meta.content_blocks`."""
+    return parts if parts or not other else [_text("")]
 
 
 def _openai_call(call: Any, field: str) -> dict[str, Any]:
@@ -454,7 +572,9 @@ def _from_workmem(d: dict[str, Any], field: str) -> dict[str, Any]:
         if kind == "tool_result" and clean["is_error"] is None:
             clean["is_error"] = False
         parts.append(clean)
-    return {"role": role, "parts": parts, "meta": _meta(d.get("meta"), f"{field}.meta")}
+    meta = _meta(d.get("meta"), f"{field}.meta")
+    blocks = meta.get("content_blocks")
+    return {"role": role, "parts": _with_blocks_only(parts, blocks if isinstance(blocks, list) else []), "meta": meta}
 
 
 def _meta(meta: Any, field: str) -> dict[str, Any]:

@@ -18,20 +18,21 @@ from typing import Any, Literal, NamedTuple
 from workmem.state import archives, jsonl
 from workmem.state.errors import Anomaly, DamagedFile, InvalidInput
 from workmem.state.ids import archive_name, archive_number
-from workmem.state.turns import DEFAULT_KEEP_RECENT, clamp_keep, turn_number
+from workmem.state.retention import MESSAGES, Keep, covered_tokens, keep_value
+from workmem.state.turns import DEFAULT_KEEP_RECENT, turn_number
 
 log = logging.getLogger("workmem.store")
 
 META_FILE = ".meta.json"
 MESSAGES_FILE = "messages.jsonl"
 LOCK_FILE = ".lock"
+HIDDEN_FILE = "hidden.json"
 META_VERSION = 1
 # Meta fields a count refresh never changes; another value on disk means a commit or a keep change.
-_DECIDED_FIELDS = ("session_id", "created_at", "commit_count", "last_commit_at", "keep_recent_count",
-                   "last_archive")
+_DECIDED_FIELDS = ("session_id", "created_at", "commit_count", "last_commit_at", "keep", "last_archive")
 PUBLIC_FIELDS = (
     "session_id", "created_at", "updated_at", "next_seq", "message_count", "total_message_count",
-    "commit_count", "last_commit_at", "keep_recent_count", "pending_tokens", "last_archive",
+    "commit_count", "last_commit_at", "keep", "keep_recent_count", "pending_tokens", "live_tokens", "last_archive",
 )
 
 
@@ -85,6 +86,25 @@ def read_meta(path: Path) -> dict[str, Any] | None:
     return obj if isinstance(obj, dict) and isinstance(obj.get("session_id"), str) else None
 
 
+def read_hidden(path: Path) -> set[int]:
+    """Seqs recorded in `hidden.json`; missing or unreadable → none hidden (the log is the truth)."""
+    try:
+        with open(path, "rb") as f:
+            obj = json.loads(f.read())
+    except FileNotFoundError:
+        return set()
+    except (OSError, ValueError) as exc:
+        log.warning("ignoring unreadable %s: %s", path, exc)
+        return set()
+    seqs = obj.get("hidden") if isinstance(obj, dict) else None
+    return {s for s in seqs if isinstance(s, int) and not isinstance(s, bool)} if isinstance(seqs, list) else set()
+
+
+def encode_hidden(seqs: set[int]) -> bytes:
+    """`hidden.json` for these seqs."""
+    return json.dumps({"hidden": sorted(seqs)}).encode() + b"\n"
+
+
 def check_owner(p: SessionPaths, disk: dict[str, Any] | None) -> None:
     """The stored original id must be the one we were asked for (§1)."""
     if disk is not None and disk["session_id"] != p.session_id:
@@ -130,18 +150,38 @@ class LiveState:
     last_turn: int
     seqs: list[int] = field(default_factory=list)  # live seqs, oldest first
     tokens: list[int] = field(default_factory=list)  # their stored `tokens`
+    starts: list[bool] = field(default_factory=list)  # does each open a turn (a user message)?
     saved_at: float = 0.0  # time.monotonic() of our last meta write
     dirty: bool = False  # appends not yet reflected in .meta.json
 
-    def push(self, seqs: list[int], tokens: list[int], turn: int, created_at: str) -> None:
-        """Account appended live messages, O(1) each (§2): each one pushes the (k+1)-th newest out of the
-        keep window, so the batch adds the tokens of the messages between the old and new window edge."""
-        k, old_n = self.meta["keep_recent_count"], len(self.tokens)
+    @property
+    def keep(self) -> Keep:
+        """The keep window pending_tokens is computed with."""
+        unit, n = self.meta["keep"]
+        return unit, n
+
+    def set_keep(self, keep: Keep) -> None:
+        """Use `keep` from now on (`keep_recent_count` mirrors it for the messages unit) and recount."""
+        self.meta["keep"] = [keep[0], keep[1]]
+        self.meta["keep_recent_count"] = keep[1] if keep[0] == MESSAGES else None
+        self.recompute_pending()
+
+    def push(self, seqs: list[int], tokens: list[int], starts: list[bool], turn: int, created_at: str) -> None:
+        """Account appended live messages (§2). For the messages unit O(1) each: each one pushes the (k+1)-th
+        newest out of the keep window, so the batch adds the tokens between the old and new window edge;
+        the turns and tokens units recount the live list (integers only)."""
+        unit, k = self.keep
+        old_n = len(self.tokens)
         self.seqs.extend(seqs)
         self.tokens.extend(tokens)
+        self.starts.extend(starts)
         n = len(self.tokens)
         meta = self.meta
-        meta["pending_tokens"] += sum(self.tokens[max(0, old_n - k):max(0, n - k)])
+        if unit == MESSAGES:
+            meta["pending_tokens"] += sum(self.tokens[max(0, old_n - k):max(0, n - k)])
+        else:
+            meta["pending_tokens"] = covered_tokens(self.tokens, self.starts, (unit, k))
+        meta["live_tokens"] += sum(tokens)
         meta["message_count"] = n
         if seqs:
             meta["next_seq"] = max(meta["next_seq"], seqs[-1] + 1)
@@ -152,9 +192,9 @@ class LiveState:
         self.dirty = True
 
     def recompute_pending(self) -> None:
-        """pending_tokens from scratch (on load, after a commit or a keep change)."""
-        k, n = self.meta["keep_recent_count"], len(self.tokens)
-        self.meta["pending_tokens"] = sum(self.tokens[: n - k]) if n > k else 0
+        """pending_tokens and live_tokens from scratch (on load, after a commit or a keep change)."""
+        self.meta["pending_tokens"] = covered_tokens(self.tokens, self.starts, self.keep)
+        self.meta["live_tokens"] = sum(self.tokens)
 
     def disk_form(self) -> dict[str, Any]:
         """The meta as written to `.meta.json`: §2 fields plus the internal stamps."""
@@ -207,7 +247,8 @@ def catch_up(p: SessionPaths, live: LiveState) -> jsonl.Parsed | None:
         _truncate(p.messages, start + parsed.end)  # a torn tail left by a crashed writer
     fresh = parsed.messages
     if fresh:
-        live.push(seqs, [m["tokens"] for m in fresh], max(turn_number(m.get("turn_id")) for m in fresh),
+        live.push(seqs, [m["tokens"] for m in fresh], [m.get("role") == "user" for m in fresh],
+                  max(turn_number(m.get("turn_id")) for m in fresh),
                   str(fresh[-1].get("created_at") or ""))
     live.lines += parsed.lines
     live.file_stamp = (stamp[0], start + parsed.end)
@@ -255,6 +296,7 @@ def load(p: SessionPaths, cache: archives.ArchiveCache, *,
     turns = [_int(disk.get("last_turn"), 0), turn_number(end_turn), *(turn_number(m.get("turn_id")) for m in msgs)]
     same_archive = n == hint_n and n > 0
     last_time = str(msgs[-1].get("created_at") or "") if msgs else ""
+    keep = _keep(disk, archive)
     meta = {
         "session_id": p.session_id,
         "created_at": disk.get("created_at") or _first_created_at(p, msgs) or now_iso(),
@@ -264,14 +306,17 @@ def load(p: SessionPaths, cache: archives.ArchiveCache, *,
         "total_message_count": top,
         "commit_count": n,
         "last_commit_at": (disk.get("last_commit_at") if same_archive else None) or archive.get("created_at"),
-        "keep_recent_count": _keep(disk, archive),
+        "keep": list(keep),
+        "keep_recent_count": keep[1] if keep[0] == MESSAGES else None,
         "pending_tokens": 0,
+        "live_tokens": 0,
         "last_archive": {"id": archive_name(n), "end_seq": end} if n else None,
     }
     live = LiveState(meta=meta, meta_stamp=file_key(p.meta), file_stamp=live_file_stamp(p.messages),
                      lines=parsed.lines, archive_n=n, archive_end=end, last_turn=max(turns))
     live.seqs = [m["seq"] for m in msgs]
     live.tokens = [m["tokens"] for m in msgs]
+    live.starts = [m.get("role") == "user" for m in msgs]
     live.recompute_pending()
     return live, parsed, live.disk_form() != raw, found
 
@@ -298,9 +343,13 @@ def _int(value: Any, default: int) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else default
 
 
-def _keep(disk: dict[str, Any], archive: dict[str, Any]) -> int:
-    keep = disk.get("keep_recent_count")
-    if isinstance(keep, int) and not isinstance(keep, bool):
-        return clamp_keep(keep)
-    kept = (archive.get("preserved_tail") or {}).get("message_count")  # meta lost: the best evidence left
-    return clamp_keep(kept) if isinstance(kept, int) and not isinstance(kept, bool) else DEFAULT_KEEP_RECENT
+def _keep(disk: dict[str, Any], archive: dict[str, Any]) -> Keep:
+    """The session's keep: the meta's, else the last commit's (meta lost: the best evidence left)."""
+    tail = archive.get("preserved_tail") or {}
+    for value in (disk.get("keep"), ("messages", disk.get("keep_recent_count")), tail.get("keep"),
+                  ("messages", tail.get("message_count"))):
+        try:
+            return keep_value(value)
+        except InvalidInput:
+            continue
+    return MESSAGES, DEFAULT_KEEP_RECENT

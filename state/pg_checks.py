@@ -12,6 +12,7 @@ from typing import Any
 from workmem.state.errors import Anomaly
 from workmem.state.ids import archive_name
 from workmem.state.pg_schema import Database
+from workmem.state.retention import Keep, covered_tokens
 
 _MESSAGES = """
 SELECT count(*) AS total, COALESCE(max(seq), 0) AS top,
@@ -25,10 +26,15 @@ _PER_ARCHIVE = """
 SELECT archive_id, count(*) AS n, min(seq) AS lo, max(seq) AS hi FROM messages
 WHERE session_id = %s AND archive_id IS NOT NULL GROUP BY archive_id
 """
-_PENDING = """
-SELECT COALESCE(sum(tokens), 0) AS pending FROM messages
-WHERE session_id = %s AND archive_id IS NULL AND seq < %s
-"""
+_LIVE = "SELECT tokens, role = 'user' AS starts FROM messages WHERE session_id = %s AND archive_id IS NULL ORDER BY seq"
+
+
+def live_pending(conn: Any, session_id: str, keep: Keep) -> tuple[int, int]:
+    """(pending_tokens, live_tokens) the live messages imply for `keep` (§2): the tokens outside the keep
+    window (`retention.covered_tokens`), and all of theirs."""
+    rows = conn.execute(_LIVE, [session_id]).fetchall()
+    tokens = [r["tokens"] for r in rows]
+    return covered_tokens(tokens, [r["starts"] for r in rows], keep), sum(tokens)
 
 
 def session_anomalies(db: Database, row: dict[str, Any]) -> list[Anomaly]:
@@ -55,10 +61,11 @@ def session_anomalies(db: Database, row: dict[str, Any]) -> list[Anomaly]:
         if counts[key]:
             found.append(Anomaly(db.where("messages", f"session_id={sid!r}"), 0, f"{counts[key]} message(s) {what}"))
     found += _archive_anomalies(db, row)
-    pending = db.row(_PENDING, [sid, row["next_seq"] - row["keep_recent_count"]]) or {"pending": 0}
-    if pending["pending"] != row["pending_tokens"]:
-        found.append(Anomaly(session_key, 0, f"pending_tokens is {row['pending_tokens']}, the live messages "
-                                             f"imply {pending['pending']}"))
+    with db.pool.connection() as conn:
+        pending, live = live_pending(conn, sid, (row["keep_unit"], row["keep_n"]))
+    for field, value in (("pending_tokens", pending), ("live_tokens", live)):
+        if value != row[field]:
+            found.append(Anomaly(session_key, 0, f"{field} is {row[field]}, the live messages imply {value}"))
     return found
 
 

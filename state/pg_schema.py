@@ -17,6 +17,7 @@ from typing import Any
 
 from workmem.state.errors import DatabaseUnavailable, InvalidInput
 from workmem.state.ids import check_session_id
+from workmem.state.search_hits import MEMORY_ROLE
 
 ENV_SCHEMA = "WORKMEM_DATABASE_SCHEMA"
 DEFAULT_SCHEMA = "workmem"
@@ -27,8 +28,12 @@ NUL_STANDIN = "\ufffd"
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _URL_SECRET = re.compile(r"(://[^:/@]*:)[^@]*@")
 
-# {schema}: our schema. Words are indexed as FTS5's `unicode61` sees them (every run of characters that are
-# not letters or digits separates words) with the English Snowball stemmer and no stop words, so
+# {schema}: our schema. `messages.content` is what the index holds of a message (`indexed_text`: workmem's own
+# tool traffic left out; empty → not a document). `search_docs` is what a search sees: archived messages
+# and spilled WM items (negative seqs, role `memory`, the section as turn id), like the file backend's
+# `fts_docs`; `stems` lists the indexed stems a long word's relatives are found through. Words are indexed
+# as FTS5's `unicode61` sees them (every run of characters that are not letters or digits separates words)
+# with the English Snowball stemmer and no stop words, so
 # `feed_1.py` is the words feed, 1, py and `the` is a word like any other. A message's words are
 # computed when it is archived (live messages are not searched), so an append does not pay for them.
 WORDS = "to_tsvector('\"{schema}\".wm_english'::regconfig, regexp_replace({column}, '[^[:alnum:]]+', ' ', 'g'))"
@@ -46,8 +51,10 @@ CREATE TABLE IF NOT EXISTS sessions (
     message_count bigint NOT NULL DEFAULT 0,
     archived_count bigint NOT NULL DEFAULT 0,
     commit_count integer NOT NULL DEFAULT 0,
-    keep_recent_count integer NOT NULL,
+    keep_unit text NOT NULL,
+    keep_n integer NOT NULL,
     pending_tokens bigint NOT NULL DEFAULT 0,
+    live_tokens bigint NOT NULL DEFAULT 0,
     last_turn integer NOT NULL DEFAULT 0,
     last_archive_id text,
     last_archive_end bigint NOT NULL DEFAULT 0,
@@ -66,10 +73,16 @@ CREATE TABLE IF NOT EXISTS messages (
     tokens integer NOT NULL,
     created_at timestamptz NOT NULL,
     archive_id text,
+    hidden boolean NOT NULL DEFAULT false,
     content text NOT NULL,
+    length integer NOT NULL,
+    asks boolean NOT NULL,
+    stamp boolean NOT NULL,
     tsv tsvector GENERATED ALWAYS AS (CASE WHEN archive_id IS NOT NULL THEN {content_words} END) STORED,
     PRIMARY KEY (session_id, seq));
 CREATE INDEX IF NOT EXISTS messages_live ON messages (session_id, seq) WHERE archive_id IS NULL;
+CREATE INDEX IF NOT EXISTS messages_archived ON messages (session_id, archive_id, seq) WHERE archive_id IS NOT NULL;
+CREATE INDEX IF NOT EXISTS messages_stamps ON messages (session_id, seq) WHERE stamp AND archive_id IS NOT NULL;
 CREATE INDEX IF NOT EXISTS messages_words ON messages USING gin (tsv) WITH (fastupdate = off)
     WHERE archive_id IS NOT NULL;
 CREATE TABLE IF NOT EXISTS archives (
@@ -90,11 +103,20 @@ CREATE TABLE IF NOT EXISTS spilled_items (
     session_id text NOT NULL,
     archive_id text NOT NULL,
     ord integer NOT NULL,
+    seq bigint NOT NULL,
     section text NOT NULL,
     item text NOT NULL,
+    length integer NOT NULL,
     tsv tsvector GENERATED ALWAYS AS ({item_words}) STORED,
     PRIMARY KEY (session_id, archive_id, ord));
+CREATE INDEX IF NOT EXISTS spilled_items_by_seq ON spilled_items (session_id, seq);
 CREATE INDEX IF NOT EXISTS spilled_items_words ON spilled_items USING gin (tsv);
+CREATE TABLE IF NOT EXISTS stems (stem text COLLATE "C" PRIMARY KEY);
+CREATE VIEW search_docs AS
+    SELECT session_id, archive_id, seq, turn_id, role, content, length, asks, stamp, tsv FROM messages
+    WHERE archive_id IS NOT NULL AND content <> ''
+    UNION ALL
+    SELECT session_id, archive_id, seq, section, '{memory}', item, length, false, false, tsv FROM spilled_items;
 CREATE TABLE IF NOT EXISTS tasks (
     ord bigserial UNIQUE,
     task_id text PRIMARY KEY,
@@ -188,7 +210,7 @@ def ensure_schema(pool: Any, schema: str) -> None:
         trgm_schema = _trigram_schema(conn, schema)
         words = {f"{column}_words": WORDS.format(schema=schema, column=column) for column in ("content", "item")}
         trigrams = TRIGRAM_INDEXES.format(trgm=f'"{trgm_schema}".gin_trgm_ops')
-        for script in (TEXT_SEARCH, TABLES.format(**words), trigrams):
+        for script in (TEXT_SEARCH, TABLES.format(memory=MEMORY_ROLE, **words), trigrams):
             for statement in script.split(";\n"):
                 if statement.strip():
                     conn.execute(statement)

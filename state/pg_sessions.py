@@ -12,28 +12,30 @@ from __future__ import annotations
 
 from typing import Any
 
-from workmem.state import archives
+from workmem.state import archives, fts_query
 from workmem.state.archive_object import ABSTRACT_CHARS, with_working_summary
 from workmem.state.errors import ArchiveNotFound, InvalidInput, SessionNotFound
 from workmem.state.ids import archive_name, archive_number
 from workmem.state.jsonl import stored_lines
-from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES, message_text, prepare_messages
+from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES, indexed_text, message_text, prepare_messages
 from workmem.state.meta import now_iso, public
-from workmem.state.pg_checks import session_anomalies
+from workmem.state.pg_checks import live_pending, session_anomalies
 from workmem.state.pg_schema import NUL_STANDIN, Database, session_key, shown_url, without_nul
+from workmem.state.retention import MESSAGES, Keep, as_keep
+from workmem.state.search_hits import doc_fields, memory_seq
 from workmem.state.tokens import count_tokens_each
-from workmem.state.turns import DEFAULT_KEEP_RECENT, clamp_keep
+from workmem.state.turns import DEFAULT_KEEP_RECENT
 
 MESSAGE_COLUMNS = "id, seq, turn_id, role, created_at, tokens, meta, parts, exact_body"
 _RESERVE = ("UPDATE sessions SET next_seq = next_seq + %(n)s, message_count = message_count + %(n)s, "
-            "updated_at = greatest(updated_at, %(now)s) WHERE session_id = %(sid)s "
-            "RETURNING next_seq, message_count, keep_recent_count, last_archive_end, last_turn")
+            "live_tokens = live_tokens + %(tokens)s, updated_at = greatest(updated_at, %(now)s) "
+            "WHERE session_id = %(sid)s RETURNING next_seq, message_count, keep_unit, keep_n, last_archive_end, "
+            "last_turn")
 _INSERT = ("INSERT INTO messages (session_id, seq, id, turn_id, role, parts, meta, exact_body, tokens, created_at, "
-           "content) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)")
-# pending_tokens from scratch: the live messages except the newest k (seqs are contiguous).
-_PENDING = ("(SELECT COALESCE(SUM(tokens), 0) FROM messages WHERE session_id = s.session_id "
-            "AND seq > s.last_archive_end AND seq < s.next_seq - s.keep_recent_count)")
-_PENDING_WITH_KEEP = _PENDING.replace("s.keep_recent_count", "%(keep)s")  # the keep being set
+           "content, length, asks, stamp) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)")
+# An archived message's indexed stems, for a later word's relatives (sorted: concurrent archivers never deadlock).
+_STEMS = ("INSERT INTO stems (stem) SELECT DISTINCT word FROM {table}, unnest(tsv) AS u(word, positions, weights) "
+          "WHERE session_id = %s AND {rows} AND length(word) >= %s ORDER BY word ON CONFLICT DO NOTHING")
 
 
 class PgSessionStore:
@@ -67,16 +69,33 @@ class PgSessionStore:
         """Session meta (§2 fields), one row read."""
         return _meta(self._existing(session_id))
 
-    def set_keep_recent_count(self, session_id: str, keep_recent_count: int) -> dict[str, Any]:
-        """Set the keep window pending_tokens is computed with (clamped to 0..10 000); returns the meta."""
-        keep = clamp_keep(keep_recent_count)
+    def set_keep(self, session_id: str, keep: Keep) -> dict[str, Any]:
+        """Set the keep window pending_tokens is computed with (`(unit, n)`, see `keep_value`); returns the meta."""
+        keep = as_keep(keep)
         with self.db.transaction(durable=self.durable) as conn:
-            row = conn.execute(f"UPDATE sessions s SET keep_recent_count = %(keep)s, "
-                               f"pending_tokens = {_PENDING_WITH_KEEP} WHERE session_id = %(sid)s RETURNING *",
-                               {"keep": keep, "sid": session_id}).fetchone()
-        if row is None:
-            raise SessionNotFound(session_key(session_id))
+            if conn.execute("SELECT 1 FROM sessions WHERE session_id = %s FOR UPDATE", [session_id]).fetchone() is None:
+                raise SessionNotFound(session_key(session_id))
+            row = _recount(conn, session_id, keep)
         return _meta(row)
+
+    def hidden(self, session_id: str) -> set[int]:
+        """Seqs of live messages the agent's state no longer holds (§7): left out of assemble and of commit
+        transcripts, still in the log and searchable once archived. A column beside the log's."""
+        self._existing(session_id)
+        return {r["seq"] for r in self.db.rows("SELECT seq FROM messages WHERE session_id = %s AND archive_id IS NULL "
+                                               "AND hidden", [session_id])}
+
+    def set_hidden(self, session_id: str, hide: set[int], unhide: set[int]) -> set[int]:
+        """Mark live seqs hidden / shown again (shown wins); archived seqs are left alone. → the hidden set."""
+        shown = sorted(_seqs(unhide))
+        with self.db.transaction(durable=self.durable) as conn:
+            if conn.execute("SELECT 1 FROM sessions WHERE session_id = %s FOR UPDATE", [session_id]).fetchone() is None:
+                raise SessionNotFound(session_key(session_id))
+            conn.execute("UPDATE messages SET hidden = seq <> ALL(%s) WHERE session_id = %s AND archive_id IS NULL "
+                         "AND seq = ANY(%s)", [shown, session_id, sorted(_seqs(hide) | set(shown))])
+            rows = conn.execute("SELECT seq FROM messages WHERE session_id = %s AND archive_id IS NULL AND hidden",
+                                [session_id]).fetchall()
+        return {r["seq"] for r in rows}
 
     def problems(self, session_id: str) -> list[Any]:
         """What the latest reads found wrong: rows cannot be torn, so nothing (see `check`)."""
@@ -100,29 +119,32 @@ class PgSessionStore:
         prepared = prepare_messages(messages, max_bytes=self.max_message_bytes)
         if not prepared:
             return []
-        texts = [message_text(m) for m, _body in prepared]
-        counts = count_tokens_each(texts)
+        counts = count_tokens_each([message_text(m) for m, _body in prepared])
         now = now_iso()
         with self.db.transaction(durable=self.durable if durable is None else durable) as conn:
-            row = self._reserve(conn, session_id, len(prepared), now)
+            row = self._reserve(conn, session_id, len(prepared), sum(counts), now)
             first = row["next_seq"] - len(prepared)
             stored, _lines, turn = stored_lines(prepared, counts, first, row["last_turn"], now)
-            pushed = _pushed_out(conn, session_id, row, counts)
             with conn.cursor() as cur:
-                cur.executemany(_INSERT, [_message_row(session_id, m, body, text) for m, (_msg, body), text
-                                          in zip(stored, prepared, texts, strict=True)])
-            conn.execute("UPDATE sessions SET pending_tokens = pending_tokens + %s, last_turn = %s "
-                         "WHERE session_id = %s", [pushed, turn, session_id])
+                cur.executemany(_INSERT, [_message_row(session_id, m, body) for m, (_msg, body)
+                                          in zip(stored, prepared, strict=True)])
+            if row["keep_unit"] == MESSAGES:
+                conn.execute("UPDATE sessions SET pending_tokens = pending_tokens + %s, last_turn = %s "
+                             "WHERE session_id = %s", [_pushed_out(conn, session_id, row, counts), turn, session_id])
+            else:  # turns and tokens: the window's edge moves by whole turns, recounted over the live messages
+                conn.execute("UPDATE sessions SET last_turn = %s WHERE session_id = %s", [turn, session_id])
+                _recount(conn, session_id, (row["keep_unit"], row["keep_n"]))
         return stored
 
     @staticmethod
-    def _reserve(conn: Any, session_id: str, n: int, now: str) -> dict[str, Any]:
+    def _reserve(conn: Any, session_id: str, n: int, tokens: int, now: str) -> dict[str, Any]:
         """Take n seqs (and the session row's lock); a new session's row is created first."""
-        args = {"n": n, "now": now, "sid": session_id}
+        args = {"n": n, "tokens": tokens, "now": now, "sid": session_id}
         row = conn.execute(_RESERVE, args).fetchone()
         if row is None:
-            conn.execute("INSERT INTO sessions (session_id, keep_recent_count, created_at, updated_at) "
-                          "VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING", [session_id, DEFAULT_KEEP_RECENT, now, now])
+            conn.execute("INSERT INTO sessions (session_id, keep_unit, keep_n, created_at, updated_at) "
+                         "VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                         [session_id, MESSAGES, DEFAULT_KEEP_RECENT, now, now])
             row = conn.execute(_RESERVE, args).fetchone()
         return row
 
@@ -215,11 +237,15 @@ class PgSessionStore:
                 raise InvalidInput("messages", f"seqs {seqs[0]}..{seqs[-1]}",
                                    f"must be exactly the oldest live messages up to end_seq {end}")
             self._insert_archive(conn, session_id, archive, archive_id, n, overview, abstract, spilled or [])
+            conn.execute(_STEMS.format(table="messages", rows="seq BETWEEN %s AND %s"),
+                         [session_id, start, end, fts_query.PREFIX_KEEP])
+            conn.execute(_STEMS.format(table="spilled_items", rows="archive_id = %s"),
+                         [session_id, archive_id, fts_query.PREFIX_KEEP])
             conn.execute("UPDATE sessions SET commit_count = %s, last_archive_id = %s, last_archive_end = %s, "
                          "message_count = message_count - %s, archived_count = archived_count + %s, "
                          "last_commit_at = %s WHERE session_id = %s",
                          [n, archive_id, end, marked, marked, archive.get("created_at") or now_iso(), session_id])
-            conn.execute(f"UPDATE sessions s SET pending_tokens = {_PENDING} WHERE session_id = %s", [session_id])
+            _recount(conn, session_id, (row["keep_unit"], row["keep_n"]))
         return self.db.where("archives", f"session_id={session_id!r}, archive_id={archive_id!r}")
 
     @staticmethod
@@ -236,10 +262,10 @@ class PgSessionStore:
                       Jsonb(without_nul(archive))])
         if spilled:
             with conn.cursor() as cur:
-                cur.executemany("INSERT INTO spilled_items (session_id, archive_id, ord, section, item) "
-                                "VALUES (%s, %s, %s, %s, %s)",
-                                [(session_id, archive_id, i, without_nul(s["section"]), without_nul(s["item"]))
-                                 for i, s in enumerate(spilled)])
+                cur.executemany("INSERT INTO spilled_items (session_id, archive_id, ord, seq, section, item, length) "
+                                "VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                                [(session_id, archive_id, i, memory_seq(archive_id, i), without_nul(s["section"]),
+                                  without_nul(s["item"]), doc_fields(s["item"])[0]) for i, s in enumerate(spilled)])
 
     def drop_covered(self, session_id: str, end_seq: int) -> int:
         """Nothing to collect: archiving already set the column. Checks `end_seq` like the file backend."""
@@ -250,19 +276,19 @@ class PgSessionStore:
             raise InvalidInput("end_seq", end_seq, f"not archived: the last complete archive ends at seq {archived}")
         return 0
 
-    def record_commit(self, session_id: str, archive: dict[str, Any], keep_recent_count: int) -> dict[str, Any]:
-        """After a commit: the keep count, commit time and pending tokens of the newest archive."""
-        keep = clamp_keep(keep_recent_count)
+    def record_commit(self, session_id: str, archive: dict[str, Any], keep: Keep) -> dict[str, Any]:
+        """After a commit: the keep, commit time and pending tokens of the newest archive."""
+        keep = as_keep(keep)
         if not isinstance(archive, dict):
             raise InvalidInput("archive", archive, "must be the archive object (a dict)")
         stored = self._archive(session_id, archive.get("archive_id"), "number, object")
         with self.db.transaction(durable=self.durable) as conn:
-            row = conn.execute(
-                f"UPDATE sessions s SET keep_recent_count = %(keep)s, last_commit_at = %(at)s, pending_tokens = "
-                f"{_PENDING_WITH_KEEP} WHERE session_id = %(sid)s AND commit_count = %(n)s RETURNING *",
-                {"keep": keep, "at": stored["object"].get("created_at") or now_iso(), "sid": session_id,
-                 "n": stored["number"]}).fetchone()
-        return _meta(row) if row is not None else self.meta(session_id)
+            newest = conn.execute("UPDATE sessions SET last_commit_at = %s WHERE session_id = %s AND commit_count = %s "
+                                  "RETURNING 1", [stored["object"].get("created_at") or now_iso(), session_id,
+                                                  stored["number"]]).fetchone()
+            if newest is not None:  # the row is locked now
+                return _meta(_recount(conn, session_id, keep))
+        return self.meta(session_id)
 
     # -- internals ----------------------------------------------------------------------------------
 
@@ -290,10 +316,22 @@ class PgSessionStore:
         return row
 
 
+def _recount(conn: Any, session_id: str, keep: Keep) -> dict[str, Any]:
+    """Set the keep and recount pending and live tokens from the live messages (the session row is locked)."""
+    pending, live = live_pending(conn, session_id, keep)
+    return conn.execute("UPDATE sessions SET keep_unit = %s, keep_n = %s, pending_tokens = %s, live_tokens = %s "
+                        "WHERE session_id = %s RETURNING *", [keep[0], keep[1], pending, live, session_id]).fetchone()
+
+
+def _seqs(values: Any) -> set[int]:
+    """The integers among `values` (anything else names no message)."""
+    return {v for v in values if isinstance(v, int) and not isinstance(v, bool)}
+
+
 def _pushed_out(conn: Any, session_id: str, row: dict[str, Any], counts: list[int]) -> int:
-    """Tokens of the live messages this batch pushes out of the keep window (§2, O(batch)): positions
-    [L - k, L + n - k) of the live list, where L live messages were there before the batch."""
-    n, k = len(counts), row["keep_recent_count"]
+    """Tokens of the live messages this batch pushes out of a keep window of k messages (§2, O(batch)):
+    positions [L - k, L + n - k) of the live list, where L live messages were there before the batch."""
+    n, k = len(counts), row["keep_n"]
     before = row["message_count"] - n
     lo, hi = max(0, before - k), max(0, before + n - k)
     total = sum(counts[max(lo, before) - before:hi - before]) if hi > before else 0
@@ -305,15 +343,19 @@ def _pushed_out(conn: Any, session_id: str, row: dict[str, Any], counts: list[in
     return int(total)
 
 
-def _message_row(session_id: str, msg: dict[str, Any], body: bytes | None, text: str) -> tuple[Any, ...]:
-    """The row of a stored message. jsonb cannot hold NUL: such a message also keeps its exact JSON body."""
+def _message_row(session_id: str, msg: dict[str, Any], body: bytes | None) -> tuple[Any, ...]:
+    """The row of a stored message, with what the index holds of it (`indexed_text`: workmem's own tool
+    traffic left out) and its ranking fields. jsonb cannot hold NUL: such a message also keeps its exact
+    JSON body."""
     from psycopg.types.json import Json, Jsonb
 
-    has_nul = b"\\u0000" in body if body is not None else "\x00" in text
+    text = indexed_text(msg)
+    has_nul = b"\\u0000" in body if body is not None else "\x00" in message_text(msg)
     exact = Json({"meta": msg["meta"], "parts": msg["parts"]}) if has_nul else None
     meta, parts = (without_nul(msg["meta"]), without_nul(msg["parts"])) if has_nul else (msg["meta"], msg["parts"])
     return (session_id, msg["seq"], msg["id"], msg["turn_id"], msg["role"], Jsonb(parts), Jsonb(meta), exact,
-            msg["tokens"], msg["created_at"], text.replace("\x00", NUL_STANDIN) if has_nul else text)
+            msg["tokens"], msg["created_at"], text.replace("\x00", NUL_STANDIN) if has_nul else text,
+            *doc_fields(text))
 
 
 def _messages(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -336,4 +378,6 @@ def _meta(row: dict[str, Any]) -> dict[str, Any]:
         "message_count": row["message_count"], "total_message_count": row["next_seq"] - 1,
         "commit_count": row["commit_count"],
         "last_commit_at": row["last_commit_at"].isoformat() if row["last_commit_at"] else None,
-        "keep_recent_count": row["keep_recent_count"], "pending_tokens": row["pending_tokens"], "last_archive": last})
+        "keep": [row["keep_unit"], row["keep_n"]],
+        "keep_recent_count": row["keep_n"] if row["keep_unit"] == MESSAGES else None,
+        "pending_tokens": row["pending_tokens"], "live_tokens": row["live_tokens"], "last_archive": last})

@@ -12,7 +12,15 @@ from typing import Any
 
 from workmem.state.errors import SessionNotFound
 from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES
-from workmem.state.pg_schema import Database, check_url, ensure_schema, open_pool, schema_name, session_key
+from workmem.state.pg_schema import (
+    Database,
+    check_url,
+    ensure_schema,
+    open_pool,
+    schema_name,
+    session_key,
+    without_nul,
+)
 from workmem.state.pg_search import PgSearchIndex
 from workmem.state.pg_sessions import PgSessionStore
 from workmem.state.pg_tasks import PgTaskStore
@@ -50,9 +58,7 @@ class PostgresStorage:
         """`PostgresSaver` on the pool; its tables are created in our schema (the pool's search_path)."""
         with self._lock:
             if self._saver is None:
-                from langgraph.checkpoint.postgres import PostgresSaver
-
-                saver = PostgresSaver(self.db.pool)
+                saver = nul_safe_saver()(self.db.pool)
                 with self.db.pool.connection() as conn:  # one setup at a time across processes
                     key = [f"workmem-checkpoints:{self.schema}"]
                     # Polled, never waited for inside a statement: setup's CREATE INDEX CONCURRENTLY waits for
@@ -109,3 +115,19 @@ class PostgresStorage:
         with self._lock:
             self._saver = None
         self.db.pool.close()
+
+
+def nul_safe_saver() -> type:
+    """`PostgresSaver` whose inline checkpoint strings hold U+FFFD for NUL, as archives do: it keeps a commit's
+    string channels (the WM, a transcript) inline in `jsonb`, which cannot hold NUL."""
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    class NulSafePostgresSaver(PostgresSaver):
+        def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+            values = checkpoint["channel_values"]
+            if any(isinstance(v, str) and "\x00" in v for v in values.values()):
+                checkpoint = {**checkpoint, "channel_values": {k: without_nul(v) if isinstance(v, str) else v
+                                                               for k, v in values.items()}}
+            return super().put(config, checkpoint, without_nul(metadata), new_versions)
+
+    return NulSafePostgresSaver

@@ -1,44 +1,60 @@
 """The full-text index of archived messages in `<root>/index.sqlite` (SPEC §7 `archive_search`).
 
 Everything here can be rebuilt from the archive files (`reindex`). Two FTS5 tables — `porter
-unicode61` words and trigrams — share the rowid of `fts_docs`, so a hit found in either is one doc.
-Bulk writes commit every ≤ 1 000 rows; query planning and ranking live in `fts_query.py`.
+unicode61` words and trigrams — share the rowid of `fts_docs`, which also keeps each message's seq,
+length in words and whether it asks something, so one join gives a term's candidates; `fts_stems` lists
+the indexed porter stems (a word's relatives are found through it, never pruned). Bulk writes
+commit every ≤ 1 000 rows. Query planning lives in `fts_query.py` and `search_terms.py`, the candidate
+lists SQL returns in `search_candidates.py`, the search and its ranking (shared with the Postgres
+backend) in `search_hits.py` and `search_rank.py`.
 """
 
 from __future__ import annotations
 
 import os
+import sqlite3
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sqlite_utils import Database
 
-from workmem.state import fts_query
+from workmem.state import search_candidates, search_hits
 from workmem.state.errors import InvalidInput
 from workmem.state.ids import canonical_archive_id, check_session_id
 from workmem.state.jsonl import check_stored
-from workmem.state.messages import message_text
+from workmem.state.messages import indexed_text
+from workmem.state.search_hits import MEMORY_ROLE
 from workmem.state.sqlite import ThreadConnections
 from workmem.state.tasks import INDEX_FILE
 
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
     from workmem.state.store import SessionStore
 
 BATCH_ROWS = 1000
-HIT_CHARS = 1500
-MAX_LIMIT = 1000
-COMMON_TERM_DOCS = 5_000  # a word in more archived messages than this is "common" (see SearchIndex._collect)
-PER_TERM_HITS = 1_000  # candidates taken for a common word: its newest matches
 _FTS_COLUMNS = "session_id UNINDEXED, archive_id UNINDEXED, seq UNINDEXED, turn_id UNINDEXED, " \
                "role UNINDEXED, content"
 SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS fts_docs (
-    rowid INTEGER PRIMARY KEY, session_id TEXT NOT NULL, archive_id TEXT NOT NULL, seq INTEGER NOT NULL);
+    rowid INTEGER PRIMARY KEY, session_id TEXT NOT NULL, archive_id TEXT NOT NULL, seq INTEGER NOT NULL,
+    length INTEGER, asks INTEGER, stamp INTEGER);
 CREATE INDEX IF NOT EXISTS fts_docs_by_archive ON fts_docs(session_id, archive_id, seq);
 CREATE VIRTUAL TABLE IF NOT EXISTS fts_words USING fts5({_FTS_COLUMNS}, tokenize='porter unicode61');
 CREATE VIRTUAL TABLE IF NOT EXISTS fts_trigram USING fts5({_FTS_COLUMNS}, tokenize='trigram');
 """
+# What indexes built before the ranking columns lack, added on first use (their rows keep NULL until reindex).
+# Not in SCHEMA: on an existing index SCHEMA must stay a no-op, so a read-only root still opens and searches.
+_ADDED_COLUMNS = {"length": "INTEGER", "asks": "INTEGER", "stamp": "INTEGER"}
+_UPGRADE = ("CREATE INDEX IF NOT EXISTS fts_docs_by_seq ON fts_docs(session_id, seq)",
+            "CREATE TABLE IF NOT EXISTS fts_stems (stem TEXT PRIMARY KEY) WITHOUT ROWID",
+            "CREATE INDEX IF NOT EXISTS fts_docs_stamps ON fts_docs(session_id, seq) WHERE stamp = 1")
+# A read-only index of the old shape is searched through temp stand-ins on each connection.
+_STANDIN_DOCS = ("CREATE TEMP VIEW IF NOT EXISTS fts_docs AS SELECT rowid AS rowid, session_id, archive_id, seq, "
+                 "{columns} FROM main.fts_docs")
+_STANDIN_STEMS = "CREATE TEMP TABLE IF NOT EXISTS fts_stems (stem TEXT PRIMARY KEY) WITHOUT ROWID"
 
 
 class SearchIndex:
@@ -49,32 +65,70 @@ class SearchIndex:
             raise InvalidInput("root", root, "must be a non-empty path")
         self.root = Path(root).absolute()
         self._db = ThreadConnections(self.root / INDEX_FILE, SCHEMA)
+        self._upgraded = False
+        self._standins: tuple[str, ...] = ()
+        self._upgrade_lock = threading.Lock()
 
     @property
     def db(self) -> Database:
         """This thread's sqlite-utils Database on `index.sqlite`."""
-        return self._db.db
+        db = self._db.db
+        if not self._upgraded:
+            self._upgrade(db)
+        for statement in self._standins:
+            db.execute(statement)
+        return db
+
+    def _write(self) -> AbstractContextManager[Database]:
+        """A write transaction (BEGIN IMMEDIATE) on a schema with every column."""
+        self.db  # noqa: B018 — opens the connection and adds missing columns first
+        return self._db.immediate()
+
+    def _upgrade(self, db: Database) -> None:
+        """Give an index of an older shape what the ranking reads (columns, the seq index, `fts_stems`)."""
+        with self._upgrade_lock:
+            if self._upgraded:
+                return
+            present = {row[1] for row in db.execute("PRAGMA table_info(fts_docs)")}
+            try:
+                for name, kind in _ADDED_COLUMNS.items():
+                    if name not in present:
+                        _tolerate_duplicate(db, f"ALTER TABLE fts_docs ADD COLUMN {name} {kind}")
+                for statement in _UPGRADE:
+                    db.execute(statement)
+            except sqlite3.OperationalError as exc:
+                if "readonly" not in str(exc).replace("-", "").replace(" ", ""):
+                    raise
+                stems = db.execute("SELECT 1 FROM sqlite_master WHERE name = 'fts_stems'").fetchone()
+                self._standins = (() if set(_ADDED_COLUMNS) <= present else (_standin_docs(present),)) + (
+                    () if stems else (_STANDIN_STEMS,))
+            self._upgraded = True
 
     def close(self) -> None:
         """Close every connection (any thread)."""
         self._db.close()
 
-    def index_messages(self, session_id: str, archive_id: str, messages: Sequence[dict[str, Any]]) -> int:
-        """(Re)index one archive's messages: its old rows go, the new ones are inserted ≤ 1 000 per commit."""
+    def index_messages(self, session_id: str, archive_id: str, messages: Sequence[dict[str, Any]],
+                       spilled: Sequence[dict[str, str]] = ()) -> int:
+        """(Re)index one archive's messages and the WM items its commit spilled: its old rows go, the new ones
+        are inserted ≤ 1 000 per commit."""
         check_session_id(session_id)
         archive_id = canonical_archive_id(archive_id)
         if isinstance(messages, (str, bytes, dict)) or not isinstance(messages, Sequence):
             raise InvalidInput("messages", messages, "must be a list of stored messages")
-        rows = []
+        rows = [_memory_row(session_id, archive_id, i, item) for i, item in enumerate(spilled)]
         for i, msg in enumerate(messages):
             reason = check_stored(msg)
             if reason:
                 raise InvalidInput(f"messages[{i}]", msg, reason)
-            rows.append((session_id, archive_id, msg["seq"], str(msg.get("turn_id") or ""), msg["role"],
-                         message_text(msg)))
+            text = indexed_text(msg)
+            if text:  # a message of only workmem's own tool traffic is not indexed (§7)
+                length, asks, stamp = search_hits.doc_fields(text)
+                rows.append((session_id, archive_id, msg["seq"], str(msg.get("turn_id") or ""), msg["role"], text,
+                             length, int(asks), int(stamp)))
         for start in range(0, max(len(rows), 1), BATCH_ROWS):
             batch = rows[start:start + BATCH_ROWS]
-            with self._db.immediate() as db:
+            with self._write() as db:
                 if start == 0:
                     self._delete_archive(db, session_id, archive_id)  # same transaction as the first rows
                 # Another indexer of this archive may interleave its batches with ours: skip seqs already in.
@@ -83,12 +137,16 @@ class SearchIndex:
                     continue
                 base = db.execute("SELECT COALESCE(MAX(rowid), 0) FROM fts_docs").fetchone()[0] + 1
                 ids = range(base, base + len(batch))
-                db.conn.executemany("INSERT INTO fts_docs (rowid, session_id, archive_id, seq) VALUES (?, ?, ?, ?)",
-                                    [(i, r[0], r[1], r[2]) for i, r in zip(ids, batch, strict=True)])
+                db.conn.executemany(
+                    "INSERT INTO fts_docs (rowid, session_id, archive_id, seq, length, asks, stamp) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [(i, r[0], r[1], r[2], *r[6:9]) for i, r in zip(ids, batch, strict=True)])
                 for table in ("fts_words", "fts_trigram"):
                     db.conn.executemany(
                         f"INSERT INTO {table} (rowid, session_id, archive_id, seq, turn_id, role, content) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?)", [(i, *r) for i, r in zip(ids, batch, strict=True)])
+                        "VALUES (?, ?, ?, ?, ?, ?, ?)", [(i, *r[:6]) for i, r in zip(ids, batch, strict=True)])
+                db.conn.executemany("INSERT OR IGNORE INTO fts_stems (stem) VALUES (?)",
+                                    [(stem,) for stem in search_candidates.batch_stems(db, [r[5] for r in batch])])
         return len(rows)
 
     @staticmethod
@@ -112,7 +170,7 @@ class SearchIndex:
         check_session_id(session_id)
         removed = 0
         while True:
-            with self._db.immediate() as db:
+            with self._write() as db:
                 ids = [r[0] for r in db.execute("SELECT rowid FROM fts_docs WHERE session_id = ? AND rowid <= ? "
                                                 f"LIMIT {BATCH_ROWS}", [session_id, up_to])]
                 marks = ",".join("?" * len(ids))
@@ -136,81 +194,29 @@ class SearchIndex:
 
     def search(self, session_id: str, query: str, archive_id: str | None = None,
                limit: int = 12) -> list[dict[str, Any]]:
-        """Literal BM25-ranked search of archived messages → hits `{archive_id, seq, turn_id, role, content}`."""
-        check_session_id(session_id)
-        if not isinstance(query, str):
-            raise InvalidInput("query", query, "must be a string")
-        if len(query) > fts_query.MAX_QUERY_CHARS:
-            raise InvalidInput("query", query, f"longer than {fts_query.MAX_QUERY_CHARS} characters")
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
-            raise InvalidInput("limit", limit, f"must be an integer between 1 and {MAX_LIMIT}")
-        archive = None if archive_id is None else canonical_archive_id(archive_id)
-        terms = fts_query.plan(query)
-        if not terms:
-            return []
-        scope = "session_id = ?" + (" AND archive_id = ?" if archive else "")
-        scope_args = [session_id, archive] if archive else [session_id]
-        per_term: list[dict[int, float]] = []
-        seq_of: dict[int, int] = {}
-        for term in terms:
-            hits: dict[int, float] = {}
-            for table, on in (("fts_words", term.porter), ("fts_trigram", term.trigram)):
-                if on:
-                    sql = (f"SELECT rowid, seq, bm25({table}) FROM {table} WHERE {table} MATCH ? AND {scope} "
-                           f"ORDER BY rowid DESC LIMIT {COMMON_TERM_DOCS + 1}")
-                    self._collect(sql, [fts_query.fts_phrase(term.text), *scope_args], hits, seq_of)
-            if term.scan:
-                self._scan(term.text, scope, scope_args, hits, seq_of)
-            per_term.append(hits)
-        ranked = fts_query.rank(per_term, seq_of, limit)
-        if not ranked:
-            return []
-        marks = ",".join("?" * len(ranked))
-        rows = {r[0]: r for r in self.db.execute(
-            f"SELECT rowid, archive_id, seq, turn_id, role, content FROM fts_words WHERE rowid IN ({marks})", ranked)}
-        return [_hit(rows[d]) for d in ranked if d in rows]
+        """Literal ranked search of archived messages → hits `{archive_id, seq, turn_id, role, content}`.
 
-    def _collect(self, sql: str, args: list[Any], hits: dict[int, float], seq_of: dict[int, int]) -> None:
-        """Add one word's matches, newest first. A word found in more than COMMON_TERM_DOCS messages says
-        little about relevance: only its newest PER_TERM_HITS count, and SQLite stops reading early."""
-        rows = self.db.execute(sql, args).fetchall()
-        if len(rows) > COMMON_TERM_DOCS:
-            rows = rows[:PER_TERM_HITS]
-        for rowid, seq, score in rows:
-            seq_of[rowid] = seq
-            hits[rowid] = min(hits.get(rowid, 0.0), score)
-
-    def _scan(self, text: str, scope: str, args: list[Any], hits: dict[int, float], seq_of: dict[int, int]) -> None:
-        """Case-insensitive substring match of a term too short for the trigram index.
-
-        SQLite's lower() folds ASCII only, so an ASCII term is matched in SQL and any other term with
-        str.casefold() over the scoped rows (`ÉC` finds `ÉCOLE`, `ß` finds `STRASSE`).
+        Candidates come per term and channel from the FTS5 indexes (`search_candidates`); `search_hits`
+        ranks them as for every backend.
         """
-        total = self.db.execute(f"SELECT COUNT(*) FROM fts_trigram WHERE {scope}", args).fetchone()[0]
-        if text.isascii():
-            sql = f"SELECT rowid, seq FROM fts_trigram WHERE {scope} AND instr(lower(content), ?) > 0"
-            found = self.db.execute(sql, [*args, text.lower()]).fetchall()
-        else:
-            needle = text.casefold()
-            rows = self.db.execute(f"SELECT rowid, seq, content FROM fts_trigram WHERE {scope}", args)
-            found = [(rowid, seq) for rowid, seq, content in rows if needle in content.casefold()]
-        score = fts_query.scan_score(total, len(found))
-        for rowid, seq in found:
-            seq_of[rowid] = seq
-            hits[rowid] = min(hits.get(rowid, 0.0), score)
+        check_session_id(session_id)
+        archive = search_hits.check_search(query, archive_id, limit)
+        scope = "d.session_id = ?" + (" AND d.archive_id = ?" if archive else "")
+        args = [session_id, archive] if archive else [session_id]
+        return search_hits.ranked_hits(search_candidates.SqliteCandidates(self.db, scope, args), query, limit)
 
     def reindex(self, store: SessionStore, session_id: str | None = None,
                 progress: Callable[[str, str], None] | None = None) -> int:
         """Rebuild the full-text index from the complete archives on disk; returns messages indexed."""
         sessions = store.list_sessions() if session_id is None else [check_session_id(session_id)]
         if session_id is None:
-            with self._db.immediate() as db:
-                for table in ("fts_words", "fts_trigram", "fts_docs"):
+            with self._write() as db:
+                for table in ("fts_words", "fts_trigram", "fts_docs", "fts_stems"):
                     db.execute(f"DELETE FROM {table}")
         count = 0
         for sid in sessions:
             if session_id is not None:
-                with self._db.immediate() as db:
+                with self._write() as db:
                     stale = db.execute("SELECT DISTINCT archive_id FROM fts_docs WHERE session_id = ?", [sid])
                     for (aid,) in stale.fetchall():
                         self._delete_archive(db, sid, aid)
@@ -218,11 +224,29 @@ class SearchIndex:
                 if progress is not None:
                     progress(sid, archive["archive_id"])
                 count += self.index_messages(sid, archive["archive_id"],
-                                             store.archive_messages(sid, archive["archive_id"]))
+                                             store.archive_messages(sid, archive["archive_id"]),
+                                             store.spilled_items(sid, archive["archive_id"]))
         return count
 
 
+def _tolerate_duplicate(db: Database, statement: str) -> None:
+    """Run an ALTER TABLE … ADD COLUMN that another process may have run first."""
+    try:
+        db.execute(statement)
+    except sqlite3.OperationalError as exc:
+        if "duplicate column" not in str(exc):
+            raise
 
-def _hit(row: tuple[Any, ...]) -> dict[str, Any]:
-    content = row[5] if len(row[5]) <= HIT_CHARS else row[5][: HIT_CHARS - 1] + "…"
-    return {"archive_id": row[1], "seq": row[2], "turn_id": row[3], "role": row[4], "content": content}
+
+def _standin_docs(present: set[str]) -> str:
+    """The temp view standing in for an `fts_docs` that lacks some ranking columns (NULL in their place)."""
+    return _STANDIN_DOCS.format(columns=", ".join(name if name in present else f"NULL AS {name}"
+                                                  for name in _ADDED_COLUMNS))
+
+
+def _memory_row(session_id: str, archive_id: str, i: int, item: dict[str, str]) -> tuple[Any, ...]:
+    """An index row for a spilled WM item (§5, §7): role `memory`, the section in the turn_id column, and a
+    negative seq per archive and item (`search_hits.memory_seq`); it never asks and is never a stamp."""
+    text = str(item.get("item") or "")
+    return (session_id, archive_id, search_hits.memory_seq(archive_id, i), str(item.get("section") or ""),
+            MEMORY_ROLE, text, search_hits.doc_fields(text)[0], 0, 0)

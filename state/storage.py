@@ -48,8 +48,14 @@ class SessionStorage(Protocol):
     def meta(self, session_id: str) -> dict[str, Any]:
         """The session meta (§2 fields)."""
 
-    def set_keep_recent_count(self, session_id: str, keep_recent_count: int) -> dict[str, Any]:
-        """Set the keep window pending_tokens is computed with."""
+    def set_keep(self, session_id: str, keep: tuple[str, int]) -> dict[str, Any]:
+        """Set the keep window (`(unit, n)`) pending_tokens is computed with."""
+
+    def hidden(self, session_id: str) -> set[int]:
+        """Seqs of live messages hidden by the agent's state (removed or not on the thread's branch)."""
+
+    def set_hidden(self, session_id: str, hide: set[int], unhide: set[int]) -> set[int]:
+        """Record messages as hidden / shown again (beside the log, which never changes); returns the set."""
 
     def live_messages(self, session_id: str) -> list[dict[str, Any]]:
         """Messages not yet archived, oldest first."""
@@ -85,7 +91,7 @@ class SessionStorage(Protocol):
     def drop_covered(self, session_id: str, end_seq: int) -> int:
         """Forget live copies of archived messages (garbage collection)."""
 
-    def record_commit(self, session_id: str, archive: dict[str, Any], keep_recent_count: int) -> dict[str, Any]:
+    def record_commit(self, session_id: str, archive: dict[str, Any], keep: tuple[str, int]) -> dict[str, Any]:
         """Update the meta after a commit."""
 
     def list_sessions(self) -> list[str]:
@@ -141,12 +147,12 @@ class TaskStorage(Protocol):
 class SearchStorage(Protocol):
     """The full-text index of archived messages."""
 
-    def index_messages(self, session_id: str, archive_id: str, messages: Any) -> int:
-        """(Re)index one archive's messages."""
+    def index_messages(self, session_id: str, archive_id: str, messages: Any, spilled: Any = ()) -> int:
+        """(Re)index one archive's messages and the WM items its commit spilled."""
 
     def search(self, session_id: str, query: str, archive_id: str | None = None,
                limit: int = 12) -> list[dict[str, Any]]:
-        """Literal, ranked search → hits."""
+        """Literal, ranked search → hits (spilled WM items as role `memory`, seq None, with their section)."""
 
     def reindex(self, sessions: SessionStorage, session_id: str | None = None, progress: Any = None) -> int:
         """Rebuild the index from the archives."""

@@ -30,21 +30,24 @@ from workmem.state.ids import archive_name, archive_number, safe_session_id
 from workmem.state.locks import DEFAULT_TIMEOUT, FileMutex, session_lock
 from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES, message_text, prepare_messages
 from workmem.state.meta import (
+    HIDDEN_FILE,
     LiveState,
     SessionPaths,
     archive_hint,
     catch_up,
     check_owner,
+    encode_hidden,
     encode_meta,
     file_key,
     freshness,
     load,
     now_iso,
     public,
+    read_hidden,
     read_meta,
 )
+from workmem.state.retention import Keep, as_keep
 from workmem.state.tokens import count_tokens_each
-from workmem.state.turns import clamp_keep
 
 log = logging.getLogger("workmem.store")
 TOMBSTONE_PREFIX = ".deleted-"
@@ -146,14 +149,13 @@ class SessionStore:
         with self._lock(p):
             return public(self._sync(p).meta)
 
-    def set_keep_recent_count(self, session_id: str, keep_recent_count: int) -> dict[str, Any]:
-        """Set the keep window pending_tokens is computed with (clamped to 0..10 000); returns the meta."""
-        keep = clamp_keep(keep_recent_count)
+    def set_keep(self, session_id: str, keep: Keep) -> dict[str, Any]:
+        """Set the keep window pending_tokens is computed with (`(unit, n)`, see `keep_value`); returns the meta."""
+        keep = as_keep(keep)
         p = self._existing(session_id)
         with self._lock(p):
             live = self._sync(p)
-            live.meta["keep_recent_count"] = keep
-            live.recompute_pending()
+            live.set_keep(keep)
             self._save_meta(p, live, durable=self.durable)
             return public(live.meta)
 
@@ -205,7 +207,7 @@ class SessionStore:
         ino, start = fsutil.append_bytes(p.messages, data, durable=sync)
         # The batch is stored: what follows only refreshes caches, and never fails the append (a retry by
         # the caller would store the batch twice). A failed refresh is logged and redone later.
-        live.push(list(range(seq, seq + len(stored))), counts, turn, now)
+        live.push(list(range(seq, seq + len(stored))), counts, [m["role"] == "user" for m in stored], turn, now)
         live.lines += len(stored)
         live.file_stamp = (ino, start + len(data))
         if time.monotonic() - live.saved_at >= self.meta_refresh_seconds:
@@ -269,6 +271,31 @@ class SessionStore:
             found.append(Anomaly(str(p.messages), 0, f"the live messages start at seq {live.seqs[0]}, "
                                                      f"not {live.archive_end + 1}: seqs in between are nowhere"))
         return found
+
+    # -- hidden messages ----------------------------------------------------------------------------
+
+    def hidden(self, session_id: str) -> set[int]:
+        """Seqs of live messages the agent's state no longer holds (§7): left out of assemble and of commit
+        transcripts, still in the log and searchable once archived. Kept in `hidden.json` beside the log."""
+        p = self._existing(session_id)
+        with self._lock(p):
+            return self._hidden(p, self._sync(p))
+
+    def set_hidden(self, session_id: str, hide: set[int], unhide: set[int]) -> set[int]:
+        """Mark live seqs hidden / shown again; archived seqs are forgotten (the file stays small)."""
+        p = self._existing(session_id)
+        with self._lock(p):
+            live = self._sync(p)
+            before = self._hidden(p, live)
+            live_seqs = set(live.seqs)
+            after = {s for s in (before | set(hide)) - set(unhide) if s in live_seqs}
+            if after != before:
+                fsutil.atomic_write(p.dir / HIDDEN_FILE, encode_hidden(after), durable=self.durable)
+            return after
+
+    def _hidden(self, p: SessionPaths, live: LiveState) -> set[int]:
+        seqs = read_hidden(p.dir / HIDDEN_FILE)
+        return {s for s in seqs if s > live.archive_end}
 
     # -- archives -----------------------------------------------------------------------------------
 
@@ -371,18 +398,17 @@ class SessionStore:
                 fsutil.atomic_write(p.messages, b"".join(raw + b"\n" for raw in kept), durable=self.durable)
             return dropped
 
-    def record_commit(self, session_id: str, archive: dict[str, Any], keep_recent_count: int) -> dict[str, Any]:
-        """After a commit: meta gets the new last archive, commit count, keep count and pending tokens."""
-        keep = clamp_keep(keep_recent_count)
+    def record_commit(self, session_id: str, archive: dict[str, Any], keep: Keep) -> dict[str, Any]:
+        """After a commit: meta gets the new last archive, commit count, keep and pending tokens."""
+        keep = as_keep(keep)
         if not isinstance(archive, dict):
             raise InvalidInput("archive", archive, "must be the archive object (a dict)")
         p, n = self._complete(session_id, archive.get("archive_id"))
         with self._lock(p):
             live = self._reload(p, save_stale=False)  # saved below
             if n == live.archive_n:
-                live.meta["keep_recent_count"] = keep
                 live.meta["last_commit_at"] = self._archives.get(p.dir, n).get("created_at") or now_iso()
-                live.recompute_pending()
+                live.set_keep(keep)
             self._save_meta(p, live, durable=self.durable)
             return public(live.meta)
 

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from workmem.state.errors import InvalidInput
+from workmem.state.retention import Keep, as_keep, keep_cut
 from workmem.state.validation import require_int
 
 DEFAULT_KEEP_RECENT = 10
@@ -48,26 +49,38 @@ def clamp_keep(value: Any, field: str = "keep_recent_count") -> int:
     return max(0, min(value, MAX_KEEP_RECENT))
 
 
-def tool_groups(messages: Sequence[dict[str, Any]]) -> list[tuple[int, int]]:
-    """Inclusive index spans of the tool groups of `messages`, merged where they overlap, in order."""
-    call_at: dict[str, int] = {}
-    spans: list[tuple[int, int]] = []
+def tool_pairs(messages: Sequence[dict[str, Any]]) -> tuple[list[tuple[int, int]], list[int]]:
+    """`(call index, result index)` pairs and the indexes of messages holding a call nothing answers.
+
+    A result pairs with the **nearest preceding unanswered** call of its id (§1), never with an earlier,
+    already answered one: some backends send `call_0` on every turn, and an imported transcript may
+    repeat ids. A result with no such call pairs with nothing.
+    """
+    open_calls: dict[str, list[int]] = {}
+    pairs: list[tuple[int, int]] = []
     for i, msg in enumerate(messages):
         for part in msg["parts"]:
             if part["type"] == "tool_call" and part.get("id"):
-                call_at.setdefault(part["id"], i)
-    firsts: dict[int, int] = {}
-    for i, msg in enumerate(messages):
-        for part in msg["parts"]:
-            if part["type"] == "tool_result" and part["tool_call_id"] in call_at:
-                j = call_at[part["tool_call_id"]]
-                lo, hi = min(i, j), max(i, j)
-                firsts[lo] = max(firsts.get(lo, lo), hi)
-    waiting = first_waiting_call(messages)
+                open_calls.setdefault(part["id"], []).append(i)
+            elif part["type"] == "tool_result":
+                stack = open_calls.get(part["tool_call_id"])
+                if stack:
+                    pairs.append((stack.pop(), i))
+    return pairs, sorted({i for stack in open_calls.values() for i in stack})
+
+
+def tool_groups(messages: Sequence[dict[str, Any]]) -> list[tuple[int, int]]:
+    """Inclusive index spans of the tool groups of `messages`, merged where they overlap, in order."""
+    pairs, unanswered = tool_pairs(messages)
+    ends: dict[int, int] = {}
+    for call, result in pairs:
+        ends[call] = max(ends.get(call, call), result)
+    waiting = _first_waiting(messages, unanswered)
     if waiting is not None:
-        firsts[waiting] = len(messages) - 1
-    for lo in sorted(firsts):
-        hi = firsts[lo]
+        ends[waiting] = len(messages) - 1
+    spans: list[tuple[int, int]] = []
+    for lo in sorted(ends):
+        hi = ends[lo]
         if spans and lo <= spans[-1][1]:
             spans[-1] = (spans[-1][0], max(spans[-1][1], hi))
         else:
@@ -78,16 +91,12 @@ def tool_groups(messages: Sequence[dict[str, Any]]) -> list[tuple[int, int]]:
 def first_waiting_call(messages: Sequence[dict[str, Any]]) -> int | None:
     """Index of the first assistant message of the newest turn holding a tool call that no later
     message answers (its result is not stored yet), or None."""
-    answered: set[str] = set()
-    first = None
-    for i in range(len(messages) - 1, -1, -1):
-        parts = messages[i]["parts"]
-        if messages[i]["role"] == "user":
-            break
-        answered.update(p["tool_call_id"] for p in parts if p["type"] == "tool_result")
-        if any(p["type"] == "tool_call" and p.get("id") and p["id"] not in answered for p in parts):
-            first = i
-    return first
+    return _first_waiting(messages, tool_pairs(messages)[1])
+
+
+def _first_waiting(messages: Sequence[dict[str, Any]], unanswered: list[int]) -> int | None:
+    last_user = max((i for i, m in enumerate(messages) if m["role"] == "user"), default=-1)
+    return next((i for i in unanswered if i > last_user), None)
 
 
 def message_units(messages: Sequence[dict[str, Any]]) -> list[tuple[int, int]]:
@@ -102,25 +111,24 @@ def message_units(messages: Sequence[dict[str, Any]]) -> list[tuple[int, int]]:
     return units
 
 
-def choose_covered_range(messages: Sequence[dict[str, Any]], keep_recent_count: int) -> tuple[int, int] | None:
-    """`(start_seq, end_seq)` a commit covers: all but the newest `keep_recent_count`, never splitting a
-    tool group nor covering a call still waiting for its result (the cut moves earlier so the group
-    stays in the tail); None when nothing is covered."""
-    keep = clamp_keep(keep_recent_count)
-    cut = len(messages) - keep
+def choose_covered_range(messages: Sequence[dict[str, Any]], keep: Keep | int) -> tuple[int, int] | None:
+    """`(start_seq, end_seq)` a commit covers: all but the tail `keep` asks for (§7 *Retention*), never
+    splitting a tool group nor covering a call still waiting for its result (the cut moves earlier so
+    the group stays in the tail); None when nothing is covered. An int `keep` counts messages."""
+    unit, n = as_keep(keep)
+    units = message_units(messages)
+    cut = keep_cut([m["tokens"] for m in messages], [m["role"] == "user" for m in messages], (unit, n),
+                   boundaries=[lo for lo, _hi in units])
     waiting = first_waiting_call(messages)
     if waiting is not None:
         cut = min(cut, waiting)  # its open group reaches past the end: it stays in the tail
-    if cut <= 0:
-        return None
-    for lo, hi in tool_groups(messages):
+    for lo, hi in units:  # the messages unit may cut anywhere: move the cut before the unit it splits
         if lo < cut <= hi:
             cut = lo
             break
     if cut <= 0:
         return None
     return messages[0]["seq"], messages[cut - 1]["seq"]
-
 
 
 def source_turn_range(messages: Sequence[dict[str, Any]]) -> dict[str, Any]:

@@ -21,7 +21,8 @@ CREATE = "create_working_memory"
 
 
 class ScriptedToolModel(GenericFakeChatModel):
-    """A chat model that plays a script: each call takes the next item (AIMessage, str or exception).
+    """A chat model that plays a script: each call takes the next item (AIMessage, str, exception, or a
+    function of the prompt returning one of these).
 
     Every prompt is recorded in `.prompts`, every call counted in `.calls`, and the kwargs bound by
     `bind_tools` (tools, tool_choice) in `.bound`. A call past the end of the script fails loudly.
@@ -61,6 +62,8 @@ class ScriptedToolModel(GenericFakeChatModel):
             ) from None
         if isinstance(item, BaseException):
             raise item
+        if callable(item):  # a reply computed from the prompt
+            item = item(list(messages))
         message = AIMessage(content=item) if isinstance(item, str) else item
         return ChatResult(generations=[ChatGeneration(message=message)])
 

@@ -11,11 +11,24 @@ from workmem.state.memory import body_tokens, bullet_count, is_emergency, is_ove
 from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES, encode_body, prepare_messages
 
 
-def compute_pending_tokens(messages: Sequence[dict[str, Any]], keep_recent_count: int) -> int:
-    """Brute-force §2 definition: token sum of the live messages except the newest k (no tool-pair rule)."""
-    k = max(0, keep_recent_count)
-    older = messages[: max(0, len(messages) - k)]
-    return sum(m["tokens"] for m in older)
+def compute_pending_tokens(messages: Sequence[dict[str, Any]], keep: Any) -> int:
+    """Brute-force §2/§7 definition: token sum of the live messages outside the keep window (no tool-pair
+    rule). An int or ("messages", k): all but the newest k. ("turns", n): before the n-th newest user
+    message. ("tokens", n): before the oldest turn start whose tail holds ≤ n tokens; when even the
+    newest turn holds more, before the oldest message inside it whose tail fits."""
+    unit, n = ("messages", keep) if isinstance(keep, int) else tuple(keep)
+    n = max(0, n)
+    tail = [sum(m["tokens"] for m in messages[i:]) for i in range(len(messages) + 1)]
+    users = [i for i, m in enumerate(messages) if m["role"] == "user"]
+    if unit == "messages":
+        cut = max(0, len(messages) - n)
+    elif unit == "turns":
+        cut = len(messages) if n == 0 else (users[-n] if n <= len(users) else 0)
+    else:
+        fitting = [i for i in [0, *users] if tail[i] <= n]
+        inside = [i for i in range(len(messages) + 1) if i > (users[-1] if users else 0) and tail[i] <= n]
+        cut = min(fitting) if fitting else min(inside)
+    return sum(m["tokens"] for m in messages[:cut])
 
 
 def body_is_oversized(body: str) -> bool:

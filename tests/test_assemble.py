@@ -323,13 +323,20 @@ def test_budget_too_small_for_the_newest_user_turn_is_a_typed_error(root):
         assert engine.assemble("tight", 2_000)["stats"]["messages_included"] == 2
 
 
-@pytest.mark.parametrize("budget", [0, -5, 10_000_001, True, 2.5, "128000", None])
+@pytest.mark.parametrize("budget", [0, -5, 10_000_001, True, 2.5, "128000"])
 def test_absurd_budgets_are_rejected(root, budget):
     with WorkingMemoryEngine(root, durable=False) as engine:
         engine.add_messages("b", [user("hello")])
         with pytest.raises(InvalidInput) as err:
             engine.assemble("b", budget)
         assert err.value.field == "token_budget"
+
+
+def test_no_budget_means_the_engines_context_window(root):
+    with WorkingMemoryEngine(root, durable=False, context_window=30_000) as engine:
+        engine.add_messages("b", [user("hello")])
+        assert engine.assemble("b")["stats"]["budget"] == 30_000
+        assert engine.assemble("b", None)["stats"]["budget"] == 30_000
 
 
 def test_reserve_rule():

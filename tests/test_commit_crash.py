@@ -23,7 +23,7 @@ from crash_child import KEEP, N_TURNS, SESSION
 from pg_support import open_target
 
 CHILD = str(Path(__file__).with_name("crash_child.py"))
-TIMEOUT = 300  # 19 children start at once on a 2-core machine
+TIMEOUT = 300  # 20 child processes share the cores: generous, it only bounds a hang
 
 # kill spec → (chunk in progress at the kill or None, does the task still need a resume,
 #              model calls made again: only a killed `generate` loses its answer)

@@ -4,6 +4,7 @@ with `WORKMEM_UPDATE_SNAPSHOTS=1 pytest tests/test_graph_snapshot.py` and review
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 from snapshot import assert_snapshot
 
 from workmem.graphs.commit import compile_commit_graph, graph
+from workmem.state.commit_state import RESET
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 EDGE = re.compile(r"^\s*(\w+) -\. &nbsp;(\w+)&nbsp; \.-> (\w+);$")
@@ -56,3 +58,26 @@ def test_every_fallback_edge_is_drawn_with_its_label(name):
     assert labelled == set(LABELLED_EDGES) | set(GRAPHS[name][1])
     for edge in PLAIN_EDGES:
         assert f"\t{edge};" in drawn, edge
+
+
+def route_names_in_the_nodes() -> set[str]:
+    """Every name a node can append to `route`: string items of `"route": [...]` lists in nodes/*.py."""
+    found: set[str] = set()
+    for path in (Path(__file__).resolve().parent.parent / "nodes").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Dict):
+                for key, value in zip(node.keys, node.values, strict=True):
+                    if isinstance(key, ast.Constant) and key.value == "route" and isinstance(value, ast.List):
+                        found |= {e.value for e in value.elts
+                                  if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+    return found - {RESET}
+
+
+def test_every_route_name_recorded_anywhere_is_a_drawn_node():
+    """The drawing (`get_graph(xray=True)`, as Studio shows it) names every step a route can record."""
+    from test_commit_graph import CASES, FIRST_COMMIT_CASES
+
+    drawn = set(graph.get_graph(xray=True).nodes)
+    recorded = route_names_in_the_nodes() | {name for case in [*CASES, *FIRST_COMMIT_CASES] for name in case[2]}
+    assert len(recorded) >= 12 and {"generate", "extractive_fallback", "take_lease", "release_lease"} <= recorded
+    assert recorded <= drawn, recorded - drawn

@@ -10,15 +10,23 @@ from oracles import normalize_messages, validate_message
 
 from workmem.graphs.lc_messages import to_langchain_message, to_langchain_messages
 from workmem.state.errors import InvalidInput
-from workmem.state.messages import message_text, normalize_message
+from workmem.state.messages import (
+    fingerprint,
+    indexed_text,
+    message_text,
+    normalize_message,
+    prepare_messages,
+)
 from workmem.state.store import SessionStore
 
 
 def test_langchain_messages_by_duck_typing():
     ai = AIMessage(content="let me look", tool_calls=[{"id": "c1", "name": "read_file", "args": {"path": "a.py"}}])
     tool = ToolMessage(content="print(1)", tool_call_id="c1", name="read_file")
-    assert normalize_message(HumanMessage(content="hi", name="ann")) == {
-        "role": "user", "parts": [{"type": "text", "text": "hi"}], "meta": {"name": "ann"}}
+    assert normalize_message(HumanMessage(content="hi", name="ann", id="h1")) == {
+        "role": "user", "parts": [{"type": "text", "text": "hi"}],
+        "meta": {"name": "ann", "lc_id": "h1",
+                 "fp": fingerprint({"role": "user", "parts": [{"type": "text", "text": "hi"}]})}}
     assert normalize_message(ai)["parts"] == [
         {"type": "text", "text": "let me look"},
         {"type": "tool_call", "id": "c1", "name": "read_file", "arguments": {"path": "a.py"}}]
@@ -77,7 +85,8 @@ def test_workmem_dicts_pass_through_and_drop_store_fields():
     stored = {"id": "m-1", "seq": 4, "turn_id": "t2", "tokens": 3, "created_at": "x", "role": "user",
               "parts": [{"type": "text", "text": "hi"}, {"type": "context", "uri": "wm://a", "abstract": "note"}],
               "meta": {"k": 1}}
-    assert normalize_message(stored) == {"role": "user", "parts": stored["parts"], "meta": {"k": 1}}
+    assert normalize_message(stored) == {"role": "user", "parts": stored["parts"],
+                                         "meta": {"k": 1, "fp": fingerprint(stored)}}
 
 
 @pytest.mark.parametrize(
@@ -201,3 +210,43 @@ def test_stored_lines_are_the_compact_json_of_the_stored_dicts(batch):
     stored, data, _turn = stored_lines(prepared, [3] * len(batch), 1, 0, "2026-01-01T00:00:00+00:00")
     assert data == b"".join(dumps(m) + b"\n" for m in stored)
     assert [json.loads(line) for line in data.splitlines()] == stored
+
+
+def test_a_fingerprint_ignores_shape_ids_and_metadata_but_not_content():
+    """A stateless client re-sends a message as a dict; the stored one came as a LangChain message (§7)."""
+    call = {"id": "call_0", "name": "read_file", "args": {"path": "a.py", "n": 1}}
+    as_langchain = normalize_message(AIMessage(content="looking", tool_calls=[call], id="run-1",
+                                               response_metadata={"model": "x"}))
+    as_openai = normalize_message({"role": "assistant", "content": "looking", "tool_calls": [
+        {"id": "call_0", "type": "function",
+         "function": {"name": "read_file", "arguments": '{"n": 1, "path": "a.py"}'}}]})
+    assert as_langchain["meta"]["fp"] == as_openai["meta"]["fp"]
+    changed = [
+        AIMessage(content="looking!", tool_calls=[call]),
+        AIMessage(content="looking", tool_calls=[{**call, "id": "call_1"}]),
+        AIMessage(content="looking", tool_calls=[{**call, "args": {"path": "b.py", "n": 1}}]),
+        HumanMessage(content="looking"),
+    ]
+    assert len({as_langchain["meta"]["fp"], *(normalize_message(m)["meta"]["fp"] for m in changed)}) == 5
+    result = ToolMessage(content="x = 1", tool_call_id="call_0")
+    other_call = ToolMessage(content="x = 1", tool_call_id="c9")
+    assert normalize_message(result)["meta"]["fp"] != normalize_message(other_call)["meta"]["fp"]
+    plain = prepare_messages([{"role": "user", "content": "hello"}])[0][0]
+    assert plain["meta"]["fp"] == normalize_message(HumanMessage(content="hello", id="z"))["meta"]["fp"]
+
+
+def test_own_tool_traffic_is_flagged_per_part_and_left_out_of_the_index():
+    """A call to archive_search beside a user tool call: only the search part is flagged (§7)."""
+    batch = [
+        {"role": "assistant", "content": "checking", "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "archive_search", "arguments": '{"query": "port"}'}},
+            {"id": "c2", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "a.py"}'}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "1 archived message(s) match 'port'"},  # no name
+        {"role": "tool", "tool_call_id": "c2", "content": "PORT = 8080"},
+    ]
+    (call, _), (ours, _), (theirs, _) = prepare_messages(batch)
+    assert [p.get("internal", False) for p in call["parts"]] == [False, True, False]
+    assert ours["parts"][0]["internal"] is True and "internal" not in theirs["parts"][0]
+    assert "archive_search" not in indexed_text(call) and "read_file" in indexed_text(call)
+    assert indexed_text(ours) == "" and indexed_text(theirs) == "PORT = 8080"
+    assert message_text(ours) != ""  # still stored and counted

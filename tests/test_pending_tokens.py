@@ -40,10 +40,11 @@ class PendingTokens(RuleBasedStateMachine):
         target.append(SID, [{"role": roles[i % 2], "content": t} for i, t in enumerate(texts)])
         self.expected_total += len(texts)
 
-    @rule(keep=st.integers(-3, 25))
+    @rule(keep=st.one_of(st.integers(-3, 25), st.tuples(st.sampled_from(["messages", "turns"]), st.integers(0, 12)),
+                         st.tuples(st.just("tokens"), st.integers(0, 60))))
     def change_keep(self, keep):
         if self.store.session_exists(SID):
-            self.store.set_keep_recent_count(SID, keep)
+            self.store.set_keep(SID, keep)
 
     @rule(keep=st.integers(0, 12), gc=st.booleans(), record=st.booleans())
     def archive(self, keep, gc, record):
@@ -73,9 +74,11 @@ class PendingTokens(RuleBasedStateMachine):
         for store in (self.store, self.other):
             meta = store.meta(SID)
             live = store.live_messages(SID)
-            assert meta["pending_tokens"] == compute_pending_tokens(live, meta["keep_recent_count"])
+            assert meta["pending_tokens"] == compute_pending_tokens(live, meta["keep"])
+            assert meta["live_tokens"] == sum(m["tokens"] for m in live)
             assert meta["pending_tokens"] >= 0
-            assert 0 <= meta["keep_recent_count"] <= 10_000
+            unit, n = meta["keep"]
+            assert 0 <= n <= 10_000 and meta["keep_recent_count"] == (n if unit == "messages" else None)
             assert meta["message_count"] == len(live)
             assert meta["total_message_count"] == self.expected_total
 

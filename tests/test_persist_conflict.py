@@ -19,7 +19,7 @@ def test_second_commit_reserving_a_taken_archive_id_fails_before_indexing(root):
         engine.add_messages("s", [{"role": "user", "content": "cherry newer request"},
                                   {"role": "assistant", "content": "cherry newer answer"}])
         before = engine.archive_search("s", "alpha3")
-        assert [h["seq"] for h in before] == [4]
+        assert before[0]["seq"] == 4 and "alpha3" not in " ".join(h["content"] for h in before[1:])
 
         # A commit that reserved archive_001 before losing its lease (e.g. a stalled Studio run).
         stale = engine.storage.tasks.create_task("s", task_id="stale-task", archive_id="archive_001",
@@ -75,6 +75,7 @@ def test_a_commit_whose_archive_is_complete_is_finished_not_abandoned(root, monk
 
         assert [(r["status"], r["archive_id"]) for r in engine.resume_all()] == [("completed", "archive_001")]
         assert engine.task(first["task_id"])["status"] == "completed"
-        assert [h["seq"] for h in engine.archive_search("s", "alpha3")] == [4]
+        after = engine.archive_search("s", "alpha3")
+        assert after[0]["seq"] == 4 and len({h["seq"] for h in after}) == len(after)
         assert engine.storage.sessions.live_messages("s") == []
         assert engine.session_info("s")["last_archive"]["id"] == "archive_001"

@@ -9,6 +9,8 @@ import pytest
 from engine_helpers import assistant, user
 from pg_support import Backend
 
+from workmem.state.turns import source_turn_range
+
 CORPUS = [
     user("The sale gives 50% off every widget."),
     assistant("We sold 500 widgets at full price."),
@@ -27,6 +29,7 @@ CORPUS = [
     user("The database migration rollback plan is in docs/rollback.md."),
     assistant("Database database database: the database needs an index."),
 ]
+TEXTS = [m["content"] for m in CORPUS]
 HOSTILE = ["a & b | !c", "foo:*", "!!", "(", "')--", "'; DROP TABLE messages; --", "\\", "%", "_", "50%", "%_%",
            "x\x00y", "\x00", "\x07", "\x1b[31m", "<->", "a <-> b", "NEAR(x y)", '"unbalanced', "*", ":", "&&&",
            "a\u2028b", "🙂", "a" * 3000]
@@ -76,15 +79,18 @@ def test_wildcards_and_odd_characters_match_only_themselves(engine, backend, que
     if backend.name == "postgres":  # Postgres text cannot hold NUL: stored rows show U+FFFD in its place
         found = [t.replace("\ufffd", "\x00") for t in found]
     assert found and found[0] == only
-    if query in ("50%", "%", "file_name.py"):
+    if query == "%":  # a 1-character scan: no neighbours either
         assert found == [only], f"{query!r} must not work as a wildcard"
+    if query in ("50%", "file_name.py"):  # any other hit is a neighbour of the match, never a wildcard's match
+        at = TEXTS.index(only)
+        assert {TEXTS.index(t) for t in found} <= set(range(at - 2, at + 4)), f"{query!r} must not work as a wildcard"
 
 
 def test_words_match_stemmed_and_live_messages_never(engine):
-    assert set(texts(engine.archive_search("s", "renaming"))) == {"Rename file_name.py to filename.py.",
-                                                                  "Renamed; filename.py is the new module."}
+    assert set(texts(engine.archive_search("s", "renaming"))[:2]) == {"Rename file_name.py to filename.py.",
+                                                                      "Renamed; filename.py is the new module."}
     assert engine.archive_search("s", "zanzibar") == []
-    assert texts(engine.archive_search("s", "OPS-4242")) == [CORPUS[13]["content"]]
+    assert texts(engine.archive_search("s", "OPS-4242"))[0] == CORPUS[13]["content"]
     assert texts(engine.archive_search("s", "the"))  # no stop words: every word is findable
 
 
@@ -117,4 +123,32 @@ def test_long_hits_are_cut_and_scoped_to_an_archive(backend):
         long_hit = engine.archive_search("many", "lorem")[0]
         assert 1400 < len(long_hit["content"]) <= 1500 and long_hit["content"].endswith("…")
         scoped = engine.archive_search("many", "widget", archive_id="archive_002")
-        assert [h["content"] for h in scoped] == ["widget in the second archive"]
+        assert [h["content"] for h in scoped] == ["widget in the second archive", "noted"]  # and its neighbour
+
+
+def test_spilled_items_are_memory_hits_and_own_tool_traffic_is_not_indexed(backend):
+    """Both backends: a WM item a commit spilled is a `memory` hit with its section (no seq); a message of only
+    workmem's own tool calls is stored but never found."""
+    storage = backend.storage(durable=False)
+    try:
+        store = storage.sessions
+        store.append("s", [user("we chose the quokka naming scheme"),
+                           {"role": "assistant", "content": "", "tool_calls": [
+                               {"id": "c1", "type": "function",
+                                "function": {"name": "archive_search", "arguments": '{"query": "quokka"}'}}]},
+                           {"role": "tool", "tool_call_id": "c1", "name": "archive_search", "content": "quokka hits"},
+                           assistant("noted")])
+        live = store.live_messages("s")
+        archive = {"archive_id": "archive_001", "session_id": "s", "source_turn_range": source_turn_range(live)}
+        spilled = [{"section": "Key Facts & Decisions", "item": "- the quokka scheme replaced the old names"}]
+        store.write_archive("s", archive, live, "# WM\n", "Test — archived", spilled)
+        storage.search.index_messages("s", "archive_001", live, store.spilled_items("s", "archive_001"))
+        hits = storage.search.search("s", "quokka")
+        assert [h["seq"] for h in hits if h["role"] != "memory"] == [1, 4]  # the own tool traffic is never a hit
+        memory = [h for h in hits if h["role"] == "memory"]
+        assert memory == [{"archive_id": "archive_001", "seq": None, "turn_id": None, "role": "memory",
+                           "section": "Key Facts & Decisions", "content": spilled[0]["item"]}]
+        assert storage.search.search("s", "replaced")[0]["role"] == "memory"
+        assert storage.search.search("s", "replaced", archive_id="archive_001")[0]["role"] == "memory"
+    finally:
+        storage.close()

@@ -10,7 +10,7 @@ import threading
 
 import psycopg
 import pytest
-from engine_helpers import user
+from engine_helpers import assistant, user
 from oracles import compute_pending_tokens
 
 from workmem.graphs.engine import WorkingMemoryEngine
@@ -64,10 +64,49 @@ def test_appends_number_turns_and_keep_pending_tokens_as_the_files_do(storage):
         live = store.live_messages("s")
         assert store.meta("s")["pending_tokens"] == compute_pending_tokens(live, 10)
     assert store.live_messages("s")[:3] == stored
-    store.set_keep_recent_count("s", 3)
+    store.set_keep("s", ("messages", 3))
     assert store.meta("s")["pending_tokens"] == compute_pending_tokens(store.live_messages("s"), 3)
     meta = store.meta("s")
     assert meta["next_seq"] == meta["message_count"] + 1 == meta["total_message_count"] + 1 == 28
+    assert meta["keep"] == ["messages", 3] and meta["keep_recent_count"] == 3
+    assert meta["live_tokens"] == sum(m["tokens"] for m in store.live_messages("s"))
+
+
+@pytest.mark.parametrize("keep", [("turns", 2), ("tokens", 40), ("turns", 0), ("tokens", 0)])
+def test_pending_tokens_in_turns_and_tokens_follow_every_append_and_commit(storage, keep):
+    store = storage.sessions
+    store.append("s", [user("hello there")])
+    meta = store.set_keep("s", keep)
+    assert meta["keep"] == list(keep) and meta["keep_recent_count"] is None
+    for batch in range(8):
+        store.append("s", [user(f"question {batch} " * (batch + 1)), assistant(f"answer {batch}")])
+        live = store.live_messages("s")
+        meta = store.meta("s")
+        assert meta["pending_tokens"] == compute_pending_tokens(live, keep), batch
+        assert meta["live_tokens"] == sum(m["tokens"] for m in live)
+    store.append("s", [user("one more before the archive")])
+    live = store.live_messages("s")[:6]
+    archive = {"archive_id": store.next_archive_id("s"), "session_id": "s",
+               "source_turn_range": source_turn_range(live)}
+    store.write_archive("s", archive, live, WM, "Test — archived")
+    meta = store.record_commit("s", archive, keep)
+    assert meta["pending_tokens"] == compute_pending_tokens(store.live_messages("s"), keep)
+    assert meta["live_tokens"] == sum(m["tokens"] for m in store.live_messages("s"))
+    assert storage.sessions.check("s") == []
+
+
+def test_hidden_messages_are_live_ones_and_shown_wins(storage):
+    store = storage.sessions
+    store.append("s", [user(f"message {i}") for i in range(6)])
+    assert store.hidden("s") == set()
+    assert store.set_hidden("s", {2, 3, 99, "x"}, set()) == {2, 3}  # unknown seqs and non-ints name nothing
+    assert store.set_hidden("s", {4}, {3, 4}) == {2}  # shown wins over hidden
+    assert store.hidden("s") == {2}
+    archive_oldest(store, "s", 3)  # seq 2 is archived: no longer a hidden live message
+    assert store.hidden("s") == set()
+    assert store.set_hidden("s", {1, 5}, set()) == {5}
+    with pytest.raises(SessionNotFound):
+        store.set_hidden("nobody", {1}, set())
 
 
 def test_an_archive_is_one_transaction_that_decides_what_is_live(storage):

@@ -49,6 +49,14 @@ def seqs(hits):
     return [h["seq"] for h in hits]
 
 
+def matches_then_neighbours(hits, expected):
+    """The messages holding the query are all found, in this order, the first of them first; any other hit is
+    a neighbour (≤ 3 messages away) of one of them — found through the neighbour window, never on its own."""
+    found = seqs(hits)
+    return (found[:1] == expected[:1] and [s for s in found if s in expected] == expected
+            and all(min(abs(s - e) for e in expected) <= 3 for s in found if s not in expected))
+
+
 @pytest.mark.parametrize(
     ("query", "expected_first"),
     [
@@ -77,7 +85,7 @@ def test_literal_queries(searchable, query, expected_first):
 
 
 def test_operators_are_words(searchable):
-    assert set(seqs(searchable.search("s", "AND"))) == {2, 3}
+    assert set(seqs(searchable.search("s", "AND"))[:2]) == {2, 3}
     assert seqs(searchable.search("s", "PostgreSQL OR"))[0] == 1
 
 
@@ -90,7 +98,7 @@ def test_no_hit_is_an_empty_list(searchable):
 def test_all_query_words_rank_first(searchable):
     hits = searchable.search("s", "database migration")
     assert hits[0]["seq"] == 7
-    assert set(seqs(hits)) == {1, 7, 8}
+    assert {1, 7, 8} <= set(seqs(hits)), "messages with only some of the words still match (OR)"
 
 
 def test_newest_first_on_ties(index):
@@ -101,7 +109,8 @@ def test_newest_first_on_ties(index):
 def test_hit_shape_scope_and_limit(searchable, index):
     hit = searchable.search("s", "PostgreSQL")[0]
     assert hit == {"archive_id": "archive_001", "seq": 1, "turn_id": "t1", "role": "user", "content": CORPUS[0]}
-    assert seqs(searchable.search("s", "database", archive_id="archive_001")) == [1]
+    in_first = searchable.search("s", "database", archive_id="archive_001")
+    assert seqs(in_first)[0] == 1 and {h["archive_id"] for h in in_first} == {"archive_001"}
     assert len(searchable.search("s", "the", limit=1)) == 1
     index.index_messages("s", "archive_003", [stored(20, "long " * 1000)])
     assert len(index.search("s", "long")[0]["content"]) <= 1500
@@ -158,7 +167,7 @@ def folding(index):
 ])
 def test_short_non_ascii_terms_ignore_case(folding, query, expected):
     """1–2-character terms are matched by a scan; SQLite's lower() folds ASCII only, the scan must not."""
-    assert seqs(folding.search("s", query)) == expected
+    assert matches_then_neighbours(folding.search("s", query), expected)
 
 
 def test_short_term_scan_keeps_its_scope_and_ascii_terms(folding):
@@ -172,7 +181,7 @@ def test_short_term_scan_keeps_its_scope_and_ascii_terms(folding):
 @pytest.mark.parametrize("query", ["sumé.md", "SUMÉ.MD", "docs/résumé", "DOCS/RÉSUMÉ.MD"])
 def test_trigram_substrings_ignore_non_ascii_case(folding, query):
     """Dotted/slashed terms go to the trigram index, whose tokenizer folds case beyond ASCII."""
-    assert seqs(folding.search("s", query)) == [4]
+    assert matches_then_neighbours(folding.search("s", query), [4])
 
 
 def test_reindex_rebuilds_from_complete_archives_only(root, index):
@@ -195,10 +204,10 @@ def test_reindex_rebuilds_from_complete_archives_only(root, index):
 def test_a_word_found_almost_everywhere_takes_its_newest_matches(index, monkeypatch):
     """Past COMMON_TERM_DOCS matches a word only contributes its newest PER_TERM_HITS candidates, so a
     query of common words stays cheap; a rare word next to it still ranks its message first."""
-    import workmem.state.search_index as index_module
+    import workmem.state.search_terms as terms
 
-    monkeypatch.setattr(index_module, "COMMON_TERM_DOCS", 5)
-    monkeypatch.setattr(index_module, "PER_TERM_HITS", 3)
+    monkeypatch.setattr(terms, "COMMON_TERM_DOCS", 5)
+    monkeypatch.setattr(terms, "PER_TERM_HITS", 3)
     messages = [stored(i, f"deploy log line {i}") for i in range(1, 21)]
     messages[1] = stored(2, "deploy log line 2 mentions zebrafish")
     index.index_messages("s", "archive_001", messages)

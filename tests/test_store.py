@@ -100,8 +100,8 @@ def test_meta_has_every_field_and_survives_reopen(store, root):
     store.append("s", texts(15))
     meta = store.meta("s")
     assert set(meta) == {"session_id", "created_at", "updated_at", "next_seq", "message_count",
-                         "total_message_count", "commit_count", "last_commit_at", "keep_recent_count",
-                         "pending_tokens", "last_archive"}
+                         "total_message_count", "commit_count", "last_commit_at", "keep", "keep_recent_count",
+                         "pending_tokens", "live_tokens", "last_archive"}
     assert meta["message_count"] == meta["total_message_count"] == 15 and meta["next_seq"] == 16
     assert meta["keep_recent_count"] == 10 and meta["commit_count"] == 0 and meta["last_archive"] is None
     assert meta["pending_tokens"] == compute_pending_tokens(store.live_messages("s"), 10)
@@ -118,7 +118,7 @@ def test_meta_is_recomputed_when_missing_or_garbage(store, root):
     meta_path = root / "sessions" / "s" / ".meta.json"
     meta_path.write_text("{not json")
     recomputed = SessionStore(root).meta("s")
-    assert recomputed == {**expected, "keep_recent_count": 10,
+    assert recomputed == {**expected, "keep": ["messages", 10], "keep_recent_count": 10,
                           "pending_tokens": compute_pending_tokens(store.live_messages("s"), 10)}
     meta_path.unlink()
     fresh = SessionStore(root).meta("s")
@@ -320,12 +320,16 @@ def test_record_commit_needs_a_complete_archive(store):
 
 def test_keep_count_is_clamped(store):
     store.append("s", texts(30))
-    assert store.set_keep_recent_count("s", 50_000)["keep_recent_count"] == 10_000
-    meta = store.set_keep_recent_count("s", -3)
+    assert store.set_keep("s", 50_000)["keep_recent_count"] == 10_000
+    meta = store.set_keep("s", -3)
     assert meta["keep_recent_count"] == 0 and meta["pending_tokens"] == sum(
         m["tokens"] for m in store.live_messages("s"))
-    with pytest.raises(InvalidInput):
-        store.set_keep_recent_count("s", "5")
+    assert store.set_keep("s", ("tokens", 99_000_000))["keep"] == ["tokens", 10_000_000]
+    meta = store.set_keep("s", "turns:2")
+    assert meta["keep"] == ["turns", 2] and meta["keep_recent_count"] is None
+    for bad in ("5", ("hours", 2), ("turns", -1), ("turns", 1.5), ["tokens"]):
+        with pytest.raises(InvalidInput):
+            store.set_keep("s", bad)
 
 
 def test_hot_paths_never_list_history(store, monkeypatch):

@@ -106,3 +106,26 @@ def test_agent_graph_is_served(server):
     base, _ = server
     assistants = _post(f"{base}/assistants/search", {"graph_id": "agent"})
     assert assistants and assistants[0]["graph_id"] == "agent"
+
+
+def test_two_runs_on_one_thread_through_the_sdk_report_only_themselves(server):
+    """A reused Studio thread: the second run's output holds its own route and no stale archive id."""
+    from langgraph_sdk import get_sync_client
+
+    base, root = server
+    client = get_sync_client(url=base)
+    thread = client.threads.create()
+    messages = [{"type": "human", "content": "The staging port is 5433."}, {"role": "assistant", "content": "Noted."}]
+
+    first = client.runs.wait(thread["thread_id"], "commit", input={"session_id": "sdk", "messages": messages})
+    second = client.runs.wait(thread["thread_id"], "commit", input={"session_id": "sdk", "keep": "messages:0"})
+
+    assert first["status"] == "completed" and first["archive_id"] == "archive_001"
+    assert second["status"] == "skipped" and second["reason"] == "no_messages"
+    assert second["route"] == ["take_lease", "slice_turns", "report", "release_lease"]
+    assert not second.get("archive_id") and not second.get("working_memory")
+    schema = client.assistants.get_schemas(client.assistants.search(graph_id="commit")[0]["assistant_id"])
+    properties = schema["input_schema"]["properties"]
+    assert schema["input_schema"]["required"] == ["session_id"]
+    assert all(properties[name].get("description") for name in ("session_id", "keep", "messages"))
+    assert (root / "sessions/sdk/history/archive_001/.done").exists()

@@ -82,7 +82,7 @@ def test_orphan_results_and_abandoned_calls_are_single_units():
     pytest.param([user(1), call(2, "a"), _msg(3, "assistant", [{"type": "text", "text": "wait"}])], 0, (1, 1),
                  id="open-until-the-next-user-message"),
     pytest.param([user(1), call(2, "a"), user(3), call(4, "b")], 0, (1, 3), id="abandoned-call-does-not-pin-the-tail"),
-    pytest.param([user(1), result(2, "a"), call(3, "a")], 0, (1, 1), id="a-result-before-its-call-does-not-answer-it"),
+    pytest.param([user(1), result(2, "a"), call(3, "a")], 0, (1, 2), id="a-result-before-its-call-does-not-answer-it"),
 ])
 def test_a_call_waiting_for_its_result_is_never_covered(msgs, keep, covered):
     """A call of the newest turn without its result yet is an open tool group reaching to the end (§1)."""

@@ -42,6 +42,10 @@ def add_eval_arguments(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--limit-questions", type=int, help="at most this many questions per sample")
     cmd.add_argument("--include-adversarial", action="store_true", help="also ask category 5 (adversarial)")
     cmd.add_argument("--out", default=DEFAULT_OUT, help=f"results JSON (default: {DEFAULT_OUT})")
+    cmd.add_argument("--report", metavar="DIR", help="also write results.json, questions.csv and PNG plots into DIR "
+                                                     "(plots need the eval extra: pip install 'workmem[eval]')")
+    cmd.add_argument("--no-search-recall", dest="search_recall", action="store_false",
+                     help="skip the archive_search recall@12 measure (it stores and commits the data a second time)")
     cmd.set_defaults(func=cmd_eval)
 
 
@@ -53,13 +57,20 @@ def cmd_eval(args: argparse.Namespace) -> int:
     results = run_eval(args.data, root=getattr(args, "root", None), model=args.model, judge=args.judge,
                        commit_model=args.commit_model, threshold=args.threshold, keep=args.keep, budget=args.budget,
                        no_model=args.no_model, include_adversarial=args.include_adversarial,
-                       limit_questions=args.limit_questions, sample=args.sample, progress=not as_json)
+                       limit_questions=args.limit_questions, sample=args.sample, progress=not as_json,
+                       search_recall=args.search_recall)
     path = write_results(results, args.out) if args.out else None
+    if args.report:
+        from workmem.graphs.eval.report import write_report
+
+        write_report(results, args.report)
     if as_json:
         print(json.dumps(results, indent=2, ensure_ascii=False, default=str))
     else:
         console = Console(width=None if sys.stdout.isatty() else 120)  # a log file gets whole tables
         render_results(results, console, out=str(path) if path else None)
+        if args.report:
+            console.print(f"report (JSON, CSV, plots) in {args.report}")
     return 0
 
 
@@ -84,6 +95,11 @@ def render_results(results: Mapping[str, Any], console: Console, out: str | None
     cfg = results["config"]
     console.print(f"threshold {cfg['threshold']} tokens, keep {cfg['keep']}, budget {cfg['budget']}, "
                   f"commit model {cfg['commit_model']}")
+    excluded = results.get("excluded") or {}
+    console.print(f"excluded: {excluded.get('adversarial', 0)} adversarial question(s) (category 5: no answer in the "
+                  f"conversation; --include-adversarial asks them), {excluded.get('over_limit', 0)} past "
+                  f"--limit-questions; {excluded.get('no_gold_answer', 0)} without a gold answer string are left out "
+                  "of retention")
     table = Table(title="Evidence reachability (recall@12 = evidence turns in tail ∪ WM ∪ search top 12)")
     for name in ("category", "questions", "evidence", "in tail", "in WM", "search@12", "recall@12"):
         table.add_column(name, justify="left" if name == "category" else "right", no_wrap=name == "category")
@@ -98,6 +114,10 @@ def render_results(results: Mapping[str, Any], console: Console, out: str | None
         table.add_row(_label(key), str(row["questions"]), str(row["in_context"]), _pct(row["retention"]),
                       _pct(row["ceiling"]))
     console.print(table)
+    if results.get("search_recall"):
+        from workmem.graphs.eval.recall import recall_table
+
+        console.print(recall_table(results["search_recall"]))
     model = results.get("model")
     if model:
         table = Table(title=f"QA accuracy — answers by {model['model']}, judged by {model['judge']}")

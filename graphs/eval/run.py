@@ -77,17 +77,18 @@ def run_eval(data: str | Path | dict[str, Any] | list[Any], *, root: str | Path 
              keep: int = DEFAULT_KEEP_RECENT, budget: int = DEFAULT_CONTEXT_WINDOW, no_model: bool = False,
              include_adversarial: bool = False, limit_questions: int | None = None,
              sample: int | str | None = None, progress: bool = True, console: Console | None = None,
-             out: str | Path | None = None) -> dict[str, Any]:
+             out: str | Path | None = None, search_recall: bool = False) -> dict[str, Any]:
     """Ingest, commit and measure LoCoMo-format data → a results dict (also written to `out` if given).
 
     `model`/`judge`/`commit_model`: a `BaseChatModel` or a spec like `openai:gpt-4o-mini`; `model=None`
     falls back to `WORKMEM_MODEL`; without any (or with `no_model`) only the no-model metrics run.
     Commits use `commit_model`, else the answer model, else the offline extractive model.
+    `search_recall` adds the §7 measure of `archive_search` (`recall.measure_search_recall`).
     """
     from workmem.graphs.engine import WorkingMemoryEngine
     from workmem.state.turns import validate_keep
 
-    samples = _select(load_samples(data), sample)
+    samples = select_samples(load_samples(data), sample)
     threshold = _positive("threshold", threshold)
     keep = validate_keep(keep, "keep")
     budget = _positive("budget", budget)
@@ -100,6 +101,7 @@ def run_eval(data: str | Path | dict[str, Any] | list[Any], *, root: str | Path 
     questions: list[dict[str, Any]] = []
     sample_rows: list[dict[str, Any]] = []
     extra = {"judge_tokens": 0, "baseline_summary_tokens": 0, "errors": []}
+    excluded = {"adversarial": 0, "over_limit": 0, "no_gold_answer": 0}
     with ExitStack() as stack:
         root_path = Path(root) if root is not None else Path(stack.enter_context(
             tempfile.TemporaryDirectory(prefix="workmem-eval-")))
@@ -112,6 +114,7 @@ def run_eval(data: str | Path | dict[str, Any] | list[Any], *, root: str | Path 
                 raise InvalidInput("root", str(root_path), f"session {item.session_id!r} already exists there; "
                                                           "evaluate into an empty root")
             chosen = select_questions(item, include_adversarial, limit_questions)
+            _count_excluded(excluded, item, chosen, include_adversarial)
             clock = time.perf_counter()
             task = bar.add_task(f"ingest {item.sample_id}", total=len(item.turns))
             ingested = ingest_sample(engine, item, threshold=threshold, keep=keep,
@@ -142,12 +145,29 @@ def run_eval(data: str | Path | dict[str, Any] | list[Any], *, root: str | Path 
         "reachability": reachability_table(questions),
         "retention": retention_table(questions),
         "model": _model_summary(questions, models, extra),
+        "excluded": excluded,
+        "search_recall": None,
         "timing": {k: round(v, 3) for k, v in timing.items()},
         "questions": questions,
     }
+    if search_recall:
+        from workmem.graphs.eval.recall import measure_search_recall
+
+        clock = time.perf_counter()
+        results["search_recall"] = measure_search_recall(data, sample=sample)
+        results["timing"]["recall_s"] = round(time.perf_counter() - clock, 3)
     if out is not None:
         write_results(results, out)
     return results
+
+
+def _count_excluded(excluded: dict[str, int], sample: Sample, chosen: list[QAItem], include_adversarial: bool) -> None:
+    """Why questions of the sample are not measured: adversarial (category 5, no evidence answer) unless asked
+    for, past `--limit-questions`, and — for retention only — without a gold answer string."""
+    adversarial = 0 if include_adversarial else sum(q.category == ADVERSARIAL for q in sample.qa)
+    excluded["adversarial"] += adversarial
+    excluded["over_limit"] += len(sample.qa) - adversarial - len(chosen)
+    excluded["no_gold_answer"] += sum(q.answer is None for q in chosen)
 
 
 def write_results(results: Mapping[str, Any], out: str | Path) -> Path:
@@ -221,7 +241,7 @@ def _positive(field_name: str, value: Any) -> int:
     return value
 
 
-def _select(samples: list[Sample], sample: int | str | None) -> list[Sample]:
+def select_samples(samples: list[Sample], sample: int | str | None) -> list[Sample]:
     if sample is None:
         return samples
     if isinstance(sample, int) and not isinstance(sample, bool) and 0 <= sample < len(samples):
@@ -250,13 +270,21 @@ def ingest_sample(engine: Any, sample: Sample, *, threshold: int, keep: int,
     """Store the sample turn by turn (date notes first), committing once pending tokens reach `threshold`."""
     done = Ingested(sample.session_id)
 
+    transcript_tokens = 0
+
     def add(text: str) -> int:
+        nonlocal transcript_tokens
         stored = engine.add_messages(done.session_id, [{"role": "user", "content": text}])[0]
         done.texts.append(text)
+        transcript_tokens += stored["tokens"]
         if engine.session_info(done.session_id)["pending_tokens"] >= threshold:
             result = engine.commit(done.session_id, keep_recent_count=keep, wait=True)
+            archive = engine.working_memory(done.session_id) or {}
             done.commits.append({"after_seq": stored["seq"], **{k: result.get(k) for k in
-                                                                 ("status", "archive_id", "reason")}})
+                                                                 ("status", "archive_id", "reason")},
+                                 "transcript_tokens": transcript_tokens,
+                                 "context_tokens": engine.context_tokens(done.session_id),
+                                 "wm_tokens": (archive.get("tokens") or {}).get("working_memory", 0)})
         return stored["seq"]
 
     for session in sample.sessions:
@@ -312,7 +340,7 @@ def _sample_row(engine: Any, sample: Sample, ingested: Ingested) -> dict[str, An
             "tokens": sum(count_tokens(t) for t in ingested.texts), "commits": len(ingested.commits),
             "commits_failed": sum(c["status"] not in ("completed", "skipped") for c in ingested.commits),
             "archives": info.get("commit_count"), "live_messages": info.get("message_count"),
-            "questions": len(sample.qa)}
+            "questions": len(sample.qa), "commit_series": ingested.commits}
 
 
 def _model_summary(questions: list[dict[str, Any]], models: Models, extra: dict[str, Any]) -> dict[str, Any] | None:

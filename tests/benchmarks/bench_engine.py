@@ -45,7 +45,7 @@ def _texts(start: int, count: int, seed: int) -> list[str]:
 
 def write_archives(engine: WorkingMemoryEngine, session: str, archives: int, per_archive: int) -> None:
     """`archives` complete, indexed archives of `per_archive` user messages each, via the store API."""
-    store, index = engine.store, engine.index
+    store, index = engine.storage.sessions, engine.storage.search
     seq = 0
     for n in range(archives):
         store.append(session, [{"role": "user", "content": t} for t in _texts(seq, per_archive, n)], durable=False)

@@ -1,0 +1,225 @@
+"""Which of an agent's state messages are already stored, and which are new (SPEC §7 *Idempotent ingestion*).
+
+The state's messages are aligned with the session's newest stored messages (the live ones and the
+newest archived one); only what follows the aligned run is new. Alignment is authoritative — no
+stored count can make it skip a message it did not match.
+
+- **Ids first.** The anchor is the newest stored message whose LangChain id (`meta.lc_id`) is in the
+  state. After it, a state message is stored when its id matches a stored one, or when its fingerprint
+  (`meta.fp`) matches the next stored message after the anchor (a run anchored by an id); anything
+  else is new. A state message between two id matches that has no id match of its own (it was matched
+  by fingerprint on an earlier run) is matched by fingerprint among the stored messages between them,
+  else it is new — never dropped.
+- **An id is not enough.** An id match whose fingerprint differs from the one recorded when the
+  message was stored is an *edit* (`update_state` replacing a message by id) or a client reusing ids:
+  the state's version is new, and the stored one is no longer in the state.
+- **The run's own messages are new.** A message the agent produced in this run (after the state's
+  newest message at the run's start, `first_output`) matches a stored one by id only, never by
+  fingerprint: it did not exist before the run.
+- **Fingerprints only when anchored.** Without an id match (a stateless client re-sends plain dicts,
+  which get fresh ids every turn), the state's messages are matched in order against the live ones,
+  from the very start of the state (a session with no archive yet) or right after the newest archived
+  message, skipping stored messages the client does not hold (tool calls and results a chat front end
+  leaves out; the answer to a request the client retried); the first state message that matches
+  nothing, and all after it, are new. At least two messages must match (counting those that repeat
+  the newest archived ones): a client that sends only new turns and repeats an identical one stores
+  it twice. Among several places, the one whose preceding messages agree longest with the newest
+  archive wins (the earliest on a tie: storing too much beats losing a message).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from workmem.state.messages import FINGERPRINT_META, fingerprint, lc_id
+
+Stored = dict[str, Any]
+MIN_FINGERPRINT_RUN = 2  # messages a stateless client's history must repeat to be aligned
+
+
+@dataclass
+class Alignment:
+    """The outcome: positions are indexes into the candidate list given to `align`."""
+
+    stored: dict[int, Stored] = field(default_factory=dict)  # position → the stored message it is
+    new: list[int] = field(default_factory=list)  # positions to store, in order
+    anchor: int = -1  # position of the last aligned message (-1: nothing aligned)
+    by_ids: bool = True  # aligned by LangChain ids (the state is the agent's own: it may hide messages)
+
+    @property
+    def anchored(self) -> bool:
+        """True when an id or an anchored fingerprint run matched."""
+        return self.anchor >= 0
+
+    @property
+    def holds_stored(self) -> bool:
+        """True when the state holds at least one stored message (live or the newest archived one)."""
+        return bool(self.stored)
+
+    def shown(self, live_seqs: set[int]) -> dict[int, Stored]:
+        """Positions whose stored message is still live."""
+        return {pos: m for pos, m in self.stored.items() if m["seq"] in live_seqs}
+
+
+def fingerprint_of(msg: dict[str, Any]) -> str:
+    """A message's fingerprint: the one recorded when it was stored, else computed from its parts."""
+    recorded = (msg.get("meta") or {}).get(FINGERPRINT_META)
+    return recorded if isinstance(recorded, str) else fingerprint(msg)
+
+
+def align(candidates: list[dict[str, Any]], live: list[Stored],
+          newest_archive: Callable[[], list[Stored]], first_output: int | None = None) -> Alignment:
+    """Align normalised state messages (`candidates`, in state order) with the stored session.
+
+    `live` are the live stored messages, oldest first; `newest_archive()` returns the newest archive's
+    last messages, oldest first, `[]` before the first commit (read only when the live messages give no
+    id anchor). Candidates from `first_output` on are the run's own messages (default: none).
+    """
+    outputs = len(candidates) if first_output is None else first_output
+    found = _by_ids(candidates, live, outputs)
+    if found.anchored:
+        return found
+    archived = newest_archive()
+    if archived:
+        # read after `live`: a commit that completed in between archived the start of that snapshot
+        live = [m for m in live if m["seq"] > archived[-1]["seq"]]
+        found = _by_ids(candidates, [archived[-1], *live], outputs)
+        if found.anchored:
+            return found
+    return _by_fingerprints(candidates, live, archived, outputs)
+
+
+def _edited(stored: Stored, candidate: dict[str, Any]) -> bool:
+    recorded = (stored.get("meta") or {}).get(FINGERPRINT_META)
+    return isinstance(recorded, str) and recorded != fingerprint_of(candidate)
+
+
+def _by_ids(candidates: list[dict[str, Any]], stored: list[Stored], outputs: int) -> Alignment:
+    by_id = {key: m for m in stored if (key := lc_id(m))}  # a reused id: the newest stored message wins
+    hits = {pos: by_id[key] for pos, c in enumerate(candidates) if (key := lc_id(c)) in by_id}
+    if not hits:
+        return Alignment()
+    anchor = max(hits, key=lambda pos: hits[pos]["seq"])
+    edited = {pos for pos, m in hits.items() if _edited(m, candidates[pos])}
+    found = Alignment(stored={pos: m for pos, m in hits.items() if pos not in edited}, anchor=anchor)
+    taken = {m["seq"] for m in hits.values()}
+    _fill_gaps(candidates, stored, found, hits, taken, outputs)
+    _after_anchor(candidates, stored, found, hits, taken, outputs, fresh=anchor in edited)
+    found.new = sorted({*found.new, *edited})
+    return found
+
+
+def _fill_gaps(candidates: list[dict[str, Any]], stored: list[Stored], found: Alignment,
+               hits: dict[int, Stored], taken: set[int], outputs: int) -> None:
+    """State messages between the first id match and the anchor without an id match of their own: the
+    stored message between their neighbours with the same fingerprint, else new."""
+    anchor_seq = hits[found.anchor]["seq"]
+    seqs = [m["seq"] for m in stored]  # oldest first
+    previous_seq = 0
+    for pos in range(min(hits), found.anchor):
+        if pos in hits:
+            previous_seq = hits[pos]["seq"]
+            continue
+        prints = fingerprint_of(candidates[pos])
+        match = None
+        if pos < outputs:
+            for j in range(bisect_right(seqs, previous_seq), bisect_left(seqs, anchor_seq)):
+                if seqs[j] not in taken and fingerprint_of(stored[j]) == prints:
+                    match = stored[j]
+                    break
+        if match is None:
+            found.new.append(pos)
+            continue
+        found.stored[pos] = match
+        taken.add(match["seq"])
+        previous_seq = match["seq"]
+
+
+def _after_anchor(candidates: list[dict[str, Any]], stored: list[Stored], found: Alignment,
+                  hits: dict[int, Stored], taken: set[int], outputs: int, *, fresh: bool) -> None:
+    """After the anchor: id matches are stored; the others match the stored messages after the anchor by
+    fingerprint, in order, until the first that does not (from there on everything is new). After an
+    edited anchor everything is new."""
+    anchor_seq = hits[found.anchor]["seq"]
+    rest = [m for m in stored if m["seq"] > anchor_seq and m["seq"] not in taken]
+    k = 0
+    for pos in range(found.anchor + 1, len(candidates)):
+        if pos in hits:
+            fresh = fresh or pos not in found.stored
+            continue
+        if not fresh and pos < outputs and k < len(rest) and fingerprint_of(rest[k]) == fingerprint_of(candidates[pos]):
+            found.stored[pos] = rest[k]
+            k += 1
+            continue
+        found.new.append(pos)
+        fresh = True
+
+
+def _by_fingerprints(candidates: list[dict[str, Any]], live: list[Stored], archived: list[Stored],
+                     outputs: int) -> Alignment:
+    """A stateless client's history: the state's messages matched in order against the live messages, from
+    the start of the state (no archive yet) or right after the newest archived message. Stored messages
+    the client does not hold are skipped (a chat front end re-sends the texts without the agent's tool
+    calls; a retried request never saw the first attempt's answer); the first state message that matches
+    nothing ends the match, and it and everything after it are new. The match counts only when it holds at
+    least two messages, counting those that repeat the newest archived ones: a client that sends only new
+    turns and repeats an identical one stores it twice. Among several places, the best-agreeing wins, the
+    earliest on a tie (storing too much beats losing a message)."""
+    prints = [fingerprint_of(c) for c in candidates[:outputs]]  # the run's own messages are new
+    history = [fingerprint_of(m) for m in archived]
+    starts = [0] if not archived else [p for p in range(1, len(prints) + 1) if prints[p - 1] == history[-1]]
+    best: tuple[tuple[int, int], int, dict[int, Stored]] | None = None
+    for p in starts:
+        matched = _in_order(candidates, prints, p, live)
+        key = (_agreement(prints[:p], history) + len(matched), -p)
+        if best is None or key > best[0]:
+            best = (key, p, matched)
+    if best is None or best[0][0] < MIN_FINGERPRINT_RUN:
+        return Alignment(new=list(range(len(candidates))))
+    _, p, matched = best
+    stored = dict(matched)
+    if archived:
+        stored[p - 1] = archived[-1]
+    anchor = max(stored)
+    return Alignment(stored=stored, new=[pos for pos in range(p, len(candidates)) if pos not in stored],
+                     anchor=anchor, by_ids=False)
+
+
+def _in_order(candidates: list[dict[str, Any]], prints: list[str], start: int, live: list[Stored]) -> dict[int, Stored]:
+    """State positions from `start` matched, in order, to live messages (skipping live ones), up to the first
+    position that matches none."""
+    matched: dict[int, Stored] = {}
+    k = 0
+    for pos in range(start, len(prints)):
+        j = next((j for j in range(k, len(live)) if _same(live[j], candidates[pos], prints[pos])), None)
+        if j is None:
+            break
+        matched[pos] = live[j]
+        k = j + 1
+    return matched
+
+
+def _same(stored: Stored, candidate: dict[str, Any], candidate_print: str) -> bool:
+    """The same message: equal fingerprints, or — for a plain text message a chat front end re-sends — the
+    same role and text as a stored message that also carried tool calls."""
+    if fingerprint_of(stored) == candidate_print:
+        return True
+    parts = candidate.get("parts") or []
+    if stored.get("role") != candidate.get("role") or not parts or any(p.get("type") != "text" for p in parts):
+        return False
+    return _texts(stored) == _texts(candidate)
+
+
+def _texts(msg: dict[str, Any]) -> list[str]:
+    return [p.get("text") for p in msg.get("parts") or [] if p.get("type") == "text"]
+
+
+def _agreement(before: list[str], history: list[str]) -> int:
+    """How many of the newest `history` fingerprints the end of `before` repeats, newest first."""
+    n = 0
+    while n < min(len(before), len(history)) and before[-1 - n] == history[-1 - n]:
+        n += 1
+    return n

@@ -1,0 +1,127 @@
+"""Retention in the user's unit and the commit trigger (SPEC §7 *Retention*, *When a commit starts*).
+
+The raw tail a commit keeps is `("messages", n)`, `("turns", n)` or `("tokens", n)` — the forms
+`SummarizationMiddleware` uses — and the trigger is `("tokens", n)` or `("fraction", f)` of the model's
+input limit. Everything here is pure: the cut over a list of token counts and turn starts, and the
+parsing of the forms a caller may give (typed errors naming the form).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from workmem.state.errors import InvalidInput
+
+MESSAGES, TURNS, TOKENS, FRACTION = "messages", "turns", "tokens", "fraction"
+KEEP_LIMITS = {MESSAGES: 10_000, TURNS: 10_000, TOKENS: 10_000_000}
+MAX_TRIGGER_TOKENS = 10_000_000
+MIN_COMMIT_SHARE = 0.25  # default floor on pending tokens: a quarter of the trigger
+
+Keep = tuple[str, int]
+Trigger = tuple[str, float]
+
+
+def keep_value(value: Any, field: str = "keep") -> Keep:
+    """A caller's keep as `(unit, n)`: a pair `("turns", 3)` or the CLI's `"turns:3"`; n clamped per unit.
+
+    Anything else (a bare int, another unit, a negative or non-integer n) → `InvalidInput(field)`.
+    """
+    pair = _pair(value, field, "('messages', 10), ('turns', 3) or ('tokens', 4000)")
+    unit, n = pair
+    if unit not in KEEP_LIMITS:
+        raise InvalidInput(field, value, f"unit must be one of {', '.join(KEEP_LIMITS)}")
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise InvalidInput(field, value, "the count must be an integer >= 0")
+    return unit, min(n, KEEP_LIMITS[unit])
+
+
+def as_keep(value: Any, field: str = "keep") -> Keep:
+    """`keep_value`, but an int (a stored `keep_recent_count`) counts messages, clamped to 0..10 000."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return MESSAGES, max(0, min(value, KEEP_LIMITS[MESSAGES]))
+    return keep_value(value, field)
+
+
+def keep_from_args(keep: Any, keep_recent_count: Any, *, default: Keep) -> Keep:
+    """The keep a caller asked for with either argument (`keep_recent_count=n` is `("messages", n)`);
+    both → InvalidInput, neither → `default`."""
+    if keep is not None and keep_recent_count is not None:
+        raise InvalidInput("keep", keep, "give keep or keep_recent_count, not both")
+    if keep_recent_count is not None:
+        if isinstance(keep_recent_count, bool) or not isinstance(keep_recent_count, int) or keep_recent_count < 0:
+            raise InvalidInput("keep_recent_count", keep_recent_count, "must be an integer >= 0")
+        return MESSAGES, min(keep_recent_count, KEEP_LIMITS[MESSAGES])
+    return default if keep is None else keep_value(keep)
+
+
+def trigger_value(value: Any, field: str = "trigger") -> Trigger:
+    """A caller's trigger as `("tokens", n)` (1..10 000 000) or `("fraction", f)` (0 < f <= 1); an int is tokens."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = (TOKENS, value)
+    unit, n = _pair(value, field, "('tokens', 60000) or ('fraction', 0.8)")
+    if unit == TOKENS:
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_TRIGGER_TOKENS:
+            raise InvalidInput(field, value, f"a token trigger is an integer between 1 and {MAX_TRIGGER_TOKENS}")
+        return TOKENS, n
+    if unit == FRACTION:
+        if isinstance(n, bool) or not isinstance(n, (int, float)) or not 0 < n <= 1:
+            raise InvalidInput(field, value, "a fraction trigger is a number with 0 < f <= 1")
+        return FRACTION, float(n)
+    raise InvalidInput(field, value, f"unit must be {TOKENS!r} or {FRACTION!r}")
+
+
+def _pair(value: Any, field: str, example: str) -> tuple[Any, Any]:
+    if isinstance(value, str) and value.count(":") == 1:
+        unit, raw = value.split(":")
+        try:
+            number: Any = int(raw) if raw.strip().lstrip("-").isdigit() else float(raw)
+        except ValueError:
+            raise InvalidInput(field, value, f"expected {example}") from None
+        return unit.strip(), number
+    if isinstance(value, (tuple, list)) and len(value) == 2 and isinstance(value[0], str):
+        return value[0], value[1]
+    raise InvalidInput(field, value, f"expected {example}")
+
+
+def trigger_tokens(trigger: Trigger, input_limit: int) -> int:
+    """The trigger in tokens: n itself, or f × the model's input limit (at least 1)."""
+    unit, n = trigger
+    return int(n) if unit == TOKENS else max(1, int(n * input_limit))
+
+
+def keep_cut(tokens: Sequence[int], turn_starts: Sequence[bool], keep: Keep, *,
+             boundaries: Sequence[int] | None = None) -> int:
+    """How many of the oldest messages a commit may cover so the tail holds `keep` (tool pairs aside).
+
+    `tokens[i]` and `turn_starts[i]` (a user message opens a turn) describe the live messages, oldest
+    first. The turns and tokens units never split a turn: the cut falls at a turn start — for tokens the
+    oldest one whose tail fits. When even the newest turn exceeds the token keep, the cut falls inside
+    it at the oldest of `boundaries` (tool-group starts; default every message) whose tail fits, i.e.
+    the newest boundary that keeps what fits. The messages unit cuts anywhere (its callers then move
+    the cut before a tool group it would split).
+    """
+    unit, n = keep
+    total = len(tokens)
+    if unit == MESSAGES:
+        return max(0, total - n)
+    starts = [i for i, start in enumerate(turn_starts) if start]
+    if unit == TURNS:
+        if n == 0:
+            return total
+        return starts[-n] if n <= len(starts) else 0
+    suffix = [0] * (total + 1)
+    for i in range(total - 1, -1, -1):
+        suffix[i] = suffix[i + 1] + tokens[i]
+    for start in [0, *starts]:
+        if suffix[start] <= n:
+            return start
+    newest = starts[-1] if starts else 0
+    inside = [b for b in (boundaries if boundaries is not None else range(total)) if b > newest]
+    return next((b for b in sorted(inside) if suffix[b] <= n), total)
+
+
+def covered_tokens(tokens: Sequence[int], turn_starts: Sequence[bool], keep: Keep) -> int:
+    """Tokens of the live messages outside the keep window (`pending_tokens`; for tokens, tool groups of an
+    oversized turn are not known here, so the value is an upper bound)."""
+    return sum(tokens[: keep_cut(tokens, turn_starts, keep)])

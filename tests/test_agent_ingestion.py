@@ -1,0 +1,420 @@
+"""The middleware in real applications (§7 *Integration semantics*): alignment decides what is stored,
+the thread's state decides what the model sees, sessions follow threads, own tool traffic stays out of
+the index. Every test runs a real `create_agent` with a scripted model."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import pytest
+from engine_helpers import pairing_problems
+from fakes import ScriptedToolModel, create_call, scripted
+from langchain.agents import create_agent
+from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, ToolMessage, messages_to_dict
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+
+from workmem.graphs.agent_tools import make_archive_tools
+from workmem.graphs.cli import main
+from workmem.graphs.commit import build_commit_graph
+from workmem.graphs.engine import WorkingMemoryEngine
+from workmem.graphs.middleware import WorkingMemoryMiddleware
+from workmem.nodes.context import CommitContext
+from workmem.state.errors import InvalidInput
+from workmem.state.tokens import count_tokens
+
+
+def thread(name: str) -> dict[str, Any]:
+    return {"configurable": {"thread_id": name}}
+
+
+def ask(text: str) -> dict[str, Any]:
+    return {"messages": [HumanMessage(content=text)]}
+
+
+def texts(messages: list[dict[str, Any]]) -> list[str]:
+    """The text of each stored message (a tool call shown as its name, a result as its content)."""
+    out = []
+    for m in messages:
+        part = m["parts"][0]
+        out.append(part.get("text") or part.get("content") or part.get("name"))
+    return out
+
+
+def stored(engine: WorkingMemoryEngine, session: str) -> list[dict[str, Any]]:
+    """Every stored message of the session, archived and live, in seq order."""
+    total = engine.session_info(session)["total_message_count"]
+    return engine.storage.sessions.messages_in_range(session, 1, total)
+
+
+def prompt_texts(model: ScriptedToolModel, index: int = -1) -> list[str]:
+    """Texts of one recorded prompt after workmem's system message."""
+    return [m.text for m in model.prompts[index][1:]]
+
+
+def call(tool_name: str, args: dict[str, Any], call_id: str = "call_0") -> AIMessage:
+    return AIMessage(content="", tool_calls=[{"name": tool_name, "args": args, "id": call_id, "type": "tool_call"}])
+
+
+@tool
+def read_file(path: str) -> str:
+    """Read a project file."""
+    return f"{path}: code {path.upper()}"
+
+
+# -- alignment decides what is stored --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("removed", [1, 3], ids=["older-stored-message", "newest-stored-message"])
+def test_after_removing_a_stored_message_the_next_turn_is_stored_exactly_once(root, removed):
+    """The first build's stored count pointed past a removed message and skipped the next user message."""
+    model = scripted("A1", "A2", "A3")
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        agent = create_agent(model, middleware=[WorkingMemoryMiddleware(engine)], checkpointer=InMemorySaver())
+        agent.invoke(ask("Q1"), thread("t"))
+        state = agent.invoke(ask("Q2"), thread("t"))
+        agent.update_state(thread("t"), {"messages": [RemoveMessage(id=state["messages"][removed].id)]})
+        agent.invoke(ask("Q3"), thread("t"))
+
+        assert texts(stored(engine, "t")) == ["Q1", "A1", "Q2", "A2", "Q3", "A3"]
+        gone = ["Q1", "A1", "Q2", "A2"][removed]
+        assert gone not in prompt_texts(model) and "Q3" in prompt_texts(model)
+        assert engine.storage.sessions.hidden("t") == {removed + 1}
+        assert gone not in [m.text for m in engine.assemble("t")["messages"]], "hidden from other readers too"
+
+
+@pytest.mark.parametrize("naming", ["thread_id", "context"])
+def test_a_stateless_client_resending_the_whole_history_stores_each_message_once(root, naming):
+    model = scripted(*(f"Answer {i}." for i in range(6)))
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        agent = create_agent(model, middleware=[WorkingMemoryMiddleware(engine)])  # no checkpointer
+        history: list[dict[str, str]] = []
+        for i in range(6):
+            history.append({"role": "user", "content": f"Question {i}?"})
+            if naming == "thread_id":
+                out = agent.invoke({"messages": history}, thread("web-1"))
+            else:
+                out = agent.invoke({"messages": history}, context={"session_id": "web-1"})
+            history.append({"role": "assistant", "content": out["messages"][-1].text})
+
+        assert engine.session_info("web-1")["total_message_count"] == 12
+        assert texts(stored(engine, "web-1")) == [m["content"] for m in history]
+        assert prompt_texts(model).count("Question 0?") == 1
+        assert prompt_texts(model)[-1] == "Question 5?"
+
+
+def test_a_stateless_client_resending_history_after_a_commit_stores_each_message_once(root):
+    """The live run is found right after the newest archived message (anchored fingerprints)."""
+    model = scripted(*(f"Answer {i}." for i in range(6)))
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        agent = create_agent(model, middleware=[WorkingMemoryMiddleware(engine)])
+        history: list[dict[str, str]] = []
+        for i in range(6):
+            history.append({"role": "user", "content": f"Question {i}?"})
+            out = agent.invoke({"messages": history}, thread("web-2"))
+            history.append({"role": "assistant", "content": out["messages"][-1].text})
+            if i == 2:
+                assert engine.commit("web-2", keep=("messages", 2))["status"] == "completed"
+        assert texts(stored(engine, "web-2")) == [m["content"] for m in history]
+        last = prompt_texts(model)
+        assert last[0].startswith("[Session History Summary]") and "Question 0?" not in last[1:]
+
+
+def test_a_client_sending_only_new_turns_stores_a_repeated_turn_twice_and_sees_its_tail(root):
+    model = scripted("Hello!", "Fine, thanks.", "Hello!")
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        agent = create_agent(model, middleware=[WorkingMemoryMiddleware(engine)])
+        for text in ("hi", "how are you?", "hi"):
+            agent.invoke({"messages": [{"role": "user", "content": text}]}, thread("chat"))
+        assert texts(stored(engine, "chat")) == ["hi", "Hello!", "how are you?", "Fine, thanks.", "hi", "Hello!"]
+        assert prompt_texts(model) == ["hi", "Hello!", "how are you?", "Fine, thanks.", "hi"]
+
+
+def test_messages_stored_by_another_writer_are_not_hidden_but_stay_out_of_the_threads_view(root):
+    model = scripted("First.", "Second.")
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        agent = create_agent(model, middleware=[WorkingMemoryMiddleware(engine)], checkpointer=InMemorySaver())
+        agent.invoke(ask("one"), thread("w"))
+        engine.add_messages("w", [{"role": "system", "content": "An operator note."}])
+        agent.invoke(ask("two"), thread("w"))
+        assert texts(stored(engine, "w")) == ["one", "First.", "An operator note.", "two", "Second."]
+        assert "An operator note." not in prompt_texts(model)
+        assert engine.storage.sessions.hidden("w") == set()
+
+
+# -- the thread's state decides what the model sees ---------------------------------------------------
+
+
+def test_removing_an_uncommitted_message_changes_what_the_model_sees_and_commits(root):
+    model = scripted("The code is RED-7.", "Noted.", "Done.")
+    committer = scripted(create_call({"Current State": "Remembering a code."}))
+    with WorkingMemoryEngine(root, model=committer, durable=False) as engine:
+        agent = create_agent(model, middleware=[WorkingMemoryMiddleware(engine)], checkpointer=InMemorySaver())
+        first = agent.invoke(ask("What is the code?"), thread("edit"))
+        agent.invoke(ask("Remember BLUE-9."), thread("edit"))
+        agent.update_state(thread("edit"), {"messages": [RemoveMessage(id=m.id) for m in first["messages"][:2]]})
+        agent.invoke(ask("Go on."), thread("edit"))
+        assert prompt_texts(model) == ["Remember BLUE-9.", "Noted.", "Go on."]
+
+        assert engine.commit("edit", keep=("messages", 0))["status"] == "completed"
+        transcript = committer.prompt_text(0)
+        assert "RED-7" not in transcript and "BLUE-9" in transcript, "hidden messages stay out of the transcript"
+        assert engine.archive_search("edit", "RED-7"), "the log keeps them: still searchable"
+
+
+def test_a_fork_from_an_earlier_checkpoint_sees_its_branch_and_the_main_thread_sees_its_own(root):
+    model = scripted("A1", "A2", "A3", "Fork answer.", "Main answer.")
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        agent = create_agent(model, middleware=[WorkingMemoryMiddleware(engine)], checkpointer=InMemorySaver())
+        for text in ("Q1", "Q2", "Q3"):
+            agent.invoke(ask(text), thread("f"))
+        history = list(agent.get_state_history(thread("f")))
+        main_tip = history[0].config
+        after_first = next(s.config for s in history if [m.text for m in s.values.get("messages", [])] == ["Q1", "A1"])
+
+        agent.invoke(ask("Fork question?"), after_first)
+        assert prompt_texts(model) == ["Q1", "A1", "Fork question?"]
+
+        agent.invoke(ask("Main question?"), main_tip)
+        assert prompt_texts(model) == ["Q1", "A1", "Q2", "A2", "Q3", "A3", "Main question?"]
+        assert "Fork question?" not in prompt_texts(model)
+        assert texts(stored(engine, "f"))[-4:] == ["Fork question?", "Fork answer.", "Main question?", "Main answer."]
+        assert engine.storage.sessions.hidden("f") == {7, 8}, "the branch not followed is hidden, the other shown again"
+
+
+def test_two_threads_never_see_each_others_facts(root):
+    def answer(messages):
+        return "I know: " + " | ".join(m.text for m in messages[1:])
+
+    model = scripted(*([answer] * 8))
+    with WorkingMemoryEngine(root, durable=False, commit_token_threshold=60, keep=("messages", 2)) as engine:
+        agent = create_agent(model, middleware=[WorkingMemoryMiddleware(engine, commit_mode="sync")],
+                             checkpointer=InMemorySaver())
+        for text in ("My locker code is ALPHA-1.", "My car is blue.", "My dog is Rex."):
+            agent.invoke(ask(text), thread("alice"))
+        reply = agent.invoke(ask("What do you know about me?"), thread("bob"))
+        assert "ALPHA-1" not in reply["messages"][-1].text and "Rex" not in model.prompts[-1][0].text
+        assert engine.storage.sessions.list_archives("alice"), "alice's turns were committed"
+        assert engine.archive_search("alice", "ALPHA-1")
+        assert not engine.storage.sessions.session_exists("bob") or not engine.working_memory("bob")
+
+
+def test_twenty_turns_reusing_call_0_commit_down_to_the_keep_window(root):
+    script = [step for i in range(20) for step in (call("read_file", {"path": f"f{i}.py"}), f"Read f{i}.py.")]
+    model = scripted(*script)
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        agent = create_agent(model, tools=[read_file], middleware=[WorkingMemoryMiddleware(engine)],
+                             checkpointer=InMemorySaver())
+        for i in range(20):
+            agent.invoke(ask(f"Read f{i}.py"), thread("ids"))
+        assert engine.session_info("ids")["total_message_count"] == 80
+        assert engine.commit("ids", keep=("messages", 4))["status"] == "completed"
+        live = engine.storage.sessions.live_messages("ids")
+        assert [m["seq"] for m in live] == [77, 78, 79, 80]
+        assert pairing_problems(engine.assemble("ids")["messages"]) == []
+        for prompt in model.prompts:
+            assert pairing_problems(prompt) == []
+
+
+# -- inputs -----------------------------------------------------------------------------------------------
+
+
+def langchain_dict_forms() -> list[dict[str, Any]]:
+    """Each LangChain dict form: `{"type": …, "content": …}` and the `messages_to_dict` shape."""
+    short = [{"type": "human", "content": "Read the config."},
+             {"type": "ai", "content": "",
+              "tool_calls": [{"id": "c1", "name": "read_file", "args": {"path": "a.toml"}}]},
+             {"type": "tool", "content": "port = 8080", "tool_call_id": "c1", "name": "read_file"}]
+    full = messages_to_dict([AIMessage(content="It listens on 8080.", id="lc-ai-1"),
+                             HumanMessage(content="Thanks.", id="lc-h-1")])
+    return [*short, *full]
+
+
+def check_dict_forms(messages: list[dict[str, Any]]) -> None:
+    assert [m["role"] for m in messages] == ["user", "assistant", "tool", "assistant", "user"]
+    assert messages[1]["parts"][0] == {"type": "tool_call", "id": "c1", "name": "read_file",
+                                       "arguments": {"path": "a.toml"}}
+    assert messages[2]["parts"][0]["tool_call_id"] == "c1" and messages[2]["parts"][0]["content"] == "port = 8080"
+    assert messages[3]["meta"]["lc_id"] == "lc-ai-1" and messages[4]["parts"][0]["text"] == "Thanks."
+
+
+def test_langchain_dict_forms_through_the_api_the_cli_and_the_studio_input(root, tmp_path, capsys):
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        engine.add_messages("api", langchain_dict_forms())
+        check_dict_forms(engine.storage.sessions.live_messages("api"))
+
+    path = tmp_path / "forms.json"
+    path.write_text(json.dumps(langchain_dict_forms()), encoding="utf-8")
+    assert main(["--root", str(root), "add", "cli", str(path), "--json"]) == 0
+    capsys.readouterr()
+
+    graph = build_commit_graph(with_lease=True).compile(checkpointer=InMemorySaver())
+    out = graph.invoke({"session_id": "studio", "keep": "messages:5", "messages": langchain_dict_forms()},
+                       thread("studio-forms"), context=CommitContext(root=str(root)))
+    assert out["status"] == "skipped" and out["reason"] == "all_within_keep_window"
+
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        check_dict_forms(engine.storage.sessions.live_messages("cli"))
+        check_dict_forms(engine.storage.sessions.live_messages("studio"))
+        with pytest.raises(InvalidInput, match=r"messages\[0\]"):
+            engine.add_messages("api", [{"type": "text", "text": "a content block is not a message"}])
+        assert engine.session_info("api")["total_message_count"] == 5
+
+
+# -- tools ---------------------------------------------------------------------------------------------------
+
+
+def test_a_search_after_a_search_returns_the_original_message_first(root):
+    def answer_from(messages):
+        return "It is " + messages[-1].artifact[0]["content"].split()[-1]
+
+    model = scripted(call("archive_search", {"query": "staging database port"}), answer_from)
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        engine.add_messages("s", [{"role": "user", "content": "The staging database listens on port 5433."},
+                                  {"role": "assistant", "content": "Noted."}])
+        engine.commit("s")
+        agent = create_agent(model, middleware=[WorkingMemoryMiddleware(engine)], checkpointer=InMemorySaver())
+        agent.invoke(ask("What was that number again?"), thread("s"))
+        engine.commit("s")
+
+        search_turn = engine.storage.sessions.archive_messages("s", "archive_002")
+        flags = [[p.get("internal", False) for p in m["parts"]] for m in search_turn]
+        assert flags == [[False], [True], [True], [False]], "own call and result flagged, the rest not"
+        hits = engine.archive_search("s", "staging database port")
+        assert hits[0]["seq"] == 1
+        assert all(h["seq"] not in (4, 5) for h in hits), "the earlier search and its copy are not indexed"
+        memory_prompt = engine.working_memory("s")["working_summary"]["markdown"]
+        assert "archive_search" not in memory_prompt
+
+
+def test_the_middleware_alone_gives_the_model_working_archive_tools_per_thread(root):
+    def answer_from(messages):
+        result = messages[-1]
+        assert isinstance(result, ToolMessage) and result.name == "archive_search"
+        return "Found: " + (result.artifact[0]["content"] if result.artifact else "nothing")
+
+    model = scripted(call("archive_search", {"query": "favourite colour"}), answer_from,
+                     call("archive_search", {"query": "favourite colour"}), answer_from)
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        for session, colour in (("u1", "green"), ("u2", "orange")):
+            engine.add_messages(session, [{"role": "user", "content": f"My favourite colour is {colour}."}])
+            engine.commit(session)
+        agent = create_agent(model, middleware=[WorkingMemoryMiddleware(engine)], checkpointer=InMemorySaver())
+        assert {t.name for t in agent.nodes["tools"].bound.tools_by_name.values()} == {"archive_search",
+                                                                                        "archive_expand"}
+        one = agent.invoke(ask("What is my favourite colour?"), thread("u1"))
+        two = agent.invoke(ask("What is my favourite colour?"), thread("u2"))
+        assert one["messages"][-1].text == "Found: My favourite colour is green."
+        assert two["messages"][-1].text == "Found: My favourite colour is orange."
+
+
+def test_binding_the_archive_tools_twice_is_an_error_and_tools_false_turns_ours_off(root):
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        doubled = create_agent(scripted("never"), tools=make_archive_tools(engine),
+                               middleware=[WorkingMemoryMiddleware(engine)])
+        with pytest.raises(InvalidInput, match="archive_search"):
+            doubled.invoke(ask("hi"), thread("d"))
+        assert not engine.storage.sessions.session_exists("d")
+
+        mine = create_agent(scripted("fine"), tools=make_archive_tools(engine),
+                            middleware=[WorkingMemoryMiddleware(engine, tools=False)])
+        assert mine.invoke(ask("hi"), thread("d"))["messages"][-1].text == "fine"
+
+
+def test_bookkeeping_is_private_and_the_last_call_is_visible_in_the_state(root):
+    model = scripted("ok")
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        agent = create_agent(model, middleware=[WorkingMemoryMiddleware(engine)], checkpointer=InMemorySaver())
+        for schema in (agent.get_input_jsonschema(), agent.get_output_jsonschema()):
+            assert not [name for name in schema.get("properties", {}) if name.startswith("workmem")]
+        out = agent.invoke(ask("hello"), thread("p"))
+        assert set(out) == {"messages"}
+        last = agent.get_state(thread("p")).values["workmem_last_call"]
+        assert last["session_id"] == "p" and last["unstored_messages"] == 1 and last["live_messages_shown"] == 0
+        assert last["budget"] == engine.context_window and last["working_memory_tokens"] == 0
+
+
+def test_the_budget_comes_from_the_model_profile_else_the_engine(root):
+    system = "Be brief."
+    with WorkingMemoryEngine(root, durable=False, context_window=50_000) as engine:
+        for profile, expected in (({"max_input_tokens": 3_000}, 3_000), (None, 50_000)):
+            model = scripted("ok")
+            model.profile = profile
+            agent = create_agent(model, system_prompt=system, middleware=[WorkingMemoryMiddleware(engine)],
+                                 checkpointer=InMemorySaver())
+            agent.invoke(ask("hi"), thread(f"b{expected}"))
+            last = agent.get_state(thread(f"b{expected}")).values["workmem_last_call"]
+            assert last["budget"] == expected - count_tokens(system)
+
+
+def test_forget_deletes_the_session_and_with_the_checkpointer_the_thread(root):
+    saver = InMemorySaver()
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        middleware = WorkingMemoryMiddleware(engine)
+        agent = create_agent(scripted("one", "two"), middleware=[middleware], checkpointer=saver)
+        agent.invoke(ask("remember me"), thread("gone"))
+        out = middleware.forget("gone")
+        assert out["deleted"] and not out["thread_deleted"] and "delete_thread" in out["note"]
+        assert not engine.storage.sessions.session_exists("gone")
+        agent.invoke(ask("again"), thread("gone"))
+        assert engine.session_info("gone")["total_message_count"] == 4, "the thread's history came back"
+        assert middleware.forget("gone", checkpointer=saver)["thread_deleted"]
+        assert agent.get_state(thread("gone")).values == {}
+
+
+def test_trim_state_keeps_the_agent_state_bounded_and_the_archive_reachable(root):
+    model = scripted(*(f"Noted fact {i}." for i in range(100)))
+    with WorkingMemoryEngine(root, durable=False, trigger=("tokens", 150), keep=("messages", 4)) as engine:
+        agent = create_agent(model, checkpointer=InMemorySaver(),
+                             middleware=[WorkingMemoryMiddleware(engine, commit_mode="sync", trim_state=True)])
+        sizes = []
+        for i in range(100):
+            out = agent.invoke(ask(f"Fact {i}: the locker of desk {i} has code Z{i:03d}."), thread("trim"))
+            sizes.append(len(out["messages"]))
+        assert engine.session_info("trim")["total_message_count"] == 200
+        assert max(sizes[10:]) <= 16, sizes
+        hits = engine.archive_search("trim", "Z003")
+        assert hits and hits[0]["seq"] == 7
+        assert len(engine.storage.sessions.list_archives("trim")) >= 10
+
+
+def test_sync_commit_mode_commits_before_the_run_returns(root, caplog):
+    with WorkingMemoryEngine(root, durable=False, commit_token_threshold=40, keep=("turns", 1)) as engine:
+        agent = create_agent(scripted("A first answer.", "A second answer."), checkpointer=InMemorySaver(),
+                             middleware=[WorkingMemoryMiddleware(engine, commit_mode="sync")])
+        agent.invoke(ask("A first question about the release plan for the spring."), thread("sync"))
+        agent.invoke(ask("A second question about the release plan for the summer."), thread("sync"))
+        info = engine.session_info("sync")
+        assert info["commit_count"] == 1 and info["keep"] == ["turns", 1]
+        assert texts(engine.storage.sessions.live_messages("sync")) == [
+            "A second question about the release plan for the summer.", "A second answer."]
+        with caplog.at_level(logging.WARNING):
+            with pytest.raises(InvalidInput, match="commit_mode"):
+                WorkingMemoryMiddleware(engine, commit_mode="later")
+
+
+def test_a_long_threads_history_is_normalised_once_not_on_every_model_call(root, monkeypatch):
+    import workmem.graphs.middleware as middleware_module
+
+    real, calls = middleware_module.normalize_message, []
+
+    def counting(message, **kwargs):
+        calls.append(getattr(message, "id", None))
+        return real(message, **kwargs)
+
+    monkeypatch.setattr(middleware_module, "normalize_message", counting)
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        agent = create_agent(scripted(*(f"Answer {i}." for i in range(12))), checkpointer=InMemorySaver(),
+                             middleware=[WorkingMemoryMiddleware(engine)])
+        for i in range(11):
+            calls.clear()
+            state = agent.invoke(ask(f"Question {i}?"), thread("long"))
+        assert len(state["messages"]) == 22
+        assert len(calls) <= 3, "only the run's new messages are normalised; the history comes from the cache"
+        edited = state["messages"][1].model_copy(update={"content": "Answer 0, corrected."})
+        agent.update_state(thread("long"), {"messages": [edited]})
+        calls.clear()
+        agent.invoke(ask("Question 11?"), thread("long"))
+        assert edited.id in calls, "an edited message (same id, new content) is normalised anew"

@@ -1,0 +1,121 @@
+"""Key Facts: date groups round-trip, newest value wins, corrections remove facts, rewrites pass the guard."""
+
+from __future__ import annotations
+
+from workmem.nodes.extract_facts import (
+    TARGET_TOKENS,
+    Fact,
+    body_of,
+    create_facts,
+    key_facts_op,
+    new_fact,
+    newest_wins,
+    parse_facts,
+    passes_guard,
+    render,
+)
+from workmem.nodes.guards import guard_ops
+from workmem.state.memory import MAX_BULLETS, bullet_items, is_oversized
+from workmem.state.tokens import count_tokens
+
+
+def fact(text: str, order: int, speaker: str | None = None, label: str | None = None) -> Fact:
+    return Fact(text, speaker, label, order)
+
+
+def test_facts_of_one_date_share_a_bullet_and_parse_back():
+    facts = [
+        fact("I planted 12 tomato seedlings.", 0, "Ada", "3 March, 2031"),
+        fact("I built a cold frame from old windows.", 1, "Ada", "3 March, 2031"),
+        fact("I booked the ferry to Tern Island.", 2, "Bram", "3 March, 2031"),
+        fact("Staging runs on port 8443.", 3),
+        fact("I moved to Leeds in 2029.", 4, "Bram", "17 March, 2031"),
+    ]
+    items = render(facts)
+    assert items == [
+        "3 March, 2031 — Ada: I planted 12 tomato seedlings. I built a cold frame from old windows. "
+        "Bram: I booked the ferry to Tern Island.",
+        "Staging runs on port 8443.",
+        "17 March, 2031 — Bram: I moved to Leeds in 2029.",
+    ]
+    parsed = parse_facts(body_of(items), ["Ada", "Bram"])
+    assert [(f.text, f.speaker, f.label) for f in parsed] == [(f.text, f.speaker, f.label) for f in facts]
+    assert render(parsed) == items
+
+
+def test_new_fact_keeps_worthy_sentences_only():
+    assert new_fact("By the way, I moved to Leeds in 2029", "Bram", None, 1) == fact(
+        "I moved to Leeds in 2029.", 1, "Bram"
+    )
+    assert new_fact("That is so cool!", "Ada", None, 2) is None
+
+
+def test_newest_value_wins():
+    facts = [
+        fact("The staging URL is staging.example.org.", 0),
+        fact("All 4 loader tests pass.", 1),
+        fact("The staging URL is stage2.example.org.", 2),
+        fact("All 9 loader tests pass.", 3),
+        fact("Pepper is a greyhound.", 4, "Ada"),
+        fact("Pepper is a greyhound and she is 3 years old.", 5, "Ada"),
+    ]
+    assert [f.text for f in newest_wins(facts)] == [
+        "The staging URL is stage2.example.org.",
+        "All 9 loader tests pass.",
+        "Pepper is a greyhound and she is 3 years old.",
+    ]
+
+
+def test_small_section_gets_an_append_of_all_new_facts():
+    old = [fact("Nordhavn switched to semicolons on 2024-05-14.", 0)]
+    new = [fact("We agreed with Nordhavn on 2024-05-20 to fix duplicates by June.", 1000)]
+    op = key_facts_op(body_of(render(old)), old, new, [])
+    assert op == {"op": "APPEND", "items": ["We agreed with Nordhavn on 2024-05-20 to fix duplicates by June."]}
+    assert key_facts_op(body_of(render(old)), old, [], []) == {"op": "KEEP"}
+
+
+def test_a_correction_removes_an_earlier_fact_on_its_topic():
+    old = [fact("The delimiter is a tab.", 0), fact("Tabs are rare in supplier feeds.", 1)]
+    op = key_facts_op(body_of(render(old)), old, [], [(5000, "No, the delimiter is a semicolon, not a tab.")])
+    assert op == {"op": "UPDATE", "content": "- Tabs are rare in supplier feeds."}
+    later = [fact("The delimiter is a tab.", 6000)]  # said after the correction: kept
+    assert key_facts_op("", [], later, [(5000, "No, the delimiter is a semicolon, not a tab.")])["op"] == "APPEND"
+
+
+def many_facts(n: int, start: int = 0) -> list[Fact]:
+    people = ["Ada", "Bram", "Cleo", "Dev", "Esme"]
+    return [
+        fact(f"{people[i % 5]} Lindqvist paid ${100 + i} for {i % 7 + 2} tickets to Orla Hall on {i % 28 + 1} "
+             f"June 2031 because the Tuesday show sold out.", start + i)
+        for i in range(n)
+    ]
+
+
+def test_oversized_section_is_rewritten_within_limits_and_passes_the_guard():
+    old = many_facts(40)
+    old_body = body_of(render(old))
+    assert is_oversized(len(bullet_items(old_body)), count_tokens(old_body))
+    op = key_facts_op(old_body, old, many_facts(10, start=1000), [])
+    assert op["op"] == "UPDATE"
+    assert len(bullet_items(op["content"])) <= MAX_BULLETS and count_tokens(op["content"]) <= TARGET_TOKENS
+    assert passes_guard(old_body, bullet_items(op["content"]))
+    guarded, notes = guard_ops({"Key Facts & Decisions": old_body}, {"Key Facts & Decisions": op})
+    assert notes == [] and guarded["Key Facts & Decisions"] == op
+
+
+def test_a_rewrite_takes_old_facts_back_until_the_anchor_guard_passes():
+    names = "Ada Bram Cleo Dev Esme Finn Gus Hana Ivo Jun Kai Lev Mia Nils Oda Per Quin Rui Sami Tove".split()
+    old = [fact(f"{name} owns the {name.lower()}-service module.", i) for i, name in enumerate(names)]
+    old += [fact(f"The release {i} shipped with {i} fixes on 2031-03-{i + 1:02d}.", 100 + i) for i in range(20)]
+    old_body = body_of(render(old))
+    strong = [fact(f"Orla paid ${500 + i} for {i + 2} tickets on 2031-04-{i + 1:02d} because it rained.", 1000 + i)
+              for i in range(60)]
+    op = key_facts_op(old_body, old, strong, [])
+    assert op["op"] == "UPDATE" and passes_guard(old_body, bullet_items(op["content"]))
+    assert sum(name in op["content"] for name in names) >= 14  # names carried back in for the guard
+    assert guard_ops({"Key Facts & Decisions": old_body}, {"Key Facts & Decisions": op})[1] == []
+
+
+def test_create_keeps_the_best_facts_within_the_limits():
+    body = create_facts(many_facts(60), [])
+    assert 0 < len(bullet_items(body)) <= MAX_BULLETS and count_tokens(body) <= TARGET_TOKENS

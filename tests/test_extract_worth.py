@@ -1,0 +1,26 @@
+"""Fact worth: names, numbers, dates and decisions outrank chatter; fillers are trimmed, content kept."""
+
+from __future__ import annotations
+
+from workmem.nodes.extract_worth import content_words, fact_worth, is_decision, trim_filler
+
+
+def test_worth_prefers_names_numbers_dates_and_decisions_over_chatter():
+    chatter = fact_worth("That sounds so amazing, you must feel proud!")
+    assert fact_worth("I adopted a greyhound called Pepper on 8 May 2031.") > fact_worth(
+        "I adopted a dog recently and it was nice."
+    ) > chatter
+    assert fact_worth("We decided on Caddy because of automatic TLS.") >= 3
+    assert fact_worth("Is it raining there today?") == 0.0
+    assert fact_worth("Yes indeed.") == 0.0
+
+
+def test_trim_filler_keeps_the_content():
+    assert trim_filler("By the way, I moved to Leeds.") == "I moved to Leeds."
+    assert trim_filler("Wow, so cool.") == "Wow, so cool."  # too little would be left
+
+
+def test_decisions_and_content_words():
+    assert is_decision("We chose Caddy because of automatic TLS.")
+    assert not is_decision("We went to the beach.")
+    assert content_words("I really love the old lighthouse at Harrow Bay") == ["lighthouse", "Harrow", "Bay"]

@@ -1,0 +1,181 @@
+"""Retention in the user's unit and the commit trigger (§7 *Retention*, *When a commit starts*)."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+
+import pytest
+from fakes import ScriptedToolModel, create_call, scripted, valid_update_call
+from langchain.agents import create_agent
+from langchain_core.messages import HumanMessage
+from langgraph.checkpoint.memory import InMemorySaver
+
+from workmem.graphs.engine import WorkingMemoryEngine
+from workmem.graphs.middleware import WorkingMemoryMiddleware
+from workmem.state.errors import InvalidInput
+from workmem.state.retention import keep_value, trigger_value
+from workmem.state.turns import choose_covered_range
+
+
+def msg(seq: int, role: str, tokens: int, *, calls: tuple[str, ...] = (), answers: str | None = None) -> dict:
+    if role == "tool":
+        parts = [{"type": "tool_result", "tool_call_id": answers, "name": "f", "content": "r", "is_error": False}]
+    elif calls:
+        parts = [{"type": "tool_call", "id": c, "name": "f", "arguments": {}} for c in calls]
+    else:
+        parts = [{"type": "text", "text": "x"}]
+    return {"seq": seq, "turn_id": "t1", "role": role, "parts": parts, "tokens": tokens}
+
+
+# Three turns: t1 = 1-2 (30 tokens), t2 = 3-6 with a tool group 4-5 (10+40+40+10), t3 = 7-8 (20).
+CONVERSATION = [
+    msg(1, "user", 10), msg(2, "assistant", 20),
+    msg(3, "user", 10), msg(4, "assistant", 40, calls=("call_0",)), msg(5, "tool", 40, answers="call_0"),
+    msg(6, "assistant", 10),
+    msg(7, "user", 10), msg(8, "assistant", 10),
+]
+
+
+@pytest.mark.parametrize(("keep", "covered"), [
+    (("messages", 0), (1, 8)),
+    (("messages", 2), (1, 6)),
+    (("messages", 3), (1, 5)),
+    (("messages", 4), (1, 3)),  # the cut would split 4|5: it moves before the call
+    (("messages", 8), None),
+    (("turns", 0), (1, 8)),
+    (("turns", 1), (1, 6)),
+    (("turns", 2), (1, 2)),
+    (("turns", 3), None),
+    (("turns", 9), None),
+    (("tokens", 0), (1, 8)),
+    (("tokens", 19), (1, 7)),  # the newest turn (20) does not fit: cut inside it, before its last message
+    (("tokens", 20), (1, 6)),  # exactly the newest turn
+    (("tokens", 119), (1, 6)),  # t2 + t3 = 120 does not fit: turns are never split
+    (("tokens", 120), (1, 2)),
+    (("tokens", 149), (1, 2)),
+    (("tokens", 150), None),
+], ids=lambda v: ":".join(map(str, v)) if isinstance(v, tuple) and isinstance(v[0], str) else str(v))
+def test_each_keep_unit_at_its_boundary(keep, covered):
+    assert choose_covered_range(CONVERSATION, keep) == covered
+
+
+@pytest.mark.parametrize(("keep", "covered"), [
+    (("tokens", 60), (1, 4)),  # 5-8 hold 60: the cut lands after the tool group 5-7
+    (("tokens", 59), (1, 7)),  # 8-9 = 20 fit, 5-9 = 80 do not: the newest tool-group boundary that fits
+    (("tokens", 9), (1, 9)),  # not even the last message fits: the whole turn is covered
+])
+def test_a_turn_larger_than_the_token_keep_is_cut_at_its_newest_tool_group_boundary_that_fits(keep, covered):
+    # one long turn: user 4 (10), call 5 (20) + result 6 (20) + result 7 (0)… as a two-call group, then 8, 9
+    turn = [msg(1, "user", 5), msg(2, "assistant", 5), msg(3, "user", 5), msg(4, "assistant", 10),
+            msg(5, "assistant", 20, calls=("a", "b")), msg(6, "tool", 20, answers="a"), msg(7, "tool", 0, answers="b"),
+            msg(8, "assistant", 10), msg(9, "user", 10)]
+    turn[8]["role"] = "assistant"  # 9 is an assistant message of the same turn
+    assert choose_covered_range(turn, keep) == covered
+
+
+def test_keep_and_trigger_forms():
+    assert keep_value("turns:3") == ("turns", 3) and keep_value(["tokens", 4000]) == ("tokens", 4000)
+    assert keep_value(("messages", 99_999)) == ("messages", 10_000)
+    assert keep_value(("tokens", 99_999_999)) == ("tokens", 10_000_000)
+    assert trigger_value(("fraction", 0.8)) == ("fraction", 0.8) and trigger_value(5000) == ("tokens", 5000)
+    for bad in (10, "10", ("hours", 1), ("turns", -1), ("turns", 2.5), ("messages",), None):
+        with pytest.raises(InvalidInput, match="keep"):
+            keep_value(bad)
+    for bad in (("fraction", 0), ("fraction", 1.5), ("tokens", 0), ("messages", 10), "soon", True):
+        with pytest.raises(InvalidInput, match="trigger"):
+            trigger_value(bad)
+
+
+def test_engine_keep_arguments(root):
+    with pytest.raises(InvalidInput, match="not both"):
+        WorkingMemoryEngine(root, keep=("turns", 2), keep_recent_count=3)
+    with pytest.raises(InvalidInput, match="not both"):
+        WorkingMemoryEngine(root, trigger=("tokens", 100), commit_token_threshold=100)
+    with WorkingMemoryEngine(root, durable=False, keep=("turns", 2)) as engine:
+        engine.add_messages("k", [{"role": r, "content": f"m{i}"} for i in range(8) for r in ("user", "assistant")])
+        assert engine.session_info("k")["keep"] == ["turns", 2]
+        with pytest.raises(InvalidInput, match="not both"):
+            engine.commit("k", keep_recent_count=2, keep=("turns", 1))
+        result = engine.commit("k", keep=("turns", 3))
+        assert result["status"] == "completed"
+        assert [m["seq"] for m in engine.storage.sessions.live_messages("k")] == list(range(11, 17))
+        archive = engine.working_memory("k")
+        assert archive["preserved_tail"]["keep"] == ["turns", 3] and archive["preserved_tail"]["message_count"] == 6
+
+
+def test_cli_keep_units(root, tmp_path, capsys):
+    import json
+
+    from workmem.graphs.cli import main
+
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps([{"role": r, "content": f"m{i}"} for i in range(6) for r in ("user", "assistant")]))
+    assert main(["--root", str(root), "add", "c", str(path)]) == 0
+    assert main(["--root", str(root), "commit", "c", "--keep", "turns:2", "--json"]) == 0
+    out = capsys.readouterr().out
+    assert json.loads(out[out.index("{"):])["covered"] == {"start_seq": 1, "end_seq": 8, "messages": 8}
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--root", str(root), "commit", "c", "--keep", "weeks:2"])
+    assert exit_info.value.code == 2 and "unit must be one of" in capsys.readouterr().err
+
+
+# -- the trigger ---------------------------------------------------------------------------------------------
+
+
+def chat_turns(n: int, words: int = 3) -> list[tuple[str, str]]:
+    return [(" ".join(f"q{i}w{j}" for j in range(words)), f"ok {i}") for i in range(n)]
+
+
+def test_with_a_working_memory_larger_than_the_trigger_commits_wait_for_the_pending_floor(root, caplog):
+    """The first build compared pending tokens alone: once the WM outgrew the trigger, every turn committed."""
+    facts = "\n".join(f"- Decision {i}: the service number {i} listens on port {8000 + i}." for i in range(40))
+    committer = ScriptedToolModel(messages=itertools.chain([create_call({"Key Facts & Decisions": facts})],
+                                                           itertools.repeat(valid_update_call({}))))
+    with WorkingMemoryEngine(root, model=committer, durable=False, keep=("messages", 4),
+                             trigger=("tokens", 200)) as engine:
+        engine.add_messages("big", [{"role": "user", "content": "Here are the decisions."}] * 40)
+        engine.commit("big")
+        wm_tokens = engine._working_memory_tokens("big", engine.session_info("big"))
+        assert wm_tokens > 200, "the premise: the WM alone exceeds the trigger"
+        started, left_window = 0, 0
+        with caplog.at_level(logging.WARNING, logger="workmem.engine"):
+            for question, answer in chat_turns(50):
+                before = engine.session_info("big")["pending_tokens"]
+                result = engine.after_turn("big", [{"role": "user", "content": question},
+                                                   {"role": "assistant", "content": answer}], wait=True)
+                left_window += result["pending_tokens"] - before if not result["commit"] else 0
+                started += result["commit"] is not None
+        floor = 200 // 4
+        total_tokens = sum(m["tokens"] for m in engine.storage.sessions.messages_in_range("big", 41, 140))
+        assert 1 <= started <= total_tokens // floor + 1, (started, total_tokens)
+        assert started < 25, "never a commit on every turn"
+        warnings = [r for r in caplog.records if "keep window" in r.getMessage()]
+        assert len(warnings) == 1 and "'big'" in warnings[0].getMessage()
+
+
+@pytest.mark.parametrize(("profile", "threshold"), [(None, 500), ({"max_input_tokens": 400}, 200)],
+                         ids=["context-window", "model-profile"])
+def test_a_fraction_trigger_uses_the_model_profile_else_the_context_window(root, monkeypatch, profile, threshold):
+    model = scripted(*(f"Answer number {i} with a few words." for i in range(12)))
+    model.profile = profile
+    seen: list[tuple[int, int]] = []  # (threshold, tokens the next call would carry) of each check
+    real_due = WorkingMemoryEngine.commit_due
+
+    def spy(self, session_id, meta, limit):
+        due = real_due(self, session_id, meta, limit)
+        carried = self._working_memory_tokens(session_id, meta) + meta["live_tokens"]
+        seen.append((limit, carried, due))
+        return due
+
+    monkeypatch.setattr(WorkingMemoryEngine, "commit_due", spy)
+    with WorkingMemoryEngine(root, durable=False, context_window=1_000, keep=("messages", 2)) as engine:
+        middleware = WorkingMemoryMiddleware(engine, trigger=("fraction", 0.5), commit_mode="sync")
+        agent = create_agent(model, middleware=[middleware], checkpointer=InMemorySaver())
+        for i in range(12):
+            question = f"Question {i}: " + " ".join(f"word{i}x{j}" for j in range(20))
+            agent.invoke({"messages": [HumanMessage(content=question)]}, {"configurable": {"thread_id": "frac"}})
+        assert {limit for limit, _, _ in seen} == {threshold}
+        first = next(i for i, (_, _, due) in enumerate(seen) if due)
+        assert all(carried < threshold - 30 for _, carried, _ in seen[:first])  # 30: the system note, at most
+        assert engine.session_info("frac")["commit_count"] >= 1

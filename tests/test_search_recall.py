@@ -1,0 +1,72 @@
+"""recall@12 of archive search on the LoCoMo dev conversations (SPEC §7 [r2]): both query styles ≥ 75 %.
+
+Reads `../shared/data/locomo_dev.json` (never copied into the repository) and skips when it is absent.
+The module's own logic is checked on a small synthetic conversation that always runs.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from workmem.graphs.eval.recall import main, measure_search_recall, recall_table
+
+REPO = Path(__file__).resolve().parent.parent
+DEV_DATA = Path(os.environ.get("WORKMEM_LOCOMO_DEV", REPO.parent / "shared" / "data" / "locomo_dev.json"))
+TARGET = 0.75
+
+TINY = {
+    "sample_id": "tiny-1",
+    "conversation": {
+        "speaker_a": "Ana", "speaker_b": "Bo",
+        "session_1_date_time": "1:00 pm on 3 March, 2024",
+        "session_1": [
+            {"speaker": "Ana", "dia_id": "D1:1", "text": "I adopted a greyhound called Pixel last week!"},
+            {"speaker": "Bo", "dia_id": "D1:2", "text": "Lovely. Which shelter was it?"},
+            {"speaker": "Ana", "dia_id": "D1:3", "text": "The one by the river, near the old mill."},
+            {"speaker": "Bo", "dia_id": "D1:4", "text": "I started pottery classes on Tuesdays."},
+        ],
+    },
+    "qa": [
+        {"question": "What dog did Ana adopt?", "answer": "a greyhound", "evidence": ["D1:1"], "category": 4},
+        {"question": "Which shelter did Pixel come from?", "answer": "by the river", "evidence": ["D1:3"],
+         "category": 4},
+        {"question": "What class does Bo take?", "answer": "pottery", "evidence": ["D1:4", "D1:9"], "category": 1},
+        {"question": "Would Ana like cats?", "adversarial_answer": "no", "evidence": ["D1:1"], "category": 5},
+    ],
+}
+
+
+def test_measure_search_recall_on_a_tiny_conversation(tmp_path):
+    results = measure_search_recall(TINY, root=tmp_path / "wm")
+    keywords = results["styles"]["keywords"]
+    assert keywords["overall"]["turns"] == 4  # D1:1, D1:3, D1:4 and the unmapped D1:9; adversarial left out
+    assert keywords["overall"]["citations"] == 4
+    assert keywords["overall"]["found"] == 3 and keywords["overall"]["recall"] == pytest.approx(0.75)
+    assert set(keywords) == {"1", "4", "overall"}
+    assert results["samples"][0]["sample_id"] == "tiny-1"
+    assert set(results["styles"]) == {"keywords", "question"}
+    assert recall_table(results).row_count == 4
+
+
+def test_the_command_line_needs_one_path(capsys):
+    assert main([]) == 2
+
+
+@pytest.fixture(scope="module")
+def dev_results(tmp_path_factory):
+    if not DEV_DATA.is_file():
+        pytest.skip(f"LoCoMo dev data not found at {DEV_DATA} (see shared/data/README.md)")
+    return measure_search_recall(DEV_DATA, root=tmp_path_factory.mktemp("recall") / "wm")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("style", [
+    "question",
+    "keywords",
+])
+def test_recall_at_12_on_the_dev_conversations(dev_results, style):
+    overall = dev_results["styles"][style]["overall"]
+    assert overall["recall"] >= TARGET, overall

@@ -1,0 +1,94 @@
+"""Hits with their neighbours (`context=n`), spilled WM items as hits, and the capped tool text (§7)."""
+
+from __future__ import annotations
+
+import pytest
+from fakes import create_call, scripted
+
+from workmem.graphs.agent_tools import make_archive_tools
+from workmem.graphs.engine import WorkingMemoryEngine
+from workmem.graphs.search_results import format_hits, with_context
+from workmem.state.errors import InvalidInput
+from workmem.state.search_index import SearchIndex
+from workmem.state.tokens import count_tokens
+
+
+def stored(seq: int, text: str, role: str = "user") -> dict:
+    return {"id": f"m-{seq}", "seq": seq, "turn_id": f"t{seq}", "role": role, "created_at": "x", "tokens": 1,
+            "meta": {}, "parts": [{"type": "text", "text": text}]}
+
+
+def hit(seq: int, text: str = "match") -> dict:
+    return {"archive_id": "archive_001", "seq": seq, "turn_id": f"t{seq}", "role": "user", "content": text}
+
+
+def test_context_adds_the_neighbours_of_each_hit_reading_each_overlapping_run_once():
+    log = {i: stored(i, f"message {i}") for i in range(1, 31)}
+    reads = []
+
+    def fetch(lo, hi):
+        reads.append((lo, hi))
+        return [log[s] for s in range(lo, hi + 1) if s in log]
+
+    out = with_context([hit(10), hit(12), hit(1), hit(25)], 2, fetch)
+    assert reads == [(1, 3), (8, 14), (23, 27)]
+    assert [c["seq"] for c in out[0]["context"]] == [8, 9, 11, 12]
+    assert [c["seq"] for c in out[2]["context"]] == [2, 3]  # nothing before seq 1
+    assert all(c["context"] is True for h in out for c in h["context"])
+    assert with_context([hit(5)], 0, fetch)[0]["context"] == []
+
+
+def test_the_tool_text_merges_overlapping_windows_and_caps_its_size():
+    log = {i: stored(i, f"message number {i} " + "word " * 40) for i in range(1, 200)}
+    hits = with_context([hit(s, log[s]["parts"][0]["text"]) for s in (50, 52, 100, *range(120, 200, 8))], 1,
+                        lambda lo, hi: [log[s] for s in range(lo, hi + 1) if s in log])
+    text = format_hits("word", hits, max_tokens=900)
+    assert count_tokens(text) <= 1_000
+    first_block = text.split("\n\n")[1].splitlines()
+    assert [line.split("#")[1].split()[0] for line in first_block] == ["49", "50", "51", "52", "53"]
+    assert [line.startswith("  (context)") for line in first_block] == [True, False, True, False, True]
+    shown = text.count("[archive_001 #")
+    assert 3 <= shown < len(hits) and f"[{len(hits) - shown} more match(es) not shown" in text
+    everything = format_hits("word", hits, max_tokens=100_000)
+    assert everything.count("[archive_001 #") == len(hits) and "not shown" not in everything
+
+
+def test_spilled_items_are_searchable_as_memory_hits(root):
+    index = SearchIndex(root)
+    index.index_messages("s", "archive_002", [stored(7, "we talked about the kiln")],
+                         spilled=[{"section": "Files & Context", "item": "`kiln/firing.py` — read"},
+                                  {"section": "Key Facts & Decisions", "item": "The kiln fires at 1240 C."}])
+    hits = index.search("s", "kiln fires")
+    memory = [h for h in hits if h["role"] == "memory"]
+    assert memory[0] == {"archive_id": "archive_002", "seq": None, "turn_id": None, "role": "memory",
+                         "section": "Key Facts & Decisions", "content": "The kiln fires at 1240 C."}
+    assert any(h["seq"] == 7 for h in hits)
+    index.index_messages("s", "archive_002", [stored(7, "we talked about the kiln")])  # re-index drops the items
+    assert all(h["role"] != "memory" for h in index.search("s", "kiln fires"))
+
+
+def test_engine_search_with_context_and_spilled_items_through_a_real_spill(root):
+    paths = [f"src/module_{i:03d}/handler.py" for i in range(400)]
+    conversation = [m for i, path in enumerate(paths) for m in (
+        {"role": "user", "content": f"Look at module {i}."},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": f"c{i}", "type": "function",
+             "function": {"name": "read_file", "arguments": f'{{"path": "{path}"}}'}}]},
+        {"role": "tool", "tool_call_id": f"c{i}", "name": "read_file", "content": f"handler {i}"})]
+    files = "\n".join(f"- `{path}` — read" for path in paths)  # far over the section's budget: the oldest spill
+    model = scripted(create_call({"Session Title": "Modules", "Files & Context": files}))
+    with WorkingMemoryEngine(root, model=model, durable=False) as engine:
+        engine.add_messages("big", conversation)
+        engine.commit("big", keep_recent_count=0)
+        assert engine.storage.sessions.spilled_items("big", "archive_001"), "the premise: Files & Context spilled"
+        hits = engine.archive_search("big", "module_000/handler.py")
+        assert any(h["role"] == "memory" and h["section"] == "Files & Context" for h in hits)
+        with_neighbours = engine.archive_search("big", "Look at module 7", context=1)
+        top = with_neighbours[0]
+        assert top["seq"] == 22 and [c["seq"] for c in top["context"]] == [21, 23]
+        for bad in (4, -1, True, "1"):
+            with pytest.raises(InvalidInput, match="context"):
+                engine.archive_search("big", "module", context=bad)
+        search = make_archive_tools(engine, "big")[0]
+        text = search.invoke({"query": "Look at module 7", "context": 1})
+        assert "(context) [#21" in text and "(context) [#23" in text
