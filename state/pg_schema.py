@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -245,6 +245,13 @@ class Database:
         """Every row of one statement, as dicts (`prepare=False`: planned for these values, never generic)."""
         with self.pool.connection() as conn:
             return conn.execute(sql, args, prepare=prepare).fetchall()
+
+    def batch(self, statements: Sequence[tuple[str, Any]]) -> list[list[dict[str, Any]]]:
+        """Every row of each statement, all sent in one round trip (a pipeline), each planned for its values."""
+        with self.pool.connection() as conn:
+            with conn.pipeline():
+                cursors = [conn.cursor().execute(sql, args, prepare=False) for sql, args in statements]
+            return [cur.fetchall() for cur in cursors]
 
     def row(self, sql: str, args: Any = None) -> dict[str, Any] | None:
         """The first row of one statement, or None."""

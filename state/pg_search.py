@@ -7,10 +7,11 @@ backend's `fts_docs`. Nothing needs indexing after a commit: archiving sets `arc
 the search, and records the new stems.
 
 The database only finds candidates (`PgCandidates`): every channel `search_terms` plans for every query
-word is one SELECT, all sent as one UNION ALL. Ranking them is `search_hits.ranked_hits`, the file
-backend's own, so both backends rank alike. A query is literal text: each word reaches SQL only as a
-bound parameter, turned into lexemes by `phraseto_tsquery` (never parsed as tsquery syntax) or into a
-`LIKE` pattern with `%`, `_` and `\\` escaped.
+word is one SELECT, all sent as one UNION ALL (a stem's relatives as a subquery of `stems`). Ranking
+them is `search_hits.ranked_hits`, the file backend's own, so both backends rank alike. A query is
+literal text: each word reaches SQL only as a bound parameter, turned into lexemes by `phraseto_tsquery`
+(never parsed as tsquery syntax) or into a `LIKE` pattern with `%`, `_` and `\\` escaped; indexed
+stems reach `to_tsquery` only through `quote_literal`.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from workmem.state import fts_query, search_hits, search_rank, search_terms
+from workmem.state import fts_query, search_hits, search_terms
 from workmem.state.errors import InvalidInput
 from workmem.state.ids import canonical_archive_id
 from workmem.state.jsonl import check_stored
@@ -26,11 +27,8 @@ from workmem.state.messages import indexed_text
 from workmem.state.pg_schema import NUL_STANDIN, Database, session_key
 
 _WORDS = "phraseto_tsquery('wm_english', regexp_replace(%({key})s, '[^[:alnum:]]+', ' ', 'g'))"
-_STEM = "phraseto_tsquery('simple', %({key})s)"  # an indexed stem, as it is (stemming it again could change it)
 _STEMS = ("SELECT w AS word, (SELECT lexeme FROM unnest(to_tsvector('wm_english', w)) LIMIT 1) AS stem "
           "FROM unnest(%s::text[]) AS w")
-_RELATIVES = (f"SELECT stem FROM stems WHERE stem >= %s AND stem < %s AND stem <> %s ORDER BY stem "
-              f"LIMIT {search_terms.MAX_RELATIVES}")
 
 
 class PgSearchIndex:
@@ -80,50 +78,42 @@ class PgSearchIndex:
 
 class PgCandidates:
     """The candidates of one search scope (`search_hits.CandidateSource`): a session's documents in
-    `search_docs`, or one archive's."""
+    `search_docs`, or one archive's. Three round trips: the scope, its stamps and the words' stems; every
+    channel and scan of every term; the rows of the best."""
 
     def __init__(self, db: Database, session_id: str, archive: str | None) -> None:
         self.db = db
         self.scope = "session_id = %(sid)s" + (" AND archive_id = %(aid)s" if archive else "")
         self.args: dict[str, Any] = {"sid": session_id, "aid": archive}
 
-    def scope_size(self) -> tuple[int, float]:
-        """(the seq span of the scope's documents, the mean length of its newest LENGTH_SAMPLE) in one trip."""
+    def candidates(self, terms: Sequence[fts_query.Term]) -> search_terms.Candidates:
+        """The scope's seq span and mean length, its date stamps and each term's matches."""
         docs = f"FROM search_docs WHERE {self.scope}"
-        row = self.db.row(f"SELECT (SELECT seq {docs} ORDER BY seq LIMIT 1) AS low, "
-                          f"(SELECT seq {docs} ORDER BY seq DESC LIMIT 1) AS high, (SELECT avg(length) FROM "
-                          f"(SELECT length {docs} ORDER BY seq DESC LIMIT {search_terms.LENGTH_SAMPLE}) t) AS mean",
-                          self.args)
-        if row is None or row["low"] is None:
-            return 0, 0.0
-        return row["high"] - row["low"] + 1, float(row["mean"] or 0.0)
-
-    def matches(self, terms: Sequence[fts_query.Term], total: int) -> list[list[search_rank.Matches]]:
-        """Per term, its channels' matches: every channel of every term in one round trip, then the compound
-        spellings of the terms nothing found."""
-        relatives = self._relatives(terms)
-        planned = [search_terms.channels(t, relatives.get(t.words, ())) for t in terms]
-        found = self._run([c for chans in planned for c in chans])
-        out: list[list[search_rank.Matches]] = []
-        for channels in planned:
-            out.append([m for c in channels if (m := search_terms.channel_matches(found.pop(0), c, total))])
-        fallbacks = {i: c for i, t in enumerate(terms) if not out[i] and (c := search_terms.compound_channel(t))}
-        for (i, channel), rows in zip(fallbacks.items(), self._run(list(fallbacks.values())), strict=True):
-            matches = search_terms.channel_matches(rows, channel, total)
-            if matches is not None:
-                out[i].append(matches)
-        for i, term in enumerate(terms):
-            if term.scan:
-                matches = search_terms.scan_matches(self._scan(term.text), total)
-                if matches is not None:
-                    out[i].append(matches)
-        return out
-
-    def stamps(self) -> list[int]:
-        """The seqs of the scope's newest MAX_STAMPS date stamps, in order (a partial index)."""
-        rows = self.db.rows(f"SELECT seq FROM search_docs WHERE {self.scope} AND stamp ORDER BY seq DESC "
-                            f"LIMIT {search_terms.MAX_STAMPS}", self.args)
-        return [r["seq"] for r in reversed(rows)]
+        words = [t.words for t in terms if t.words and " " not in t.words]
+        size, stamps, *stemmed = self.db.batch([
+            (f"SELECT (SELECT seq {docs} ORDER BY seq LIMIT 1) AS low, (SELECT seq {docs} ORDER BY seq DESC LIMIT 1) "
+             f"AS high, (SELECT avg(length) FROM (SELECT length {docs} ORDER BY seq DESC "
+             f"LIMIT {search_terms.LENGTH_SAMPLE}) t) AS mean", self.args),
+            (f"SELECT seq {docs} AND stamp ORDER BY seq DESC LIMIT {search_terms.MAX_STAMPS}", self.args),
+            *([(_STEMS, [words])] if words else [])])
+        if not size or size[0]["low"] is None:
+            return search_terms.NOTHING
+        total = size[0]["high"] - size[0]["low"] + 1
+        stem_of = {r["word"]: r["stem"] for r in stemmed[0]} if stemmed else {}
+        planned = [search_terms.channels(t, stem_of.get(t.words)) for t in terms]
+        scans = [i for i, t in enumerate(terms) if t.scan]
+        found = self._run([c for chans in planned for c in chans], [terms[i].text for i in scans])
+        matches = [[m for c in chans if (m := search_terms.channel_matches(found.pop(0), c, total))]
+                   for chans in planned]
+        fallbacks = {i: c for i, t in enumerate(terms) if not matches[i] and (c := search_terms.compound_channel(t))}
+        for (i, channel), rows in zip(fallbacks.items(), self._run(list(fallbacks.values()), []), strict=True):
+            if (m := search_terms.channel_matches(rows, channel, total)) is not None:
+                matches[i].append(m)
+        for i, rows in zip(scans, found, strict=True):
+            if (m := search_terms.scan_matches(rows, total)) is not None:
+                matches[i].append(m)
+        return search_terms.Candidates(total, float(size[0]["mean"] or 0.0), matches,
+                                       [r["seq"] for r in reversed(stamps)])
 
     def rows(self, seqs: Sequence[int]) -> dict[int, search_hits.Row]:
         """seq → (archive_id, length, seq, turn_id, role, content) of those seqs found in scope."""
@@ -134,56 +124,55 @@ class PgCandidates:
         return {r["seq"]: (r["archive_id"], r["length"], r["seq"], r["turn_id"], r["role"], r["content"])
                 for r in found}
 
-    def _relatives(self, terms: Sequence[fts_query.Term]) -> dict[str, list[str]]:
-        """word → the indexed stems sharing its stem's prefix, for every one-word term with a long stem."""
-        words = [t.words for t in terms if t.words and " " not in t.words]
-        if not words:
-            return {}
-        out = {}
-        for row in self.db.rows(_STEMS, [words]):
-            prefix = fts_query.stem_prefix(row["stem"] or "")
-            if prefix:
-                out[row["word"]] = [r["stem"] for r in self.db.rows(_RELATIVES, [prefix, prefix + "\U0010ffff",
-                                                                                  row["stem"]])]
-        return out
-
-    def _run(self, channels: Sequence[search_terms.Channel]) -> list[list[tuple[int, Any, Any]]]:
-        """Each channel's newest `limit` rows (seq, length, asks), one UNION ALL for all of them, each planned
-        for its very values (a generic plan cannot know how common a word is)."""
-        if not channels:
-            return []
+    def _run(self, channels: Sequence[search_terms.Channel], scans: Sequence[str]) -> list[list[tuple[int, Any, Any]]]:
+        """(seq, length, asks) rows of each channel (its newest `limit`, as one UNION ALL) and of each scan, in
+        one round trip; every statement planned for its very values (a generic plan cannot know how common a
+        word is)."""
         args, selects = dict(self.args), []
         for k, channel in enumerate(channels):
-            keys = [f"c{k}_{j}" for j in range(len(channel.phrases))]
-            for key, phrase in zip(keys, channel.phrases, strict=True):
-                text = phrase.replace("\x00", NUL_STANDIN)
-                args[key] = text if channel.index == "words" else f"%{like_escape(text)}%"
-            if channel.index == "words":
-                query = _STEM if channel.stems else _WORDS
-                match = "tsv @@ (" + " || ".join(query.format(key=key) for key in keys) + ")"
-            else:
-                match = "(" + " OR ".join(f"content ILIKE %({key})s" for key in keys) + ")"
             selects.append(f"(SELECT {k} AS channel, seq, length, asks FROM search_docs WHERE {self.scope} "
-                           f"AND {match} ORDER BY seq DESC LIMIT {channel.limit})")
+                           f"AND {_match(channel, f'c{k}', args)} ORDER BY seq DESC LIMIT {channel.limit})")
+        statements = [(" UNION ALL ".join(selects), args)] if selects else []
+        statements += [self._scan(text) for text in scans]
+        results = self.db.batch(statements) if statements else []
         found: list[list[tuple[int, Any, Any]]] = [[] for _ in channels]
-        for r in self.db.rows(" UNION ALL ".join(selects), args, prepare=False):
+        for r in results.pop(0) if selects else []:
             found[r["channel"]].append((r["seq"], r["length"], r["asks"]))
         for rows in found:  # UNION ALL keeps no order across its parts
             rows.sort(key=lambda row: -row[0])
+        for text, rows in zip(scans, results, strict=True):
+            needle = text.replace("\x00", NUL_STANDIN).casefold()
+            found.append([(r["seq"], r["length"], r["asks"]) for r in rows
+                          if text.isascii() or needle in r["content"].casefold()])
         return found
 
-    def _scan(self, text: str) -> list[tuple[int, Any, Any]]:
+    def _scan(self, text: str) -> tuple[str, dict[str, Any]]:
         """A term under 3 characters, matched as a case-insensitive substring of every document in scope:
-        `lower()` for ASCII, str.casefold() for any other term (`ß` finds `STRASSE`), like the file backend."""
+        `lower()` for ASCII; any other term is matched with str.casefold() over the rows (`ß` finds
+        `STRASSE`), like the file backend."""
         text = text.replace("\x00", NUL_STANDIN)
-        sql = f"SELECT seq, length, asks{{content}} FROM search_docs WHERE {self.scope}"
+        sql = f"SELECT seq, length, asks, content FROM search_docs WHERE {self.scope}"
         if text.isascii():
-            rows = self.db.rows(sql.format(content="") + " AND strpos(lower(content), %(needle)s) > 0",
-                                {**self.args, "needle": text.lower()})
-            return [(r["seq"], r["length"], r["asks"]) for r in rows]
-        needle = text.casefold()
-        rows = self.db.rows(sql.format(content=", content"), self.args)
-        return [(r["seq"], r["length"], r["asks"]) for r in rows if needle in r["content"].casefold()]
+            return sql.replace(", content", "") + " AND strpos(lower(content), %(needle)s) > 0", {
+                **self.args, "needle": text.lower()}
+        return sql, self.args
+
+
+def _match(channel: search_terms.Channel, key: str, args: dict[str, Any]) -> str:
+    """The WHERE condition of one channel, its values added to `args` under names starting with `key`."""
+    if channel.relatives_of is not None:
+        prefix = fts_query.stem_prefix(channel.relatives_of) or channel.relatives_of
+        args.update({f"{key}_lo": prefix, f"{key}_hi": prefix + "\U0010ffff", f"{key}_stem": channel.relatives_of})
+        return (f"tsv @@ (SELECT to_tsquery('simple', string_agg(quote_literal(stem), ' | ')) FROM (SELECT stem "
+                f"FROM stems WHERE stem >= %({key}_lo)s AND stem < %({key}_hi)s AND stem <> %({key}_stem)s "
+                f"ORDER BY stem LIMIT {search_terms.MAX_RELATIVES}) r)")
+    keys = [f"{key}_{j}" for j in range(len(channel.phrases))]
+    for name, phrase in zip(keys, channel.phrases, strict=True):
+        text = phrase.replace("\x00", NUL_STANDIN)
+        args[name] = text if channel.index == "words" else f"%{like_escape(text)}%"
+    if channel.index == "words":
+        return "tsv @@ (" + " || ".join(_WORDS.format(key=name) for name in keys) + ")"
+    return "(" + " OR ".join(f"content ILIKE %({name})s" for name in keys) + ")"
 
 
 def like_escape(text: str) -> str:

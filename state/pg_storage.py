@@ -10,15 +10,17 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from workmem.state.errors import SessionNotFound
+from workmem.state.errors import DatabaseUnavailable, InvalidInput, SessionNotFound
 from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES
 from workmem.state.pg_schema import (
+    CONNECT_TIMEOUT,
     Database,
     check_url,
     ensure_schema,
     open_pool,
     schema_name,
     session_key,
+    shown_url,
     without_nul,
 )
 from workmem.state.pg_search import PgSearchIndex
@@ -131,3 +133,19 @@ def nul_safe_saver() -> type:
             return super().put(config, checkpoint, without_nul(metadata), new_versions)
 
     return NulSafePostgresSaver
+
+
+def drop_schema(url: str, schema: str) -> None:
+    """`DROP SCHEMA … CASCADE` of a workmem schema (see `storage.drop_database_schema`)."""
+    import psycopg
+
+    url, schema = check_url(url), schema_name(schema)
+    try:
+        with psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT) as conn:
+            holder = conn.execute("SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'pg_trgm'"
+                                  ).fetchone()
+            if holder is not None and holder[0].strip('"') == schema:
+                raise InvalidInput("schema", schema, "holds pg_trgm, which other workmem schemas may use")
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+    except psycopg.OperationalError as exc:
+        raise DatabaseUnavailable(shown_url(url), " ".join(str(exc).split())) from None

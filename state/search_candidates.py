@@ -27,19 +27,15 @@ class SqliteCandidates:
     def __init__(self, db: Database, scope: str, args: list[Any]) -> None:
         self.db, self.scope, self.args = db, scope, args
 
-    def scope_size(self) -> tuple[int, float]:
-        """See `scope_size`."""
-        return scope_size(self.db, self.scope, self.args)
-
-    def matches(self, terms: Sequence[fts_query.Term], total: int) -> list[list[search_rank.Matches]]:
-        """Per term, its channels' matches (`term_matches`)."""
+    def candidates(self, terms: Sequence[fts_query.Term]) -> search_terms.Candidates:
+        """The scope's size (`scope_size`), each term's matches (`term_matches`) and the date stamps (`stamps`)."""
+        total, avg_length = scope_size(self.db, self.scope, self.args)
+        if not total:
+            return search_terms.NOTHING
         found = stems(self.db, terms)
-        return [list(term_matches(self.db, term, found.get(term.words), self.scope, self.args, total))
-                for term in terms]
-
-    def stamps(self) -> list[int]:
-        """See `stamps`."""
-        return stamps(self.db, self.scope, self.args)
+        matches = [list(term_matches(self.db, term, found.get(term.words), self.scope, self.args, total))
+                   for term in terms]
+        return search_terms.Candidates(total, avg_length, matches, stamps(self.db, self.scope, self.args))
 
     def rows(self, seqs: Sequence[int]) -> dict[int, tuple[Any, ...]]:
         """See `rows`."""
@@ -102,7 +98,7 @@ def term_matches(db: Database, term: fts_query.Term, stem: str | None, scope: st
     from the indexed stems in `fts_stems`), the compound fallback when none found anything, and the `instr`
     scan of a term under 3 characters."""
     found_any = False
-    for channel in search_terms.channels(term, relatives(db, stem) if stem else []):
+    for channel in search_terms.channels(term, stem):
         matches = _channel(db, channel, scope, args, total)
         if matches is not None:
             found_any = True
@@ -123,7 +119,10 @@ def _channel(db: Database, channel: search_terms.Channel, scope: str, args: list
     """One channel's matches: its first `limit` rows (SQLite stops reading early), and for a common word
     its newest PER_TERM_HITS."""
     table = "fts_words" if channel.index == "words" else "fts_trigram"
-    match = " OR ".join(fts_query.fts_phrase(p) for p in channel.phrases)
+    phrases = relatives(db, channel.relatives_of) if channel.relatives_of else channel.phrases
+    if not phrases:
+        return None
+    match = " OR ".join(fts_query.fts_phrase(p) for p in phrases)
     sql = (f"SELECT d.seq, d.length, d.asks FROM {table} f CROSS JOIN fts_docs d ON d.rowid = f.rowid "
            f"WHERE {table} MATCH ? AND {scope}")
     found = db.execute(f"{sql} LIMIT {channel.limit}", [match, *args]).fetchall()

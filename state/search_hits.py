@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from workmem.state import fts_query, search_dates, search_rank
+from workmem.state import fts_query, search_dates, search_rank, search_terms
 from workmem.state.errors import InvalidInput
 from workmem.state.ids import archive_number, canonical_archive_id
 
@@ -29,14 +29,9 @@ Row = tuple[Any, ...]  # (archive_id, length, seq, turn_id, role, content)
 class CandidateSource(Protocol):
     """What a backend's index answers about one search scope (a session, or one of its archives)."""
 
-    def scope_size(self) -> tuple[int, float]:
-        """(about how many documents the scope holds — its seq span —, their mean length in words)."""
-
-    def matches(self, terms: Sequence[fts_query.Term], total: int) -> list[list[search_rank.Matches]]:
-        """Per term, the matches of each of its channels (`search_terms`) that found something."""
-
-    def stamps(self) -> list[int]:
-        """The seqs of the scope's newest `search_terms.MAX_STAMPS` date stamps, in order."""
+    def candidates(self, terms: Sequence[fts_query.Term]) -> search_terms.Candidates:
+        """The scope's size and mean length, per term the matches of each of its channels (`search_terms`)
+        that found something, and the seqs of the scope's newest `search_terms.MAX_STAMPS` date stamps."""
 
     def rows(self, seqs: Sequence[int]) -> dict[int, Row]:
         """seq → row of those seqs found in scope."""
@@ -59,16 +54,14 @@ def ranked_hits(source: CandidateSource, query: str, limit: int) -> list[dict[st
     terms = fts_query.plan(query)
     if not terms:
         return []
-    total, avg_length = source.scope_size()
-    if not total:
+    found = source.candidates(terms)
+    if not found.total:
         return []
-    matches = source.matches(terms, total)
-    stamps = source.stamps()
-    fused = search_rank.score(matches, avg_length, stamps)
+    fused = search_rank.score(found.matches, found.avg_length, found.stamps)
     head = search_rank.top(fused, 2 * limit + HEAD_EXTRA)
     rows = source.rows(head)
-    dated = set(stamps)
-    final = {seq: fused[seq] * search_rank.length_prior(rows[seq][1], avg_length)
+    dated = set(found.stamps)
+    final = {seq: fused[seq] * search_rank.length_prior(rows[seq][1], found.avg_length)
              * (search_rank.OPENER_PRIOR if seq - 1 in dated else 1.0) for seq in head if seq in rows}
     return [hit(rows[seq]) for seq in search_rank.top(final, limit)]
 

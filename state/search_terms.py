@@ -28,6 +28,20 @@ Found = Sequence[tuple[int, Any, Any]]  # (seq, length, asks) rows
 
 
 @dataclass(frozen=True)
+class Candidates:
+    """What a backend's index found for one search: the scope's size (its seq span) and mean length, per
+    term the matches of each channel that found something, and the scope's date stamps in order."""
+
+    total: int
+    avg_length: float
+    matches: list[list[search_rank.Matches]]
+    stamps: list[int]
+
+
+NOTHING = Candidates(0, 0.0, [], [])
+
+
+@dataclass(frozen=True)
 class Channel:
     """One query of an index for one term: any of `phrases` matches; `factor` scales the term's weight;
     `cap`: COMMON_TERM_DOCS, or None for stem relatives (dropped past PREFIX_HITS)."""
@@ -36,7 +50,7 @@ class Channel:
     phrases: tuple[str, ...]
     factor: float
     cap: int | None
-    stems: bool = False  # the phrases are indexed stems (a word's relatives): a backend may look them up as they are
+    relatives_of: str | None = None  # no phrases: the indexed stems sharing this stem's prefix (`stem_prefix`)
 
     @property
     def limit(self) -> int:
@@ -44,16 +58,17 @@ class Channel:
         return (self.cap or PREFIX_HITS) + 1
 
 
-def channels(term: fts_query.Term, relatives: Sequence[str] = ()) -> list[Channel]:
-    """The channels of `term`, given the indexed relatives of its stem (`fts_query.stem_prefix`)."""
+def channels(term: fts_query.Term, stem: str | None = None) -> list[Channel]:
+    """The channels of `term`; `stem`: its stem when it is one word (a long stem also looks for its indexed
+    relatives, which the backend finds through `fts_query.stem_prefix` — `allergies` → `allergic`)."""
     out = []
     if term.porter:
         out.append(Channel("words", (term.words,), 1.0, COMMON_TERM_DOCS))
     forms = search_lemmas.other_forms(term.words)
     if forms:
         out.append(Channel("words", forms, search_rank.LEMMA_WEIGHT, COMMON_TERM_DOCS))
-    if relatives:
-        out.append(Channel("words", tuple(relatives), search_rank.PREFIX_WEIGHT, None, stems=True))
+    if stem and fts_query.stem_prefix(stem):
+        out.append(Channel("words", (), search_rank.PREFIX_WEIGHT, None, relatives_of=stem))
     if term.trigram:
         out.append(Channel("trigram", (term.text,), 1.0, COMMON_TERM_DOCS))
     return out

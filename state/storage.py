@@ -213,13 +213,15 @@ def database_url_for(root: str | os.PathLike[str] | None = None, url: str | None
 
 
 def open_storage(root: str | os.PathLike[str] | None = None, *, database_url: str | None = None,
-                 durable: bool = True, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> Storage:
-    """The storage of a Postgres database or of a data root, chosen by `database_url` (precedence above)."""
+                 database_schema: str | None = None, durable: bool = True,
+                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> Storage:
+    """The storage of a Postgres database or of a data root, chosen by `database_url` (precedence above);
+    `database_schema` names the schema on Postgres (default `WORKMEM_DATABASE_SCHEMA`, else `workmem`)."""
     url = database_url_for(root, database_url)
     if url is not None:
         from workmem.state.pg_storage import PostgresStorage
 
-        return PostgresStorage(url, durable=durable, max_message_bytes=max_message_bytes)
+        return PostgresStorage(url, schema=database_schema, durable=durable, max_message_bytes=max_message_bytes)
     from workmem.state.file_storage import FileStorage
 
     if root is not None and (not isinstance(root, (str, os.PathLike)) or not str(root)):
@@ -228,3 +230,11 @@ def open_storage(root: str | os.PathLike[str] | None = None, *, database_url: st
     if path.exists() and not path.is_dir():
         raise InvalidInput("root", str(path), "is not a directory")
     return FileStorage(path, durable=durable, max_message_bytes=max_message_bytes)
+
+
+def drop_database_schema(database_url: str, schema: str) -> None:
+    """Drop a workmem schema and everything in it (a scratch schema, e.g. an evaluation's); refused for the
+    schema that holds `pg_trgm`, which other workmem schemas of the database may use."""
+    from workmem.state.pg_storage import drop_schema
+
+    drop_schema(database_url, schema)

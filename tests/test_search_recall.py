@@ -70,3 +70,25 @@ def dev_results(tmp_path_factory):
 def test_recall_at_12_on_the_dev_conversations(dev_results, style):
     overall = dev_results["styles"][style]["overall"]
     assert overall["recall"] >= TARGET, overall
+
+
+@pytest.fixture(scope="module")
+def pg_dev_results(request):
+    if not DEV_DATA.is_file():
+        pytest.skip(f"LoCoMo dev data not found at {DEV_DATA} (see shared/data/README.md)")
+    server = request.getfixturevalue("pg_server")
+    url = server.create_database()
+    try:
+        yield measure_search_recall(DEV_DATA, database_url=url)
+    finally:
+        server.drop_database(url)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("style", ["question", "keywords"])
+def test_postgres_recall_at_12_is_within_two_points_of_the_file_backend(dev_results, pg_dev_results, style):
+    """SPEC §11: the same ranking over the database's candidates; recall@12 within 2 points of the files'."""
+    files = dev_results["styles"][style]["overall"]["recall"]
+    postgres = pg_dev_results["styles"][style]["overall"]["recall"]
+    assert abs(postgres - files) <= 0.02, (files, postgres)
+    assert pg_dev_results["styles"][style]["overall"]["turns"] == dev_results["styles"][style]["overall"]["turns"]
