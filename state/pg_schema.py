@@ -31,12 +31,14 @@ _URL_SECRET = re.compile(r"(://[^:/@]*:)[^@]*@")
 # {schema}: our schema. `messages.content` is what the index holds of a message (`indexed_text`: workmem's own
 # tool traffic left out; empty → not a document). `search_docs` is what a search sees: archived messages
 # and spilled WM items (negative seqs, role `memory`, the section as turn id), like the file backend's
-# `fts_docs`; `stems` lists the indexed stems a long word's relatives are found through. Words are indexed
+# `fts_docs`; `stems` counts a session's archived documents per indexed stem (a long word's relatives are found
+# through it, and a relative too common to help is known without reading its documents). Words are indexed
 # as FTS5's `unicode61` sees them (every run of characters that are not letters or digits separates words)
 # with the English Snowball stemmer and no stop words, so
 # `feed_1.py` is the words feed, 1, py and `the` is a word like any other. A message's words are
 # computed when it is archived (live messages are not searched), so an append does not pay for them.
 WORDS = "to_tsvector('\"{schema}\".wm_english'::regconfig, regexp_replace({column}, '[^[:alnum:]]+', ' ', 'g'))"
+MESSAGE_DOCS = "archive_id IS NOT NULL AND content <> ''"  # the messages that are search documents
 TEXT_SEARCH = """
 CREATE TEXT SEARCH DICTIONARY wm_english_stem (TEMPLATE = snowball, Language = english);
 CREATE TEXT SEARCH CONFIGURATION wm_english (COPY = english);
@@ -81,7 +83,9 @@ CREATE TABLE IF NOT EXISTS messages (
     tsv tsvector GENERATED ALWAYS AS (CASE WHEN archive_id IS NOT NULL THEN {content_words} END) STORED,
     PRIMARY KEY (session_id, seq));
 CREATE INDEX IF NOT EXISTS messages_live ON messages (session_id, seq) WHERE archive_id IS NULL;
-CREATE INDEX IF NOT EXISTS messages_archived ON messages (session_id, archive_id, seq) WHERE archive_id IS NOT NULL;
+CREATE INDEX IF NOT EXISTS messages_docs ON messages (session_id, seq) WHERE archive_id IS NOT NULL AND content <> '';
+CREATE INDEX IF NOT EXISTS messages_docs_by_archive ON messages (session_id, archive_id, seq)
+    WHERE archive_id IS NOT NULL AND content <> '';
 CREATE INDEX IF NOT EXISTS messages_stamps ON messages (session_id, seq) WHERE stamp AND archive_id IS NOT NULL;
 CREATE INDEX IF NOT EXISTS messages_words ON messages USING gin (tsv) WITH (fastupdate = off)
     WHERE archive_id IS NOT NULL;
@@ -111,12 +115,16 @@ CREATE TABLE IF NOT EXISTS spilled_items (
     PRIMARY KEY (session_id, archive_id, ord));
 CREATE INDEX IF NOT EXISTS spilled_items_by_seq ON spilled_items (session_id, seq);
 CREATE INDEX IF NOT EXISTS spilled_items_words ON spilled_items USING gin (tsv);
-CREATE TABLE IF NOT EXISTS stems (stem text COLLATE "C" PRIMARY KEY);
+CREATE TABLE IF NOT EXISTS stems (
+    session_id text NOT NULL,
+    stem text COLLATE "C" NOT NULL,
+    docs integer NOT NULL,
+    PRIMARY KEY (session_id, stem));
 CREATE VIEW search_docs AS
     SELECT session_id, archive_id, seq, turn_id, role, content, length, asks, stamp, tsv FROM messages
-    WHERE archive_id IS NOT NULL AND content <> ''
+    WHERE {message_docs}
     UNION ALL
-    SELECT session_id, archive_id, seq, section, '{memory}', item, length, false, false, tsv FROM spilled_items;
+    SELECT session_id, archive_id, seq, section, '{memory}'::text, item, length, false, false, tsv FROM spilled_items;
 CREATE TABLE IF NOT EXISTS tasks (
     ord bigserial UNIQUE,
     task_id text PRIMARY KEY,
@@ -210,7 +218,7 @@ def ensure_schema(pool: Any, schema: str) -> None:
         trgm_schema = _trigram_schema(conn, schema)
         words = {f"{column}_words": WORDS.format(schema=schema, column=column) for column in ("content", "item")}
         trigrams = TRIGRAM_INDEXES.format(trgm=f'"{trgm_schema}".gin_trgm_ops')
-        for script in (TEXT_SEARCH, TABLES.format(memory=MEMORY_ROLE, **words), trigrams):
+        for script in (TEXT_SEARCH, TABLES.format(memory=MEMORY_ROLE, message_docs=MESSAGE_DOCS, **words), trigrams):
             for statement in script.split(";\n"):
                 if statement.strip():
                     conn.execute(statement)

@@ -7,16 +7,15 @@ backend's `fts_docs`. Nothing needs indexing after a commit: archiving sets `arc
 the search, and records the new stems.
 
 The database only finds candidates (`PgCandidates`): every channel `search_terms` plans for every query
-word is one SELECT, all sent as one UNION ALL (a stem's relatives as a subquery of `stems`). Ranking
+word is one SELECT, all sent as one UNION ALL (a stem's relatives from the session's `stems`). Ranking
 them is `search_hits.ranked_hits`, the file backend's own, so both backends rank alike. A query is
 literal text: each word reaches SQL only as a bound parameter, turned into lexemes by `phraseto_tsquery`
-(never parsed as tsquery syntax) or into a `LIKE` pattern with `%`, `_` and `\\` escaped; indexed
-stems reach `to_tsquery` only through `quote_literal`.
+(never parsed as tsquery syntax) or into a `LIKE` pattern with `%`, `_` and `\\` escaped.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from workmem.state import fts_query, search_hits, search_terms
@@ -24,9 +23,11 @@ from workmem.state.errors import InvalidInput
 from workmem.state.ids import canonical_archive_id
 from workmem.state.jsonl import check_stored
 from workmem.state.messages import indexed_text
-from workmem.state.pg_schema import NUL_STANDIN, Database, session_key
+from workmem.state.pg_schema import MESSAGE_DOCS, NUL_STANDIN, Database, session_key
 
 _WORDS = "phraseto_tsquery('wm_english', regexp_replace(%({key})s, '[^[:alnum:]]+', ' ', 'g'))"
+_RELATIVES = (f"SELECT stem, docs FROM stems WHERE session_id = %s AND stem >= %s AND stem < %s AND stem <> %s "
+              f"ORDER BY stem LIMIT {search_terms.MAX_RELATIVES}")
 _STEMS = ("SELECT w AS word, (SELECT lexeme FROM unnest(to_tsvector('wm_english', w)) LIMIT 1) AS stem "
           "FROM unnest(%s::text[]) AS w")
 
@@ -78,42 +79,72 @@ class PgSearchIndex:
 
 class PgCandidates:
     """The candidates of one search scope (`search_hits.CandidateSource`): a session's documents in
-    `search_docs`, or one archive's. Three round trips: the scope, its stamps and the words' stems; every
-    channel and scan of every term; the rows of the best."""
+    `search_docs`, or one archive's. Four round trips: the scope, its stamps and the words' stems; their
+    relatives; every channel and scan of every term; the rows of the best."""
 
     def __init__(self, db: Database, session_id: str, archive: str | None) -> None:
         self.db = db
         self.scope = "session_id = %(sid)s" + (" AND archive_id = %(aid)s" if archive else "")
         self.args: dict[str, Any] = {"sid": session_id, "aid": archive}
+        self._kin: dict[str, list[str] | None] = {}
 
     def candidates(self, terms: Sequence[fts_query.Term]) -> search_terms.Candidates:
         """The scope's seq span and mean length, its date stamps and each term's matches."""
-        docs = f"FROM search_docs WHERE {self.scope}"
-        words = [t.words for t in terms if t.words and " " not in t.words]
-        size, stamps, *stemmed = self.db.batch([
-            (f"SELECT (SELECT seq {docs} ORDER BY seq LIMIT 1) AS low, (SELECT seq {docs} ORDER BY seq DESC LIMIT 1) "
-             f"AS high, (SELECT avg(length) FROM (SELECT length {docs} ORDER BY seq DESC "
-             f"LIMIT {search_terms.LENGTH_SAMPLE}) t) AS mean", self.args),
-            (f"SELECT seq {docs} AND stamp ORDER BY seq DESC LIMIT {search_terms.MAX_STAMPS}", self.args),
-            *([(_STEMS, [words])] if words else [])])
-        if not size or size[0]["low"] is None:
+        size, stamps, stem_of = self._scope(terms)
+        if size is None:
             return search_terms.NOTHING
-        total = size[0]["high"] - size[0]["low"] + 1
-        stem_of = {r["word"]: r["stem"] for r in stemmed[0]} if stemmed else {}
+        total, avg_length = size
+        self._kin = self._relatives(stem_of.values())
         planned = [search_terms.channels(t, stem_of.get(t.words)) for t in terms]
         scans = [i for i, t in enumerate(terms) if t.scan]
-        found = self._run([c for chans in planned for c in chans], [terms[i].text for i in scans])
-        matches = [[m for c in chans if (m := search_terms.channel_matches(found.pop(0), c, total))]
+        found, scanned = self._run([c for chans in planned for c in chans], [terms[i].text for i in scans])
+        matches = [[m for c in chans if (m := search_terms.channel_matches(*found.pop(0), c, total))]
                    for chans in planned]
         fallbacks = {i: c for i, t in enumerate(terms) if not matches[i] and (c := search_terms.compound_channel(t))}
-        for (i, channel), rows in zip(fallbacks.items(), self._run(list(fallbacks.values()), []), strict=True):
-            if (m := search_terms.channel_matches(rows, channel, total)) is not None:
+        for (i, channel), (rows, newest) in zip(fallbacks.items(), self._run(list(fallbacks.values()), [])[0],
+                                                strict=True):
+            if (m := search_terms.channel_matches(rows, newest, channel, total)) is not None:
                 matches[i].append(m)
-        for i, rows in zip(scans, found, strict=True):
+        for i, rows in zip(scans, scanned, strict=True):
             if (m := search_terms.scan_matches(rows, total)) is not None:
                 matches[i].append(m)
-        return search_terms.Candidates(total, float(size[0]["mean"] or 0.0), matches,
-                                       [r["seq"] for r in reversed(stamps)])
+        return search_terms.Candidates(total, avg_length, matches, stamps)
+
+    def _scope(self, terms: Sequence[fts_query.Term]) -> tuple[tuple[int, float] | None, list[int], dict[str, str]]:
+        """One round trip: (the scope's seq span and the mean length of its newest LENGTH_SAMPLE documents, or
+        None when it is empty), its stamps in order, and the stem of each one-word term. Messages and spilled
+        items are read from their own indexes (through the view the planner would sort them all)."""
+        newest, oldest = "ORDER BY seq DESC LIMIT {n}", "ORDER BY seq LIMIT 1"
+        messages = f"FROM messages WHERE {self.scope} AND {MESSAGE_DOCS}"
+        items = f"FROM spilled_items WHERE {self.scope}"
+        words = [t.words for t in terms if t.words and " " not in t.words]
+        sample = search_terms.LENGTH_SAMPLE
+        m_new, m_old, i_new, i_old, stamps, *stemmed = self.db.batch([
+            (f"SELECT seq, length {messages} {newest.format(n=sample)}", self.args),
+            (f"SELECT seq, length {messages} {oldest}", self.args),
+            (f"SELECT seq, length {items} {newest.format(n=sample)}", self.args),
+            (f"SELECT seq, length {items} {oldest}", self.args),
+            (f"SELECT seq {messages} AND stamp {newest.format(n=search_terms.MAX_STAMPS)}", self.args),
+            *([(_STEMS, [words])] if words else [])])
+        ends = [r["seq"] for r in m_new[:1] + m_old + i_new[:1] + i_old]
+        stem_of = {r["word"]: r["stem"] for r in stemmed[0]} if stemmed else {}
+        if not ends:
+            return None, [], stem_of
+        lengths = [r["length"] for r in sorted(m_new + i_new, key=lambda r: -r["seq"])[:sample]]
+        return (max(ends) - min(ends) + 1, sum(lengths) / len(lengths)), [r["seq"] for r in reversed(stamps)], stem_of
+
+    def _relatives(self, stems: Iterable[str]) -> dict[str, list[str] | None]:
+        """stem → the first MAX_RELATIVES stems of the session sharing its prefix (`fts_query.stem_prefix`), or
+        None when one of them alone is in more than PREFIX_HITS documents of the session (the channel is
+        dropped then, as it would be after reading them); one round trip for all."""
+        prefixes = {stem: p for stem in set(stems) if stem and (p := fts_query.stem_prefix(stem))}
+        if not prefixes:
+            return {}
+        found = self.db.batch([(_RELATIVES, [self.args["sid"], p, p + "\U0010ffff", stem])
+                               for stem, p in prefixes.items()])
+        whole_session = self.args["aid"] is None  # a session's counts bound an archive's, never decide them
+        return {stem: None if whole_session and any(r["docs"] > search_terms.PREFIX_HITS for r in rows)
+                else [r["stem"] for r in rows] for stem, rows in zip(prefixes, found, strict=True)}
 
     def rows(self, seqs: Sequence[int]) -> dict[int, search_hits.Row]:
         """seq → (archive_id, length, seq, turn_id, role, content) of those seqs found in scope."""
@@ -124,27 +155,50 @@ class PgCandidates:
         return {r["seq"]: (r["archive_id"], r["length"], r["seq"], r["turn_id"], r["role"], r["content"])
                 for r in found}
 
-    def _run(self, channels: Sequence[search_terms.Channel], scans: Sequence[str]) -> list[list[tuple[int, Any, Any]]]:
-        """(seq, length, asks) rows of each channel (its newest `limit`, as one UNION ALL) and of each scan, in
-        one round trip; every statement planned for its very values (a generic plan cannot know how common a
-        word is)."""
+    def _run(self, channels: Sequence[search_terms.Channel], scans: Sequence[str]) -> tuple[list[Any], list[Any]]:
+        """Each channel's first `limit` rows (one UNION ALL; like FTS5, stopping early) and each scan's rows as
+        (seq, length, asks), in one round trip; then, for the channels of a common word, their newest
+        PER_TERM_HITS. → ([(rows, newest rows or None)] per channel, [rows] per scan). Every statement is
+        planned for its very values (a generic plan cannot know how common a word is)."""
         args, selects = dict(self.args), []
         for k, channel in enumerate(channels):
+            if channel.relatives_of is not None and not self._kin.get(channel.relatives_of):
+                continue  # no relatives, or too common ones: nothing to read
             selects.append(f"(SELECT {k} AS channel, seq, length, asks FROM search_docs WHERE {self.scope} "
-                           f"AND {_match(channel, f'c{k}', args)} ORDER BY seq DESC LIMIT {channel.limit})")
+                           f"AND {self._match(channel, f'c{k}', args)} LIMIT {channel.limit})")
         statements = [(" UNION ALL ".join(selects), args)] if selects else []
-        statements += [self._scan(text) for text in scans]
-        results = self.db.batch(statements) if statements else []
+        results = self.db.batch(statements + [self._scan(text) for text in scans]) if statements or scans else []
         found: list[list[tuple[int, Any, Any]]] = [[] for _ in channels]
         for r in results.pop(0) if selects else []:
             found[r["channel"]].append((r["seq"], r["length"], r["asks"]))
-        for rows in found:  # UNION ALL keeps no order across its parts
-            rows.sort(key=lambda row: -row[0])
+        scanned = []
         for text, rows in zip(scans, results, strict=True):
             needle = text.replace("\x00", NUL_STANDIN).casefold()
-            found.append([(r["seq"], r["length"], r["asks"]) for r in rows
-                          if text.isascii() or needle in r["content"].casefold()])
-        return found
+            scanned.append([(r["seq"], r["length"], r["asks"]) for r in rows
+                            if text.isascii() or needle in r["content"].casefold()])
+        common = [k for k, c in enumerate(channels) if c.cap is not None and search_terms.is_common(found[k], c)]
+        newest: dict[int, list[tuple[int, Any, Any]]] = {}
+        if common:
+            args = dict(self.args)
+            newest_first = f"ORDER BY seq DESC LIMIT {search_terms.PER_TERM_HITS}"
+            statements = [(f"SELECT seq, length, asks FROM search_docs WHERE {self.scope} AND "
+                           f"{self._match(channels[k], f'c{k}', args)} {newest_first}", args) for k in common]
+            for k, rows in zip(common, self.db.batch(statements), strict=True):
+                newest[k] = [(r["seq"], r["length"], r["asks"]) for r in rows]
+        return [(rows, newest.get(k)) for k, rows in enumerate(found)], scanned
+
+    def _match(self, channel: search_terms.Channel, key: str, args: dict[str, Any]) -> str:
+        """The WHERE condition of one channel, its values added to `args` under names starting with `key`."""
+        phrases = self._kin.get(channel.relatives_of) or () if channel.relatives_of is not None else channel.phrases
+        keys = [f"{key}_{j}" for j in range(len(phrases))]
+        for name, phrase in zip(keys, phrases, strict=True):
+            text = phrase.replace("\x00", NUL_STANDIN)
+            args[name] = text if channel.index == "words" else f"%{like_escape(text)}%"
+        if channel.relatives_of is not None:  # indexed stems, looked up as they are (stemming again could change them)
+            return "tsv @@ (" + " || ".join(f"phraseto_tsquery('simple', %({name})s)" for name in keys) + ")"
+        if channel.index == "words":
+            return "tsv @@ (" + " || ".join(_WORDS.format(key=name) for name in keys) + ")"
+        return "(" + " OR ".join(f"content ILIKE %({name})s" for name in keys) + ")"
 
     def _scan(self, text: str) -> tuple[str, dict[str, Any]]:
         """A term under 3 characters, matched as a case-insensitive substring of every document in scope:
@@ -156,23 +210,6 @@ class PgCandidates:
             return sql.replace(", content", "") + " AND strpos(lower(content), %(needle)s) > 0", {
                 **self.args, "needle": text.lower()}
         return sql, self.args
-
-
-def _match(channel: search_terms.Channel, key: str, args: dict[str, Any]) -> str:
-    """The WHERE condition of one channel, its values added to `args` under names starting with `key`."""
-    if channel.relatives_of is not None:
-        prefix = fts_query.stem_prefix(channel.relatives_of) or channel.relatives_of
-        args.update({f"{key}_lo": prefix, f"{key}_hi": prefix + "\U0010ffff", f"{key}_stem": channel.relatives_of})
-        return (f"tsv @@ (SELECT to_tsquery('simple', string_agg(quote_literal(stem), ' | ')) FROM (SELECT stem "
-                f"FROM stems WHERE stem >= %({key}_lo)s AND stem < %({key}_hi)s AND stem <> %({key}_stem)s "
-                f"ORDER BY stem LIMIT {search_terms.MAX_RELATIVES}) r)")
-    keys = [f"{key}_{j}" for j in range(len(channel.phrases))]
-    for name, phrase in zip(keys, channel.phrases, strict=True):
-        text = phrase.replace("\x00", NUL_STANDIN)
-        args[name] = text if channel.index == "words" else f"%{like_escape(text)}%"
-    if channel.index == "words":
-        return "tsv @@ (" + " || ".join(_WORDS.format(key=name) for name in keys) + ")"
-    return "(" + " OR ".join(f"content ILIKE %({name})s" for name in keys) + ")"
 
 
 def like_escape(text: str) -> str:

@@ -33,9 +33,10 @@ _RESERVE = ("UPDATE sessions SET next_seq = next_seq + %(n)s, message_count = me
             "last_turn")
 _INSERT = ("INSERT INTO messages (session_id, seq, id, turn_id, role, parts, meta, exact_body, tokens, created_at, "
            "content, length, asks, stamp) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)")
-# An archived message's indexed stems, for a later word's relatives (sorted: concurrent archivers never deadlock).
-_STEMS = ("INSERT INTO stems (stem) SELECT DISTINCT word FROM {table}, unnest(tsv) AS u(word, positions, weights) "
-          "WHERE session_id = %s AND {rows} AND length(word) >= %s ORDER BY word ON CONFLICT DO NOTHING")
+# How many archived documents of the session hold each stem, for a later word's relatives.
+_STEMS = ("INSERT INTO stems (session_id, stem, docs) SELECT %s, word, count(*) FROM {table}, "
+          "unnest(tsv) AS u(word, positions, weights) WHERE session_id = %s AND {rows} AND length(word) >= %s "
+          "GROUP BY word ON CONFLICT (session_id, stem) DO UPDATE SET docs = stems.docs + excluded.docs")
 
 
 class PgSessionStore:
@@ -238,9 +239,9 @@ class PgSessionStore:
                                    f"must be exactly the oldest live messages up to end_seq {end}")
             self._insert_archive(conn, session_id, archive, archive_id, n, overview, abstract, spilled or [])
             conn.execute(_STEMS.format(table="messages", rows="seq BETWEEN %s AND %s"),
-                         [session_id, start, end, fts_query.PREFIX_KEEP])
+                         [session_id, session_id, start, end, fts_query.PREFIX_KEEP])
             conn.execute(_STEMS.format(table="spilled_items", rows="archive_id = %s"),
-                         [session_id, archive_id, fts_query.PREFIX_KEEP])
+                         [session_id, session_id, archive_id, fts_query.PREFIX_KEEP])
             conn.execute("UPDATE sessions SET commit_count = %s, last_archive_id = %s, last_archive_end = %s, "
                          "message_count = message_count - %s, archived_count = archived_count + %s, "
                          "last_commit_at = %s WHERE session_id = %s",

@@ -130,7 +130,7 @@ def _channel(db: Database, channel: search_terms.Channel, scope: str, args: list
     if search_terms.is_common(found, channel) and channel.cap is not None:
         newest = db.execute(f"{sql} ORDER BY f.rowid DESC LIMIT {search_terms.PER_TERM_HITS}",
                             [match, *args]).fetchall()
-    return search_terms.channel_matches(found, channel, total, newest=newest)
+    return search_terms.channel_matches(found, newest, channel, total)
 
 
 def scan(db: Database, text: str, scope: str, args: list[Any]) -> list[tuple[Any, ...]]:

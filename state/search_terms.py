@@ -85,17 +85,15 @@ def is_common(found: Found, channel: Channel) -> bool:
     return len(found) > (channel.cap or PREFIX_HITS)
 
 
-def channel_matches(found: Found, channel: Channel, total: int, *, newest: Found | None = None
-                    ) -> search_rank.Matches | None:
-    """A channel's rows (at most `channel.limit`) → its matches, or None. A common word says little about
-    relevance: only its `newest` PER_TERM_HITS rows count (`newest`: the backend's newest-first rows; the
-    first rows of `found` when it is already newest first), and they do not spread to neighbours; common
-    stem relatives are dropped."""
+def channel_matches(found: Found, newest: Found | None, channel: Channel, total: int) -> search_rank.Matches | None:
+    """A channel's first rows (at most `channel.limit`, any order) → its matches, or None. A common word says
+    little about relevance: only its `newest` rows count (the backend's newest PER_TERM_HITS, asked for when
+    `is_common`), and they do not spread to neighbours; common stem relatives are dropped."""
     common = is_common(found, channel)
     if common and channel.cap is None:
         return None
     if common:
-        found = (found if newest is None else newest)[:PER_TERM_HITS]
+        found = (newest or ())[:PER_TERM_HITS]
     if not found:
         return None
     return search_rank.Matches(postings(found), channel.factor * search_rank.term_weight(total, len(found)),
