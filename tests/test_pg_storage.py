@@ -425,3 +425,22 @@ def test_replicas_starting_together_set_the_schema_and_checkpointer_up_once(data
             p.kill()
     assert [p.returncode for p in procs] == [0] * 6, errors
     assert sql(database_url, "SELECT count(*) FROM workmem.messages") == [(6,)]
+
+
+def test_an_evaluation_on_postgres_runs_in_a_scratch_schema_it_drops(database_url):
+    """`--database-url` evaluations never meet or leave sessions in the real schema; the schema holding pg_trgm
+    (which the others use) is never dropped."""
+    from workmem.graphs.eval.recall import measure_search_recall
+    from workmem.state.storage import drop_database_schema
+
+    sample = {"sample_id": "tiny", "conversation": {"speaker_a": "Ana", "speaker_b": "Bo", "session_1": [
+        {"speaker": "Ana", "dia_id": "D1:1", "text": "I adopted a greyhound called Pixel."},
+        {"speaker": "Bo", "dia_id": "D1:2", "text": "Lovely, which shelter?"}]},
+        "qa": [{"question": "What dog did Ana adopt?", "answer": "greyhound", "evidence": ["D1:1"], "category": 4}]}
+    results = measure_search_recall(sample, database_url=database_url)
+    assert results["styles"]["question"]["overall"]["found"] == 1
+    schemas = {r[0] for r in sql(database_url, "SELECT nspname FROM pg_namespace")}
+    assert "workmem" in schemas and not any(s.startswith("workmem_eval") for s in schemas)
+    assert sql(database_url, "SELECT count(*) FROM workmem.sessions") == [(0,)]
+    with pytest.raises(InvalidInput, match="pg_trgm"):
+        drop_database_schema(database_url, "workmem")
