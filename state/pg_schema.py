@@ -15,6 +15,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from workmem.state import fts_query
 from workmem.state.errors import DatabaseUnavailable, InvalidInput
 from workmem.state.ids import check_session_id
 from workmem.state.search_hits import MEMORY_ROLE
@@ -269,6 +270,17 @@ class Database:
     def where(self, table: str, key: str) -> str:
         """`schema.table (key)`: where a row lives, for anomalies and messages."""
         return f"{self.schema}.{table} ({key})"
+
+
+_STEM_COUNTS = ("INSERT INTO stems (session_id, stem, docs) SELECT %s, word, count(*) FROM {table}, "
+                "unnest(tsv) AS u(word, positions, weights) WHERE session_id = %s AND {rows} AND length(word) >= %s "
+                "GROUP BY word ON CONFLICT (session_id, stem) DO UPDATE SET docs = stems.docs + excluded.docs")
+
+
+def count_stems(conn: Any, session_id: str, table: str, rows: str, args: list[Any]) -> None:
+    """Add the stems of `rows` of `table` (archived messages or spilled items) to the session's stem counts:
+    how many documents hold each stem long enough to be a relative (`fts_query.PREFIX_KEEP`)."""
+    conn.execute(_STEM_COUNTS.format(table=table, rows=rows), [session_id, session_id, *args, fts_query.PREFIX_KEEP])
 
 
 def session_key(session_id: Any) -> str:

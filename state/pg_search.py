@@ -23,7 +23,7 @@ from workmem.state.errors import InvalidInput
 from workmem.state.ids import canonical_archive_id
 from workmem.state.jsonl import check_stored
 from workmem.state.messages import indexed_text
-from workmem.state.pg_schema import MESSAGE_DOCS, NUL_STANDIN, Database, session_key
+from workmem.state.pg_schema import MESSAGE_DOCS, NUL_STANDIN, Database, count_stems, session_key
 
 _WORDS = "phraseto_tsquery('wm_english', regexp_replace(%({key})s, '[^[:alnum:]]+', ' ', 'g'))"
 _RELATIVES = (f"SELECT stem, docs FROM stems WHERE session_id = %s AND stem >= %s AND stem < %s AND stem <> %s "
@@ -59,9 +59,14 @@ class PgSearchIndex:
 
     def reindex(self, sessions: Any, session_id: str | None = None,
                 progress: Callable[[str, str], None] | None = None) -> int:
-        """The index is derived by the database itself: reports each archive and returns messages covered."""
+        """The words are derived by the database itself; recounts each session's stems (one transaction per
+        session), reports each archive and returns the messages covered."""
         count = 0
         for sid in sessions.list_sessions() if session_id is None else [session_key(session_id)]:
+            with self.db.transaction() as conn:
+                conn.execute("DELETE FROM stems WHERE session_id = %s", [sid])
+                count_stems(conn, sid, "messages", "archive_id IS NOT NULL", [])
+                count_stems(conn, sid, "spilled_items", "true", [])
             for archive in sessions.list_archives(sid):
                 if progress is not None:
                     progress(sid, archive["archive_id"])

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from workmem.state import archives, fts_query
+from workmem.state import archives
 from workmem.state.archive_object import ABSTRACT_CHARS, with_working_summary
 from workmem.state.errors import ArchiveNotFound, InvalidInput, SessionNotFound
 from workmem.state.ids import archive_name, archive_number
@@ -20,7 +20,7 @@ from workmem.state.jsonl import stored_lines
 from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES, indexed_text, message_text, prepare_messages
 from workmem.state.meta import now_iso, public
 from workmem.state.pg_checks import live_pending, session_anomalies
-from workmem.state.pg_schema import NUL_STANDIN, Database, session_key, shown_url, without_nul
+from workmem.state.pg_schema import NUL_STANDIN, Database, count_stems, session_key, shown_url, without_nul
 from workmem.state.retention import MESSAGES, Keep, as_keep
 from workmem.state.search_hits import doc_fields, memory_seq
 from workmem.state.tokens import count_tokens_each
@@ -33,10 +33,6 @@ _RESERVE = ("UPDATE sessions SET next_seq = next_seq + %(n)s, message_count = me
             "last_turn")
 _INSERT = ("INSERT INTO messages (session_id, seq, id, turn_id, role, parts, meta, exact_body, tokens, created_at, "
            "content, length, asks, stamp) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)")
-# How many archived documents of the session hold each stem, for a later word's relatives.
-_STEMS = ("INSERT INTO stems (session_id, stem, docs) SELECT %s, word, count(*) FROM {table}, "
-          "unnest(tsv) AS u(word, positions, weights) WHERE session_id = %s AND {rows} AND length(word) >= %s "
-          "GROUP BY word ON CONFLICT (session_id, stem) DO UPDATE SET docs = stems.docs + excluded.docs")
 
 
 class PgSessionStore:
@@ -238,10 +234,8 @@ class PgSessionStore:
                 raise InvalidInput("messages", f"seqs {seqs[0]}..{seqs[-1]}",
                                    f"must be exactly the oldest live messages up to end_seq {end}")
             self._insert_archive(conn, session_id, archive, archive_id, n, overview, abstract, spilled or [])
-            conn.execute(_STEMS.format(table="messages", rows="seq BETWEEN %s AND %s"),
-                         [session_id, session_id, start, end, fts_query.PREFIX_KEEP])
-            conn.execute(_STEMS.format(table="spilled_items", rows="archive_id = %s"),
-                         [session_id, session_id, archive_id, fts_query.PREFIX_KEEP])
+            count_stems(conn, session_id, "messages", "seq BETWEEN %s AND %s", [start, end])
+            count_stems(conn, session_id, "spilled_items", "archive_id = %s", [archive_id])
             conn.execute("UPDATE sessions SET commit_count = %s, last_archive_id = %s, last_archive_end = %s, "
                          "message_count = message_count - %s, archived_count = archived_count + %s, "
                          "last_commit_at = %s WHERE session_id = %s",

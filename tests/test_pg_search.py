@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 
+import psycopg
 import pytest
 from engine_helpers import assistant, user
 from pg_support import Backend
@@ -152,3 +153,18 @@ def test_spilled_items_are_memory_hits_and_own_tool_traffic_is_not_indexed(backe
         assert storage.search.search("s", "replaced", archive_id="archive_001")[0]["role"] == "memory"
     finally:
         storage.close()
+
+
+def test_a_word_finds_its_stems_relatives_and_reindex_recounts_them(backend):
+    """Both backends: `allergies` finds `allergic` through the indexed stems; on Postgres the per-session stem
+    counts are rebuilt by reindex after being lost."""
+    with backend.engine(durable=False) as engine:
+        engine.add_messages("s", [user("She is allergic to peanuts."), assistant("Noted."), user("Tea or coffee?")])
+        engine.commit("s", keep_recent_count=0)
+        assert texts(engine.archive_search("s", "allergies"))[0] == "She is allergic to peanuts."
+        if backend.url is not None:
+            with psycopg.connect(backend.url, autocommit=True) as conn:
+                conn.execute("DELETE FROM workmem.stems")
+            assert engine.archive_search("s", "allergies") == []
+        assert engine.storage.rebuild_index()["indexed"] == 3
+        assert texts(engine.archive_search("s", "allergies"))[0] == "She is allergic to peanuts."
