@@ -15,7 +15,7 @@ literal text: each word reaches SQL only as a bound parameter, turned into lexem
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from workmem.state import fts_query, search_hits, search_terms
@@ -26,10 +26,17 @@ from workmem.state.messages import indexed_text
 from workmem.state.pg_schema import MESSAGE_DOCS, NUL_STANDIN, Database, count_stems, session_key
 
 _WORDS = "phraseto_tsquery('wm_english', regexp_replace(%({key})s, '[^[:alnum:]]+', ' ', 'g'))"
-_RELATIVES = (f"SELECT stem, docs FROM stems WHERE session_id = %s AND stem >= %s AND stem < %s AND stem <> %s "
-              f"ORDER BY stem LIMIT {search_terms.MAX_RELATIVES}")
-_STEMS = ("SELECT w AS word, (SELECT lexeme FROM unnest(to_tsvector('wm_english', w)) LIMIT 1) AS stem "
-          "FROM unnest(%s::text[]) AS w")
+# Each one-word term's stem, and (for a long stem) the first MAX_RELATIVES stems of the session sharing its prefix
+# with the most documents any of them is in: `fts_query.stem_prefix`'s rule, its numbers passed in.
+_STEMS = """
+SELECT w AS word, s.stem, r.kin, r.most FROM unnest(%(words)s::text[]) AS w
+CROSS JOIN LATERAL (SELECT lexeme AS stem FROM unnest(to_tsvector('wm_english', w)) LIMIT 1) s
+CROSS JOIN LATERAL (SELECT left(s.stem, greatest(%(keep)s, length(s.stem) - %(cut)s)) AS prefix) p
+LEFT JOIN LATERAL (SELECT array_agg(k.stem ORDER BY k.stem) AS kin, max(k.docs) AS most FROM (
+    SELECT stem, docs FROM stems WHERE session_id = %(sid)s AND length(s.stem) >= %(long)s
+    AND stem >= p.prefix AND stem < p.prefix || %(top)s AND stem <> s.stem
+    ORDER BY stem LIMIT %(relatives)s) k) r ON true
+"""
 
 
 class PgSearchIndex:
@@ -84,7 +91,7 @@ class PgSearchIndex:
 
 class PgCandidates:
     """The candidates of one search scope (`search_hits.CandidateSource`): a session's documents in
-    `search_docs`, or one archive's. Four round trips: the scope, its stamps and the words' stems; their
+    `search_docs`, or one archive's. Three round trips: the scope, its stamps, the words' stems and their
     relatives; every channel and scan of every term; the rows of the best."""
 
     def __init__(self, db: Database, session_id: str, archive: str | None) -> None:
@@ -99,7 +106,6 @@ class PgCandidates:
         if size is None:
             return search_terms.NOTHING
         total, avg_length = size
-        self._kin = self._relatives(stem_of.values())
         planned = [search_terms.channels(t, stem_of.get(t.words)) for t in terms]
         scans = [i for i, t in enumerate(terms) if t.scan]
         found, scanned = self._run([c for chans in planned for c in chans], [terms[i].text for i in scans])
@@ -117,8 +123,10 @@ class PgCandidates:
 
     def _scope(self, terms: Sequence[fts_query.Term]) -> tuple[tuple[int, float] | None, list[int], dict[str, str]]:
         """One round trip: (the scope's seq span and the mean length of its newest LENGTH_SAMPLE documents, or
-        None when it is empty), its stamps in order, and the stem of each one-word term. Messages and spilled
-        items are read from their own indexes (through the view the planner would sort them all)."""
+        None when it is empty), its stamps in order, and the stem of each one-word term; its relatives are kept
+        for the channels (None: one of them alone is in more than PREFIX_HITS documents of the session, so the
+        channel is dropped as it would be after reading them). Messages and spilled items are read from their
+        own indexes (through the view the planner would sort them all)."""
         newest, oldest = "ORDER BY seq DESC LIMIT {n}", "ORDER BY seq LIMIT 1"
         messages = f"FROM messages WHERE {self.scope} AND {MESSAGE_DOCS}"
         items = f"FROM spilled_items WHERE {self.scope}"
@@ -130,26 +138,18 @@ class PgCandidates:
             (f"SELECT seq, length {items} {newest.format(n=sample)}", self.args),
             (f"SELECT seq, length {items} {oldest}", self.args),
             (f"SELECT seq {messages} AND stamp {newest.format(n=search_terms.MAX_STAMPS)}", self.args),
-            *([(_STEMS, [words])] if words else [])])
+            *([(_STEMS, {"words": words, "sid": self.args["sid"], "keep": fts_query.PREFIX_KEEP,
+                         "cut": fts_query.PREFIX_CUT, "long": fts_query.PREFIX_MIN_STEM, "top": "\U0010ffff",
+                         "relatives": search_terms.MAX_RELATIVES})] if words else [])])
         ends = [r["seq"] for r in m_new[:1] + m_old + i_new[:1] + i_old]
         stem_of = {r["word"]: r["stem"] for r in stemmed[0]} if stemmed else {}
+        whole_session = self.args["aid"] is None  # a session's counts bound an archive's, never decide them
+        self._kin = {r["stem"]: None if whole_session and (r["most"] or 0) > search_terms.PREFIX_HITS
+                     else list(r["kin"] or []) for r in (stemmed[0] if stemmed else []) if r["stem"]}
         if not ends:
             return None, [], stem_of
         lengths = [r["length"] for r in sorted(m_new + i_new, key=lambda r: -r["seq"])[:sample]]
         return (max(ends) - min(ends) + 1, sum(lengths) / len(lengths)), [r["seq"] for r in reversed(stamps)], stem_of
-
-    def _relatives(self, stems: Iterable[str]) -> dict[str, list[str] | None]:
-        """stem → the first MAX_RELATIVES stems of the session sharing its prefix (`fts_query.stem_prefix`), or
-        None when one of them alone is in more than PREFIX_HITS documents of the session (the channel is
-        dropped then, as it would be after reading them); one round trip for all."""
-        prefixes = {stem: p for stem in set(stems) if stem and (p := fts_query.stem_prefix(stem))}
-        if not prefixes:
-            return {}
-        found = self.db.batch([(_RELATIVES, [self.args["sid"], p, p + "\U0010ffff", stem])
-                               for stem, p in prefixes.items()])
-        whole_session = self.args["aid"] is None  # a session's counts bound an archive's, never decide them
-        return {stem: None if whole_session and any(r["docs"] > search_terms.PREFIX_HITS for r in rows)
-                else [r["stem"] for r in rows] for stem, rows in zip(prefixes, found, strict=True)}
 
     def rows(self, seqs: Sequence[int]) -> dict[int, search_hits.Row]:
         """seq → (archive_id, length, seq, turn_id, role, content) of those seqs found in scope."""
