@@ -29,17 +29,15 @@ NUL_STANDIN = "\ufffd"
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _URL_SECRET = re.compile(r"(://[^:/@]*:)[^@]*@")
 
-# {schema}: our schema. `messages.content` is what the index holds of a message (`indexed_text`: workmem's own
-# tool traffic left out; empty → not a document). `search_docs` is what a search sees: archived messages
-# and spilled WM items (negative seqs, role `memory`, the section as turn id), like the file backend's
-# `fts_docs`; `stems` counts a session's archived documents per indexed stem (a long word's relatives are found
-# through it, and a relative too common to help is known without reading its documents). Words are indexed
-# as FTS5's `unicode61` sees them (every run of characters that are not letters or digits separates words)
-# with the English Snowball stemmer and no stop words, so
-# `feed_1.py` is the words feed, 1, py and `the` is a word like any other. A message's words are
-# computed when it is archived (live messages are not searched), so an append does not pay for them.
+# {schema}: our schema. `docs` is what a search sees, like the file backend's `fts_docs`: one row per archived
+# message with indexed text (`indexed_text`: workmem's own tool traffic left out) and per spilled WM item
+# (a negative seq, role `memory`, the section as turn id), written in the transaction that persists the
+# archive — a narrow table, so the candidates of a word cost no reads of the messages. `stems` counts a
+# session's documents per indexed stem (a long word's relatives are found through it, and a relative too
+# common to help is known without reading its documents). Words are indexed as FTS5's `unicode61` sees them
+# (every run of characters that are not letters or digits separates words) with the English Snowball
+# stemmer and no stop words, so `feed_1.py` is the words feed, 1, py and `the` is a word like any other.
 WORDS = "to_tsvector('\"{schema}\".wm_english'::regconfig, regexp_replace({column}, '[^[:alnum:]]+', ' ', 'g'))"
-MESSAGE_DOCS = "archive_id IS NOT NULL AND content <> ''"  # the messages that are search documents
 TEXT_SEARCH = """
 CREATE TEXT SEARCH DICTIONARY wm_english_stem (TEMPLATE = snowball, Language = english);
 CREATE TEXT SEARCH CONFIGURATION wm_english (COPY = english);
@@ -81,15 +79,8 @@ CREATE TABLE IF NOT EXISTS messages (
     length integer NOT NULL,
     asks boolean NOT NULL,
     stamp boolean NOT NULL,
-    tsv tsvector GENERATED ALWAYS AS (CASE WHEN archive_id IS NOT NULL THEN {content_words} END) STORED,
     PRIMARY KEY (session_id, seq));
 CREATE INDEX IF NOT EXISTS messages_live ON messages (session_id, seq) WHERE archive_id IS NULL;
-CREATE INDEX IF NOT EXISTS messages_docs ON messages (session_id, seq) WHERE archive_id IS NOT NULL AND content <> '';
-CREATE INDEX IF NOT EXISTS messages_docs_by_archive ON messages (session_id, archive_id, seq)
-    WHERE archive_id IS NOT NULL AND content <> '';
-CREATE INDEX IF NOT EXISTS messages_stamps ON messages (session_id, seq) WHERE stamp AND archive_id IS NOT NULL;
-CREATE INDEX IF NOT EXISTS messages_words ON messages USING gin (tsv) WITH (fastupdate = off)
-    WHERE archive_id IS NOT NULL;
 CREATE TABLE IF NOT EXISTS archives (
     session_id text NOT NULL,
     number integer NOT NULL,
@@ -112,20 +103,27 @@ CREATE TABLE IF NOT EXISTS spilled_items (
     section text NOT NULL,
     item text NOT NULL,
     length integer NOT NULL,
-    tsv tsvector GENERATED ALWAYS AS ({item_words}) STORED,
     PRIMARY KEY (session_id, archive_id, ord));
-CREATE INDEX IF NOT EXISTS spilled_items_by_seq ON spilled_items (session_id, seq);
-CREATE INDEX IF NOT EXISTS spilled_items_words ON spilled_items USING gin (tsv);
+CREATE TABLE IF NOT EXISTS docs (
+    session_id text NOT NULL,
+    seq bigint NOT NULL,
+    archive_id text NOT NULL,
+    turn_id text NOT NULL,
+    role text NOT NULL,
+    content text NOT NULL,
+    length integer NOT NULL,
+    asks boolean NOT NULL,
+    stamp boolean NOT NULL,
+    tsv tsvector GENERATED ALWAYS AS ({content_words}) STORED,
+    PRIMARY KEY (session_id, seq));
+CREATE INDEX IF NOT EXISTS docs_by_archive ON docs (session_id, archive_id, seq);
+CREATE INDEX IF NOT EXISTS docs_stamps ON docs (session_id, seq) WHERE stamp;
+CREATE INDEX IF NOT EXISTS docs_words ON docs USING gin (tsv) WITH (fastupdate = off);
 CREATE TABLE IF NOT EXISTS stems (
     session_id text NOT NULL,
     stem text COLLATE "C" NOT NULL,
     docs integer NOT NULL,
     PRIMARY KEY (session_id, stem));
-CREATE VIEW search_docs AS
-    SELECT session_id, archive_id, seq, turn_id, role, content, length, asks, stamp, tsv FROM messages
-    WHERE {message_docs}
-    UNION ALL
-    SELECT session_id, archive_id, seq, section, '{memory}'::text, item, length, false, false, tsv FROM spilled_items;
 CREATE TABLE IF NOT EXISTS tasks (
     ord bigserial UNIQUE,
     task_id text PRIMARY KEY,
@@ -150,12 +148,10 @@ CREATE TABLE IF NOT EXISTS leases (
     expires_at double precision NOT NULL);
 """
 # {trgm}: the schema-qualified operator class of pg_trgm, wherever the extension lives. The full-text
-# indexes hold archived messages only (an append does not pay for them; archiving a message indexes it
-# once) and skip GIN's pending list, which every search would otherwise scan linearly.
+# indexes hold archived documents only (an append does not pay for them; archiving indexes them once)
+# and skip GIN's pending list, which every search would otherwise scan linearly.
 TRIGRAM_INDEXES = """
-CREATE INDEX IF NOT EXISTS messages_trigrams ON messages USING gin (content {trgm}) WITH (fastupdate = off)
-    WHERE archive_id IS NOT NULL;
-CREATE INDEX IF NOT EXISTS spilled_items_trigrams ON spilled_items USING gin (item {trgm});
+CREATE INDEX IF NOT EXISTS docs_trigrams ON docs USING gin (content {trgm}) WITH (fastupdate = off);
 """
 
 
@@ -217,9 +213,9 @@ def ensure_schema(pool: Any, schema: str) -> None:
         if exists:
             return
         trgm_schema = _trigram_schema(conn, schema)
-        words = {f"{column}_words": WORDS.format(schema=schema, column=column) for column in ("content", "item")}
+        words = {"content_words": WORDS.format(schema=schema, column="content")}
         trigrams = TRIGRAM_INDEXES.format(trgm=f'"{trgm_schema}".gin_trgm_ops')
-        for script in (TEXT_SEARCH, TABLES.format(memory=MEMORY_ROLE, message_docs=MESSAGE_DOCS, **words), trigrams):
+        for script in (TEXT_SEARCH, TABLES.format(**words), trigrams):
             for statement in script.split(";\n"):
                 if statement.strip():
                     conn.execute(statement)
@@ -272,15 +268,25 @@ class Database:
         return f"{self.schema}.{table} ({key})"
 
 
-_STEM_COUNTS = ("INSERT INTO stems (session_id, stem, docs) SELECT %s, word, count(*) FROM {table}, "
+_DOCS_OF_MESSAGES = ("INSERT INTO docs (session_id, seq, archive_id, turn_id, role, content, length, asks, stamp) "
+                     "SELECT session_id, seq, archive_id, turn_id, role, content, length, asks, stamp FROM messages "
+                     "WHERE session_id = %s AND {rows} AND archive_id IS NOT NULL AND content <> ''")
+_DOCS_OF_ITEMS = ("INSERT INTO docs (session_id, seq, archive_id, turn_id, role, content, length, asks, stamp) "
+                  f"SELECT session_id, seq, archive_id, section, '{MEMORY_ROLE}', item, length, false, false "
+                  "FROM spilled_items WHERE session_id = %s AND {rows}")
+_STEM_COUNTS = ("INSERT INTO stems (session_id, stem, docs) SELECT %s, word, count(*) FROM docs, "
                 "unnest(tsv) AS u(word, positions, weights) WHERE session_id = %s AND {rows} AND length(word) >= %s "
                 "GROUP BY word ON CONFLICT (session_id, stem) DO UPDATE SET docs = stems.docs + excluded.docs")
 
 
-def count_stems(conn: Any, session_id: str, table: str, rows: str, args: list[Any]) -> None:
-    """Add the stems of `rows` of `table` (archived messages or spilled items) to the session's stem counts:
-    how many documents hold each stem long enough to be a relative (`fts_query.PREFIX_KEEP`)."""
-    conn.execute(_STEM_COUNTS.format(table=table, rows=rows), [session_id, session_id, *args, fts_query.PREFIX_KEEP])
+def index_documents(conn: Any, session_id: str, archive_id: str | None = None) -> None:
+    """Make the archived messages and spilled items of one archive (or of the whole session) search documents,
+    and add their stems to the session's counts: how many documents hold each stem long enough to be a
+    relative (`fts_query.PREFIX_KEEP`). Inside the caller's transaction."""
+    rows, args = ("archive_id = %s", [archive_id]) if archive_id is not None else ("true", [])
+    conn.execute(_DOCS_OF_MESSAGES.format(rows=rows), [session_id, *args])
+    conn.execute(_DOCS_OF_ITEMS.format(rows=rows), [session_id, *args])
+    conn.execute(_STEM_COUNTS.format(rows=rows), [session_id, session_id, *args, fts_query.PREFIX_KEEP])
 
 
 def session_key(session_id: Any) -> str:

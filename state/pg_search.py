@@ -1,10 +1,9 @@
 """`archive_search` on Postgres (SPEC §7, §11): the `SearchStorage` of the Postgres backend.
 
-Archived messages are indexed where they live: `messages.tsv` is a generated `tsvector` (GIN) of the
-words as FTS5's `unicode61` sees them, a `pg_trgm` GIN index on `content` serves substring matches, and
-spilled WM items get the same in `spilled_items`; the `search_docs` view shows both as the file
-backend's `fts_docs`. Nothing needs indexing after a commit: archiving sets `archive_id`, which scopes
-the search, and records the new stems.
+The documents are the `docs` table, the file backend's `fts_docs`: archived messages and spilled WM
+items, written by the transaction that persists their archive (`pg_schema.index_documents`), with a
+generated `tsvector` (GIN) of the words as FTS5's `unicode61` sees them and a `pg_trgm` GIN index on
+`content` for substring matches. Nothing needs indexing after a commit; `reindex` rebuilds them.
 
 The database only finds candidates (`PgCandidates`): every channel `search_terms` plans for every query
 word is one SELECT, all sent as one UNION ALL (a stem's relatives from the session's `stems`). Ranking
@@ -23,7 +22,7 @@ from workmem.state.errors import InvalidInput
 from workmem.state.ids import canonical_archive_id
 from workmem.state.jsonl import check_stored
 from workmem.state.messages import indexed_text
-from workmem.state.pg_schema import MESSAGE_DOCS, NUL_STANDIN, Database, count_stems, session_key
+from workmem.state.pg_schema import NUL_STANDIN, Database, index_documents, session_key
 
 _WORDS = "phraseto_tsquery('wm_english', regexp_replace(%({key})s, '[^[:alnum:]]+', ' ', 'g'))"
 # Each one-word term's stem, and (for a long stem) the first MAX_RELATIVES stems of the session sharing its prefix
@@ -66,14 +65,14 @@ class PgSearchIndex:
 
     def reindex(self, sessions: Any, session_id: str | None = None,
                 progress: Callable[[str, str], None] | None = None) -> int:
-        """The words are derived by the database itself; recounts each session's stems (one transaction per
-        session), reports each archive and returns the messages covered."""
+        """Rebuild each session's documents and stem counts from its archived messages and spilled items (one
+        transaction per session); reports each archive and returns the messages covered."""
         count = 0
         for sid in sessions.list_sessions() if session_id is None else [session_key(session_id)]:
             with self.db.transaction() as conn:
-                conn.execute("DELETE FROM stems WHERE session_id = %s", [sid])
-                count_stems(conn, sid, "messages", "archive_id IS NOT NULL", [])
-                count_stems(conn, sid, "spilled_items", "true", [])
+                for table in ("docs", "stems"):
+                    conn.execute(f"DELETE FROM {table} WHERE session_id = %s", [sid])
+                index_documents(conn, sid)
             for archive in sessions.list_archives(sid):
                 if progress is not None:
                     progress(sid, archive["archive_id"])
@@ -90,8 +89,8 @@ class PgSearchIndex:
 
 
 class PgCandidates:
-    """The candidates of one search scope (`search_hits.CandidateSource`): a session's documents in
-    `search_docs`, or one archive's. Three round trips: the scope, its stamps, the words' stems and their
+    """The candidates of one search scope (`search_hits.CandidateSource`): a session's documents, or one
+    archive's. Three round trips: the scope, its stamps, the words' stems and their
     relatives; every channel and scan of every term; the rows of the best."""
 
     def __init__(self, db: Database, session_id: str, archive: str | None) -> None:
@@ -125,37 +124,33 @@ class PgCandidates:
         """One round trip: (the scope's seq span and the mean length of its newest LENGTH_SAMPLE documents, or
         None when it is empty), its stamps in order, and the stem of each one-word term; its relatives are kept
         for the channels (None: one of them alone is in more than PREFIX_HITS documents of the session, so the
-        channel is dropped as it would be after reading them). Messages and spilled items are read from their
-        own indexes (through the view the planner would sort them all)."""
-        newest, oldest = "ORDER BY seq DESC LIMIT {n}", "ORDER BY seq LIMIT 1"
-        messages = f"FROM messages WHERE {self.scope} AND {MESSAGE_DOCS}"
-        items = f"FROM spilled_items WHERE {self.scope}"
+        channel is dropped as it would be after reading them)."""
+        newest = "ORDER BY seq DESC LIMIT {n}"
+        docs = f"FROM docs WHERE {self.scope}"
         words = [t.words for t in terms if t.words and " " not in t.words]
         sample = search_terms.LENGTH_SAMPLE
-        m_new, m_old, i_new, i_old, stamps, *stemmed = self.db.batch([
-            (f"SELECT seq, length {messages} {newest.format(n=sample)}", self.args),
-            (f"SELECT seq, length {messages} {oldest}", self.args),
-            (f"SELECT seq, length {items} {newest.format(n=sample)}", self.args),
-            (f"SELECT seq, length {items} {oldest}", self.args),
-            (f"SELECT seq {messages} AND stamp {newest.format(n=search_terms.MAX_STAMPS)}", self.args),
+        recent, oldest, stamps, *stemmed = self.db.batch([
+            (f"SELECT seq, length {docs} {newest.format(n=sample)}", self.args),
+            (f"SELECT seq {docs} ORDER BY seq LIMIT 1", self.args),
+            (f"SELECT seq {docs} AND stamp {newest.format(n=search_terms.MAX_STAMPS)}", self.args),
             *([(_STEMS, {"words": words, "sid": self.args["sid"], "keep": fts_query.PREFIX_KEEP,
                          "cut": fts_query.PREFIX_CUT, "long": fts_query.PREFIX_MIN_STEM, "top": "\U0010ffff",
                          "relatives": search_terms.MAX_RELATIVES})] if words else [])])
-        ends = [r["seq"] for r in m_new[:1] + m_old + i_new[:1] + i_old]
+        ends = [r["seq"] for r in recent[:1] + oldest]
         stem_of = {r["word"]: r["stem"] for r in stemmed[0]} if stemmed else {}
         whole_session = self.args["aid"] is None  # a session's counts bound an archive's, never decide them
         self._kin = {r["stem"]: None if whole_session and (r["most"] or 0) > search_terms.PREFIX_HITS
                      else list(r["kin"] or []) for r in (stemmed[0] if stemmed else []) if r["stem"]}
         if not ends:
             return None, [], stem_of
-        lengths = [r["length"] for r in sorted(m_new + i_new, key=lambda r: -r["seq"])[:sample]]
+        lengths = [r["length"] for r in recent]
         return (max(ends) - min(ends) + 1, sum(lengths) / len(lengths)), [r["seq"] for r in reversed(stamps)], stem_of
 
     def rows(self, seqs: Sequence[int]) -> dict[int, search_hits.Row]:
         """seq → (archive_id, length, seq, turn_id, role, content) of those seqs found in scope."""
         if not seqs:
             return {}
-        found = self.db.rows(f"SELECT archive_id, length, seq, turn_id, role, content FROM search_docs "
+        found = self.db.rows(f"SELECT archive_id, length, seq, turn_id, role, content FROM docs "
                              f"WHERE {self.scope} AND seq = ANY(%(seqs)s)", {**self.args, "seqs": list(seqs)})
         return {r["seq"]: (r["archive_id"], r["length"], r["seq"], r["turn_id"], r["role"], r["content"])
                 for r in found}
@@ -169,7 +164,7 @@ class PgCandidates:
         for k, channel in enumerate(channels):
             if channel.relatives_of is not None and not self._kin.get(channel.relatives_of):
                 continue  # no relatives, or too common ones: nothing to read
-            selects.append(f"(SELECT {k} AS channel, seq, length, asks FROM search_docs WHERE {self.scope} "
+            selects.append(f"(SELECT {k} AS channel, seq, length, asks FROM docs WHERE {self.scope} "
                            f"AND {self._match(channel, f'c{k}', args)} LIMIT {channel.limit})")
         statements = [(" UNION ALL ".join(selects), args)] if selects else []
         results = self.db.batch(statements + [self._scan(text) for text in scans]) if statements or scans else []
@@ -186,7 +181,7 @@ class PgCandidates:
         if common:
             args = dict(self.args)
             newest_first = f"ORDER BY seq DESC LIMIT {search_terms.PER_TERM_HITS}"
-            statements = [(f"SELECT seq, length, asks FROM search_docs WHERE {self.scope} AND "
+            statements = [(f"SELECT seq, length, asks FROM docs WHERE {self.scope} AND "
                            f"{self._match(channels[k], f'c{k}', args)} {newest_first}", args) for k in common]
             for k, rows in zip(common, self.db.batch(statements), strict=True):
                 newest[k] = [(r["seq"], r["length"], r["asks"]) for r in rows]
@@ -210,7 +205,7 @@ class PgCandidates:
         `lower()` for ASCII; any other term is matched with str.casefold() over the rows (`ß` finds
         `STRASSE`), like the file backend."""
         text = text.replace("\x00", NUL_STANDIN)
-        sql = f"SELECT seq, length, asks, content FROM search_docs WHERE {self.scope}"
+        sql = f"SELECT seq, length, asks, content FROM docs WHERE {self.scope}"
         if text.isascii():
             return sql.replace(", content", "") + " AND strpos(lower(content), %(needle)s) > 0", {
                 **self.args, "needle": text.lower()}

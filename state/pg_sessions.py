@@ -20,7 +20,7 @@ from workmem.state.jsonl import stored_lines
 from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES, indexed_text, message_text, prepare_messages
 from workmem.state.meta import now_iso, public
 from workmem.state.pg_checks import live_pending, session_anomalies
-from workmem.state.pg_schema import NUL_STANDIN, Database, count_stems, session_key, shown_url, without_nul
+from workmem.state.pg_schema import NUL_STANDIN, Database, index_documents, session_key, shown_url, without_nul
 from workmem.state.retention import MESSAGES, Keep, as_keep
 from workmem.state.search_hits import doc_fields, memory_seq
 from workmem.state.tokens import count_tokens_each
@@ -234,8 +234,7 @@ class PgSessionStore:
                 raise InvalidInput("messages", f"seqs {seqs[0]}..{seqs[-1]}",
                                    f"must be exactly the oldest live messages up to end_seq {end}")
             self._insert_archive(conn, session_id, archive, archive_id, n, overview, abstract, spilled or [])
-            count_stems(conn, session_id, "messages", "seq BETWEEN %s AND %s", [start, end])
-            count_stems(conn, session_id, "spilled_items", "archive_id = %s", [archive_id])
+            index_documents(conn, session_id, archive_id)
             conn.execute("UPDATE sessions SET commit_count = %s, last_archive_id = %s, last_archive_end = %s, "
                          "message_count = message_count - %s, archived_count = archived_count + %s, "
                          "last_commit_at = %s WHERE session_id = %s",

@@ -29,7 +29,7 @@ from workmem.state.pg_tasks import PgTaskStore
 from workmem.state.storage import DELETE_TASK_PREFIX
 
 CHECKPOINT_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
-SESSION_TABLES = ("messages", "spilled_items", "stems", "archives", "sessions")
+SESSION_TABLES = ("docs", "stems", "messages", "spilled_items", "archives", "sessions")
 SETUP_POLL_SECONDS = 0.05
 
 
