@@ -34,7 +34,7 @@ class CommandFailed(Exception):
 def _engine(args: argparse.Namespace):
     from workmem.graphs.engine import WorkingMemoryEngine
 
-    return WorkingMemoryEngine(root=args.root)
+    return WorkingMemoryEngine(root=args.root, database_url=args.database_url)
 
 
 def _emit(args: argparse.Namespace, data: Any, render) -> None:
@@ -299,9 +299,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="workmem", description="Working memory for long agent sessions.",
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--root", help="data root (default: $WORKMEM_HOME or ./.workmem)")
+    parser.add_argument("--database-url", help="PostgreSQL URL, for many replicas (default: $WORKMEM_DATABASE_URL, "
+                                               "else $POSTGRES_URI unless $WORKMEM_HOME is set)")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     common = argparse.ArgumentParser(add_help=False)  # the same options also work after the subcommand
     common.add_argument("--root", default=argparse.SUPPRESS, help="data root")
+    common.add_argument("--database-url", default=argparse.SUPPRESS, help="PostgreSQL URL")
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output")
     subparsers = parser.add_subparsers(dest="command", required=True)
 

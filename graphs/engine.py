@@ -71,6 +71,8 @@ class WorkingMemoryEngine:
     `("fraction", 0.5)` of `context_window`; `commit_token_threshold=n` is `("tokens", n)`). A commit
     starts when what the next call carries reaches the trigger and at least `min_commit_tokens`
     (default a quarter of the trigger) lie outside the keep window.
+    Storage: files under `root`, or PostgreSQL for many replicas with `database_url=` (in schema
+    `database_schema`, default `WORKMEM_DATABASE_SCHEMA` or `workmem`; see `open_storage` for the precedence).
     """
 
     def __init__(
@@ -90,6 +92,8 @@ class WorkingMemoryEngine:
         durable: bool = True,
         max_workers: int = 2,
         keep_checkpoints: int = DEFAULT_KEEP_CHECKPOINTS,
+        database_url: str | None = None,
+        database_schema: str | None = None,
     ) -> None:
         self.keep = keep_from_args(keep, keep_recent_count, default=(MESSAGES, DEFAULT_KEEP_RECENT))
         self.context_window = _positive_int("context_window", context_window)
@@ -111,7 +115,8 @@ class WorkingMemoryEngine:
         workers = _positive_int("max_workers", max_workers)
         kept = require_int("keep_checkpoints", keep_checkpoints, min=0, max=MAX_SETTING)
         require_bool("durable", durable)
-        self.storage = open_storage(root, durable=durable, max_message_bytes=max_message_bytes)
+        self.storage = open_storage(root, database_url=database_url, database_schema=database_schema, durable=durable,
+                                    max_message_bytes=max_message_bytes)
         self.root = getattr(self.storage, "root", None)
         self.runner = CommitRunner(self.storage, context, self.model, max_workers=workers, keep_checkpoints=kept)
         try:

@@ -16,7 +16,15 @@ from langgraph.runtime import Runtime
 
 from workmem.state.errors import InvalidInput, WorkmemError
 from workmem.state.redact import describe_error
-from workmem.state.storage import SearchStorage, SessionStorage, Storage, TaskStorage, default_root, open_storage
+from workmem.state.storage import (
+    SearchStorage,
+    SessionStorage,
+    Storage,
+    TaskStorage,
+    database_url_for,
+    default_root,
+    open_storage,
+)
 
 DEFAULT_CHUNK_TOKENS = 24_000
 DEFAULT_CLIP_TOKENS = 4_000
@@ -66,8 +74,8 @@ _lock = threading.Lock()
 
 
 @lru_cache(maxsize=32)
-def _storage(root: str, durable: bool) -> Storage:
-    return open_storage(root, durable=durable)
+def _storage(root: str | None, durable: bool, database_url: str | None = None) -> Storage:
+    return open_storage(root, database_url=database_url, durable=durable)
 
 
 @lru_cache(maxsize=1)
@@ -125,9 +133,10 @@ def _current_node() -> str | None:
 def services(runtime: Runtime | None) -> Services:
     """Resolve the storage and model of this run (storage cached per root)."""
     ctx = context_of(runtime)
-    root = str(Path(ctx.root).resolve()) if ctx.root else str(default_root())
+    url = None if ctx.root else database_url_for()  # Studio runs without a root: the environment decides (§11)
+    root = str(Path(ctx.root).resolve()) if ctx.root else (None if url else str(default_root()))
     with _lock:
-        storage = ctx.storage if ctx.storage is not None else _storage(root, ctx.durable)
+        storage = ctx.storage if ctx.storage is not None else _storage(root, ctx.durable, url)
         model = ctx.model if ctx.model is not None else _default_model()
     return Services(storage.sessions, storage.tasks, storage.search, model, ctx.chunk_tokens, ctx.clip_tokens,
                     tool_schema_setting(ctx.tool_schema))

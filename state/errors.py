@@ -118,3 +118,15 @@ class ModelUnavailable(WorkmemError, RuntimeError):
         self.spec = spec
         self.reason = reason
         super().__init__(f"model {spec!r} is unavailable: {reason}")
+
+
+class DatabaseUnavailable(WorkmemError, ConnectionError):
+    """The PostgreSQL database of the Postgres backend cannot be reached (URL shown without its password)."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        self.url = url
+        self.reason = reason
+        super().__init__(f"database {url} is unavailable: {reason}")
+
+    def __str__(self) -> str:
+        return f"database {self.url} is unavailable: {self.reason}"

@@ -1,10 +1,9 @@
-"""What SQLite hands the ranking of one archive search: bounded candidate lists per query term.
+"""What SQLite hands the ranking of one archive search: a `search_hits.CandidateSource` over `fts_docs`.
 
-Each index a term goes to (`fts_query.plan`) yields the term's matching messages in the searched scope as
-`search_rank.Matches` — seq → (length, asks), the term's weight there, whether the matches vouch for their
-neighbours. The FTS match drives every join (one rowid lookup in `fts_docs` per candidate); nothing here
-scores, so a PostgreSQL backend only has to produce the same lists (`tsvector`, `pg_trgm`, `to_tsvector`
-for stems).
+Each channel `search_terms` plans for a query term becomes one FTS5 `MATCH` (porter words or trigrams)
+joined to `fts_docs` for its messages' seq, length and whether they ask something; the FTS match
+drives every join (one rowid lookup per candidate). Nothing here scores: the caps and weights are
+`search_terms`', the ranking `search_rank`'s, shared with the Postgres backend.
 """
 
 from __future__ import annotations
@@ -14,18 +13,33 @@ from typing import Any
 
 from sqlite_utils import Database
 
-from workmem.state import fts_query, search_lemmas, search_rank
+from workmem.state import fts_query, search_rank, search_terms
+from workmem.state.search_terms import LENGTH_SAMPLE, MAX_RELATIVES, MAX_STAMPS
 
-COMMON_TERM_DOCS = 5_000  # a word in more archived messages than this is "common" (see term_matches)
-PER_TERM_HITS = 1_000  # candidates taken for a common word: its newest matches
-LENGTH_SAMPLE = 256  # the newest messages of the scope whose mean length stands for the scope's
-PREFIX_HITS = 200  # a stem's relatives found in more messages than this are too common to help
-MAX_RELATIVES = 16  # stems looked for through one prefix
-MAX_STAMPS = 1_000  # date stamps the ranking knows of: the newest (older stretches rank as if undated)
 _STEMMER = ("CREATE VIRTUAL TABLE IF NOT EXISTS temp.wm_stem USING fts5(text, tokenize='porter unicode61')",
             "CREATE VIRTUAL TABLE IF NOT EXISTS temp.wm_stem_terms USING fts5vocab('temp', 'wm_stem', 'instance')",
             "CREATE VIRTUAL TABLE IF NOT EXISTS temp.wm_stem_vocab USING fts5vocab('temp', 'wm_stem', 'row')")
-Postings = dict[int, search_rank.Posting]
+
+
+class SqliteCandidates:
+    """The candidates of one search scope of `index.sqlite` (`scope`: SQL over `fts_docs d`, with `args`)."""
+
+    def __init__(self, db: Database, scope: str, args: list[Any]) -> None:
+        self.db, self.scope, self.args = db, scope, args
+
+    def candidates(self, terms: Sequence[fts_query.Term]) -> search_terms.Candidates:
+        """The scope's size (`scope_size`), each term's matches (`term_matches`) and the date stamps (`stamps`)."""
+        total, avg_length = scope_size(self.db, self.scope, self.args)
+        if not total:
+            return search_terms.NOTHING
+        found = stems(self.db, terms)
+        matches = [list(term_matches(self.db, term, found.get(term.words), self.scope, self.args, total))
+                   for term in terms]
+        return search_terms.Candidates(total, avg_length, matches, stamps(self.db, self.scope, self.args))
+
+    def rows(self, seqs: Sequence[int]) -> dict[int, tuple[Any, ...]]:
+        """See `rows`."""
+        return rows(self.db, self.scope, self.args, seqs)
 
 
 def scope_size(db: Database, scope: str, args: list[Any]) -> tuple[int, float]:
@@ -80,58 +94,43 @@ def relatives(db: Database, stem: str) -> list[str]:
 
 def term_matches(db: Database, term: fts_query.Term, stem: str | None, scope: str, args: list[Any],
                  total: int) -> Iterator[search_rank.Matches]:
-    """The matches of `term` in scope, per index that looks for it. A word found in more than
-    COMMON_TERM_DOCS messages says little about relevance: only its newest PER_TERM_HITS count, SQLite
-    stops reading early, and they do not spread; neither does a substring match of one or two characters
-    (`7` inside `17`). A long word also finds its stem's relatives (`allergies` → `allergic`, from the
-    indexed stems in `fts_stems`) at PREFIX_WEIGHT, unless they are in more than PREFIX_HITS messages."""
-    channels = []
-    if term.porter:
-        channels.append(("fts_words", fts_query.fts_phrase(term.words), 1.0, COMMON_TERM_DOCS))
-    forms = search_lemmas.other_forms(term.words)
-    if forms:
-        channels.append(("fts_words", " OR ".join(fts_query.fts_phrase(f) for f in forms), search_rank.LEMMA_WEIGHT,
-                         COMMON_TERM_DOCS))
-    kin = relatives(db, stem) if stem else []
-    if kin:
-        channels.append(("fts_words", " OR ".join(fts_query.fts_phrase(k) for k in kin), search_rank.PREFIX_WEIGHT,
-                         None))
-    if term.trigram:
-        channels.append(("fts_trigram", fts_query.fts_phrase(term.text), 1.0, COMMON_TERM_DOCS))
+    """The matches of `term` in scope through each channel `search_terms` plans for it (its stem's relatives
+    from the indexed stems in `fts_stems`), the compound fallback when none found anything, and the `instr`
+    scan of a term under 3 characters."""
     found_any = False
-    for table, match, factor, cap in channels:
-        matches = _channel(db, table, match, factor, cap, scope, args, total)
+    for channel in search_terms.channels(term, stem):
+        matches = _channel(db, channel, scope, args, total)
         if matches is not None:
             found_any = True
             yield matches
-    if not found_any and term.porter:
-        spellings = fts_query.compound_spellings(term.words)
-        if spellings:
-            matches = _channel(db, "fts_words", " OR ".join(fts_query.fts_phrase(t) for t in spellings),
-                               search_rank.COMPOUND_WEIGHT, COMMON_TERM_DOCS, scope, args, total)
-            if matches is not None:
-                yield matches
+    fallback = None if found_any else search_terms.compound_channel(term)
+    if fallback is not None:
+        matches = _channel(db, fallback, scope, args, total)
+        if matches is not None:
+            yield matches
     if term.scan:
-        found = scan(db, term.text, scope, args)
-        if found:
-            yield search_rank.Matches(_postings(found), search_rank.term_weight(total, len(found)), spreads=False)
+        matches = search_terms.scan_matches(scan(db, term.text, scope, args), total)
+        if matches is not None:
+            yield matches
 
 
-def _channel(db: Database, table: str, match: str, factor: float, cap: int | None, scope: str, args: list[Any],
+def _channel(db: Database, channel: search_terms.Channel, scope: str, args: list[Any],
              total: int) -> search_rank.Matches | None:
-    """One index's matches of one FTS expression (see term_matches for `cap`), or None."""
+    """One channel's matches: its first `limit` rows (SQLite stops reading early), and for a common word
+    its newest PER_TERM_HITS."""
+    table = "fts_words" if channel.index == "words" else "fts_trigram"
+    phrases = relatives(db, channel.relatives_of) if channel.relatives_of else channel.phrases
+    if not phrases:
+        return None
+    match = " OR ".join(fts_query.fts_phrase(p) for p in phrases)
     sql = (f"SELECT d.seq, d.length, d.asks FROM {table} f CROSS JOIN fts_docs d ON d.rowid = f.rowid "
            f"WHERE {table} MATCH ? AND {scope}")
-    found = db.execute(f"{sql} LIMIT {(cap or PREFIX_HITS) + 1}", [match, *args]).fetchall()
-    common = len(found) > (cap or PREFIX_HITS)
-    if common and cap is None:
-        return None
-    if common:
-        found = db.execute(f"{sql} ORDER BY f.rowid DESC LIMIT {PER_TERM_HITS}", [match, *args]).fetchall()
-    if not found:
-        return None
-    return search_rank.Matches(_postings(found), factor * search_rank.term_weight(total, len(found)),
-                               spreads=not common)
+    found = db.execute(f"{sql} LIMIT {channel.limit}", [match, *args]).fetchall()
+    newest = None
+    if search_terms.is_common(found, channel) and channel.cap is not None:
+        newest = db.execute(f"{sql} ORDER BY f.rowid DESC LIMIT {search_terms.PER_TERM_HITS}",
+                            [match, *args]).fetchall()
+    return search_terms.channel_matches(found, newest, channel, total)
 
 
 def scan(db: Database, text: str, scope: str, args: list[Any]) -> list[tuple[Any, ...]]:
@@ -165,11 +164,3 @@ def stamps(db: Database, scope: str, args: list[Any]) -> list[int]:
     found = db.execute(f"SELECT seq FROM fts_docs d WHERE {scope} AND d.stamp = 1 ORDER BY seq DESC "
                        f"LIMIT {MAX_STAMPS}", args).fetchall()
     return [row[0] for row in reversed(found)]
-
-
-def _postings(found: list[tuple[Any, ...]]) -> Postings:
-    """(seq, length, asks) rows → seq → (length, asks); a seq indexed twice keeps its first row."""
-    out: Postings = {}
-    for seq, length, asks in found:
-        out.setdefault(seq, (length, bool(asks)))
-    return out

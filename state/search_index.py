@@ -4,8 +4,9 @@ Everything here can be rebuilt from the archive files (`reindex`). Two FTS5 tabl
 unicode61` words and trigrams — share the rowid of `fts_docs`, which also keeps each message's seq,
 length in words and whether it asks something, so one join gives a term's candidates; `fts_stems` lists
 the indexed porter stems (a word's relatives are found through it, never pruned). Bulk writes
-commit every ≤ 1 000 rows. Query planning lives in `fts_query.py`, the candidate lists SQL returns in
-`search_candidates.py`, their ranking in `search_rank.py`.
+commit every ≤ 1 000 rows. Query planning lives in `fts_query.py` and `search_terms.py`, the candidate
+lists SQL returns in `search_candidates.py`, the search and its ranking (shared with the Postgres
+backend) in `search_hits.py` and `search_rank.py`.
 """
 
 from __future__ import annotations
@@ -19,11 +20,12 @@ from typing import TYPE_CHECKING, Any
 
 from sqlite_utils import Database
 
-from workmem.state import fts_query, search_candidates, search_dates, search_rank
+from workmem.state import search_candidates, search_hits
 from workmem.state.errors import InvalidInput
-from workmem.state.ids import archive_number, canonical_archive_id, check_session_id
+from workmem.state.ids import canonical_archive_id, check_session_id
 from workmem.state.jsonl import check_stored
 from workmem.state.messages import indexed_text
+from workmem.state.search_hits import MEMORY_ROLE
 from workmem.state.sqlite import ThreadConnections
 from workmem.state.tasks import INDEX_FILE
 
@@ -33,11 +35,6 @@ if TYPE_CHECKING:
     from workmem.state.store import SessionStore
 
 BATCH_ROWS = 1000
-HIT_CHARS = 1500
-MEMORY_ROLE = "memory"
-MEMORY_SEQ_GAP = 10  # wider than the neighbour window
-MEMORY_SEQ_SPAN = 10_000_000  # per archive: room for a million items
-MAX_LIMIT = 1000
 _FTS_COLUMNS = "session_id UNINDEXED, archive_id UNINDEXED, seq UNINDEXED, turn_id UNINDEXED, " \
                "role UNINDEXED, content"
 SCHEMA = f"""
@@ -126,9 +123,9 @@ class SearchIndex:
                 raise InvalidInput(f"messages[{i}]", msg, reason)
             text = indexed_text(msg)
             if text:  # a message of only workmem's own tool traffic is not indexed (§7)
+                length, asks, stamp = search_hits.doc_fields(text)
                 rows.append((session_id, archive_id, msg["seq"], str(msg.get("turn_id") or ""), msg["role"], text,
-                             len(fts_query.WORD_RUN.findall(text)), int("?" in text or "？" in text),
-                             int(search_dates.is_date_stamp(text))))
+                             length, int(asks), int(stamp)))
         for start in range(0, max(len(rows), 1), BATCH_ROWS):
             batch = rows[start:start + BATCH_ROWS]
             with self._write() as db:
@@ -199,38 +196,14 @@ class SearchIndex:
                limit: int = 12) -> list[dict[str, Any]]:
         """Literal ranked search of archived messages → hits `{archive_id, seq, turn_id, role, content}`.
 
-        Candidates come per term from the indexes `fts_query.plan` chose; `search_rank` weighs, spreads
-        to neighbours and fuses them (see there).
+        Candidates come per term and channel from the FTS5 indexes (`search_candidates`); `search_hits`
+        ranks them as for every backend.
         """
         check_session_id(session_id)
-        if not isinstance(query, str):
-            raise InvalidInput("query", query, "must be a string")
-        if len(query) > fts_query.MAX_QUERY_CHARS:
-            raise InvalidInput("query", query, f"longer than {fts_query.MAX_QUERY_CHARS} characters")
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
-            raise InvalidInput("limit", limit, f"must be an integer between 1 and {MAX_LIMIT}")
-        archive = None if archive_id is None else canonical_archive_id(archive_id)
-        terms = fts_query.plan(query)
-        if not terms:
-            return []
+        archive = search_hits.check_search(query, archive_id, limit)
         scope = "d.session_id = ?" + (" AND d.archive_id = ?" if archive else "")
         args = [session_id, archive] if archive else [session_id]
-        db = self.db
-        total, avg_length = search_candidates.scope_size(db, scope, args)
-        if not total:
-            return []
-        stems = search_candidates.stems(db, terms)
-        matches = [list(search_candidates.term_matches(db, term, stems.get(term.words), scope, args, total))
-                   for term in terms]
-        stamps = search_candidates.stamps(db, scope, args)
-        fused = search_rank.score(matches, avg_length, stamps)
-        # The length prior only reorders a bounded head (it changes a score by a bounded factor).
-        head = search_rank.top(fused, 2 * limit + 32)
-        rows = search_candidates.rows(db, scope, args, head)
-        dated = set(stamps)
-        final = {seq: fused[seq] * search_rank.length_prior(rows[seq][1], avg_length)
-                 * (search_rank.OPENER_PRIOR if seq - 1 in dated else 1.0) for seq in head if seq in rows}
-        return [_hit(rows[seq]) for seq in search_rank.top(final, limit)]
+        return search_hits.ranked_hits(search_candidates.SqliteCandidates(self.db, scope, args), query, limit)
 
     def reindex(self, store: SessionStore, session_id: str | None = None,
                 progress: Callable[[str, str], None] | None = None) -> int:
@@ -271,18 +244,9 @@ def _standin_docs(present: set[str]) -> str:
                                                   for name in _ADDED_COLUMNS))
 
 
-def _hit(row: tuple[Any, ...]) -> dict[str, Any]:
-    content = row[5] if len(row[5]) <= HIT_CHARS else row[5][: HIT_CHARS - 1] + "…"
-    if row[4] == MEMORY_ROLE:  # a spilled WM item: its section rides in the turn_id column
-        return {"archive_id": row[0], "seq": None, "turn_id": None, "role": MEMORY_ROLE, "section": row[3],
-                "content": content}
-    return {"archive_id": row[0], "seq": row[2], "turn_id": row[3], "role": row[4], "content": content}
-
-
 def _memory_row(session_id: str, archive_id: str, i: int, item: dict[str, str]) -> tuple[Any, ...]:
     """An index row for a spilled WM item (§5, §7): role `memory`, the section in the turn_id column, and a
-    negative seq per archive and item, spaced so no message and no other item is ever its neighbour."""
+    negative seq per archive and item (`search_hits.memory_seq`); it never asks and is never a stamp."""
     text = str(item.get("item") or "")
-    seq = -(archive_number(archive_id) * MEMORY_SEQ_SPAN + (i + 1) * MEMORY_SEQ_GAP)
-    return (session_id, archive_id, seq, str(item.get("section") or ""), MEMORY_ROLE, text,
-            len(fts_query.WORD_RUN.findall(text)), 0, 0)
+    return (session_id, archive_id, search_hits.memory_seq(archive_id, i), str(item.get("section") or ""),
+            MEMORY_ROLE, text, search_hits.doc_fields(text)[0], 0, 0)

@@ -3,7 +3,8 @@
 Nothing above `state/` imports a backend module: it receives a `Storage` from `open_storage` and
 talks to its three parts — `sessions` (messages, archives, meta), `tasks` (commit tasks and leases)
 and `search` (the full-text index of archived messages) — plus the LangGraph checkpointer the
-commit graph runs on. `FileStorage` (files + SQLite under one root) implements it.
+commit graph runs on. `FileStorage` (files + SQLite under one root) and `PostgresStorage` (one schema of
+a PostgreSQL database, for many replicas) implement it; `open_storage` picks one.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from workmem.state.ids import safe_session_id
 from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES
 
 ENV_HOME = "WORKMEM_HOME"
+ENV_DATABASE_URL = "WORKMEM_DATABASE_URL"
+ENV_POSTGRES_URI = "POSTGRES_URI"  # what LangGraph Platform sets for its own database
 DEFAULT_ROOT = ".workmem"
 DELETE_TASK_PREFIX = "delete-"  # the lease a session delete holds
 STUDIO_THREAD_PREFIX = "studio:"  # a Studio run's task row names its thread in the Studio checkpointer this way
@@ -198,9 +201,27 @@ def default_root() -> Path:
     return Path(os.environ.get(ENV_HOME) or DEFAULT_ROOT).resolve()
 
 
-def open_storage(root: str | os.PathLike[str] | None = None, *, durable: bool = True,
+def database_url_for(root: str | os.PathLike[str] | None = None, url: str | None = None) -> str | None:
+    """The Postgres URL to use, or None for files (§11): `url` > `root` > `WORKMEM_DATABASE_URL` >
+    `WORKMEM_HOME` > `POSTGRES_URI` > `./.workmem` — passing a root never silently moves to Postgres."""
+    if url is not None:
+        return url
+    if root is not None:
+        return None
+    env = os.environ
+    return env.get(ENV_DATABASE_URL) or (None if env.get(ENV_HOME) else env.get(ENV_POSTGRES_URI)) or None
+
+
+def open_storage(root: str | os.PathLike[str] | None = None, *, database_url: str | None = None,
+                 database_schema: str | None = None, durable: bool = True,
                  max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> Storage:
-    """The storage of a data root (default: `default_root()`)."""
+    """The storage of a Postgres database or of a data root, chosen by `database_url` (precedence above);
+    `database_schema` names the schema on Postgres (default `WORKMEM_DATABASE_SCHEMA`, else `workmem`)."""
+    url = database_url_for(root, database_url)
+    if url is not None:
+        from workmem.state.pg_storage import PostgresStorage
+
+        return PostgresStorage(url, schema=database_schema, durable=durable, max_message_bytes=max_message_bytes)
     from workmem.state.file_storage import FileStorage
 
     if root is not None and (not isinstance(root, (str, os.PathLike)) or not str(root)):
@@ -209,3 +230,11 @@ def open_storage(root: str | os.PathLike[str] | None = None, *, durable: bool = 
     if path.exists() and not path.is_dir():
         raise InvalidInput("root", str(path), "is not a directory")
     return FileStorage(path, durable=durable, max_message_bytes=max_message_bytes)
+
+
+def drop_database_schema(database_url: str, schema: str) -> None:
+    """Drop a workmem schema and everything in it (a scratch schema, e.g. an evaluation's); refused for the
+    schema that holds `pg_trgm`, which other workmem schemas of the database may use."""
+    from workmem.state.pg_storage import drop_schema
+
+    drop_schema(database_url, schema)

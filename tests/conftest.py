@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from pg_support import Backend, required, server_or_reason
 
 REPO = Path(__file__).resolve().parent.parent
 # The repository root must not be importable: `graphs/`, `nodes/` and `state/` exist only as
@@ -40,6 +41,33 @@ def root(tmp_path, monkeypatch):
     path = tmp_path / "wm"
     monkeypatch.setenv("WORKMEM_HOME", str(path))
     return path
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """A PostgreSQL server for the whole run (see pg_support); skipped, or failed when required, without one."""
+    server, reason = server_or_reason()
+    if server is None:
+        if required():
+            pytest.fail(f"WORKMEM_TEST_POSTGRES=required but no PostgreSQL server: {reason}")
+        pytest.skip(f"no PostgreSQL server ({reason}); set WORKMEM_TEST_DATABASE_URL or install postgresql")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def database_url(pg_server):
+    """A fresh, empty database of the test server, dropped afterwards."""
+    url = pg_server.create_database()
+    yield url
+    pg_server.drop_database(url)
+
+
+@pytest.fixture(params=["file", "postgres"])
+def backend(request, root):
+    """The storage backend a test runs on: every test using it runs once on files, once on Postgres."""
+    url = request.getfixturevalue("database_url") if request.param == "postgres" else None
+    return Backend(request.param, root, url)
 
 
 @pytest.fixture

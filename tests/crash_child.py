@@ -10,6 +10,8 @@ functions by name), the node's module attribute is replaced by a wrapper that ru
 then SIGKILLs this process — so the node's side effects happened but its checkpoint write did not.
 `persist_mid` kills persist right after the archive directory is complete, before indexing and GC.
 
+A root with a `<root>.url` file beside it runs on that Postgres database instead of files.
+
 The model is the deterministic extractive one, made to misbehave on chunks holding a marker, so one
 commit walks every node: `[[malformed]]` → broken JSON (recover), `[[nocall]]` → a text answer to the
 update prompt (create retry), `[[down]]` → connection errors every time (the retry loop of
@@ -25,6 +27,7 @@ import json
 import os
 import signal
 import sys
+from pathlib import Path
 from typing import Any
 
 from langchain_core.messages import AIMessage
@@ -144,13 +147,16 @@ def patch_kill(kill: str) -> None:
 
 
 def engine_for(root: str, *, fast_retries: bool = True) -> Any:
+    """The engine of `root`; on Postgres when `<root>.url` names a database (the root then only names files)."""
     import workmem.nodes.generate
     from workmem.graphs.engine import WorkingMemoryEngine
 
     if fast_retries:  # no backoff sleep (a `backoff` kill replaces it with its own)
         workmem.nodes.generate.retry_delay = lambda backoff_s, attempt: 0.0
 
-    return WorkingMemoryEngine(root=root, model=ChaosModel(calls_file=f"{root}.calls"), chunk_tokens=CHUNK_TOKENS)
+    url = Path(f"{root}.url").read_text().strip() if Path(f"{root}.url").exists() else None
+    return WorkingMemoryEngine(root=root, database_url=url, model=ChaosModel(calls_file=f"{root}.calls"),
+                               chunk_tokens=CHUNK_TOKENS)
 
 
 def main(argv: list[str]) -> int:

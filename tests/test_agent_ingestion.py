@@ -57,10 +57,10 @@ def read_file(path: str) -> str:
 
 
 @pytest.mark.parametrize("removed", [1, 3], ids=["older-stored-message", "newest-stored-message"])
-def test_after_removing_a_stored_message_the_next_turn_is_stored_exactly_once(root, removed):
+def test_after_removing_a_stored_message_the_next_turn_is_stored_exactly_once(backend, removed):
     """The first build's stored count pointed past a removed message and skipped the next user message."""
     model = scripted("A1", "A2", "A3")
-    with WorkingMemoryEngine(root, durable=False) as engine:
+    with backend.engine(durable=False) as engine:
         agent = create_agent(model, middleware=[WorkingMemoryMiddleware(engine)], checkpointer=InMemorySaver())
         agent.invoke(ask("Q1"), thread("t"))
         state = agent.invoke(ask("Q2"), thread("t"))
@@ -121,9 +121,9 @@ def test_a_client_sending_only_new_turns_stores_a_repeated_turn_twice_and_sees_i
         assert prompt_texts(model) == ["hi", "Hello!", "how are you?", "Fine, thanks.", "hi"]
 
 
-def test_messages_stored_by_another_writer_are_not_hidden_but_stay_out_of_the_threads_view(root):
+def test_messages_stored_by_another_writer_are_not_hidden_but_stay_out_of_the_threads_view(backend):
     model = scripted("First.", "Second.")
-    with WorkingMemoryEngine(root, durable=False) as engine:
+    with backend.engine(durable=False) as engine:
         agent = create_agent(model, middleware=[WorkingMemoryMiddleware(engine)], checkpointer=InMemorySaver())
         agent.invoke(ask("one"), thread("w"))
         engine.add_messages("w", [{"role": "system", "content": "An operator note."}])
@@ -136,10 +136,10 @@ def test_messages_stored_by_another_writer_are_not_hidden_but_stay_out_of_the_th
 # -- the thread's state decides what the model sees ---------------------------------------------------
 
 
-def test_removing_an_uncommitted_message_changes_what_the_model_sees_and_commits(root):
+def test_removing_an_uncommitted_message_changes_what_the_model_sees_and_commits(backend):
     model = scripted("The code is RED-7.", "Noted.", "Done.")
     committer = scripted(create_call({"Current State": "Remembering a code."}))
-    with WorkingMemoryEngine(root, model=committer, durable=False) as engine:
+    with backend.engine(model=committer, durable=False) as engine:
         agent = create_agent(model, middleware=[WorkingMemoryMiddleware(engine)], checkpointer=InMemorySaver())
         first = agent.invoke(ask("What is the code?"), thread("edit"))
         agent.invoke(ask("Remember BLUE-9."), thread("edit"))
@@ -153,9 +153,9 @@ def test_removing_an_uncommitted_message_changes_what_the_model_sees_and_commits
         assert engine.archive_search("edit", "RED-7"), "the log keeps them: still searchable"
 
 
-def test_a_fork_from_an_earlier_checkpoint_sees_its_branch_and_the_main_thread_sees_its_own(root):
+def test_a_fork_from_an_earlier_checkpoint_sees_its_branch_and_the_main_thread_sees_its_own(backend):
     model = scripted("A1", "A2", "A3", "Fork answer.", "Main answer.")
-    with WorkingMemoryEngine(root, durable=False) as engine:
+    with backend.engine(durable=False) as engine:
         agent = create_agent(model, middleware=[WorkingMemoryMiddleware(engine)], checkpointer=InMemorySaver())
         for text in ("Q1", "Q2", "Q3"):
             agent.invoke(ask(text), thread("f"))
@@ -255,12 +255,12 @@ def test_langchain_dict_forms_through_the_api_the_cli_and_the_studio_input(root,
 # -- tools ---------------------------------------------------------------------------------------------------
 
 
-def test_a_search_after_a_search_returns_the_original_message_first(root):
+def test_a_search_after_a_search_returns_the_original_message_first(backend):
     def answer_from(messages):
         return "It is " + messages[-1].artifact[0]["content"].split()[-1]
 
     model = scripted(call("archive_search", {"query": "staging database port"}), answer_from)
-    with WorkingMemoryEngine(root, durable=False) as engine:
+    with backend.engine(durable=False) as engine:
         engine.add_messages("s", [{"role": "user", "content": "The staging database listens on port 5433."},
                                   {"role": "assistant", "content": "Noted."}])
         engine.commit("s")

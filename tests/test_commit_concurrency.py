@@ -4,9 +4,7 @@ messages appended while a commit runs stay live. The commit is held open by a mo
 
 from __future__ import annotations
 
-import functools
 import os
-import sqlite3
 import subprocess
 import sys
 import threading
@@ -17,10 +15,8 @@ from typing import Any
 import pytest
 from fakes import scripted
 
-import workmem.state.file_storage
 from workmem.graphs.engine import WorkingMemoryEngine
 from workmem.nodes.extractive import ExtractiveChatModel
-from workmem.state.tasks import TaskStore
 
 SAFETY_TIMEOUT = 60  # only so a broken lease cannot hang the suite; never reached when the code works
 
@@ -49,9 +45,9 @@ def turns(start: int, n: int) -> list[dict[str, Any]]:
 
 
 @pytest.fixture
-def blocking(root):
+def blocking(backend):
     model = BlockingModel(entered=threading.Event(), release=threading.Event())
-    engine = WorkingMemoryEngine(root=root, model=model, durable=False)
+    engine = backend.engine(model=model, durable=False)
     engine.add_messages("s", turns(0, 5))
     # Open index.sqlite once before threads race to create it: two threads opening a fresh index at the
     # same time can get "database is locked" from `PRAGMA journal_mode=WAL` (reported to the store owner).
@@ -100,7 +96,7 @@ def test_two_commits_at_once_one_runs_the_other_gets_the_running_task(blocking):
     assert [t["status"] for t in engine.storage.tasks.list_tasks("s")] == ["completed"]  # busy requests leave no task
 
 
-def test_background_commit_is_returned_to_a_second_request_and_to_another_engine(blocking, root):
+def test_background_commit_is_returned_to_a_second_request_and_to_another_engine(blocking, backend):
     engine, model = blocking
     started = engine.commit("s", keep_recent_count=0, wait=False)
     assert started["status"] == "pending"
@@ -108,7 +104,7 @@ def test_background_commit_is_returned_to_a_second_request_and_to_another_engine
     try:
         assert model.entered.wait(SAFETY_TIMEOUT)
         again = engine.commit("s", keep_recent_count=0)
-        with WorkingMemoryEngine(root=root, model=other_model, durable=False) as other:
+        with backend.engine(model=other_model, durable=False) as other:
             elsewhere = other.commit("s", keep_recent_count=0)
             # resume_all elsewhere must not pick up the running task (its lease carries the same task id)
             resumed = other.resume_all()
@@ -137,14 +133,6 @@ def test_lease_is_released_when_the_commit_ends(blocking):
     assert [a["archive_id"] for a in engine.storage.sessions.list_archives("s")] == ["archive_001", "archive_002"]
 
 
-def _set_lease_holder(root, **fields: Any) -> None:
-    conn = sqlite3.connect(root / "index.sqlite")
-    with conn:
-        conn.execute(f"UPDATE leases SET {', '.join(f'{k} = ?' for k in fields)} WHERE session_id = 's'",
-                     list(fields.values()))
-    conn.close()
-
-
 def _dead_pid() -> int:
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     proc.wait()
@@ -156,7 +144,7 @@ def _dead_pid() -> int:
     ({"pid": "self"}, "busy"),  # another thread of this process
     ({"host": "some-other-host", "pid": 12345}, "busy"),  # trusted until it expires
 ], ids=["dead_process_on_this_host", "live_holder_here", "other_host"])
-def test_lease_of_a_dead_holder_is_broken_a_live_one_is_respected(blocking, root, holder, expect):
+def test_lease_of_a_dead_holder_is_broken_a_live_one_is_respected(blocking, backend, holder, expect):
     engine, model = blocking
     model.release.set()
     assert engine.storage.tasks.acquire_lease("s", "ghost-task", "someone", ttl=600) is None
@@ -165,7 +153,7 @@ def test_lease_of_a_dead_holder_is_broken_a_live_one_is_respected(blocking, root
         fields["pid"] = _dead_pid()
     elif fields["pid"] == "self":
         fields["pid"] = os.getpid()
-    _set_lease_holder(root, **fields)
+    backend.set_lease_holder("s", **fields)
 
     result = engine.commit("s", keep_recent_count=0)
 
@@ -177,12 +165,12 @@ def test_lease_of_a_dead_holder_is_broken_a_live_one_is_respected(blocking, root
         assert engine.working_memory("s")["task_id"] == result["task_id"]
 
 
-def test_queued_background_commit_keeps_its_lease(root, monkeypatch):
+def test_queued_background_commit_keeps_its_lease(backend, monkeypatch):
     """A background commit waiting for a free worker renews its lease, so the session stays locked."""
     now = [time.time()]
-    monkeypatch.setattr(workmem.state.file_storage, "TaskStore", functools.partial(TaskStore, clock=lambda: now[0]))
+    backend.patch_task_clock(monkeypatch, lambda: now[0])
     model = BlockingModel(entered=threading.Event(), release=threading.Event())
-    engine = WorkingMemoryEngine(root=root, model=model, durable=False, max_workers=1)
+    engine = backend.engine(model=model, durable=False, max_workers=1)
     engine.runner.lease_ttl = 3.0  # renewed every second
     try:
         for session in ("a", "b"):
@@ -202,4 +190,6 @@ def test_queued_background_commit_keeps_its_lease(root, monkeypatch):
         engine.close()
 
     assert (again["status"], again["task_id"]) == ("busy", queued["task_id"])
-    assert [t["status"] for t in TaskStore(root).list_tasks("b")] == ["completed"]
+    storage = backend.storage()
+    assert [t["status"] for t in storage.tasks.list_tasks("b")] == ["completed"]
+    storage.close()

@@ -20,9 +20,7 @@ from typing import Any
 
 import pytest
 from crash_child import KEEP, N_TURNS, SESSION
-
-from workmem.state.store import SessionStore
-from workmem.state.tasks import TaskStore
+from pg_support import open_target
 
 CHILD = str(Path(__file__).with_name("crash_child.py"))
 TIMEOUT = 300  # 20 child processes share the cores: generous, it only bounds a hang
@@ -60,12 +58,16 @@ def _run(args: list[str]) -> subprocess.Popen:
                             text=True)
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory) -> dict[str, Any]:
+@pytest.fixture(scope="module", params=["file", "postgres"])
+def runs(request, tmp_path_factory) -> dict[str, Any]:
     """The baseline and every killed commit (in parallel), then one resuming process for all of them."""
     base = tmp_path_factory.mktemp("crash")
     roots = {kill: base / _name(kill) for kill in [BASELINE, *KILLS]}
     roots[THEN_COMMIT] = base / f"{_name(THEN_COMMIT)}_then_commit"
+    if request.param == "postgres":  # each root gets a database of its own (see crash_child.engine_for)
+        server = request.getfixturevalue("pg_server")
+        for root in roots.values():
+            Path(f"{root}.url").write_text(server.create_database())
     procs = {kill: _run(["run", str(root), kill]) for kill, root in roots.items()}
     outputs = {kill: proc.communicate(timeout=TIMEOUT) for kill, proc in procs.items()}
     codes = {kill: proc.returncode for kill, proc in procs.items()}
@@ -88,7 +90,15 @@ def _calls(root: Path) -> list[tuple[int, str]]:
 
 
 def _result(root: Path) -> dict[str, Any]:
-    store = SessionStore(root)
+    url = Path(f"{root}.url")
+    storage = open_target(url.read_text() if url.exists() else str(root))
+    try:
+        return _read_result(storage.sessions, storage.tasks)
+    finally:
+        storage.close()
+
+
+def _read_result(store: Any, tasks: Any) -> dict[str, Any]:
     archives = store.list_archives(SESSION)
     archived = [m["seq"] for a in archives for m in store.archive_messages(SESSION, a["archive_id"])]
     objects = []
@@ -99,7 +109,7 @@ def _result(root: Path) -> dict[str, Any]:
         objects.append(obj)
     return {"archives": objects, "archived": archived, "live": [m["seq"] for m in store.live_messages(SESSION)],
             "meta": {k: v for k, v in store.meta(SESSION).items() if not k.endswith("_at")},
-            "tasks": [(t["status"], t["attempts"]) for t in TaskStore(root).list_tasks(SESSION)]}
+            "tasks": [(t["status"], t["attempts"]) for t in tasks.list_tasks(SESSION)]}
 
 
 @pytest.fixture(scope="module")

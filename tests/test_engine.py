@@ -23,9 +23,9 @@ def conversation(turns: int, size: int = 40) -> list[dict]:
     return out
 
 
-def test_after_turn_returns_before_the_background_commit_finishes(root):
+def test_after_turn_returns_before_the_background_commit_finishes(backend):
     model = GatedModel()
-    with WorkingMemoryEngine(root, model, durable=False, keep_recent_count=2, commit_token_threshold=200) as engine:
+    with backend.engine(model, durable=False, keep_recent_count=2, commit_token_threshold=200) as engine:
         result = engine.after_turn("bg", conversation(4))
         # after_turn has returned while the model is still held: the commit runs in the background
         assert model.entered.wait(10), "no background commit reached the model"
@@ -42,9 +42,9 @@ def test_after_turn_returns_before_the_background_commit_finishes(root):
         assert [m.content[:10] for m in after["messages"][2:]] == ["Question 3", "Answer 3: "]
 
 
-def test_turns_stored_while_a_background_commit_runs_get_a_follow_up_commit(root):
+def test_turns_stored_while_a_background_commit_runs_get_a_follow_up_commit(backend):
     model = GatedModel()
-    with WorkingMemoryEngine(root, model, durable=False, keep_recent_count=2, commit_token_threshold=200) as engine:
+    with backend.engine(model, durable=False, keep_recent_count=2, commit_token_threshold=200) as engine:
         first = engine.after_turn("bg", conversation(4))
         assert model.entered.wait(10)
         more = conversation(8)[8:]
@@ -59,16 +59,16 @@ def test_turns_stored_while_a_background_commit_runs_get_a_follow_up_commit(root
         assert engine.session_info("bg")["pending_tokens"] < 200
 
 
-def test_after_turn_below_the_threshold_starts_no_commit(root):
-    with WorkingMemoryEngine(root, durable=False, keep_recent_count=2, commit_token_threshold=10_000) as engine:
+def test_after_turn_below_the_threshold_starts_no_commit(backend):
+    with backend.engine(durable=False, keep_recent_count=2, commit_token_threshold=10_000) as engine:
         result = engine.after_turn("quiet", conversation(3))
         assert result["task_id"] is None and result["commit"] is None
         assert result["pending_tokens"] == engine.session_info("quiet")["pending_tokens"] > 0
         assert engine.storage.tasks.list_tasks(session_id="quiet") == []
 
 
-def test_a_failed_background_commit_is_visible_and_its_messages_stay_live(root, monkeypatch):
-    with WorkingMemoryEngine(root, durable=False, keep_recent_count=2, commit_token_threshold=200) as engine:
+def test_a_failed_background_commit_is_visible_and_its_messages_stay_live(backend, monkeypatch):
+    with backend.engine(durable=False, keep_recent_count=2, commit_token_threshold=200) as engine:
         def broken_write(*args, **kwargs):
             raise OSError("No space left on device (token sk-abcdefghijklmnop1234)")
 
@@ -88,8 +88,8 @@ def test_a_failed_background_commit_is_visible_and_its_messages_stay_live(root, 
         assert [m["seq"] for m in engine.storage.sessions.live_messages("fails")] == [7, 8]
 
 
-def test_compact_frees_tokens(root):
-    with WorkingMemoryEngine(root, durable=False) as engine:
+def test_compact_frees_tokens(backend):
+    with backend.engine(durable=False) as engine:
         engine.add_messages("c", conversation(6, size=80))
         out = engine.compact("c")
         assert out["ok"] and out["compacted"] and out["archive_id"] == "archive_001"
@@ -103,9 +103,9 @@ def test_compact_frees_tokens(root):
             engine.compact("never-written")
 
 
-def test_compact_waits_for_a_running_background_commit(root, monkeypatch):
+def test_compact_waits_for_a_running_background_commit(backend, monkeypatch):
     model = GatedModel()
-    with WorkingMemoryEngine(root, model, durable=False, keep_recent_count=2, commit_token_threshold=200) as engine:
+    with backend.engine(model, durable=False, keep_recent_count=2, commit_token_threshold=200) as engine:
         engine.after_turn("busy", conversation(4))
         assert model.entered.wait(10)
         saw_busy = threading.Event()
@@ -128,8 +128,8 @@ def test_compact_waits_for_a_running_background_commit(root, monkeypatch):
         assert engine.storage.sessions.live_messages("busy") == []
 
 
-def test_after_turn_strips_what_workmem_injected(root):
-    with WorkingMemoryEngine(root, durable=False) as engine:
+def test_after_turn_strips_what_workmem_injected(backend):
+    with backend.engine(durable=False) as engine:
         assembled_earlier = [
             SystemMessage(content="workmem system addition", additional_kwargs={"workmem": "system"}),
             HumanMessage(content=SUMMARY_PREFIX + "# Working Memory", additional_kwargs={"workmem": "summary"}),
@@ -149,8 +149,8 @@ def test_after_turn_strips_what_workmem_injected(root):
             ("user", "What is the port?"), ("assistant", "The port is 5433.")]
 
 
-def test_after_turn_stores_each_message_once_with_pre_prompt_count(root):
-    with WorkingMemoryEngine(root, durable=False) as engine:
+def test_after_turn_stores_each_message_once_with_pre_prompt_count(backend):
+    with backend.engine(durable=False) as engine:
         history = conversation(1)
         engine.after_turn("once", history)
         history += conversation(2)[2:]
@@ -159,9 +159,9 @@ def test_after_turn_stores_each_message_once_with_pre_prompt_count(root):
         assert texts == ["Question 0", "Answer 0: ", "Question 1", "Answer 1: "]
 
 
-def test_a_tool_result_stored_after_a_commit_still_finds_its_call(root):
+def test_a_tool_result_stored_after_a_commit_still_finds_its_call(backend):
     """A compact between a tool call and its result must not archive the call alone (§1 tool-pair rule)."""
-    with WorkingMemoryEngine(root, durable=False) as engine:
+    with backend.engine(durable=False) as engine:
         engine.add_messages("late", [user("Read the config."),
                                      assistant(calls=[("call_late", "read_file", '{"path": "app.toml"}')])])
         assert engine.commit("late", keep_recent_count=0)["status"] == "completed"
@@ -226,8 +226,8 @@ def test_bad_messages_are_typed_errors_and_leave_data_intact(root, bad, field):
     (lambda e: e.add_messages("", [user("x")]), "session_id"),
     (lambda e: e.task(None), "task_id"),
 ])
-def test_bad_arguments_are_typed_errors_naming_the_field(root, call, field):
-    with WorkingMemoryEngine(root, durable=False) as engine:
+def test_bad_arguments_are_typed_errors_naming_the_field(backend, call, field):
+    with backend.engine(durable=False) as engine:
         engine.add_messages("s", conversation(2))
         before = engine.storage.sessions.live_messages("s")
         with pytest.raises(InvalidInput) as err:
@@ -240,21 +240,21 @@ def test_bad_arguments_are_typed_errors_naming_the_field(root, call, field):
     {"context_window": 0}, {"context_window": -1}, {"commit_token_threshold": 0},
     {"keep_recent_count": -3}, {"max_message_bytes": 0}, {"chunk_tokens": True},
 ])
-def test_bad_engine_settings_are_rejected(root, kwargs):
+def test_bad_engine_settings_are_rejected(backend, kwargs):
     with pytest.raises(InvalidInput) as err:
-        WorkingMemoryEngine(root, **kwargs)
+        backend.engine(**kwargs)
     assert err.value.field == next(iter(kwargs))
 
 
-def test_huge_keep_is_clamped_not_rejected(root):
-    with WorkingMemoryEngine(root, durable=False) as engine:
+def test_huge_keep_is_clamped_not_rejected(backend):
+    with backend.engine(durable=False) as engine:
         engine.add_messages("s", conversation(2))
         out = engine.commit("s", keep_recent_count=10**9)
         assert (out["status"], out["reason"]) == ("skipped", "all_within_keep_window")
 
 
-def test_unknown_archive_and_session_are_typed_errors(root):
-    with WorkingMemoryEngine(root, durable=False) as engine:
+def test_unknown_archive_and_session_are_typed_errors(backend):
+    with backend.engine(durable=False) as engine:
         engine.add_messages("s", conversation(2))
         engine.commit("s", keep_recent_count=0)
         for archive_id in ("archive_002", "archive_999", "../../etc/passwd", "nope"):
@@ -290,8 +290,8 @@ def test_a_corrupt_line_on_disk_is_skipped_and_reported(root):
         assert problems and problems[0].line_no == 2 and str(path) in str(problems[0])
 
 
-def test_archive_expand_by_id_seq_range_and_turn_range(root):
-    with WorkingMemoryEngine(root, durable=False) as engine:
+def test_archive_expand_by_id_seq_range_and_turn_range(backend):
+    with backend.engine(durable=False) as engine:
         engine.add_messages("x", [user("Read a.py"), assistant(calls=[("c1", "read", '{"path": "a.py"}')]),
                                   tool("c1", "print(1)"), assistant("It prints 1."), *conversation(2)])
         engine.commit("x", keep_recent_count=3)
@@ -308,13 +308,14 @@ def test_archive_expand_by_id_seq_range_and_turn_range(root):
             engine.archive_expand("x", start_seq=100, end_seq=200)
 
 
-def test_close_flushes_and_a_new_engine_sees_the_same_state(root):
-    engine = WorkingMemoryEngine(root, durable=False)
+def test_close_flushes_and_a_new_engine_sees_the_same_state(backend):
+    engine = backend.engine(durable=False)
     engine.add_messages("s", conversation(3))
     engine.commit("s", keep_recent_count=2)
     info = engine.session_info("s")
     engine.close()
-    with WorkingMemoryEngine(root, durable=False) as again:
+    with backend.engine(durable=False) as again:
         assert again.session_info("s")["pending_tokens"] == info["pending_tokens"]
         assert again.working_memory("s")["archive_id"] == "archive_001"
-    assert os.path.exists(root / "index.sqlite")
+    if backend.name == "file":
+        assert os.path.exists(backend.root / "index.sqlite")

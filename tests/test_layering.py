@@ -10,7 +10,8 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 # Modules of a storage backend: only `state/` itself may import them.
 BACKEND = {"store", "file_storage", "archives", "meta", "jsonl", "fsutil", "locks", "sqlite", "tasks", "search_index",
-           "fts_query", "pg_storage", "pg_sessions", "pg_tasks", "pg_search", "pg_schema"}
+           "search_candidates", "fts_query", "pg_storage", "pg_sessions", "pg_tasks", "pg_search", "pg_schema",
+           "pg_checks"}
 LAYERS = {"state": 0, "nodes": 1, "graphs": 2}
 
 

@@ -87,12 +87,12 @@ def test_keep_and_trigger_forms():
             trigger_value(bad)
 
 
-def test_engine_keep_arguments(root):
+def test_engine_keep_arguments(backend):
     with pytest.raises(InvalidInput, match="not both"):
-        WorkingMemoryEngine(root, keep=("turns", 2), keep_recent_count=3)
+        backend.engine(keep=("turns", 2), keep_recent_count=3)
     with pytest.raises(InvalidInput, match="not both"):
-        WorkingMemoryEngine(root, trigger=("tokens", 100), commit_token_threshold=100)
-    with WorkingMemoryEngine(root, durable=False, keep=("turns", 2)) as engine:
+        backend.engine(trigger=("tokens", 100), commit_token_threshold=100)
+    with backend.engine(durable=False, keep=("turns", 2)) as engine:
         engine.add_messages("k", [{"role": r, "content": f"m{i}"} for i in range(8) for r in ("user", "assistant")])
         assert engine.session_info("k")["keep"] == ["turns", 2]
         with pytest.raises(InvalidInput, match="not both"):
@@ -127,12 +127,12 @@ def chat_turns(n: int, words: int = 3) -> list[tuple[str, str]]:
     return [(" ".join(f"q{i}w{j}" for j in range(words)), f"ok {i}") for i in range(n)]
 
 
-def test_with_a_working_memory_larger_than_the_trigger_commits_wait_for_the_pending_floor(root, caplog):
+def test_with_a_working_memory_larger_than_the_trigger_commits_wait_for_the_pending_floor(backend, caplog):
     """The first build compared pending tokens alone: once the WM outgrew the trigger, every turn committed."""
     facts = "\n".join(f"- Decision {i}: the service number {i} listens on port {8000 + i}." for i in range(40))
     committer = ScriptedToolModel(messages=itertools.chain([create_call({"Key Facts & Decisions": facts})],
                                                            itertools.repeat(valid_update_call({}))))
-    with WorkingMemoryEngine(root, model=committer, durable=False, keep=("messages", 4),
+    with backend.engine(model=committer, durable=False, keep=("messages", 4),
                              trigger=("tokens", 200)) as engine:
         engine.add_messages("big", [{"role": "user", "content": "Here are the decisions."}] * 40)
         engine.commit("big")

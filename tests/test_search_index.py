@@ -200,10 +200,10 @@ def test_reindex_rebuilds_from_complete_archives_only(root, index):
 def test_a_word_found_almost_everywhere_takes_its_newest_matches(index, monkeypatch):
     """Past COMMON_TERM_DOCS matches a word only contributes its newest PER_TERM_HITS candidates, so a
     query of common words stays cheap; a rare word next to it still ranks its message first."""
-    import workmem.state.search_candidates as candidates
+    import workmem.state.search_terms as terms
 
-    monkeypatch.setattr(candidates, "COMMON_TERM_DOCS", 5)
-    monkeypatch.setattr(candidates, "PER_TERM_HITS", 3)
+    monkeypatch.setattr(terms, "COMMON_TERM_DOCS", 5)
+    monkeypatch.setattr(terms, "PER_TERM_HITS", 3)
     messages = [stored_text(i, f"deploy log line {i}") for i in range(1, 21)]
     messages[1] = stored_text(2, "deploy log line 2 mentions zebrafish")
     index.index_messages("s", "archive_001", messages)

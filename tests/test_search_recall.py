@@ -70,3 +70,35 @@ def dev_results(tmp_path_factory):
 def test_recall_at_12_on_the_dev_conversations(dev_results, style):
     overall = dev_results["styles"][style]["overall"]
     assert overall["recall"] >= TARGET, overall
+
+
+PG_SAMPLES = (0, 1, 2)  # three of the dev conversations: the suite's time budget, one ingest and commit each
+
+
+def pooled(tables: list[dict], style: str) -> float:
+    """recall@12 pooled over per-sample tables (their evidence turns are distinct: they carry the sample id)."""
+    rows = [t["styles"][style]["overall"] for t in tables]
+    return sum(r["found"] for r in rows) / sum(r["turns"] for r in rows)
+
+
+@pytest.fixture(scope="module")
+def pg_dev_results(request):
+    if not DEV_DATA.is_file():
+        pytest.skip(f"LoCoMo dev data not found at {DEV_DATA} (see shared/data/README.md)")
+    server = request.getfixturevalue("pg_server")
+    url = server.create_database()
+    try:
+        yield [measure_search_recall(DEV_DATA, sample=i, database_url=url)["samples"][0] for i in PG_SAMPLES]
+    finally:
+        server.drop_database(url)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("style", ["question", "keywords"])
+def test_postgres_recall_at_12_is_within_two_points_of_the_file_backend(dev_results, pg_dev_results, style):
+    """SPEC §11: the same ranking over the database's candidates; recall@12 within 2 points of the files'
+    on the same conversations (`python -m workmem.graphs.eval.recall --database-url URL` measures all)."""
+    ids = [t["sample_id"] for t in pg_dev_results]
+    files = pooled([t for t in dev_results["samples"] if t["sample_id"] in ids], style)
+    assert len(ids) == len(PG_SAMPLES)
+    assert abs(pooled(pg_dev_results, style) - files) <= 0.02, (files, pooled(pg_dev_results, style))

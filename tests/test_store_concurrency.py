@@ -1,8 +1,8 @@
 """Four OS processes append to one session while a fifth keeps archiving the oldest live messages.
 
 Afterwards archives ∪ live hold exactly seqs 1..2000, once each, no torn line, and the meta counts
-match the files. The archiver coordinates like a real commit: it takes the session lease in
-index.sqlite for each round (at most one commit per session).
+match the stored messages. The archiver coordinates like a real commit: it takes the session lease
+for each round (at most one commit per session). Runs on both backends (a root, or a database URL).
 """
 
 from __future__ import annotations
@@ -16,9 +16,6 @@ from pathlib import Path
 import pytest
 from oracles import compute_pending_tokens
 
-from workmem.state.store import SessionStore
-from workmem.state.tasks import TaskStore
-
 WORKERS = 4
 APPENDS = 500
 SESSION = "busy-session"
@@ -28,24 +25,23 @@ import os, sys, time
 go = sys.argv[-1]
 while not os.path.exists(go):
     time.sleep(0.005)
+from workmem.state.storage import open_storage
+target = sys.argv[1]
+storage = open_storage(database_url=target) if target.startswith("postgresql://") else open_storage(target)
 """
 
 APPENDER = _WAIT_FOR_GO + """
-from workmem.state.store import SessionStore
-root, sid, worker, count = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-store = SessionStore(root)
+sid, worker, count = sys.argv[2], sys.argv[3], int(sys.argv[4])
 for i in range(count):
-    store.append(sid, [{"role": "user" if i % 2 else "assistant", "content": f"worker {worker} item {i}"}])
-store.flush()
+    storage.sessions.append(sid, [{"role": "user" if i % 2 else "assistant", "content": f"worker {worker} item {i}"}])
+storage.close()
 """
 
 ARCHIVER = _WAIT_FOR_GO + """
 from workmem.state.errors import SessionNotFound
-from workmem.state.tasks import TaskStore
-from workmem.state.store import SessionStore
 from workmem.state.turns import choose_covered_range, source_turn_range
-root, sid, stop = sys.argv[1], sys.argv[2], sys.argv[3]
-store, index = SessionStore(root), TaskStore(root)
+sid, stop = sys.argv[2], sys.argv[3]
+store, index = storage.sessions, storage.tasks
 rounds = 0
 while True:
     last_round = os.path.exists(stop)
@@ -68,6 +64,7 @@ while True:
     if last_round:
         break
     time.sleep(0.003)
+storage.close()
 print(rounds)
 """
 
@@ -84,10 +81,10 @@ def _check_jsonl(path: Path) -> list[dict]:
 
 
 @pytest.mark.slow
-def test_four_appenders_and_an_archiver(root):
-    go, stop = root.parent / "go", root.parent / "stop"
-    appenders = [_spawn(APPENDER, root, SESSION, w, APPENDS, go) for w in range(WORKERS)]
-    archiver = _spawn(ARCHIVER, root, SESSION, stop, go)
+def test_four_appenders_and_an_archiver(backend):
+    go, stop = backend.root.parent / "go", backend.root.parent / "stop"
+    appenders = [_spawn(APPENDER, backend.target, SESSION, w, APPENDS, go) for w in range(WORKERS)]
+    archiver = _spawn(ARCHIVER, backend.target, SESSION, stop, go)
     go.touch()
     deadline = time.monotonic() + 120
     for proc in appenders:
@@ -98,16 +95,16 @@ def test_four_appenders_and_an_archiver(root):
     assert archiver.returncode == 0, err
     assert int(out.strip()) >= 2, "the archiver should have run while appends were going on"
 
-    store = SessionStore(root)
-    session_dir = store.session_dir(SESSION)
-    live_lines = _check_jsonl(session_dir / "messages.jsonl")
+    storage = backend.storage()
+    store = storage.sessions
     archived: list[dict] = []
     for entry in store.list_archives(SESSION):
-        archived += _check_jsonl(session_dir / "history" / entry["archive_id"] / "messages.jsonl")
-        assert [m["seq"] for m in store.archive_messages(SESSION, entry["archive_id"])] == list(
+        archived += store.archive_messages(SESSION, entry["archive_id"])
+        assert [m["seq"] for m in archived[-(entry["end_seq"] - entry["start_seq"] + 1):]] == list(
             range(entry["start_seq"], entry["end_seq"] + 1))
-    live = store.live_messages(SESSION, strict=True)
-    assert [m["seq"] for m in live] == [m["seq"] for m in live_lines]  # GC left only live lines
+    live = store.live_messages(SESSION)
+    if backend.name == "file":
+        _check_files(store, archived, live)
     seqs = sorted(m["seq"] for m in archived + live)
     assert seqs == list(range(1, WORKERS * APPENDS + 1))
 
@@ -123,6 +120,22 @@ def test_four_appenders_and_an_archiver(root):
     assert meta["commit_count"] == len(archives)
     assert meta["last_archive"] == {"id": archives[-1]["archive_id"], "end_seq": archives[-1]["end_seq"]}
     assert meta["pending_tokens"] == compute_pending_tokens(live, meta["keep_recent_count"])
-    on_disk = json.loads((session_dir / ".meta.json").read_text())
-    assert {k: on_disk[k] for k in meta} == meta
-    assert TaskStore(root).lease_holder(SESSION) is None
+    if backend.name == "file":
+        on_disk = json.loads((store.session_dir(SESSION) / ".meta.json").read_text())
+        assert {k: on_disk[k] for k in meta} == meta
+    else:
+        assert store.check(SESSION) == []
+    assert storage.tasks.lease_holder(SESSION) is None
+    storage.close()
+
+
+def _check_files(store, archived: list[dict], live: list[dict]) -> None:
+    """The file backend's files: no torn line anywhere, GC left only live lines, strict reads agree."""
+    session_dir = store.session_dir(SESSION)
+    live_lines = _check_jsonl(session_dir / "messages.jsonl")
+    on_disk = []
+    for entry in store.list_archives(SESSION):
+        on_disk += _check_jsonl(session_dir / "history" / entry["archive_id"] / "messages.jsonl")
+    assert [m["seq"] for m in on_disk] == [m["seq"] for m in archived]
+    assert [m["seq"] for m in store.live_messages(SESSION, strict=True)] == [m["seq"] for m in live_lines] == [
+        m["seq"] for m in live]

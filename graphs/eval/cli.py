@@ -58,7 +58,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
                        commit_model=args.commit_model, threshold=args.threshold, keep=args.keep, budget=args.budget,
                        no_model=args.no_model, include_adversarial=args.include_adversarial,
                        limit_questions=args.limit_questions, sample=args.sample, progress=not as_json,
-                       search_recall=args.search_recall)
+                       search_recall=args.search_recall, database_url=getattr(args, "database_url", None))
     path = write_results(results, args.out) if args.out else None
     if args.report:
         from workmem.graphs.eval.report import write_report

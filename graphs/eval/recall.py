@@ -13,13 +13,12 @@ questions, pooled over the conversations; a turn counts as found when its messag
 hits of a question that cites it. Per category, the turns and questions of that category. Next to it,
 `citation_recall` pools every (question, evidence turn) pair — stricter: a turn cited by five questions
 must be found five times. An evidence dia id that maps to no stored turn counts as missed.
-Run: `python -m workmem.graphs.eval.recall <data.json>`.
+Run: `python -m workmem.graphs.eval.recall [--database-url URL] <data.json>` (files, or PostgreSQL).
 """
 
 from __future__ import annotations
 
 import sys
-import tempfile
 from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from typing import Any
 
 from workmem.graphs.eval.data import ADVERSARIAL, Sample, category_name, load_samples
 from workmem.graphs.eval.metrics import question_keywords, ratio
+from workmem.graphs.eval.scratch import scratch_storage
 
 SEARCH_LIMIT = 12
 OVERALL = "overall"
@@ -71,13 +71,14 @@ class Tally:
         return out
 
 
-def measure_search_recall(data: str | Path | dict[str, Any] | list[Any], *,
-                          root: str | Path | None = None, sample: int | str | None = None) -> dict[str, Any]:
+def measure_search_recall(data: str | Path | dict[str, Any] | list[Any], *, root: str | Path | None = None,
+                          sample: int | str | None = None, database_url: str | None = None) -> dict[str, Any]:
     """Ingest every sample, commit all of it, and measure recall@12 of both query styles.
 
     → `{"limit": 12, "styles": {style: {"1": row, …, "overall": row}}, "samples": [{sample_id, styles}]}`, each
     row `{turns, found, recall, citations, citations_found, citation_recall}`. `root` must not hold these
     sessions yet; without it a temporary root is used and removed. `sample` picks one (index or id).
+    `database_url`: measure on PostgreSQL, in a scratch schema dropped afterwards.
     """
     from workmem.graphs.engine import WorkingMemoryEngine
     from workmem.graphs.eval.run import ingest_sample, select_samples
@@ -86,9 +87,8 @@ def measure_search_recall(data: str | Path | dict[str, Any] | list[Any], *,
     pooled = {style: Tally() for style in STYLES}
     per_sample = []
     with ExitStack() as stack:
-        root_path = Path(root) if root is not None else Path(stack.enter_context(
-            tempfile.TemporaryDirectory(prefix="workmem-recall-")))
-        engine = stack.enter_context(WorkingMemoryEngine(root_path, durable=False))
+        target = scratch_storage(stack, root, database_url, "workmem-recall-")
+        engine = stack.enter_context(WorkingMemoryEngine(**target, durable=False))
         for sample in samples:
             ingested = ingest_sample(engine, sample, threshold=sys.maxsize, keep=0)
             engine.commit(sample.session_id, keep_recent_count=0, wait=True)
@@ -141,14 +141,18 @@ def _pct(value: float | None) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m workmem.graphs.eval.recall <data.json>`: print the recall table."""
+    """`python -m workmem.graphs.eval.recall [--database-url URL] <data.json>`: print the recall table (files, or
+    a scratch schema of that PostgreSQL database)."""
     from rich.console import Console
 
     args = sys.argv[1:] if argv is None else argv
+    url = None
+    if len(args) == 3 and args[0] == "--database-url":
+        url, args = args[1], args[2:]
     if len(args) != 1:
-        Console(stderr=True).print("usage: python -m workmem.graphs.eval.recall <locomo.json>")
+        Console(stderr=True).print("usage: python -m workmem.graphs.eval.recall [--database-url URL] <locomo.json>")
         return 2
-    Console().print(recall_table(measure_search_recall(args[0])))
+    Console().print(recall_table(measure_search_recall(args[0], database_url=url)))
     return 0
 
 

@@ -6,13 +6,13 @@ retention in the assembled context next to its ceiling (the whole transcript). W
 four answer modes of `workmem.graphs.eval.qa`, judged CORRECT/WRONG. Rules: `workmem.graphs.eval.metrics`.
 
 Eval roots are written with `durable=False` (no fsync per append): they are scratch data, and ingest
-stays fast. Without `root` a temporary root is used and removed afterwards.
+stays fast. Without `root` a temporary root is used and removed afterwards; with `database_url` a scratch
+schema of that PostgreSQL database, dropped afterwards.
 """
 
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 from collections.abc import Callable, Mapping
 from contextlib import ExitStack
@@ -34,6 +34,7 @@ from workmem.graphs.eval.metrics import (
     retention_table,
 )
 from workmem.graphs.eval.qa import answer_questions
+from workmem.graphs.eval.scratch import scratch_storage
 from workmem.state.errors import InvalidInput
 from workmem.state.tokens import DEFAULT_CONTEXT_WINDOW
 from workmem.state.turns import DEFAULT_KEEP_RECENT
@@ -77,13 +78,15 @@ def run_eval(data: str | Path | dict[str, Any] | list[Any], *, root: str | Path 
              keep: int = DEFAULT_KEEP_RECENT, budget: int = DEFAULT_CONTEXT_WINDOW, no_model: bool = False,
              include_adversarial: bool = False, limit_questions: int | None = None,
              sample: int | str | None = None, progress: bool = True, console: Console | None = None,
-             out: str | Path | None = None, search_recall: bool = False) -> dict[str, Any]:
+             out: str | Path | None = None, search_recall: bool = False,
+             database_url: str | None = None) -> dict[str, Any]:
     """Ingest, commit and measure LoCoMo-format data → a results dict (also written to `out` if given).
 
     `model`/`judge`/`commit_model`: a `BaseChatModel` or a spec like `openai:gpt-4o-mini`; `model=None`
     falls back to `WORKMEM_MODEL`; without any (or with `no_model`) only the no-model metrics run.
     Commits use `commit_model`, else the answer model, else the offline extractive model.
     `search_recall` adds the §7 measure of `archive_search` (`recall.measure_search_recall`).
+    `database_url`: evaluate on PostgreSQL, in a scratch schema dropped afterwards (`scratch.scratch_storage`).
     """
     from workmem.graphs.engine import WorkingMemoryEngine
     from workmem.state.turns import validate_keep
@@ -103,16 +106,15 @@ def run_eval(data: str | Path | dict[str, Any] | list[Any], *, root: str | Path 
     extra = {"judge_tokens": 0, "baseline_summary_tokens": 0, "errors": []}
     excluded = {"adversarial": 0, "over_limit": 0, "no_gold_answer": 0}
     with ExitStack() as stack:
-        root_path = Path(root) if root is not None else Path(stack.enter_context(
-            tempfile.TemporaryDirectory(prefix="workmem-eval-")))
+        target = scratch_storage(stack, root, database_url, "workmem-eval-")
         engine = stack.enter_context(WorkingMemoryEngine(
-            root=root_path, model=models.commit, keep_recent_count=keep, commit_token_threshold=threshold,
+            **target, model=models.commit, keep_recent_count=keep, commit_token_threshold=threshold,
             durable=False))
         bar = stack.enter_context(_progress(console, progress))
         for item in samples:
             if engine.storage.sessions.session_exists(item.session_id):
-                raise InvalidInput("root", str(root_path), f"session {item.session_id!r} already exists there; "
-                                                          "evaluate into an empty root")
+                raise InvalidInput("root", str(target.get("root")), f"session {item.session_id!r} already exists "
+                                                                   "there; evaluate into an empty root")
             chosen = select_questions(item, include_adversarial, limit_questions)
             _count_excluded(excluded, item, chosen, include_adversarial)
             clock = time.perf_counter()
@@ -138,6 +140,7 @@ def run_eval(data: str | Path | dict[str, Any] | list[Any], *, root: str | Path 
     results = {
         "config": {"threshold": threshold, "keep": keep, "budget": budget, "include_adversarial": include_adversarial,
                    "limit_questions": limit_questions, "durable": False, "search_limit": SEARCH_LIMIT,
+                   "backend": "postgres" if database_url else "file",
                    "commit_model": _name(models.commit), "model": _name(models.answer),
                    "judge": _name(models.judge)},
         "rules": RULES,
@@ -154,7 +157,7 @@ def run_eval(data: str | Path | dict[str, Any] | list[Any], *, root: str | Path 
         from workmem.graphs.eval.recall import measure_search_recall
 
         clock = time.perf_counter()
-        results["search_recall"] = measure_search_recall(data, sample=sample)
+        results["search_recall"] = measure_search_recall(data, sample=sample, database_url=database_url)
         results["timing"]["recall_s"] = round(time.perf_counter() - clock, 3)
     if out is not None:
         write_results(results, out)

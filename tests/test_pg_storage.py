@@ -1,0 +1,446 @@
+"""The Postgres backend on its own (SPEC §11): sessions and the live-rule column, typed errors, NUL-safe
+rows, `check` with table and key, tasks, leases, delete, checkpoint pruning, and its own schema — the
+foreign `checkpoints` tables of LangGraph in `public` stay exactly as they were."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+
+import psycopg
+import pytest
+from engine_helpers import assistant, user
+from oracles import compute_pending_tokens
+
+from workmem.graphs.engine import WorkingMemoryEngine
+from workmem.state.errors import (
+    ArchiveNotFound,
+    CommitInProgress,
+    DatabaseUnavailable,
+    InvalidInput,
+    SessionNotFound,
+)
+from workmem.state.pg_storage import PostgresStorage
+from workmem.state.storage import database_url_for, open_storage
+from workmem.state.turns import source_turn_range
+
+WM = "# Working Memory\n\n## Session Title\nTest\n"
+
+
+@pytest.fixture
+def storage(database_url):
+    opened = PostgresStorage(database_url, durable=False)
+    yield opened
+    opened.close()
+
+
+def sql(url: str, query: str, args=None) -> list[tuple]:
+    """Rows of one statement over a plain connection (search_path left at the server's default)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        cur = conn.execute(query, args)
+        return cur.fetchall() if cur.description else []
+
+
+def archive_oldest(store, session: str, count: int, **extra) -> dict:
+    """Write the next archive over the `count` oldest live messages (what persist does)."""
+    live = store.live_messages(session)[:count]
+    archive = {"archive_id": store.next_archive_id(session), "session_id": session,
+               "source_turn_range": source_turn_range(live), **extra}
+    store.write_archive(session, archive, live, WM, "Test — archived")
+    store.drop_covered(session, live[-1]["seq"])
+    store.record_commit(session, archive, 2)
+    return archive
+
+
+# -- sessions -------------------------------------------------------------------------------------------
+
+def test_appends_number_turns_and_keep_pending_tokens_as_the_files_do(storage):
+    store = storage.sessions
+    stored = store.append("s", [user("one"), {"role": "assistant", "content": "two"}, user("three")])
+    assert [(m["seq"], m["turn_id"]) for m in stored] == [(1, "t1"), (2, "t1"), (3, "t2")]
+    for batch in range(12):
+        store.append("s", [user(f"more words in message {batch} " * (batch + 1))] * (batch % 3 + 1))
+        live = store.live_messages("s")
+        assert store.meta("s")["pending_tokens"] == compute_pending_tokens(live, 10)
+    assert store.live_messages("s")[:3] == stored
+    store.set_keep("s", ("messages", 3))
+    assert store.meta("s")["pending_tokens"] == compute_pending_tokens(store.live_messages("s"), 3)
+    meta = store.meta("s")
+    assert meta["next_seq"] == meta["message_count"] + 1 == meta["total_message_count"] + 1 == 28
+    assert meta["keep"] == ["messages", 3] and meta["keep_recent_count"] == 3
+    assert meta["live_tokens"] == sum(m["tokens"] for m in store.live_messages("s"))
+
+
+@pytest.mark.parametrize("keep", [("turns", 2), ("tokens", 40), ("turns", 0), ("tokens", 0)])
+def test_pending_tokens_in_turns_and_tokens_follow_every_append_and_commit(storage, keep):
+    store = storage.sessions
+    store.append("s", [user("hello there")])
+    meta = store.set_keep("s", keep)
+    assert meta["keep"] == list(keep) and meta["keep_recent_count"] is None
+    for batch in range(8):
+        store.append("s", [user(f"question {batch} " * (batch + 1)), assistant(f"answer {batch}")])
+        live = store.live_messages("s")
+        meta = store.meta("s")
+        assert meta["pending_tokens"] == compute_pending_tokens(live, keep), batch
+        assert meta["live_tokens"] == sum(m["tokens"] for m in live)
+    store.append("s", [user("one more before the archive")])
+    live = store.live_messages("s")[:6]
+    archive = {"archive_id": store.next_archive_id("s"), "session_id": "s",
+               "source_turn_range": source_turn_range(live)}
+    store.write_archive("s", archive, live, WM, "Test — archived")
+    meta = store.record_commit("s", archive, keep)
+    assert meta["pending_tokens"] == compute_pending_tokens(store.live_messages("s"), keep)
+    assert meta["live_tokens"] == sum(m["tokens"] for m in store.live_messages("s"))
+    assert storage.sessions.check("s") == []
+
+
+def test_hidden_messages_are_live_ones_and_shown_wins(storage):
+    store = storage.sessions
+    store.append("s", [user(f"message {i}") for i in range(6)])
+    assert store.hidden("s") == set()
+    assert store.set_hidden("s", {2, 3, 99, "x"}, set()) == {2, 3}  # unknown seqs and non-ints name nothing
+    assert store.set_hidden("s", {4}, {3, 4}) == {2}  # shown wins over hidden
+    assert store.hidden("s") == {2}
+    archive_oldest(store, "s", 3)  # seq 2 is archived: no longer a hidden live message
+    assert store.hidden("s") == set()
+    assert store.set_hidden("s", {1, 5}, set()) == {5}
+    with pytest.raises(SessionNotFound):
+        store.set_hidden("nobody", {1}, set())
+
+
+def test_an_archive_is_one_transaction_that_decides_what_is_live(storage):
+    store = storage.sessions
+    store.append("s", [user(f"message {i}") for i in range(10)])
+    archive = archive_oldest(store, "s", 6, task_id="t-1")
+    assert [m["seq"] for m in store.live_messages("s")] == [7, 8, 9, 10]
+    assert [m["seq"] for m in store.archive_messages("s", "archive_001")] == list(range(1, 7))
+    assert [m["seq"] for m in store.messages_in_range("s", 5, 8)] == [5, 6, 7, 8]
+    meta = store.meta("s")
+    assert meta["last_archive"] == {"id": "archive_001", "end_seq": 6} and meta["commit_count"] == 1
+    assert meta["pending_tokens"] == compute_pending_tokens(store.live_messages("s"), 2)
+    assert store.read_archive("s", "archive_1")["task_id"] == "t-1"  # loosely typed ids are found
+    assert store.last_complete_archive("s")["working_summary"]["markdown"] == WM
+    assert store.list_archives("s") == [{"archive_id": "archive_001", "abstract": "Test — archived",
+                                         "start_seq": 1, "end_seq": 6}]
+    assert store.write_archive("s", archive, store.archive_messages("s", "archive_001"), WM, "again")  # no-op
+    assert store.read_archive("s", "archive_001")["abstract"] == "Test — archived"
+
+
+def test_an_archive_must_cover_exactly_the_oldest_live_messages(storage):
+    store = storage.sessions
+    store.append("s", [user(f"message {i}") for i in range(6)])
+    live = store.live_messages("s")
+    skipping = {"archive_id": "archive_001", "session_id": "s", "source_turn_range": source_turn_range(live[2:4])}
+    with pytest.raises(InvalidInput, match="oldest live messages"):
+        store.write_archive("s", skipping, live[2:4], WM, "x")
+    wrong_id = {"archive_id": "archive_002", "session_id": "s", "source_turn_range": source_turn_range(live[:2])}
+    with pytest.raises(InvalidInput, match="archive_001"):
+        store.write_archive("s", wrong_id, live[:2], WM, "x")
+    assert store.live_messages("s") == live and store.list_archives("s") == []  # rolled back whole
+    with pytest.raises(InvalidInput, match="not archived"):
+        store.drop_covered("s", 3)
+
+
+def test_unknown_sessions_and_archives_are_typed_errors(storage):
+    store = storage.sessions
+    with pytest.raises(SessionNotFound):
+        store.meta("nobody")
+    with pytest.raises(SessionNotFound):
+        store.live_messages("nobody")
+    store.append("s", [user("x")])
+    for archive_id in ("archive_001", "archive_999", "../../etc", "nope"):
+        with pytest.raises(ArchiveNotFound):
+            store.read_archive("s", archive_id)
+    with pytest.raises(InvalidInput):
+        store.read_archive("s", 7)
+    with pytest.raises(InvalidInput):
+        store.append("", [user("x")])
+    with pytest.raises(InvalidInput, match="NUL"):  # a typed error, not a driver's DataError
+        store.append("a\x00b", [user("x")])
+    with pytest.raises(InvalidInput, match="role"):
+        store.append("s", [user("ok"), {"role": "wizard", "content": "x"}])
+    assert [m["seq"] for m in store.live_messages("s")] == [1], "a refused batch stores nothing"
+
+
+def test_nul_and_odd_text_survive_byte_for_byte(storage):
+    store = storage.sessions
+    odd = [{"role": "user", "content": "a\x00b \u2028 \U0001F600 '; DROP TABLE messages; --"},
+           {"role": "assistant", "content": "ok", "meta": {"k\x00ey": "v\x00", "n": 1.5, "deep": [[{"x": None}]]}}]
+    stored = store.append("odd id / with ü", odd)
+    again = store.live_messages("odd id / with ü")
+    assert again == stored
+    assert again[0]["parts"][0]["text"] == odd[0]["content"] and again[1]["meta"]["k\x00ey"] == "v\x00"
+    assert store.list_sessions() == ["odd id / with ü"]
+
+
+def test_hundreds_of_concurrent_appends_to_two_sessions(storage):
+    def write(session: str, worker: int) -> None:
+        for i in range(40):
+            storage.sessions.append(session, [user(f"{worker}:{i}")])
+
+    threads = [threading.Thread(target=write, args=(s, w)) for s in ("a", "b") for w in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for session in ("a", "b"):
+        live = storage.sessions.live_messages(session)
+        assert [m["seq"] for m in live] == list(range(1, 161))
+        for w in range(4):
+            assert [m["parts"][0]["text"] for m in live if m["parts"][0]["text"].startswith(f"{w}:")] == [
+                f"{w}:{i}" for i in range(40)]
+        assert storage.sessions.check(session) == []
+
+
+def test_check_names_table_and_key_of_what_was_changed_by_hand(storage, database_url):
+    store = storage.sessions
+    store.append("s", [user(f"m{i}") for i in range(8)])
+    archive_oldest(store, "s", 4)
+    assert store.check("s") == []
+    sql(database_url, "DELETE FROM workmem.messages WHERE session_id = 's' AND seq = 6")
+    sql(database_url, "UPDATE workmem.messages SET archive_id = NULL WHERE session_id = 's' AND seq = 2")
+    found = {(a.path, a.reason) for a in store.check("s")}
+    assert any("workmem.messages (session_id='s')" in p and "missing" in r for p, r in found), found
+    assert any("archive_id='archive_001'" in p and "covers seqs 1..4" in r for p, r in found), found
+    assert any("live although the last archive ends after them" in r for p, r in found), found
+    sql(database_url, "UPDATE workmem.sessions SET message_count = 99, pending_tokens = 7 WHERE session_id = 's'")
+    reasons = [(a.path, a.reason) for a in store.check("s")]
+    for field in ("message_count is 99", "pending_tokens is 7"):
+        assert any(p.startswith("workmem.sessions (session_id='s')") and field in r for p, r in reasons), reasons
+    assert all(a.line_no == 0 for a in store.check("s"))
+
+
+# -- tasks and leases -----------------------------------------------------------------------------------
+
+def test_tasks_round_trip_redacted_and_ordered(storage):
+    tasks = storage.tasks
+    first = tasks.create_task("s", task_id="a", status="pending")
+    tasks.create_task("s", task_id="b")
+    tasks.create_task("other", task_id="c", status="running")
+    with pytest.raises(InvalidInput, match="exists"):
+        tasks.create_task("s", task_id="a")
+    assert first["thread_id"] == "s/commit/a"
+    updated = tasks.update_task("a", status="failed", error="boom sk-abcdefghijklmnop1234\x00", attempts=2,
+                                result={"route": ["x"], "n": None}, archive_id="archive_3")
+    assert "sk-abcdefghijklmnop1234" not in updated["error"] and updated["attempts"] == 2
+    assert updated["result"] == {"route": ["x"], "n": None} and updated["archive_id"] == "archive_003"
+    assert [t["task_id"] for t in tasks.list_tasks("s")] == ["a", "b"]
+    assert [t["task_id"] for t in tasks.list_tasks(status="running")] == ["c"]
+    for bad in ({"status": "done"}, {"attempts": -1}, {"owner": "x"}):
+        with pytest.raises(InvalidInput):
+            tasks.update_task("a", **bad)
+    with pytest.raises(InvalidInput, match="no such task"):
+        tasks.update_task("zzz", status="failed")
+
+
+def test_threads_to_prune_are_completed_commits_beyond_the_newest_kept(storage):
+    tasks = storage.tasks
+    for name in "abcde":
+        tasks.create_task("s", task_id=name)
+        tasks.update_task(name, status="completed")
+    tasks.create_task("s", task_id="studio", thread_id="studio:thread")
+    tasks.update_task("studio", status="completed")
+    # the newest `keep` completed tasks are kept whatever their thread (as in the file backend)
+    assert [t["task_id"] for t in tasks.threads_to_prune(2)] == ["d", "c", "b", "a"]
+    tasks.forget_thread("b")
+    assert [t["task_id"] for t in tasks.threads_to_prune(2)] == ["d", "c", "a"]
+    assert tasks.get_task("b")["thread_id"] is None
+
+
+def test_a_lease_is_one_row_taken_when_free_or_expired(database_url):
+    now = [1000.0]
+    storage = PostgresStorage(database_url, clock=lambda: now[0])
+    tasks = storage.tasks
+    try:
+        assert tasks.acquire_lease("s", "t1", "me", ttl=60) is None
+        assert tasks.acquire_lease("s", "t1", "me", ttl=60) is None, "ours already"
+        assert tasks.acquire_lease("s", "t1", "someone else", ttl=60) == "t1", "same task, another process"
+        assert tasks.acquire_lease("s", "t2", "me", ttl=60) == "t1"
+        assert tasks.acquire_lease("other", "t3", "me", ttl=60) is None, "sessions are independent"
+        assert tasks.lease_holder("s")["task_id"] == "t1"
+        now[0] += 61
+        assert tasks.lease_holder("s") is None
+        assert tasks.acquire_lease("s", "t2", "you", ttl=60) is None, "an expired lease is taken over"
+        assert tasks.renew_lease("s", "t1") is False and tasks.renew_lease("s", "t2") is True
+        tasks.release_lease("s", "t1")
+        assert tasks.lease_holder("s")["task_id"] == "t2", "only the holder releases"
+        tasks.release_lease("s", "t2")
+        assert tasks.lease_holder("s") is None
+        with pytest.raises(InvalidInput):
+            tasks.acquire_lease("s", "t4", "me", ttl=0)
+    finally:
+        storage.close()
+
+
+def test_many_threads_race_for_one_lease_and_one_wins(storage):
+    barrier = threading.Barrier(8)
+    won: list[str] = []
+
+    def take(i: int) -> None:
+        barrier.wait()
+        if storage.tasks.acquire_lease("s", f"task-{i}", f"owner-{i}") is None:
+            won.append(f"task-{i}")
+
+    threads = [threading.Thread(target=take, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(won) == 1 and storage.tasks.lease_holder("s")["task_id"] == won[0]
+
+
+# -- engine level: delete, pruning, selection ------------------------------------------------------------
+
+def conversation(turns: int) -> list[dict]:
+    """`turns` user/assistant pairs, each naming its topic."""
+    return [m for t in range(turns) for m in (user(f"Question {t} about topic{t}"),
+                                              {"role": "assistant", "content": f"Answer {t}: detail{t}"})]
+
+
+def test_delete_removes_rows_tasks_and_checkpoint_threads_in_one_go(database_url):
+    with WorkingMemoryEngine(database_url=database_url, durable=False) as engine:
+        engine.add_messages("gone", conversation(4))
+        engine.add_messages("kept", conversation(4))
+        for session in ("gone", "kept"):
+            assert engine.commit(session, keep_recent_count=2)["status"] == "completed"
+        threads = sql(database_url, "SELECT count(DISTINCT thread_id) FROM workmem.checkpoints "
+                                    "WHERE thread_id LIKE 'gone/%%'")[0][0]
+        assert threads == 1
+        holder = engine.storage.tasks.acquire_lease("gone", "running-commit", "elsewhere", ttl=600)
+        assert holder is None
+        with pytest.raises(CommitInProgress):
+            engine.delete_session("gone")
+        engine.storage.tasks.release_lease("gone", "running-commit")
+        assert engine.delete_session("gone") == {"deleted": True, "session_id": "gone"}
+        with pytest.raises(SessionNotFound):
+            engine.session_info("gone")
+        for table in ("messages", "archives", "sessions", "tasks", "leases"):
+            assert sql(database_url, f"SELECT count(*) FROM workmem.{table} WHERE session_id = 'gone'") == [(0,)]
+        assert sql(database_url, "SELECT count(*) FROM workmem.checkpoints WHERE thread_id LIKE 'gone/%%'") == [(0,)]
+        assert engine.session_info("kept")["commit_count"] == 1
+        assert engine.add_messages("gone", [user("again")])[0]["seq"] == 1, "the id starts over at seq 1"
+
+
+def test_checkpoint_threads_of_completed_commits_are_pruned(database_url):
+    with WorkingMemoryEngine(database_url=database_url, durable=False, keep_checkpoints=2) as engine:
+        for turn in range(5):
+            engine.add_messages("p", conversation(turn + 2)[-4:])
+            assert engine.commit("p", keep_recent_count=0)["status"] == "completed"
+        threads = sql(database_url, "SELECT DISTINCT thread_id FROM workmem.checkpoints")
+        kept = [t["thread_id"] for t in engine.storage.tasks.list_tasks("p") if t["thread_id"]]
+        assert sorted(t for (t,) in threads) == sorted(kept) and len(kept) == 2
+        sql(database_url, "UPDATE workmem.tasks SET thread_id = NULL")
+        assert engine.repair() == {"moved_aside": None, "orphan_threads_deleted": 2}
+
+
+def test_selection_precedence(monkeypatch, tmp_path):
+    for name in ("WORKMEM_DATABASE_URL", "WORKMEM_HOME", "POSTGRES_URI"):
+        monkeypatch.delenv(name, raising=False)
+    pg, platform = "postgresql://a/x", "postgresql://platform/y"
+    assert database_url_for() is None
+    monkeypatch.setenv("POSTGRES_URI", platform)
+    assert database_url_for() == platform
+    monkeypatch.setenv("WORKMEM_HOME", str(tmp_path))
+    assert database_url_for() is None, "WORKMEM_HOME beats POSTGRES_URI"
+    monkeypatch.setenv("WORKMEM_DATABASE_URL", pg)
+    assert database_url_for() == pg
+    assert database_url_for(root=tmp_path) is None, "root= never moves a user onto Postgres"
+    assert database_url_for(root=tmp_path, url="postgresql://given/z") == "postgresql://given/z"
+    with pytest.raises(InvalidInput, match="database_url"):
+        open_storage(database_url="mysql://nope")
+    with pytest.raises(InvalidInput, match="schema"):
+        PostgresStorage("postgresql://unused/x", schema="Bad-Name")
+    with pytest.raises(DatabaseUnavailable) as err:  # at once, one typed error, no password shown
+        PostgresStorage(f"postgresql://ada:s3cret@/x?host={tmp_path}")
+    assert "s3cret" not in str(err.value) and "ada:***@" in str(err.value)
+
+
+def test_the_engine_picks_postgres_from_the_environment(database_url, monkeypatch):
+    monkeypatch.delenv("WORKMEM_HOME", raising=False)
+    monkeypatch.setenv("POSTGRES_URI", database_url)
+    with WorkingMemoryEngine(durable=False) as engine:
+        assert isinstance(engine.storage, PostgresStorage) and engine.root is None
+        engine.add_messages("env", [user("hello")])
+    assert sql(database_url, "SELECT count(*) FROM workmem.messages") == [(1,)]
+
+
+# -- its own schema ---------------------------------------------------------------------------------------
+
+def public_snapshot(url: str) -> dict:
+    """Every table, column, index and row of `public`, plus the schemas and extensions of the database."""
+    tables = [t for (t,) in sql(url, "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY 1")]
+    return {
+        "tables": tables,
+        "columns": sql(url, "SELECT table_name, column_name, data_type FROM information_schema.columns "
+                            "WHERE table_schema = 'public' ORDER BY 1, 2"),
+        "indexes": sql(url, "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'public' ORDER BY 1"),
+        "rows": {t: sorted(r[0] for r in sql(url, f'SELECT row_to_json(x)::text FROM public."{t}" x')) for t in tables},
+        "schemas": sql(url, "SELECT nspname FROM pg_namespace WHERE nspname NOT LIKE 'pg_%%' ORDER BY 1"),
+    }
+
+
+def test_langgraphs_own_checkpoint_tables_in_public_are_left_untouched(database_url):
+    from langgraph.checkpoint.base import empty_checkpoint
+    from langgraph.checkpoint.postgres import PostgresSaver
+
+    with PostgresSaver.from_conn_string(database_url) as agent_saver:  # the agent's checkpointer, in public
+        agent_saver.setup()
+        config = {"configurable": {"thread_id": "agent-thread", "checkpoint_ns": ""}}
+        saved = agent_saver.put(config, empty_checkpoint(), {"source": "input", "step": -1}, {})
+        agent_saver.put_writes(saved, [("messages", "hello")], "task-1")
+    sql(database_url, "CREATE TABLE public.sessions (id serial PRIMARY KEY, note text)")  # a name we use too
+    sql(database_url, "INSERT INTO public.sessions (note) VALUES ('someone else''s')")
+    before = public_snapshot(database_url)
+    assert {"checkpoints", "checkpoint_writes", "checkpoint_blobs", "checkpoint_migrations"} <= set(before["tables"])
+
+    with WorkingMemoryEngine(database_url=database_url, durable=False, keep_checkpoints=1) as engine:
+        for turn in range(3):
+            engine.add_messages("mine", conversation(turn + 2)[-4:])
+            assert engine.commit("mine", keep_recent_count=1)["status"] == "completed"
+        assert engine.archive_search("mine", "topic1")
+        engine.repair()
+        engine.delete_session("mine")
+
+    after = public_snapshot(database_url)
+    assert after == {**before, "schemas": sorted([*before["schemas"], ("workmem",)])}
+    ours = [t for (t,) in sql(database_url, "SELECT tablename FROM pg_tables WHERE schemaname = 'workmem'")]
+    assert {"checkpoints", "checkpoint_writes", "checkpoint_blobs", "sessions", "messages"} <= set(ours)
+
+
+@pytest.mark.slow
+def test_replicas_starting_together_set_the_schema_and_checkpointer_up_once(database_url):
+    """Six processes open a fresh database at once: none hangs (setup's CREATE INDEX CONCURRENTLY waits for
+    open transactions, so no process may wait for the setup lock inside one) and none fails."""
+    code = ("import sys\nfrom workmem.state.pg_storage import PostgresStorage\n"
+            "storage = PostgresStorage(sys.argv[1])\n"
+            "storage.sessions.append('x', [{'role': 'user', 'content': 'hi'}])\n"
+            "storage.checkpointer()\nstorage.close()\n")
+    procs = [subprocess.Popen([sys.executable, "-c", code, database_url], stderr=subprocess.PIPE, text=True)
+             for _ in range(6)]
+    try:
+        errors = [p.communicate(timeout=90)[1] for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    assert [p.returncode for p in procs] == [0] * 6, errors
+    assert sql(database_url, "SELECT count(*) FROM workmem.messages") == [(6,)]
+
+
+def test_an_evaluation_on_postgres_runs_in_a_scratch_schema_it_drops(database_url):
+    """`--database-url` evaluations never meet or leave sessions in the real schema; the schema holding pg_trgm
+    (which the others use) is never dropped."""
+    from workmem.graphs.eval.recall import measure_search_recall
+    from workmem.state.storage import drop_database_schema
+
+    sample = {"sample_id": "tiny", "conversation": {"speaker_a": "Ana", "speaker_b": "Bo", "session_1": [
+        {"speaker": "Ana", "dia_id": "D1:1", "text": "I adopted a greyhound called Pixel."},
+        {"speaker": "Bo", "dia_id": "D1:2", "text": "Lovely, which shelter?"}]},
+        "qa": [{"question": "What dog did Ana adopt?", "answer": "greyhound", "evidence": ["D1:1"], "category": 4}]}
+    results = measure_search_recall(sample, database_url=database_url)
+    assert results["styles"]["question"]["overall"]["found"] == 1
+    schemas = {r[0] for r in sql(database_url, "SELECT nspname FROM pg_namespace")}
+    assert "workmem" in schemas and not any(s.startswith("workmem_eval") for s in schemas)
+    assert sql(database_url, "SELECT count(*) FROM workmem.sessions") == [(0,)]
+    with pytest.raises(InvalidInput, match="pg_trgm"):
+        drop_database_schema(database_url, "workmem")
