@@ -18,9 +18,8 @@ from workmem.state.errors import InvalidInput
 from workmem.state.ids import canonical_archive_id
 from workmem.state.meta import now_iso
 from workmem.state.pg_schema import Database, session_key
-from workmem.state.redact import clean_error
 from workmem.state.storage import COMMIT_THREAD_MARK, commit_thread_id
-from workmem.state.tasks import _TASK_FIELDS, TaskStatus, _json, _nonempty, _status, _ttl
+from workmem.state.tasks import TaskStatus, _nonempty, _status, _ttl, task_updates
 
 log = logging.getLogger("workmem.tasks")
 TASK_COLUMNS = "task_id, session_id, archive_id, thread_id, status, error, attempts, created_at, updated_at, result"
@@ -64,24 +63,7 @@ class PgTaskStore:
 
     def update_task(self, task_id: str, **fields: Any) -> dict[str, Any]:
         """Change status / error (redacted, ≤ 500 chars) / attempts / result / archive_id / thread_id."""
-        unknown = set(fields) - _TASK_FIELDS
-        if unknown:
-            raise InvalidInput("fields", sorted(unknown), f"task fields are {sorted(_TASK_FIELDS)}")
-        updates: dict[str, Any] = {}
-        for key, value in fields.items():
-            if key == "status":
-                value = _status(value)
-            elif key == "error":
-                value = None if value is None else clean_error(value).replace("\x00", "")
-            elif key == "attempts":
-                if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                    raise InvalidInput("attempts", value, "must be an integer >= 0")
-            elif key == "result":
-                value = None if value is None else _json(value, "result").replace("\\u0000", "")
-            elif key == "archive_id" and value is not None:
-                value = canonical_archive_id(value)
-            updates[key] = value
-        updates["updated_at"] = now_iso()
+        updates = task_updates(fields, nul_free=True)
         sets = ", ".join(f"{k} = %({k})s" + ("::jsonb" if k == "result" else "") for k in updates)
         row = self.db.row(f"UPDATE tasks SET {sets} WHERE task_id = %(task_id_)s RETURNING {TASK_COLUMNS}",
                           {**updates, "task_id_": task_id})

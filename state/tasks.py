@@ -86,24 +86,7 @@ class TaskStore:
 
     def update_task(self, task_id: str, **fields: Any) -> dict[str, Any]:
         """Change status / error (redacted, ≤ 500 chars) / attempts / result / archive_id / thread_id."""
-        unknown = set(fields) - _TASK_FIELDS
-        if unknown:
-            raise InvalidInput("fields", sorted(unknown), f"task fields are {sorted(_TASK_FIELDS)}")
-        updates: dict[str, Any] = {}
-        for key, value in fields.items():
-            if key == "status":
-                value = _status(value)
-            elif key == "error":
-                value = None if value is None else clean_error(value)
-            elif key == "attempts":
-                if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                    raise InvalidInput("attempts", value, "must be an integer >= 0")
-            elif key == "result":
-                value = None if value is None else _json(value, "result")
-            elif key == "archive_id" and value is not None:
-                value = canonical_archive_id(value)
-            updates[key] = value
-        updates["updated_at"] = now_iso()
+        updates = task_updates(fields)
         cursor = self.db.execute(
             f"UPDATE tasks SET {', '.join(f'{k} = ?' for k in updates)} WHERE task_id = ?",
             [*updates.values(), task_id])
@@ -224,3 +207,31 @@ def _json(value: Any, field: str) -> str:
         return json.dumps(value, ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as exc:
         raise InvalidInput(field, value, f"not JSON-serializable: {exc}") from exc
+
+
+def task_updates(fields: dict[str, Any], *, nul_free: bool = False) -> dict[str, Any]:
+    """Checked column values for `update_task` (both backends), with `updated_at`; `nul_free` strips NULs
+    that a Postgres text or jsonb column cannot hold."""
+    unknown = set(fields) - _TASK_FIELDS
+    if unknown:
+        raise InvalidInput("fields", sorted(unknown), f"task fields are {sorted(_TASK_FIELDS)}")
+    updates: dict[str, Any] = {}
+    for key, value in fields.items():
+        if key == "status":
+            value = _status(value)
+        elif key == "error":
+            value = None if value is None else clean_error(value)
+            if value is not None and nul_free:
+                value = value.replace("\x00", "")
+        elif key == "attempts":
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise InvalidInput("attempts", value, "must be an integer >= 0")
+        elif key == "result":
+            value = None if value is None else _json(value, "result")
+            if value is not None and nul_free:
+                value = value.replace("\\u0000", "")
+        elif key == "archive_id" and value is not None:
+            value = canonical_archive_id(value)
+        updates[key] = value
+    updates["updated_at"] = now_iso()
+    return updates

@@ -6,6 +6,7 @@ import threading
 from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.tools import tool as lc_tool
 
 from workmem.nodes.extractive import ExtractiveChatModel
 
@@ -115,3 +116,33 @@ def stored(engine: Any, session: str) -> list[dict[str, Any]]:
 def prompt_texts(model: Any, index: int = -1) -> list[str]:
     """Texts of one recorded prompt after workmem's system message."""
     return [m.text for m in model.prompts[index][1:]]
+
+
+def thread(name: str) -> dict[str, Any]:
+    """A run config bound to one LangGraph thread."""
+    return {"configurable": {"thread_id": name}}
+
+
+def ask(text: str) -> dict[str, Any]:
+    """An agent input holding one user message."""
+    return {"messages": [HumanMessage(content=text)]}
+
+
+def texts(messages: list[dict[str, Any]]) -> list[str]:
+    """The text of each stored message (a tool call shown as its name, a result as its content)."""
+    out = []
+    for m in messages:
+        part = m["parts"][0]
+        out.append(part.get("text") or part.get("content") or part.get("name"))
+    return out
+
+
+def call(tool_name: str, args: dict[str, Any], call_id: str = "call_0") -> AIMessage:
+    """An assistant message making one tool call."""
+    return AIMessage(content="", tool_calls=[{"name": tool_name, "args": args, "id": call_id, "type": "tool_call"}])
+
+
+@lc_tool
+def read_file(path: str) -> str:
+    """Read a project file."""
+    return f"{path}: code {path.upper()}"

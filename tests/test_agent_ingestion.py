@@ -9,11 +9,10 @@ import logging
 from typing import Any
 
 import pytest
-from engine_helpers import pairing_problems, prompt_texts, stored
+from engine_helpers import ask, call, pairing_problems, prompt_texts, read_file, stored, texts, thread
 from fakes import create_call, scripted
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, ToolMessage, messages_to_dict
-from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from workmem.graphs.agent_tools import make_archive_tools
@@ -24,34 +23,6 @@ from workmem.graphs.middleware import WorkingMemoryMiddleware
 from workmem.nodes.context import CommitContext
 from workmem.state.errors import InvalidInput
 from workmem.state.tokens import count_tokens
-
-
-def thread(name: str) -> dict[str, Any]:
-    return {"configurable": {"thread_id": name}}
-
-
-def ask(text: str) -> dict[str, Any]:
-    return {"messages": [HumanMessage(content=text)]}
-
-
-def texts(messages: list[dict[str, Any]]) -> list[str]:
-    """The text of each stored message (a tool call shown as its name, a result as its content)."""
-    out = []
-    for m in messages:
-        part = m["parts"][0]
-        out.append(part.get("text") or part.get("content") or part.get("name"))
-    return out
-
-
-def call(tool_name: str, args: dict[str, Any], call_id: str = "call_0") -> AIMessage:
-    return AIMessage(content="", tool_calls=[{"name": tool_name, "args": args, "id": call_id, "type": "tool_call"}])
-
-
-@tool
-def read_file(path: str) -> str:
-    """Read a project file."""
-    return f"{path}: code {path.upper()}"
-
 
 # -- alignment decides what is stored --------------------------------------------------------------------
 

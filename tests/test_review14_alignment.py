@@ -7,41 +7,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from engine_helpers import pairing_problems, prompt_texts, stored
+from engine_helpers import ask, call, pairing_problems, prompt_texts, read_file, stored, texts, thread
 from fakes import scripted
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage
-from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from workmem.graphs.engine import WorkingMemoryEngine
 from workmem.graphs.middleware import WorkingMemoryMiddleware
-
-
-def thread(name: str) -> dict[str, Any]:
-    return {"configurable": {"thread_id": name}}
-
-
-def ask(text: str) -> dict[str, Any]:
-    return {"messages": [HumanMessage(content=text)]}
-
-
-def texts(messages: list[dict[str, Any]]) -> list[str]:
-    out = []
-    for m in messages:
-        part = m["parts"][0]
-        out.append(part.get("text") or part.get("content") or part.get("name"))
-    return out
-
-
-def call(tool_name: str, args: dict[str, Any], call_id: str = "call_0") -> AIMessage:
-    return AIMessage(content="", tool_calls=[{"name": tool_name, "args": args, "id": call_id, "type": "tool_call"}])
-
-
-@tool
-def read_file(path: str) -> str:
-    """Read a project file."""
-    return f"{path}: code {path.upper()}"
 
 
 def step_back_to(agent: Any, name: str, texts_at: list[str]) -> dict[str, Any]:
