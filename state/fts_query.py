@@ -97,6 +97,7 @@ def plan(query: str) -> list[Term]:
 
 
 COMPOUND_PART = 3  # a compound's parts have at least this many characters
+COMPOUND_MAX = 24  # a longer word is not split (English compounds are shorter; each split is one more phrase)
 
 
 def compound_spellings(words: str) -> list[str]:
@@ -105,6 +106,6 @@ def compound_spellings(words: str) -> list[str]:
     if " " in words:
         joined = words.replace(" ", "")
         return [joined] if joined.isalpha() else []
-    if not words.isalpha() or len(words) < 2 * COMPOUND_PART:
+    if not words.isalpha() or not 2 * COMPOUND_PART <= len(words) <= COMPOUND_MAX:
         return []
     return [f"{words[:i]} {words[i:]}" for i in range(COMPOUND_PART, len(words) - COMPOUND_PART + 1)]

@@ -49,3 +49,10 @@ def test_fts_phrases_are_quoted_literally():
                                               ("cat", None), ("hello", None)])
 def test_stem_prefix(stem, prefix):
     assert fts_query.stem_prefix(stem) == prefix
+
+
+def test_compound_spellings_split_a_word_but_not_an_endless_one():
+    assert fts_query.compound_spellings("roadtrips") == ["roa dtrips", "road trips", "roadt rips", "roadtr ips"]
+    assert fts_query.compound_spellings("road trips") == ["roadtrips"]
+    assert fts_query.compound_spellings("a" * fts_query.COMPOUND_MAX) != []
+    assert fts_query.compound_spellings("a" * (fts_query.COMPOUND_MAX + 1)) == []  # no 2,995 phrases
