@@ -61,3 +61,13 @@ def archive_number(name: object) -> int:
 def canonical_archive_id(name: object) -> str:
     """The canonical spelling (`archive_007`) of an archive id, validating it."""
     return archive_name(archive_number(name))
+
+
+def check_seq_range(start_seq: object, end_seq: object) -> tuple[int, int]:
+    """`(start_seq, end_seq)` as checked ints ≥ 1 with end ≥ start, or InvalidInput naming the bad one."""
+    for field, value in (("start_seq", start_seq), ("end_seq", end_seq)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InvalidInput(field, value, "must be an integer >= 1")
+    if end_seq < start_seq:  # type: ignore[operator]
+        raise InvalidInput("end_seq", end_seq, f"must be >= start_seq ({start_seq})")
+    return start_seq, end_seq  # type: ignore[return-value]

@@ -15,7 +15,7 @@ from typing import Any
 from workmem.state import archives
 from workmem.state.archive_object import ABSTRACT_CHARS, with_working_summary
 from workmem.state.errors import ArchiveNotFound, InvalidInput, SessionNotFound
-from workmem.state.ids import archive_name, archive_number
+from workmem.state.ids import archive_name, archive_number, check_seq_range
 from workmem.state.jsonl import stored_lines
 from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES, indexed_text, message_text, prepare_messages
 from workmem.state.meta import now_iso, public
@@ -155,11 +155,7 @@ class PgSessionStore:
 
     def messages_in_range(self, session_id: str, start_seq: int, end_seq: int) -> list[dict[str, Any]]:
         """Messages with start_seq ≤ seq ≤ end_seq, archived or live."""
-        for field, value in (("start_seq", start_seq), ("end_seq", end_seq)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InvalidInput(field, value, "must be an integer >= 1")
-        if end_seq < start_seq:
-            raise InvalidInput("end_seq", end_seq, f"must be >= start_seq ({start_seq})")
+        check_seq_range(start_seq, end_seq)
         self._existing(session_id)
         return _messages(self.db.rows(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = %s "
                                       "AND seq BETWEEN %s AND %s ORDER BY seq", [session_id, start_seq, end_seq]))

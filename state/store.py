@@ -26,7 +26,7 @@ from workmem.state.errors import (
     UnsafePath,
     WorkmemError,
 )
-from workmem.state.ids import archive_name, archive_number, safe_session_id
+from workmem.state.ids import archive_name, archive_number, check_seq_range, safe_session_id
 from workmem.state.locks import DEFAULT_TIMEOUT, FileMutex, session_lock
 from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES, message_text, prepare_messages
 from workmem.state.meta import (
@@ -222,11 +222,7 @@ class SessionStore:
 
     def messages_in_range(self, session_id: str, start_seq: int, end_seq: int) -> list[dict[str, Any]]:
         """Messages with start_seq ≤ seq ≤ end_seq, from the archives and/or the live file."""
-        for field, value in (("start_seq", start_seq), ("end_seq", end_seq)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InvalidInput(field, value, "must be an integer >= 1")
-        if end_seq < start_seq:
-            raise InvalidInput("end_seq", end_seq, f"must be >= start_seq ({start_seq})")
+        check_seq_range(start_seq, end_seq)
         p = self._existing(session_id)
         live, n, end = self._live_snapshot(p, strict=False)
         out: list[dict[str, Any]] = []
