@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import json
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
+from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from workmem.graphs.binding import resolve_engine, session_from_run
 from workmem.graphs.search_results import MAX_CONTEXT, format_hits
 from workmem.state.archive_object import EXPAND_TOOL_NAME, SEARCH_TOOL_NAME
 from workmem.state.errors import WorkmemError
+from workmem.state.tokens import count_tokens
 
 if TYPE_CHECKING:
     from workmem.graphs.engine import WorkingMemoryEngine
@@ -37,6 +40,11 @@ EXPAND_ARGS: dict[str, Any] = {
     "properties": {"archive_id": {"type": "string"}, "start_seq": {"type": "integer"},
                    "end_seq": {"type": "integer"}},
 }
+
+
+def schema_tokens(tools: Sequence[Any]) -> int:
+    """Tokens of tool schemas as a provider receives them: `json.dumps` of each tool's OpenAI form."""
+    return sum(count_tokens(json.dumps(t if isinstance(t, dict) else convert_to_openai_tool(t))) for t in tools)
 
 
 def format_expansion(found: dict[str, Any], max_chars: int = MAX_EXPAND_CHARS) -> str:

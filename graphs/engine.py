@@ -28,9 +28,10 @@ from workmem.nodes.formatting import format_messages
 from workmem.nodes.models import LazyModel, model_spec
 from workmem.state.errors import CommitInProgress, DamagedFile, InvalidInput
 from workmem.state.ids import archive_number
+from workmem.state.memory import MIN_MEMORY_BUDGET, TABLE_TOTAL, memory_budget_for
 from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES
 from workmem.state.retention import (
-    FRACTION,
+    DEFAULT_TRIGGER,
     MESSAGES,
     MIN_COMMIT_SHARE,
     Keep,
@@ -45,7 +46,6 @@ from workmem.state.turns import DEFAULT_KEEP_RECENT, parse_turn_id, turn_number
 from workmem.state.validation import require_bool, require_int, require_list, require_text
 
 log = logging.getLogger("workmem.engine")
-DEFAULT_TRIGGER: Trigger = (FRACTION, 0.5)
 MAX_SEARCH_HITS = 12
 MAX_SETTING = 10_000_000
 _SYSTEM_NOTE_TOKENS = count_tokens(SYSTEM_ADDITION)
@@ -71,6 +71,10 @@ class WorkingMemoryEngine:
     `("fraction", 0.5)` of `context_window`; `commit_token_threshold=n` is `("tokens", n)`). A commit
     starts when what the next call carries reaches the trigger and at least `min_commit_tokens`
     (default a quarter of the trigger) lie outside the keep window.
+    Memory budget: the whole WM's token budget, `memory_budget` tokens (400 … 10 060), or by default taken
+    from the trigger the commit was started for: 400 up to an 8 000-token trigger, plus a tenth of the
+    trigger beyond (6 000 at the default trigger; the full table from a 104 600-token trigger on).
+    Sections past their share spill their oldest items into the archive (`state.memory.budgets`).
     Storage: files under `root`, or PostgreSQL for many replicas with `database_url=` (in schema
     `database_schema`, default `WORKMEM_DATABASE_SCHEMA` or `workmem`; see `open_storage` for the precedence).
     """
@@ -86,6 +90,7 @@ class WorkingMemoryEngine:
         trigger: Trigger | int | None = None,
         commit_token_threshold: int | None = None,
         min_commit_tokens: int | None = None,
+        memory_budget: int | None = None,
         chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
         clip_tokens: int = DEFAULT_CLIP_TOKENS,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
@@ -105,6 +110,8 @@ class WorkingMemoryEngine:
             self.trigger = DEFAULT_TRIGGER if trigger is None else trigger_value(trigger)
         self.min_commit_tokens = (None if min_commit_tokens is None
                                   else require_int("min_commit_tokens", min_commit_tokens, min=0, max=MAX_SETTING))
+        self.memory_budget = (None if memory_budget is None else
+                              require_int("memory_budget", memory_budget, min=MIN_MEMORY_BUDGET, max=TABLE_TOTAL))
         self._warned_floor: set[str] = set()
         self._wm_tokens: dict[str, tuple[Any, int]] = {}
         self.max_message_bytes = _positive_int("max_message_bytes", max_message_bytes)
@@ -152,17 +159,19 @@ class WorkingMemoryEngine:
 
     def after_turn(self, session_id: str, messages: list[Any], pre_prompt_count: int = 0, *,
                    keep: Keep | None = None, trigger: Trigger | int | None = None, input_limit: int | None = None,
-                   wait: bool = False) -> dict[str, Any]:
+                   tool_tokens: int = 0, wait: bool = False) -> dict[str, Any]:
         """Store `messages[pre_prompt_count:]` minus what workmem injected; when a commit is due (see
         `commit_due`) start one — in the background, or before returning with `wait=True` →
         {stored, pending_tokens, task_id, commit}.
 
         `keep` / `trigger` override the engine's for this call; `input_limit` is the model's input limit a
-        fraction trigger is taken of (default `context_window`).
+        fraction trigger is taken of (default `context_window`); `tool_tokens` are the schemas of workmem's
+        own tools every call carries (the middleware's), counted toward the trigger.
         """
         messages = require_list("messages", messages)
         require_int("pre_prompt_count", pre_prompt_count, min=0, max=len(messages))
         require_bool("wait", wait)
+        require_int("tool_tokens", tool_tokens, min=0, max=MAX_SETTING)
         keep = self.keep if keep is None else keep_from_args(keep, None, default=self.keep)
         limit = self.context_window if input_limit is None else _positive_int("input_limit", input_limit)
         threshold = trigger_tokens(self.trigger if trigger is None else trigger_value(trigger), limit)
@@ -173,20 +182,25 @@ class WorkingMemoryEngine:
             return {"stored": 0, "pending_tokens": 0, "task_id": None, "commit": None, "messages": []}
         meta = self._meta_with_keep(session_id, keep)
         commit = None
-        if self.commit_due(session_id, meta, threshold):
-            commit = (self.runner.start(session_id, keep, wait=True) if wait
-                      else self._commit_in_background(session_id, keep, threshold))
+        if self.commit_due(session_id, meta, threshold, tool_tokens):
+            commit = (self.runner.start(session_id, keep, wait=True, memory_budget=self.memory_budget_of(threshold))
+                      if wait else self._commit_in_background(session_id, keep, threshold, tool_tokens))
         return {"stored": len(stored), "pending_tokens": meta["pending_tokens"],
                 "task_id": commit["task_id"] if commit else None, "commit": commit, "messages": stored}
 
-    def commit_due(self, session_id: str, meta: dict[str, Any], threshold: int) -> bool:
-        """§7 *When a commit starts*: (a) what the next call carries — system note, WM, live messages —
-        reaches `threshold`, and (b) the tokens outside the keep window reach the floor
-        (`min_commit_tokens`, default a quarter of the threshold). When (a) holds but the note, the WM
-        and the keep window alone exceed the threshold, one WARNING per session says so: committing
-        would not help, and a commit on every turn is never started."""
+    def memory_budget_of(self, threshold: int) -> int:
+        """The memory budget of a commit started for a trigger of `threshold` tokens: the engine's
+        `memory_budget`, else the trigger's (`state.memory.memory_budget_for`)."""
+        return self.memory_budget if self.memory_budget is not None else memory_budget_for(threshold)
+
+    def commit_due(self, session_id: str, meta: dict[str, Any], threshold: int, tool_tokens: int = 0) -> bool:
+        """§7 *When a commit starts*: (a) what the next call carries — system note, WM, live messages and
+        workmem's own tool schemas (`tool_tokens`) — reaches `threshold`, and (b) the tokens outside the
+        keep window reach the floor (`min_commit_tokens`, default a quarter of the threshold). When (a)
+        holds but the note, the WM and the keep window alone exceed the threshold, one WARNING per
+        session says so: committing would not help, and a commit on every turn is never started."""
         wm_tokens = self._working_memory_tokens(session_id, meta)
-        carried = _SYSTEM_NOTE_TOKENS + wm_tokens + meta["live_tokens"]
+        carried = _SYSTEM_NOTE_TOKENS + tool_tokens + wm_tokens + meta["live_tokens"]
         if carried < threshold:
             return False
         floor = self.min_commit_tokens if self.min_commit_tokens is not None else int(threshold * MIN_COMMIT_SHARE)
@@ -214,16 +228,18 @@ class WorkingMemoryEngine:
             self._wm_tokens[session_id] = cached
         return cached[1]
 
-    def _commit_in_background(self, session_id: str, keep: Keep, threshold: int) -> dict[str, Any]:
-        return self.runner.start(session_id, keep, wait=False,
-                                 then=lambda result: self._commit_again_if_due(session_id, keep, threshold, result))
+    def _commit_in_background(self, session_id: str, keep: Keep, threshold: int, tool_tokens: int) -> dict[str, Any]:
+        return self.runner.start(
+            session_id, keep, wait=False, memory_budget=self.memory_budget_of(threshold),
+            then=lambda result: self._commit_again_if_due(session_id, keep, threshold, tool_tokens, result))
 
-    def _commit_again_if_due(self, session_id: str, keep: Keep, threshold: int, finished: dict[str, Any]) -> None:
+    def _commit_again_if_due(self, session_id: str, keep: Keep, threshold: int, tool_tokens: int,
+                             finished: dict[str, Any]) -> None:
         """Turns stored while a background commit ran (and found it busy) get their commit now."""
         if finished.get("status") != "completed":
             return  # a failed commit is resumed by the next one; retrying here could loop
-        if self.commit_due(session_id, self._meta_with_keep(session_id, keep), threshold):
-            self._commit_in_background(session_id, keep, threshold)
+        if self.commit_due(session_id, self._meta_with_keep(session_id, keep), threshold, tool_tokens):
+            self._commit_in_background(session_id, keep, threshold, tool_tokens)
 
     # -- committing -------------------------------------------------------------------------------
 
@@ -240,7 +256,8 @@ class WorkingMemoryEngine:
         chosen = keep_from_args(keep, keep_recent_count, default=(MESSAGES, 0))
         require_bool("wait", wait)
         self.storage.sessions.meta(session_id)  # validates the id and raises SessionNotFound for unknown sessions
-        return self.runner.start(session_id, chosen, wait=wait, progress=progress if wait else None)
+        return self.runner.start(session_id, chosen, wait=wait, memory_budget=self.memory_budget_of(
+            self.commit_token_threshold), progress=progress if wait else None)
 
     def task(self, task_id: str) -> dict[str, Any] | None:
         """The commit task row (status, error, attempts, archive id, result), or None."""

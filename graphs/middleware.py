@@ -46,7 +46,7 @@ from langchain.agents.middleware.types import (
 from langchain_core.messages import AIMessage, BaseMessage, RemoveMessage, SystemMessage, ToolMessage
 from langgraph.types import Command
 
-from workmem.graphs.agent_tools import make_archive_tools
+from workmem.graphs.agent_tools import make_archive_tools, schema_tokens
 from workmem.graphs.alignment import Alignment, align
 from workmem.graphs.assemble import assemble_context, pending_entries, reserve_for_reply, validate_budget
 from workmem.graphs.binding import resolve_engine, session_from_run
@@ -248,6 +248,7 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         self.commit_mode = commit_mode
         self.trim_state = bool(trim_state)
         self.tools = make_archive_tools(engine, session_id, default_session_id=default_session_id) if tools else []
+        self._tool_tokens = schema_tokens(self.tools)  # carried by every call, so counted toward the trigger
         self._input_limit: int | None = None  # the agent model's profile, seen at its first call
         self._archive_tails: dict[str, tuple[tuple[Any, ...], list[dict[str, Any]]]] = {}
         self._normalised = NormalisedCache()
@@ -371,7 +372,8 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         view = self._view(engine, session_id, messages, state.get("workmem_run_from"))
         turn = clip_oversized(view.new_messages(), engine.max_message_bytes, warn=True)
         result = engine.after_turn(session_id, turn, keep=self.keep, trigger=self.trigger,
-                                   input_limit=self._input_limit, wait=self.commit_mode == "sync")
+                                   input_limit=self._input_limit, tool_tokens=self._tool_tokens,
+                                   wait=self.commit_mode == "sync")
         hide, shown = view.hidden_changes([m["seq"] for m in result["messages"]])
         hidden = engine.storage.sessions.hidden(session_id) if (hide or shown) else set()
         if hide - hidden or shown & hidden:

@@ -25,6 +25,7 @@ from workmem.state.storage import Storage, commit_thread_id
 
 log = logging.getLogger("workmem.runner")
 Progress = Callable[[str, dict[str, Any]], None]
+RunSettings = tuple[Keep, int | None]  # what a new run is started with: its keep and its memory budget
 
 MAX_RESUMES = 3
 DEFAULT_KEEP_CHECKPOINTS = 20  # completed commit threads kept for debugging (Studio, notebooks)
@@ -66,11 +67,12 @@ class CommitRunner:
 
     # -- starting -------------------------------------------------------------------------------
 
-    def start(self, session_id: str, keep: Keep, *, wait: bool,
+    def start(self, session_id: str, keep: Keep, *, wait: bool, memory_budget: int | None = None,
               then: Callable[[dict[str, Any]], None] | None = None, progress: Progress | None = None) -> dict[str, Any]:
         """Take the lease and run (or schedule) a commit; a held lease returns the running task.
 
-        `then(result)` runs after a background commit has finished and released the lease;
+        `memory_budget` (tokens of the whole WM, None → §5's table) is recorded in the run's input, so a
+        resumed run keeps it. `then(result)` runs after a background commit has finished and released the lease;
         `progress(node, update)` is called after each node of a synchronous commit.
         """
         task_id = uuid.uuid4().hex
@@ -85,25 +87,25 @@ class CommitRunner:
             self.tasks.create_task(task_id=task_id, session_id=session_id, status="pending")
             if not wait:
                 self._futures.append(self._pool.submit(self._run_in_background, session_id, task_id,
-                                                       keep, beat, then))
+                                                       (keep, memory_budget), beat, then))
         except BaseException:
             beat.release()  # never leave a session locked by a commit that did not start
             raise
         if wait:
-            return self._run_leased(session_id, task_id, keep, beat, progress)
+            return self._run_leased(session_id, task_id, (keep, memory_budget), beat, progress)
         return {"status": "pending", "task_id": task_id, "archive_id": None, "reason": "started"}
 
-    def _run_in_background(self, session_id: str, task_id: str, keep: Keep, beat: Heartbeat,
+    def _run_in_background(self, session_id: str, task_id: str, settings: RunSettings, beat: Heartbeat,
                            then: Callable[[dict[str, Any]], None] | None) -> dict[str, Any]:
-        result = self._run_leased(session_id, task_id, keep, beat)
+        result = self._run_leased(session_id, task_id, settings, beat)
         if then is not None and not self._closing:
             then(result)
         return result
 
-    def _run_leased(self, session_id: str, task_id: str, keep: Keep, beat: Heartbeat,
+    def _run_leased(self, session_id: str, task_id: str, settings: RunSettings, beat: Heartbeat,
                     progress: Progress | None = None) -> dict[str, Any]:
         try:
-            return self._run_held(session_id, task_id, keep, progress)
+            return self._run_held(session_id, task_id, settings, progress)
         except Exception as exc:  # before or around the graph run (the graph's own errors are results)
             log.error("commit %s of session %r failed outside its graph run: %s", task_id, session_id,
                       describe_error(exc))
@@ -116,7 +118,7 @@ class CommitRunner:
         finally:
             beat.release()
 
-    def _run_held(self, session_id: str, task_id: str, keep: Keep,
+    def _run_held(self, session_id: str, task_id: str, settings: RunSettings,
                   progress: Progress | None = None) -> dict[str, Any]:
         try:
             context = self._run_context()
@@ -140,7 +142,10 @@ class CommitRunner:
         archive_id = self.sessions.next_archive_id(session_id)
         thread_id = commit_thread_id(session_id, task_id)
         self.tasks.update_task(task_id, archive_id=archive_id, thread_id=thread_id, status="running")
+        keep, memory_budget = settings
         graph_input = {"session_id": session_id, "archive_id": archive_id, "task_id": task_id, "keep": list(keep)}
+        if memory_budget is not None:
+            graph_input["memory_budget"] = memory_budget
         result = self._invoke(task_id, thread_id, graph_input, context, progress)
         return {**result, "resumed": resumed} if resumed else result
 

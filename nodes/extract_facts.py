@@ -6,7 +6,7 @@ the section is not oversized (§5) and every new fact fits in it, new facts are 
 oversized or full, or a newer fact or a correction supersedes one of its facts, the model rewrites
 it: one bullet per subject, newest value wins (a fact restated or given a new value replaces the
 older one, a fact a correction rejects leaves), then the facts worth most per token are kept within
-25 bullets and a token target under the section's 3 000-token budget. The rewrite is checked
+25 bullets and a token target under the section's budget (3 000 tokens at §5's table). The rewrite is checked
 against the Key Facts guard before it is sent (bullet ratio and anchor coverage), keeping back old
 facts that carry names, dates and numbers until it passes.
 """
@@ -22,10 +22,10 @@ from workmem.nodes.extract_cues import mentions, negated_terms
 from workmem.nodes.extract_text import DATE_RE, as_sentence, keywords, norm, sentences
 from workmem.nodes.extract_worth import content_words, fact_worth, trim_filler
 from workmem.nodes.guards import lexical_anchors
-from workmem.state.memory import MAX_BULLETS, bullet_items, is_oversized
+from workmem.state.memory import FULL_BUDGETS, MAX_BULLETS, Budgets, bullet_items
 from workmem.state.tokens import count_tokens
 
-TARGET_TOKENS = 2850
+TARGET_TOKENS = 2850  # 95 % of the section's budget at §5's table (`target_tokens` under a smaller one)
 MIN_WORTH = 2.5
 _MIN_RATIO = 0.16
 _DENSITY_EXPONENT = 0.7  # rank by worth / tokens**0.7: dense facts first, long rich ones not starved
@@ -221,20 +221,27 @@ def _restore_anchors(old_body: str, chosen: list[Fact], dropped: list[Fact]) -> 
     return sorted(chosen, key=lambda f: f.order)
 
 
+def target_tokens(limits: Budgets) -> int:
+    """The token target of a rewritten Key Facts: 95 % of the section's budget."""
+    return limits.sections["Key Facts & Decisions"] * TARGET_TOKENS // FULL_BUDGETS.sections["Key Facts & Decisions"]
+
+
 def key_facts_op(
-    old_body: str, old: list[Fact], new: list[Fact], corrections: Sequence[tuple[int, str]]
+    old_body: str, old: list[Fact], new: list[Fact], corrections: Sequence[tuple[int, str]],
+    limits: Budgets = FULL_BUDGETS,
 ) -> dict[str, Any]:
     """APPEND the new facts while they all fit a section that is not oversized; else rewrite it (§5 guard-safe)."""
+    target = target_tokens(limits)
     kept_old = [f for f in old if not superseded(f, corrections)]
     known = {norm(fact_line(f)) for f in old}
     fresh = newest_wins([f for f in new if not superseded(f, corrections) and norm(fact_line(f)) not in known])
     pool = newest_wins(kept_old + fresh)
     unchanged = all(f in pool for f in old)
-    if unchanged and not is_oversized(len(bullet_items(old_body)), count_tokens(old_body)):
-        added = [f for f in select(fresh, TARGET_TOKENS, MAX_BULLETS, pinned=old) if f not in old]
+    if unchanged and not limits.oversized(len(bullet_items(old_body)), count_tokens(old_body)):
+        added = [f for f in select(fresh, target, MAX_BULLETS, pinned=old) if f not in old]
         if len(added) == len(fresh):
             return {"op": "APPEND", "items": render(added)} if added else {"op": "KEEP"}
-    chosen = select(pool, TARGET_TOKENS, MAX_BULLETS)
+    chosen = select(pool, target, MAX_BULLETS)
     if old_body.strip() and not passes_guard(old_body, render(chosen)):
         dropped = [f for f in kept_old if f not in chosen]
         chosen = _restore_anchors(old_body, chosen, dropped)
@@ -244,7 +251,7 @@ def key_facts_op(
     return {"op": "UPDATE", "content": body_of(items)}
 
 
-def create_facts(new: list[Fact], corrections: Sequence[tuple[int, str]]) -> str:
+def create_facts(new: list[Fact], corrections: Sequence[tuple[int, str]], limits: Budgets = FULL_BUDGETS) -> str:
     """The Key Facts body of a create call: the best facts within the size limits."""
-    op = key_facts_op("", [], new, corrections)
+    op = key_facts_op("", [], new, corrections, limits)
     return body_of(op["items"]) if op["op"] == "APPEND" else op.get("content", "")

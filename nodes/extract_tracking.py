@@ -103,8 +103,10 @@ def _rejected(goal: str, order: int, fixes: list[tuple[Line, str]]) -> bool:
     return any(line.order > order and any(mentions(goal, t) for t in negated_terms(line.text)) for line, _ in fixes)
 
 
-def goals_op(old_body: str, lines: list[Line], fixes: list[tuple[Line, str]]) -> dict[str, Any]:
-    """Rewrite Task & Goals to the newest goals still open (KEEP or APPEND when none closed or aged out)."""
+def goals_op(old_body: str, lines: list[Line], fixes: list[tuple[Line, str]],
+             max_tokens: int = GOAL_TOKENS) -> dict[str, Any]:
+    """Rewrite Task & Goals to the newest goals still open (KEEP or APPEND when none closed or aged out),
+    within `max_tokens`."""
     old_items = bullet_items(old_body)
     candidates = [(-len(old_items) + i, item) for i, item in enumerate(old_items)]
     known = {norm(i) for i in old_items}
@@ -116,7 +118,7 @@ def goals_op(old_body: str, lines: list[Line], fixes: list[tuple[Line, str]]) ->
     still = [g for order, g in candidates if not _done(g, order, lines, dialogue) and not _rejected(g, order, fixes)]
     kept: list[str] = []
     for goal in reversed(still):
-        if len(kept) >= MAX_GOALS or count_tokens("\n".join(kept + [goal])) > GOAL_TOKENS:
+        if len(kept) >= MAX_GOALS or count_tokens("\n".join(kept + [goal])) > max_tokens:
             break
         kept.insert(0, goal)
     return _list_op(old_items, kept)
@@ -175,11 +177,6 @@ def issues_op(old_body: str, lines: list[Line]) -> dict[str, Any]:
             known.add(norm(issue))
             items.append(issue)
     return _list_op(old_items, items)
-
-
-def create_goals(lines: list[Line], fixes: list[tuple[Line, str]]) -> list[str]:
-    """Open goals of a first commit."""
-    return goals_op("", lines, fixes).get("items", [])
 
 
 def create_issues(lines: list[Line]) -> list[str]:

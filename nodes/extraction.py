@@ -10,6 +10,7 @@ prompt and transcript are read by `extract_transcript`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,8 +21,8 @@ from workmem.nodes.extract_facts import Fact, create_facts, key_facts_op, new_fa
 from workmem.nodes.extract_state import SESSION_DATE_RE, current_state, known_speakers, title
 from workmem.nodes.extract_text import clean, is_question, norm, sentences
 from workmem.nodes.extract_tracking import (
+    GOAL_TOKENS,
     corrections,
-    create_goals,
     create_issues,
     goal_lines,
     goals_op,
@@ -32,12 +33,13 @@ from workmem.nodes.extract_transcript import Line, Msg, block, dialogue_speakers
 from workmem.nodes.extract_worth import is_decision
 from workmem.nodes.guards import path_tokens
 from workmem.state.errors import InvalidInput
-from workmem.state.memory import SECTIONS, bullet_items, parse_sections
+from workmem.state.memory import FULL_BUDGETS, SECTIONS, Budgets, bullet_items, parse_sections
 from workmem.state.ops import CREATE_TOOL_NAME, UPDATE_TOOL_NAME
 
 EXTRACTIVE_MODEL_NAME = "workmem-extractive"
 MAX_NEW_ERRORS = 10
 MAX_NEW_FILES = 20
+_BUDGET_LINE = re.compile(r"^\d+\. (.+?) \((\d+)\): ")
 
 
 @dataclass
@@ -103,15 +105,32 @@ def _errors(reading: Reading) -> list[str]:
     return tool_errors(reading.msgs) + [wording for _, wording in reading.fixes]
 
 
-def create_sections(reading: Reading) -> dict[str, str]:
+def prompt_budgets(lines: Sequence[str]) -> Budgets:
+    """The section budgets the prompt's instructions state (`N. Name (budget): …`), as the size rules
+    they come from; §5's table when the prompt states none (a prompt of another build)."""
+    stated = {}
+    for line in lines:
+        found = _BUDGET_LINE.match(line)
+        if found and found.group(1) in SECTIONS:
+            stated[found.group(1)] = int(found.group(2))
+    if len(stated) < len(SECTIONS) or stated == dict(FULL_BUDGETS.sections):
+        return FULL_BUDGETS
+    return Budgets.of_sections(stated)
+
+
+def _goal_tokens(limits: Budgets) -> int:
+    return limits.sections["Task & Goals"] * GOAL_TOKENS // FULL_BUDGETS.sections["Task & Goals"]
+
+
+def create_sections(reading: Reading, limits: Budgets = FULL_BUDGETS) -> dict[str, str]:
     """Bodies of all seven sections for `create_working_memory`."""
-    goals = create_goals(reading.lines, reading.fixes)
+    goals = goals_op("", reading.lines, reading.fixes, _goal_tokens(limits)).get("items", [])
     issues = create_issues(reading.lines)
     return {
         "Session Title": title(reading.msgs, reading.legacy),
         "Current State": current_state(reading.msgs, reading.lines, goals, issues),
         "Task & Goals": _bullets(goals),
-        "Key Facts & Decisions": create_facts(new_facts(reading), _fix_orders(reading)),
+        "Key Facts & Decisions": create_facts(new_facts(reading), _fix_orders(reading), limits),
         "Files & Context": _bullets(_take(files(reading.msgs, reading.legacy), MAX_NEW_FILES)),
         "Errors & Corrections": _bullets(_take(_errors(reading), MAX_NEW_ERRORS)),
         "Open Issues": _bullets(issues),
@@ -134,13 +153,14 @@ def _after(old_body: str, op: dict[str, Any]) -> list[str]:
     return bullet_items(old_body) + list(op.get("items", []))
 
 
-def update_sections(reading: Reading, old: dict[str, str]) -> dict[str, dict[str, Any]]:
+def update_sections(reading: Reading, old: dict[str, str],
+                    limits: Budgets = FULL_BUDGETS) -> dict[str, dict[str, Any]]:
     """One op per section for `update_working_memory`: KEEP > APPEND > UPDATE, as the prompt asks."""
     ops: dict[str, dict[str, Any]] = {}
     old_title = old.get("Session Title", "")
     new_title = title(reading.msgs, reading.legacy) if not old_title.strip() else ""
     ops["Session Title"] = {"op": "UPDATE", "content": new_title} if new_title else {"op": "KEEP"}
-    ops["Task & Goals"] = goals_op(old.get("Task & Goals", ""), reading.lines, reading.fixes)
+    ops["Task & Goals"] = goals_op(old.get("Task & Goals", ""), reading.lines, reading.fixes, _goal_tokens(limits))
     ops["Open Issues"] = issues_op(old.get("Open Issues", ""), reading.lines)
     goals = _after(old.get("Task & Goals", ""), ops["Task & Goals"])
     issues = [i for i in _after(old.get("Open Issues", ""), ops["Open Issues"]) if not i.startswith("[resolved]")]
@@ -148,8 +168,8 @@ def update_sections(reading: Reading, old: dict[str, str]) -> dict[str, dict[str
     ops["Current State"] = {"op": "UPDATE", "content": state} if state else {"op": "KEEP"}
     old_facts_body = old.get("Key Facts & Decisions", "")
     ops["Key Facts & Decisions"] = key_facts_op(
-        old_facts_body, parse_facts(old_facts_body, reading.speakers), new_facts(reading), _fix_orders(reading)
-    )
+        old_facts_body, parse_facts(old_facts_body, reading.speakers), new_facts(reading), _fix_orders(reading),
+        limits)
     old_paths = path_tokens(old.get("Files & Context", ""))
     ops["Files & Context"] = _append(
         old.get("Files & Context", ""),
@@ -193,6 +213,7 @@ def memory_tool_call(text: str, tools: Sequence[dict[str, Any]], tool_choice: An
     old = parse_sections(untag(wm or ""))
     known = known_speakers(old.get("Current State", ""))
     reading = read(transcript or "", untag(legacy or ""), _conversation_date(old), known)
+    limits = prompt_budgets(lines)
     if name == UPDATE_TOOL_NAME:
-        return name, {"sections": update_sections(reading, old)}
-    return name, {"sections": create_sections(reading)}
+        return name, {"sections": update_sections(reading, old, limits)}
+    return name, {"sections": create_sections(reading, limits)}

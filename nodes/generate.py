@@ -20,8 +20,8 @@ from workmem.nodes.formatting import format_messages
 from workmem.nodes.models import bind_commit_tool, is_api_refusal, is_transport_error, model_name
 from workmem.nodes.prompts import create_prompt, update_prompt
 from workmem.nodes.routing import MAX_MODEL_ATTEMPTS
-from workmem.state.commit_state import CommitState
-from workmem.state.memory import section_reminders
+from workmem.state.commit_state import CommitState, memory_budget_of
+from workmem.state.memory import budgets, section_reminders
 from workmem.state.ops import CREATE_TOOL, update_tool
 from workmem.state.redact import describe_error
 
@@ -31,13 +31,15 @@ def build_prompt(state: CommitState, svc: Services) -> tuple[list[BaseMessage], 
     start_seq, end_seq = state["chunks"][state["chunk_index"]]
     messages = svc.sessions.messages_in_range(state["session_id"], start_seq, end_seq)
     transcript = format_messages(messages, clip_tokens=svc.clip_tokens, hidden=set(state.get("hidden") or ()))
+    limits = budgets(memory_budget_of(state))
     if state.get("prompt_kind") == "update":
         wm = state.get("working_memory", "")
-        pairs, tool = update_prompt(wm, transcript, section_reminders(wm)), update_tool(svc.tool_schema == "inline")
+        pairs = update_prompt(wm, transcript, section_reminders(wm, limits), limits)
+        tool = update_tool(svc.tool_schema == "inline")
     else:
         # A create retry over an existing v2 WM hands that WM over too, so the model can carry it forward.
         previous = state.get("previous_memory") or state.get("working_memory") or None
-        pairs, tool = create_prompt(transcript, previous), CREATE_TOOL
+        pairs, tool = create_prompt(transcript, previous, limits), CREATE_TOOL
     roles = {"system": SystemMessage, "human": HumanMessage, "user": HumanMessage}
     return [roles[role](content=text) for role, text in pairs], tool
 

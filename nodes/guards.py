@@ -14,15 +14,16 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from workmem.nodes.dedupe import dedupe_items
-from workmem.state.commit_state import CommitState, GuardNote
+from workmem.state.commit_state import CommitState, GuardNote, memory_budget_of
 from workmem.state.memory import (
     CONSOLIDATION_SENTINEL,
+    FULL_BUDGETS,
     SECTIONS,
+    Budgets,
     body_tokens,
+    budgets,
     bullet_items,
     clean_item,
-    is_emergency,
-    is_oversized,
     is_own_header,
     is_v2,
     parse_sections,
@@ -175,17 +176,17 @@ def _guard_open_issues(name: str, old_body: str, op: Op) -> Decision:
         note(name, "open_issues", "restored", f"{len(dropped)} silently dropped item(s) restored")]
 
 
-def _guard_key_facts(name: str, old_body: str, op: Op) -> Decision:
+def _guard_key_facts(name: str, old_body: str, op: Op, limits: Budgets = FULL_BUDGETS) -> Decision:
     if op["op"] == "KEEP":
         return op, []
     old_items = bullet_items(old_body)
     n, t = len(old_items), body_tokens(old_body)
     if op["op"] == "APPEND":
-        return _throttled_append(name, old_body, n, t, op["items"])
+        return _throttled_append(name, old_body, n, t, op["items"], limits)
     rejection = _key_facts_update_rejection(old_body, n, op["content"])
     if rejection is None:
         return op, []
-    if is_emergency(n, t):
+    if limits.emergency(n, t):
         return dict(KEEP), [note(name, "key_facts", "rejected",
                                  f"UPDATE rejected ({rejection}); emergency size, nothing salvaged")]
     salvaged = _new_items(old_body, bullet_items(op["content"]))
@@ -211,15 +212,15 @@ def _key_facts_update_rejection(old_body: str, n: int, content: str) -> str | No
     return None
 
 
-def _throttled_append(name: str, old_body: str, n: int, t: int, items: Iterable[str]) -> Decision:
+def _throttled_append(name: str, old_body: str, n: int, t: int, items: Iterable[str], limits: Budgets) -> Decision:
     """The Key Facts APPEND rule: accept; at most 5 new items when oversized; only the sentinel at emergency."""
-    if is_emergency(n, t):
+    if limits.emergency(n, t):
         if CONSOLIDATION_SENTINEL in old_body:
             return dict(KEEP), [note(name, "key_facts", "sentinel", "emergency size, sentinel already present")]
         return {"op": "APPEND", "items": [CONSOLIDATION_SENTINEL]}, [
             note(name, "key_facts", "sentinel", "emergency size: only the consolidation sentinel is appended")]
     new = _new_items(old_body, items)
-    if is_oversized(n, t) and len(new) > OVERSIZED_APPEND_CAP:
+    if limits.oversized(n, t) and len(new) > OVERSIZED_APPEND_CAP:
         return _append_or_keep(new[:OVERSIZED_APPEND_CAP]), [
             note(name, "key_facts", "throttled", f"oversized: {OVERSIZED_APPEND_CAP} of {len(new)} new items kept")]
     return _append_or_keep(new), []
@@ -257,26 +258,31 @@ def _dedupe(name: str, old_body: str, op: Op) -> Decision:
     return _append_or_keep(kept), [note(name, "dedupe", "deduped", f"{dropped} item(s) already present")]
 
 
-def _decide(name: str, old_body: str, op: Op) -> Decision:
+def _decide(name: str, old_body: str, op: Op, limits: Budgets) -> Decision:
     """The op merge applies to section `name` (cleaned, guarded, deduplicated) and the notes of what changed."""
     op = clean_op(name, op)
     notes: list[GuardNote] = []
     guard = _GUARDS.get(name)
-    if guard is not None and old_body.strip():
+    if guard is _guard_key_facts and old_body.strip():
+        op, notes = _guard_key_facts(name, old_body, op, limits)
+    elif guard is not None and old_body.strip():
         op, notes = guard(name, old_body, op)
     op, more = _dedupe(name, old_body, op)
     return op, notes + more
 
 
-def guard_ops(old_sections: Mapping[str, str], ops: object) -> tuple[dict[str, Op], list[GuardNote]]:
-    """Decide all seven ops; returns them and one note per guard decision that changed one. Never raises."""
+def guard_ops(old_sections: Mapping[str, str], ops: object,
+              limits: Budgets = FULL_BUDGETS) -> tuple[dict[str, Op], list[GuardNote]]:
+    """Decide all seven ops; returns them and one note per guard decision that changed one. Never raises.
+
+    `limits`: the size rules of the commit's memory budget (default §5's table)."""
     given = canonical_ops(ops)
     old = old_sections if isinstance(old_sections, Mapping) else {}
     guarded: dict[str, Op] = {}
     notes: list[GuardNote] = []
     for name in SECTIONS:
         body = old.get(name, "")
-        guarded[name], found = _decide(name, body if isinstance(body, str) else "", given[name])
+        guarded[name], found = _decide(name, body if isinstance(body, str) else "", given[name], limits)
         notes.extend(found)
     return guarded, notes
 
@@ -289,7 +295,7 @@ def guard(state: CommitState) -> dict[str, Any]:
     if ops.get("kind") == "create":
         section_ops = create_as_update_ops(section_ops)
     bare = {name: split_pointer(body)[0] for name, body in parse_sections(old).items()} if is_v2(old) else {}
-    guarded, notes = guard_ops(bare, section_ops)
+    guarded, notes = guard_ops(bare, section_ops, budgets(memory_budget_of(state)))
     for found in notes:
         log.debug("guard %s/%s %s: %s", found["section"], found["guard"], found["action"], found["detail"])
     return {"guarded_ops": guarded, "guard_notes": notes, "route": ["guard"]}

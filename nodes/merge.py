@@ -14,9 +14,12 @@ from typing import Any
 
 from workmem.nodes.guards import guard_ops
 from workmem.nodes.spill import apply_budgets
-from workmem.state.commit_state import CommitState, GuardNote
+from workmem.state.commit_state import CommitState, GuardNote, memory_budget_of
 from workmem.state.memory import (
+    FULL_BUDGETS,
     SECTIONS,
+    Budgets,
+    budgets,
     escape_body,
     is_v2,
     parse_sections,
@@ -55,12 +58,13 @@ def apply_ops(old_sections: Mapping[str, str], decided: Mapping[str, Any]) -> di
     return {name: apply_op(old_sections.get(name, ""), decided.get(name)) for name in SECTIONS}
 
 
-def merge_decided(old_markdown: object, decided: Mapping[str, Any], *,
-                  key_facts_may_spill: bool = False) -> tuple[str, list[dict[str, str]], list[GuardNote]]:
+def merge_decided(old_markdown: object, decided: Mapping[str, Any], *, key_facts_may_spill: bool = False,
+                  limits: Budgets = FULL_BUDGETS) -> tuple[str, list[dict[str, str]], list[GuardNote]]:
     """Apply decided ops and the budgets to a document: (new document, spilled items, budget notes)."""
     old, counts = bodies_without_pointers(old_markdown)
     ops = {name: canonical_op(decided.get(name))[0] for name in SECTIONS}
-    budgeted = apply_budgets(old, apply_ops(old, ops), ops, counts, key_facts_may_spill=key_facts_may_spill)
+    budgeted = apply_budgets(old, apply_ops(old, ops), ops, counts, key_facts_may_spill=key_facts_may_spill,
+                             limits=limits)
     spilled_per_section = {name: 0 for name in SECTIONS}
     for item in budgeted.spilled:
         spilled_per_section[item["section"]] += 1
@@ -69,12 +73,16 @@ def merge_decided(old_markdown: object, decided: Mapping[str, Any], *,
     return render_sections(bodies), budgeted.spilled, budgeted.notes
 
 
-def merge_with_spill(old_markdown: str, ops: dict | None, *,
-                     key_facts_may_spill: bool = False) -> tuple[str, list[dict[str, str]]]:
-    """Guard, merge and budget ops into a WM document → (document, spilled items); never raises."""
+def merge_with_spill(old_markdown: str, ops: dict | None, *, key_facts_may_spill: bool = False,
+                     memory_budget: int | None = None) -> tuple[str, list[dict[str, str]]]:
+    """Guard, merge and budget ops into a WM document → (document, spilled items); never raises.
+
+    `memory_budget`: the WM's total token budget (`state.memory.budgets`); None → §5's table."""
+    limits = budgets(memory_budget if isinstance(memory_budget, int) and memory_budget > 0 else None)
     old, _ = bodies_without_pointers(old_markdown)
-    decided, _ = guard_ops(old, ops)
-    markdown, spilled, _ = merge_decided(old_markdown, decided, key_facts_may_spill=key_facts_may_spill)
+    decided, _ = guard_ops(old, ops, limits)
+    markdown, spilled, _ = merge_decided(old_markdown, decided, key_facts_may_spill=key_facts_may_spill,
+                                         limits=limits)
     return markdown, spilled
 
 
@@ -88,7 +96,8 @@ def merge(state: CommitState) -> dict[str, Any]:
     old = state.get("working_memory") or ""
     decided = state.get("guarded_ops")
     markdown, spilled, notes = merge_decided(old if is_v2(old) else "", decided if isinstance(decided, Mapping) else {},
-                                             key_facts_may_spill=bool(state.get("key_facts_may_spill")))
+                                             key_facts_may_spill=bool(state.get("key_facts_may_spill")),
+                                             limits=budgets(memory_budget_of(state)))
     return {
         "working_memory": markdown,
         "spilled": spilled,

@@ -1,13 +1,16 @@
 """Prompt text of the commit's model calls (SPEC §5, §8); builders return plain (role, text) pairs.
 
-One section list and one rule list serve both prompts; the per-section budgets come from
-`SECTION_BUDGETS`, the table the guards and the size reminders read.
+One section list and one rule list serve both prompts; the per-section budgets are the commit's
+(`state.memory.budgets`: §5's table, or its share of a smaller memory budget), the numbers the guards,
+the spill and the size reminders read.
 """
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from workmem.nodes.formatting import PROMPT_TAGS
-from workmem.state.memory import SECTION_BUDGETS
+from workmem.state.memory import FULL_BUDGETS, Budgets
 from workmem.state.ops import CREATE_TOOL_NAME, UPDATE_TOOL_NAME
 
 TAG_LINES = frozenset({f"<{t}>" for t in PROMPT_TAGS} | {f"</{t}>" for t in PROMPT_TAGS})
@@ -25,8 +28,13 @@ _SECTION_RULES = {
                    "line; [silently dropped, restored] marks an item dropped unresolved: keep it or mark it "
                    "[resolved].",
 }
-_SECTIONS_TEXT = "Sections (body token budget):\n" + "\n".join(
-    f"{i}. {name} ({SECTION_BUDGETS[name]}): {rule}" for i, (name, rule) in enumerate(_SECTION_RULES.items(), 1))
+SECTIONS_HEADING = "Sections (body token budget):"
+
+
+def _sections_text(limits: Budgets) -> str:
+    return SECTIONS_HEADING + "\n" + "\n".join(
+        f"{i}. {name} ({limits.sections[name]}): {rule}" for i, (name, rule) in enumerate(_SECTION_RULES.items(), 1))
+
 
 _RULES_TEXT = """\
 Rules: never invent; keep exact values. Dates: of the event, not when it was mentioned. What you leave
@@ -38,28 +46,44 @@ _SELF_CHECK = ("Check before calling: facts kept, title stable, errors only appe
                "consolidated, settled issues [resolved], event dates used.")
 _NO_TOOLS = "Without tool calling, answer only with the arguments in one ```json block."
 
-UPDATE_SYSTEM_PROMPT = f"""\
+_UPDATE_SYSTEM = f"""\
 Keep the working memory of a long user-agent session current. Call `{UPDATE_TOOL_NAME}` once, one op
 per section: KEEP (unchanged), APPEND (new items; old ones stay) or UPDATE (whole new body).
 Prefer KEEP over APPEND over UPDATE. A section in <section_size_warnings> must be consolidated by
 UPDATE: merge by topic, keep names, dates, exact values.
 
-{_SECTIONS_TEXT}
+{{sections}}
 
 {_RULES_TEXT}
 {_SELF_CHECK}
 {_NO_TOOLS}"""
 
-CREATE_SYSTEM_PROMPT = f"""\
+_CREATE_SYSTEM = f"""\
 Write the working memory of a long user-agent session. Call `{CREATE_TOOL_NAME}` once with every
 section's body: bullet lines for lists, sentences for title and current state, "" when the messages say
 nothing. Carry over what is still true from a <previous_memory>; the messages are newer and win.
 
-{_SECTIONS_TEXT}
+{{sections}}
 
 {_RULES_TEXT}
 {_SELF_CHECK}
 {_NO_TOOLS}"""
+
+
+@lru_cache(maxsize=32)
+def update_system_prompt(limits: Budgets = FULL_BUDGETS) -> str:
+    """The update call's instructions, with the section budgets of `limits`."""
+    return _UPDATE_SYSTEM.format(sections=_sections_text(limits))
+
+
+@lru_cache(maxsize=32)
+def create_system_prompt(limits: Budgets = FULL_BUDGETS) -> str:
+    """The create call's instructions, with the section budgets of `limits`."""
+    return _CREATE_SYSTEM.format(sections=_sections_text(limits))
+
+
+UPDATE_SYSTEM_PROMPT = update_system_prompt()
+CREATE_SYSTEM_PROMPT = create_system_prompt()
 
 
 def _block(tag: str, body: str) -> str:
@@ -73,21 +97,23 @@ def _neutralise(text: str) -> str:
     )
 
 
-def update_prompt(current_wm: str, transcript: str, reminders: str = "") -> list[tuple[str, str]]:
+def update_prompt(current_wm: str, transcript: str, reminders: str = "",
+                  limits: Budgets = FULL_BUDGETS) -> list[tuple[str, str]]:
     """System + human messages asking for `update_working_memory` ops over the current WM."""
     parts = [_block("current_working_memory", _neutralise(current_wm))]
     if reminders.strip():
         parts.append(reminders.strip())
     parts.append(_block("messages", transcript))
     parts.append(f"Call `{UPDATE_TOOL_NAME}` for what these messages add to the memory.")
-    return [("system", UPDATE_SYSTEM_PROMPT), ("human", "\n\n".join(parts))]
+    return [("system", update_system_prompt(limits)), ("human", "\n\n".join(parts))]
 
 
-def create_prompt(transcript: str, previous_memory: str | None = None) -> list[tuple[str, str]]:
+def create_prompt(transcript: str, previous_memory: str | None = None,
+                  limits: Budgets = FULL_BUDGETS) -> list[tuple[str, str]]:
     """System + human messages asking for `create_working_memory` (legacy memory passed along)."""
     parts: list[str] = []
     if previous_memory and previous_memory.strip():
         parts.append(_block("previous_memory", _neutralise(previous_memory)))
     parts.append(_block("messages", transcript))
     parts.append(f"Call `{CREATE_TOOL_NAME}` with the body of each of the seven sections.")
-    return [("system", CREATE_SYSTEM_PROMPT), ("human", "\n\n".join(parts))]
+    return [("system", create_system_prompt(limits)), ("human", "\n\n".join(parts))]

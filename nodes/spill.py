@@ -7,6 +7,7 @@ A section still over its budget after a merge moves its oldest items into the ar
 - Key Facts & Decisions: only when the caller says it may (the sentinel stood through two commits):
   down to ≤ 25 bullets and ≤ 1 500 tokens, the sentinel removed; and always, the items of an APPEND
   that take it past its 3 000-token budget (a salvaged rejected UPDATE) are spilled at once;
+  (the numbers of §5's table; a smaller memory budget — `state.memory.budgets` — scales them);
 - Session Title never spills: an over-budget title keeps the old one (or is cut when there is none);
 - Current State never spills items: it is cut at the last sentence end that fits, the rest spilled.
 """
@@ -22,10 +23,10 @@ from workmem.nodes.guards import RESOLVED_TAG, note
 from workmem.state.commit_state import GuardNote
 from workmem.state.memory import (
     CONSOLIDATION_SENTINEL,
+    FULL_BUDGETS,
     MAX_BULLETS,
-    MAX_TOKENS,
     POINTER_ITEM,
-    SECTION_BUDGETS,
+    Budgets,
     body_tokens,
     bullet_items,
     split_lines,
@@ -91,11 +92,11 @@ def _spill_oldest(section: str, body: str, budget: int, pointer_tokens: int) -> 
     return "\n".join(kept_after(lo)), [_item(lines[i]) for i in sorted(order[:lo])]
 
 
-def _consolidate_key_facts(body: str) -> tuple[str, list[str]]:
-    """Spill the oldest Key Facts (and the sentinel) down to ≤ 25 bullets and ≤ 1 500 tokens."""
+def _consolidate_key_facts(body: str, max_tokens: int) -> tuple[str, list[str]]:
+    """Spill the oldest Key Facts (and the sentinel) down to ≤ 25 bullets and ≤ `max_tokens` (1 500 at §5's table)."""
     lines = [line for line in _lines(body) if CONSOLIDATION_SENTINEL not in line]
     spilled: list[str] = []
-    while lines and (len(lines) > MAX_BULLETS or count_tokens("\n".join(lines)) > MAX_TOKENS):
+    while lines and (len(lines) > MAX_BULLETS or count_tokens("\n".join(lines)) > max_tokens):
         spilled.append(_item(lines.pop(0)))
     return "\n".join(lines), spilled
 
@@ -131,30 +132,38 @@ def _cut_at_sentence(text: str, budget: int) -> tuple[str, str]:
     return head, " ".join(sentences[len(kept):])
 
 
+def _appends_facts(op: Any) -> bool:
+    """An APPEND of facts (a salvage): the consolidation sentinel alone is the emergency rule's, and stays."""
+    return isinstance(op, Mapping) and op.get("op") == "APPEND" and op.get("items") != [CONSOLIDATION_SENTINEL]
+
+
 def apply_budgets(old: Mapping[str, str], new: Mapping[str, str], ops: Mapping[str, Any],
-                  pointer_counts: Mapping[str, int], *, key_facts_may_spill: bool = False) -> Budgeted:
+                  pointer_counts: Mapping[str, int], *, key_facts_may_spill: bool = False,
+                  limits: Budgets = FULL_BUDGETS) -> Budgeted:
     """Enforce the section budgets on `new` (the merged bodies, pointers taken out), given the `old`
-    bodies, the applied `ops` and each section's pointer count so far."""
+    bodies, the applied `ops` and each section's pointer count so far; `limits` are the commit's
+    memory budget's (default §5's table)."""
     out = Budgeted(dict(new))
+    budget_of = limits.sections
     for name in SPILL_OLDEST_FIRST:
-        has_pointer = pointer_counts.get(name) or body_tokens(new[name]) > SECTION_BUDGETS[name]
+        has_pointer = pointer_counts.get(name) or body_tokens(new[name]) > budget_of[name]
         reserve = POINTER_TOKENS if has_pointer else 0
-        out.bodies[name], items = _spill_oldest(name, new[name], SECTION_BUDGETS[name], reserve)
+        out.bodies[name], items = _spill_oldest(name, new[name], budget_of[name], reserve)
         out.spill(name, items, "over the budget moved to the archive")
     facts = new[KEY_FACTS]
     if key_facts_may_spill and CONSOLIDATION_SENTINEL in facts:
-        out.bodies[KEY_FACTS], items = _consolidate_key_facts(facts)
+        out.bodies[KEY_FACTS], items = _consolidate_key_facts(facts, limits.oversized_tokens)
         out.spill(KEY_FACTS, items, "moved to the archive: the consolidation sentinel stood through two commits")
-    elif (ops.get(KEY_FACTS) or {}).get("op") == "APPEND" and body_tokens(facts) > SECTION_BUDGETS[KEY_FACTS]:
-        out.bodies[KEY_FACTS], items = _overflow_of_append(old[KEY_FACTS], facts, SECTION_BUDGETS[KEY_FACTS])
+    elif _appends_facts(ops.get(KEY_FACTS)) and body_tokens(facts) > budget_of[KEY_FACTS]:
+        out.bodies[KEY_FACTS], items = _overflow_of_append(old[KEY_FACTS], facts, budget_of[KEY_FACTS])
         out.spill(KEY_FACTS, items, "appended past the budget moved to the archive at once")
     title = new["Session Title"]
-    if body_tokens(title) > SECTION_BUDGETS["Session Title"]:
-        kept = old["Session Title"] or _cut_at_sentence(title, SECTION_BUDGETS["Session Title"])[0]
+    if body_tokens(title) > budget_of["Session Title"]:
+        kept = old["Session Title"] or _cut_at_sentence(title, budget_of["Session Title"])[0]
         out.bodies["Session Title"] = kept
         out.notes.append(note("Session Title", "budget", "rejected", "the new title is over its budget"))
     state = new["Current State"]
-    if body_tokens(state) > SECTION_BUDGETS["Current State"]:
-        out.bodies["Current State"], rest = _cut_at_sentence(state, SECTION_BUDGETS["Current State"])
+    if body_tokens(state) > budget_of["Current State"]:
+        out.bodies["Current State"], rest = _cut_at_sentence(state, budget_of["Current State"])
         out.spill("Current State", [rest] if rest else [], "past the budget cut at a sentence end")
     return out

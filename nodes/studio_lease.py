@@ -14,8 +14,10 @@ from langgraph.runtime import Runtime
 
 from workmem.nodes.context import CommitContext, services
 from workmem.state.commit_state import RESET, CommitState, fresh_run
+from workmem.state.memory import DEFAULT_MEMORY_BUDGET, MIN_MEMORY_BUDGET, TABLE_TOTAL
 from workmem.state.retention import keep_from_args
 from workmem.state.storage import STUDIO_THREAD_PREFIX
+from workmem.state.validation import require_int
 
 STUDIO_OWNER = "langgraph-studio"
 RECENT_WINDOW = 10_000  # messages looked through for a re-executed step's input
@@ -26,6 +28,9 @@ def take_lease(state: CommitState, runtime: Runtime[CommitContext]) -> dict[str,
     svc = services(runtime)
     session_id = state["session_id"]
     keep = keep_from_args(state.get("keep"), state.get("keep_recent_count"), default=("messages", 0))
+    given = state.get("memory_budget")
+    budget = DEFAULT_MEMORY_BUDGET if given is None else require_int("memory_budget", given, min=MIN_MEMORY_BUDGET,
+                                                                     max=TABLE_TOTAL)
     _add_once(svc.sessions, session_id, state.get("messages") or [], _step_key(runtime))
     run = {**fresh_run(), "route": [RESET, "take_lease"], "messages": [], **_NO_INPUT_KEEP}
     if not svc.sessions.session_exists(session_id):
@@ -38,11 +43,12 @@ def take_lease(state: CommitState, runtime: Runtime[CommitContext]) -> dict[str,
     thread = getattr(runtime.execution_info, "thread_id", None) or task_id
     svc.tasks.create_task(session_id, task_id=task_id, archive_id=archive_id, status="running",
                           thread_id=f"{STUDIO_THREAD_PREFIX}{thread}")
-    return {**run, "task_id": task_id, "archive_id": archive_id, "status": "running", "keep": list(keep)}
+    return {**run, "task_id": task_id, "archive_id": archive_id, "status": "running", "keep": list(keep),
+            "memory_budget": budget}
 
 
 # A thread's channels outlive a run: this run's keep must not become the next run's default.
-_NO_INPUT_KEEP: dict[str, Any] = {"keep": None, "keep_recent_count": None}
+_NO_INPUT_KEEP: dict[str, Any] = {"keep": None, "keep_recent_count": None, "memory_budget": None}
 
 
 def _step_key(runtime: Runtime[CommitContext]) -> str:

@@ -46,6 +46,12 @@ def fresh_run() -> dict[str, Any]:
             "guarded_ops": {}, "raw_args": ""}
 
 
+def memory_budget_of(state: Any) -> int | None:
+    """The memory budget a commit run uses (tokens), or None for §5's full table (also for older checkpoints)."""
+    value = state.get("memory_budget")
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
 def keep_of(state: Any) -> tuple[str, int]:
     """The keep a commit run uses: `keep` ([unit, n]), else a first-build `keep_recent_count` (messages)."""
     keep = state.get("keep")
@@ -71,6 +77,7 @@ class CommitInput(TypedDict, total=False):
     task_id: str
     keep: list[Any]  # [unit, n]: the raw tail the commit keeps (§7 Retention)
     keep_recent_count: int  # first-build checkpoints: the messages unit
+    memory_budget: int  # the WM's token budget (`state.memory.budgets`); absent → §5's table
 
 
 class StudioInput(TypedDict, total=False):
@@ -84,6 +91,9 @@ class StudioInput(TypedDict, total=False):
                     "(default messages:0, commit everything).")]
     keep_recent_count: Annotated[int, Field(
         description="Older form of keep: this many newest messages stay raw. Give keep or this, not both.")]
+    memory_budget: Annotated[int, Field(
+        description="Token budget of the whole working memory (400-10060); default 6000, an engine's at its "
+                    "default trigger. Sections past their share spill their oldest items into the archive.")]
     messages: Annotated[list[dict[str, Any]], Field(
         description="Messages to append before committing, e.g. {\"role\": \"user\", \"content\": \"…\"}; also "
                     "LangChain's {\"type\": \"human\", …} dicts. Appended once per run.")]
@@ -117,6 +127,7 @@ class CommitState(TypedDict, total=False):
     task_id: str
     keep: list[Any]  # [unit, n]
     keep_recent_count: int  # first-build checkpoints; `keep` wins when both are present
+    memory_budget: int  # the WM's token budget for this run; absent (older checkpoints) → §5's table
     messages: list[dict[str, Any]]  # optional Studio input, appended by take_lease then cleared
 
     status: CommitStatus

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
 
-from workmem.state.tokens import count_tokens
+from workmem.state.retention import DEFAULT_TRIGGER, trigger_tokens
+from workmem.state.tokens import DEFAULT_CONTEXT_WINDOW, count_tokens
 
 SECTIONS: tuple[str, ...] = (
     "Session Title",
@@ -63,7 +66,7 @@ _BUDGET_LINE = ('- "{name}" is at ~{t} of its {budget} tokens: consolidate it vi
                 'items move to the archive.')
 _REMINDER_LINE = (
     '- "{name}" has {n} bullets (~{t} tokens): it MUST be consolidated via UPDATE — group related facts '
-    "by topic, keep names, dates and exact values. Target: <=25 bullets, <=1500 tokens."
+    "by topic, keep names, dates and exact values. Target: <=25 bullets, <={target} tokens."
 )
 
 
@@ -201,19 +204,76 @@ def body_tokens(body: str) -> int:
     return count_tokens(body) if isinstance(body, str) else 0
 
 
-def is_oversized(n: int, t: int) -> bool:
-    """Oversized: more than 25 bullets or more than 1500 tokens."""
-    return n > MAX_BULLETS or t > MAX_TOKENS
+def is_oversized(n: int, t: int, max_tokens: int = MAX_TOKENS) -> bool:
+    """Oversized: more than 25 bullets or more than 1500 tokens (`max_tokens` under a smaller memory budget)."""
+    return n > MAX_BULLETS or t > max_tokens
 
 
-def is_emergency(n: int, t: int) -> bool:
-    """Emergency size: more than 50 bullets or more than 3000 tokens."""
-    return n > EMERGENCY_BULLETS or t > EMERGENCY_TOKENS
+def is_emergency(n: int, t: int, max_tokens: int = EMERGENCY_TOKENS) -> bool:
+    """Emergency size: more than 50 bullets or more than 3000 tokens (`max_tokens` under a smaller budget)."""
+    return n > EMERGENCY_BULLETS or t > max_tokens
+
+
+# The memory budget follows the commit trigger (issue 17): the working memory rides on every model call,
+# so a small trigger gets a small memory — about what a summariser's summary costs up to an 8 000-token
+# trigger (400 tokens), growing by a tenth of every trigger token beyond, never over the table. Under it
+# every section budget shrinks in the table's proportions (none under 60 tokens), and the Key Facts size
+# limits with them (oversized past half its budget, emergency past all of it); the bullet limits stay.
+# What no longer fits is spilled into the archive with its pointer, never dropped.
+TABLE_TOTAL = sum(SECTION_BUDGETS.values())
+SMALL_TRIGGER = 8_000  # up to this trigger the memory gets MIN_MEMORY_BUDGET; a tenth of the rest is added
+MIN_MEMORY_BUDGET = 400
+MIN_SECTION_BUDGET = 60
+
+
+@dataclass(frozen=True)
+class Budgets:
+    """The size rules of one memory budget: each section's body budget and the Key Facts limits."""
+
+    total: int
+    sections: Mapping[str, int] = field(compare=False)  # derived from `total`, which alone is hashed
+    oversized_tokens: int = MAX_TOKENS
+    emergency_tokens: int = EMERGENCY_TOKENS
+
+    @classmethod
+    def of_sections(cls, sections: Mapping[str, int]) -> Budgets:
+        """The size rules of these section budgets: Key Facts oversized past half its budget, emergency past all."""
+        facts = sections["Key Facts & Decisions"]
+        return cls(sum(sections.values()), dict(sections), facts * MAX_TOKENS // EMERGENCY_TOKENS, facts)
+
+    def oversized(self, n: int, t: int) -> bool:
+        """`is_oversized` under this budget."""
+        return is_oversized(n, t, self.oversized_tokens)
+
+    def emergency(self, n: int, t: int) -> bool:
+        """`is_emergency` under this budget."""
+        return is_emergency(n, t, self.emergency_tokens)
+
+
+def memory_budget_for(trigger_tokens: int) -> int:
+    """The default memory budget of a commit trigger: 400 tokens up to an 8 000-token trigger, plus a tenth
+    of the trigger beyond; at most the table's 10 060 (reached at a 104 600-token trigger)."""
+    return min(TABLE_TOTAL, MIN_MEMORY_BUDGET + max(0, int(trigger_tokens) - SMALL_TRIGGER) // 10)
+
+
+@lru_cache(maxsize=64)
+def budgets(memory_budget: int | None = None) -> Budgets:
+    """The size rules for a memory of `memory_budget` tokens; None (or the table's total or more) → §5's table."""
+    if memory_budget is None or memory_budget >= TABLE_TOTAL:
+        return Budgets(TABLE_TOTAL, dict(SECTION_BUDGETS), MAX_TOKENS, EMERGENCY_TOKENS)
+    scale = max(memory_budget, 1) / TABLE_TOTAL
+    return Budgets.of_sections({name: max(MIN_SECTION_BUDGET, int(budget * scale))
+                                for name, budget in SECTION_BUDGETS.items()})
+
+
+FULL_BUDGETS = budgets()
+# An engine's default, from the default trigger (half of the default 128 k context window): 6 000.
+DEFAULT_MEMORY_BUDGET = memory_budget_for(trigger_tokens(DEFAULT_TRIGGER, DEFAULT_CONTEXT_WINDOW))
 
 
 
 
-def section_reminders(md: str | None) -> str:
+def section_reminders(md: str | None, limits: Budgets = FULL_BUDGETS) -> str:
     """Size warnings before an update call; '' when no section needs one (§5 *Size reminders*).
 
     The reference rule: every oversized section except Errors & Corrections. Added: every other
@@ -228,10 +288,10 @@ def section_reminders(md: str | None) -> str:
         if name == "Errors & Corrections" or not body:
             continue
         n, t = bullet_count(body), body_tokens(body)
-        if is_oversized(n, t):
-            lines.append(_REMINDER_LINE.format(name=name, n=n, t=t))
-        elif name != "Session Title" and t * 4 >= SECTION_BUDGETS[name] * 3:
-            lines.append(_BUDGET_LINE.format(name=name, t=t, budget=SECTION_BUDGETS[name]))
+        if limits.oversized(n, t):
+            lines.append(_REMINDER_LINE.format(name=name, n=n, t=t, target=limits.oversized_tokens))
+        elif name != "Session Title" and t * 4 >= limits.sections[name] * 3:
+            lines.append(_BUDGET_LINE.format(name=name, t=t, budget=limits.sections[name]))
     if not lines:
         return ""
     return "<section_size_warnings>\n" + "\n".join(lines) + "\n</section_size_warnings>"

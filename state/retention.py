@@ -20,6 +20,7 @@ MIN_COMMIT_SHARE = 0.25  # default floor on pending tokens: a quarter of the tri
 
 Keep = tuple[str, int]
 Trigger = tuple[str, float]
+DEFAULT_TRIGGER: Trigger = (FRACTION, 0.5)  # half the model's input limit
 
 
 def keep_value(value: Any, field: str = "keep") -> Keep:

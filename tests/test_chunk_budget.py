@@ -17,7 +17,7 @@ from workmem.nodes.extractive import ExtractiveChatModel
 from workmem.nodes.formatting import HEADER_RE
 from workmem.nodes.prompts import CREATE_SYSTEM_PROMPT, UPDATE_SYSTEM_PROMPT
 from workmem.nodes.slice_turns import MIN_TRANSCRIPT_TOKENS, WM_GROWTH_TOKENS, prompt_overhead, transcript_budget
-from workmem.state.memory import render_sections
+from workmem.state.memory import TABLE_TOTAL, render_sections
 from workmem.state.tokens import count_tokens
 
 CHUNK_TOKENS = 10_000
@@ -72,7 +72,8 @@ def test_every_prompt_fits_the_chunk_budget_over_a_large_working_memory(make_eng
         model = scripted(create_call(big_memory()), *[valid_update_call({})] * 40)
     else:  # the extractive model also grows the WM from chunk to chunk
         model = PromptRecorder(first=create_call(big_memory()), prompts=[])
-    engine = make_engine(model, chunk_tokens=CHUNK_TOKENS, clip_tokens=8_000)
+    # The full table: the premise is a WM near its ~10 k budget (an engine's default would spill past 6 000).
+    engine = make_engine(model, chunk_tokens=CHUNK_TOKENS, clip_tokens=8_000, memory_budget=TABLE_TOTAL)
     engine.add_messages("s", FIRST_TURNS)
     assert engine.commit("s")["status"] == "completed"
     assert count_tokens(engine.working_memory("s")["working_summary"]["markdown"]) > 3_500

@@ -24,6 +24,7 @@ import workmem.graphs.commit
 from workmem.graphs.engine import WorkingMemoryEngine
 from workmem.nodes.context import CommitContext
 from workmem.nodes.extractive import ExtractiveChatModel
+from workmem.state.memory import MIN_MEMORY_BUDGET, TABLE_TOTAL, body_tokens, budgets, parse_sections
 from workmem.state.storage import open_storage
 
 NODES = ["slice_turns", "load_memory", "generate", "validate", "recover", "create_retry", "extractive_fallback",
@@ -225,8 +226,9 @@ def engine_with_counters(root, monkeypatch):
     counters = Counters(monkeypatch)
     engines: list[WorkingMemoryEngine] = []
 
-    def make() -> WorkingMemoryEngine:
-        engine = WorkingMemoryEngine(root=root, model=CountingExtractive(), durable=False, chunk_tokens=CHUNK_TOKENS)
+    def make(**settings: Any) -> WorkingMemoryEngine:
+        engine = WorkingMemoryEngine(root=root, model=CountingExtractive(), durable=False, chunk_tokens=CHUNK_TOKENS,
+                                     **settings)
         engines.append(engine)
         return engine
 
@@ -288,6 +290,29 @@ def test_resume_all_finishes_a_failed_commit(engine_with_counters):
     assert engine.working_memory("s")["source_turn_range"]["end_seq"] == 14
     assert engine.resume_all() == []
     assert all_seqs(engine) == list(range(1, 17))
+
+
+def test_a_resumed_commit_keeps_the_memory_budget_it_started_with(engine_with_counters):
+    """Issue 17: the budget is part of the run's checkpointed input. A commit with a 400-token memory fails
+    mid-way; an engine set to the full table resumes it, and the run still spills to 400's budgets."""
+    make, counters = engine_with_counters
+    small = make(memory_budget=MIN_MEMORY_BUDGET)
+    small.add_messages("s", conversation())
+    counters.fail_once("merge", _in_chunk(1))
+    failed = small.commit("s", keep_recent_count=2)
+    assert failed["status"] == "failed" and small.working_memory("s") is None
+    assert len(small.storage.sessions.live_messages("s")) == 16  # nothing lost, nothing archived yet
+    small.close()
+
+    full = make(memory_budget=TABLE_TOTAL)
+    assert [r["status"] for r in full.resume_all()] == ["completed"]
+    limits = budgets(MIN_MEMORY_BUDGET)
+    archive = full.working_memory("s")
+    sections = parse_sections(archive["working_summary"]["markdown"])
+    for name in ("Task & Goals", "Files & Context", "Errors & Corrections", "Open Issues"):
+        assert body_tokens(sections[name]) <= limits.sections[name], name
+    assert sum(archive["spilled"].values()) > 0, "the small budget spilled: the full table would not have"
+    assert all_seqs(full) == list(range(1, 17)), "every message once, archived or live"
 
 
 def test_three_failed_resumes_abandon_the_commit(engine_with_counters):

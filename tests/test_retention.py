@@ -162,8 +162,8 @@ def test_a_fraction_trigger_uses_the_model_profile_else_the_context_window(root,
     seen: list[tuple[int, int]] = []  # (threshold, tokens the next call would carry) of each check
     real_due = WorkingMemoryEngine.commit_due
 
-    def spy(self, session_id, meta, limit):
-        due = real_due(self, session_id, meta, limit)
+    def spy(self, session_id, meta, limit, tool_tokens=0):
+        due = real_due(self, session_id, meta, limit, tool_tokens)
         carried = self._working_memory_tokens(session_id, meta) + meta["live_tokens"]
         seen.append((limit, carried, due))
         return due

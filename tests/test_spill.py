@@ -130,6 +130,14 @@ def test_key_facts_spill_only_when_allowed_and_only_at_emergency():
     assert count == len(spilled) == 60 - len(kept) and kept == items("fact", 60, 3)[count:]
 
 
+def test_the_sentinel_of_a_section_past_its_token_limit_stands_and_is_not_spilled():
+    """At emergency by tokens the sentinel itself takes Key Facts past its budget: it is no salvage, it stays."""
+    old = fill_to(FACTS, 1.01, "Known", words=40)
+    assert len(old) <= 50 and body_tokens(body(old)) > SECTION_BUDGETS[FACTS]
+    merged, spilled = merge_with_spill(render_sections({FACTS: body(old)}), {FACTS: {"op": "APPEND", "items": ["x"]}})
+    assert spilled == [] and bullet_items(parse_sections(merged)[FACTS]) == [*old, CONSOLIDATION_SENTINEL]
+
+
 def test_salvaged_items_past_the_key_facts_budget_spill_at_once():
     old = fill_to(FACTS, 0.95, "Known", words=40)  # 1 500 < t ≤ 3 000: oversized, not emergency, < 50 bullets
     assert len(old) <= 50

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from workmem.graphs.eval.run import DEFAULT_THRESHOLD
+from workmem.state.memory import DEFAULT_MEMORY_BUDGET
 from workmem.state.tokens import DEFAULT_CONTEXT_WINDOW
 from workmem.state.turns import DEFAULT_KEEP_RECENT
 
@@ -39,6 +40,8 @@ def add_eval_arguments(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--threshold", type=int, default=DEFAULT_THRESHOLD, help="pending tokens that trigger a commit")
     cmd.add_argument("--keep", type=int, default=DEFAULT_KEEP_RECENT, help="recent messages kept raw by each commit")
     cmd.add_argument("--budget", type=int, default=DEFAULT_CONTEXT_WINDOW, help="token budget of the assembled context")
+    cmd.add_argument("--memory-budget", type=int, default=DEFAULT_MEMORY_BUDGET,
+                     help=f"token budget of the working memory (default {DEFAULT_MEMORY_BUDGET}, an engine's default)")
     cmd.add_argument("--limit-questions", type=int, help="at most this many questions per sample")
     cmd.add_argument("--include-adversarial", action="store_true", help="also ask category 5 (adversarial)")
     cmd.add_argument("--out", default=DEFAULT_OUT, help=f"results JSON (default: {DEFAULT_OUT})")
@@ -58,7 +61,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
                        commit_model=args.commit_model, threshold=args.threshold, keep=args.keep, budget=args.budget,
                        no_model=args.no_model, include_adversarial=args.include_adversarial,
                        limit_questions=args.limit_questions, sample=args.sample, progress=not as_json,
-                       search_recall=args.search_recall, database_url=getattr(args, "database_url", None))
+                       search_recall=args.search_recall, database_url=getattr(args, "database_url", None),
+                       memory_budget=args.memory_budget)
     path = write_results(results, args.out) if args.out else None
     if args.report:
         from workmem.graphs.eval.report import write_report
@@ -93,8 +97,8 @@ def render_results(results: Mapping[str, Any], console: Console, out: str | None
                       f"{s['commits']} commit(s) ({s['commits_failed']} failed), {s['live_messages']} message(s) "
                       f"live; {s['questions']} question(s)")
     cfg = results["config"]
-    console.print(f"threshold {cfg['threshold']} tokens, keep {cfg['keep']}, budget {cfg['budget']}, "
-                  f"commit model {cfg['commit_model']}")
+    console.print(f"threshold {cfg['threshold']} tokens, keep {cfg['keep']}, budget {cfg['budget']}, memory budget "
+                  f"{cfg['memory_budget']}, commit model {cfg['commit_model']}")
     excluded = results.get("excluded") or {}
     console.print(f"excluded: {excluded.get('adversarial', 0)} adversarial question(s) (category 5: no answer in the "
                   f"conversation; --include-adversarial asks them), {excluded.get('over_limit', 0)} past "

@@ -36,6 +36,7 @@ from workmem.graphs.eval.metrics import (
 from workmem.graphs.eval.qa import answer_questions
 from workmem.graphs.eval.scratch import scratch_storage
 from workmem.state.errors import InvalidInput
+from workmem.state.memory import DEFAULT_MEMORY_BUDGET
 from workmem.state.tokens import DEFAULT_CONTEXT_WINDOW
 from workmem.state.turns import DEFAULT_KEEP_RECENT
 
@@ -79,7 +80,7 @@ def run_eval(data: str | Path | dict[str, Any] | list[Any], *, root: str | Path 
              include_adversarial: bool = False, limit_questions: int | None = None,
              sample: int | str | None = None, progress: bool = True, console: Console | None = None,
              out: str | Path | None = None, search_recall: bool = False,
-             database_url: str | None = None) -> dict[str, Any]:
+             database_url: str | None = None, memory_budget: int = DEFAULT_MEMORY_BUDGET) -> dict[str, Any]:
     """Ingest, commit and measure LoCoMo-format data → a results dict (also written to `out` if given).
 
     `model`/`judge`/`commit_model`: a `BaseChatModel` or a spec like `openai:gpt-4o-mini`; `model=None`
@@ -87,6 +88,8 @@ def run_eval(data: str | Path | dict[str, Any] | list[Any], *, root: str | Path 
     Commits use `commit_model`, else the answer model, else the offline extractive model.
     `search_recall` adds the §7 measure of `archive_search` (`recall.measure_search_recall`).
     `database_url`: evaluate on PostgreSQL, in a scratch schema dropped afterwards (`scratch.scratch_storage`).
+    `memory_budget`: the WM's token budget (default an engine's with the default trigger, 6 000): the
+    eval's `threshold` is a commit cadence, not the context size a trigger would derive it from.
     """
     from workmem.graphs.engine import WorkingMemoryEngine
     from workmem.state.turns import validate_keep
@@ -109,7 +112,7 @@ def run_eval(data: str | Path | dict[str, Any] | list[Any], *, root: str | Path 
         target = scratch_storage(stack, root, database_url, "workmem-eval-")
         engine = stack.enter_context(WorkingMemoryEngine(
             **target, model=models.commit, keep_recent_count=keep, commit_token_threshold=threshold,
-            durable=False))
+            memory_budget=memory_budget, durable=False))
         bar = stack.enter_context(_progress(console, progress))
         for item in samples:
             if engine.storage.sessions.session_exists(item.session_id):
@@ -138,7 +141,8 @@ def run_eval(data: str | Path | dict[str, Any] | list[Any], *, root: str | Path 
             sample_rows.append(_sample_row(engine, item, ingested))
     timing["total_s"] = time.perf_counter() - started
     results = {
-        "config": {"threshold": threshold, "keep": keep, "budget": budget, "include_adversarial": include_adversarial,
+        "config": {"threshold": threshold, "keep": keep, "budget": budget, "memory_budget": memory_budget,
+                   "include_adversarial": include_adversarial,
                    "limit_questions": limit_questions, "durable": False, "search_limit": SEARCH_LIMIT,
                    "backend": "postgres" if database_url else "file",
                    "commit_model": _name(models.commit), "model": _name(models.answer),

@@ -33,7 +33,7 @@ from rich.console import Console
 from rich.table import Table
 
 from workmem.graphs.engine import WorkingMemoryEngine
-from workmem.state.memory import SECTION_BUDGETS
+from workmem.state.memory import DEFAULT_MEMORY_BUDGET, budgets
 
 SESSION = "long"
 COMMIT_EVERY = 15
@@ -162,8 +162,9 @@ def measure_point(engine: WorkingMemoryEngine, root: Path, commits: int) -> dict
 
 
 def warm_window(wm_tokens: list[int]) -> tuple[int, int]:
-    """The baseline commits: the 20 after the WM first reaches 80 % of its budget, at the latest 41–60."""
-    total = sum(SECTION_BUDGETS.values())
+    """The baseline commits: the 20 after the WM first reaches 80 % of its budget (an engine's default),
+    at the latest 41–60."""
+    total = budgets(DEFAULT_MEMORY_BUDGET).total
     first = next((i for i, t in enumerate(wm_tokens) if t >= WARM_SHARE * total), LATEST_WARM_START)
     start = min(first + 1, LATEST_WARM_START, max(0, len(wm_tokens) - 2 * WINDOW))  # short (--quick) runs
     return start, start + WINDOW

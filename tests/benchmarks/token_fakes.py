@@ -29,9 +29,9 @@ from typing import Any
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
-from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field
 
+from workmem.graphs.agent_tools import schema_tokens
 from workmem.nodes.extract_artifacts import error_items, paths_in
 from workmem.nodes.extract_cues import is_correction, is_issue, is_request
 from workmem.nodes.extract_text import is_question, sentences
@@ -59,11 +59,6 @@ def message_tokens(messages: Sequence[Any]) -> int:
         for call in getattr(m, "tool_calls", None) or []:
             total += count_tokens(json.dumps({"name": call["name"], "args": call["args"]}))
     return total
-
-
-def tool_tokens(tools: Sequence[Any]) -> int:
-    """Tokens of bound tools as the provider receives them (`json.dumps` of the OpenAI form)."""
-    return sum(count_tokens(json.dumps(t if isinstance(t, dict) else convert_to_openai_tool(t))) for t in tools)
 
 
 def budget(covered_tokens: int) -> int:
@@ -170,7 +165,7 @@ class CountingModel(BaseChatModel):
         start = time.perf_counter()
         tools = list(kwargs.get("tools") or [])
         reply = self.answer(list(messages), tools, kwargs.get("tool_choice"))
-        schemas = tool_tokens(tools)
+        schemas = schema_tokens(tools)
         sent = message_tokens(messages) + schemas
         out = message_tokens([reply])
         self.calls.append((sent, out))
