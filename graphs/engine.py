@@ -183,12 +183,12 @@ class WorkingMemoryEngine:
         meta = self._meta_with_keep(session_id, keep)
         commit = None
         if self.commit_due(session_id, meta, threshold, tool_tokens):
-            commit = (self.runner.start(session_id, keep, wait=True, memory_budget=self.memory_budget_of(threshold))
+            commit = (self.runner.start(session_id, keep, wait=True, memory_budget=self.budget_for_trigger(threshold))
                       if wait else self._commit_in_background(session_id, keep, threshold, tool_tokens))
         return {"stored": len(stored), "pending_tokens": meta["pending_tokens"],
                 "task_id": commit["task_id"] if commit else None, "commit": commit, "messages": stored}
 
-    def memory_budget_of(self, threshold: int) -> int:
+    def budget_for_trigger(self, threshold: int) -> int:
         """The memory budget of a commit started for a trigger of `threshold` tokens: the engine's
         `memory_budget`, else the trigger's (`state.memory.memory_budget_for`)."""
         return self.memory_budget if self.memory_budget is not None else memory_budget_for(threshold)
@@ -230,7 +230,7 @@ class WorkingMemoryEngine:
 
     def _commit_in_background(self, session_id: str, keep: Keep, threshold: int, tool_tokens: int) -> dict[str, Any]:
         return self.runner.start(
-            session_id, keep, wait=False, memory_budget=self.memory_budget_of(threshold),
+            session_id, keep, wait=False, memory_budget=self.budget_for_trigger(threshold),
             then=lambda result: self._commit_again_if_due(session_id, keep, threshold, tool_tokens, result))
 
     def _commit_again_if_due(self, session_id: str, keep: Keep, threshold: int, tool_tokens: int,
@@ -256,7 +256,7 @@ class WorkingMemoryEngine:
         chosen = keep_from_args(keep, keep_recent_count, default=(MESSAGES, 0))
         require_bool("wait", wait)
         self.storage.sessions.meta(session_id)  # validates the id and raises SessionNotFound for unknown sessions
-        return self.runner.start(session_id, chosen, wait=wait, memory_budget=self.memory_budget_of(
+        return self.runner.start(session_id, chosen, wait=wait, memory_budget=self.budget_for_trigger(
             self.commit_token_threshold), progress=progress if wait else None)
 
     def task(self, task_id: str) -> dict[str, Any] | None:

@@ -25,7 +25,6 @@ from workmem.nodes.guards import lexical_anchors
 from workmem.state.memory import FULL_BUDGETS, MAX_BULLETS, Budgets, bullet_items
 from workmem.state.tokens import count_tokens
 
-TARGET_TOKENS = 2850  # 95 % of the section's budget at §5's table (`target_tokens` under a smaller one)
 MIN_WORTH = 2.5
 _MIN_RATIO = 0.16
 _DENSITY_EXPONENT = 0.7  # rank by worth / tokens**0.7: dense facts first, long rich ones not starved
@@ -222,8 +221,11 @@ def _restore_anchors(old_body: str, chosen: list[Fact], dropped: list[Fact]) -> 
 
 
 def target_tokens(limits: Budgets) -> int:
-    """The token target of a rewritten Key Facts: 95 % of the section's budget."""
-    return limits.sections["Key Facts & Decisions"] * TARGET_TOKENS // FULL_BUDGETS.sections["Key Facts & Decisions"]
+    """The token target of a rewritten Key Facts: 95 % of the section's budget (2 850 at §5's table)."""
+    return limits.sections["Key Facts & Decisions"] * 95 // 100
+
+
+TARGET_TOKENS = target_tokens(FULL_BUDGETS)  # 2 850
 
 
 def key_facts_op(

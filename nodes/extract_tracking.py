@@ -33,7 +33,8 @@ from workmem.state.memory import bullet_items
 from workmem.state.tokens import count_tokens
 
 MAX_GOALS = 20
-GOAL_TOKENS = 1200
+GOAL_SHARE = 80  # % of the section's budget a rewrite of Task & Goals keeps
+GOAL_TOKENS = 1200  # 80 % of 1 500, §5's table
 _ASKED_RE = re.compile(r"^(?:\[silently dropped, restored\] )?(.{1,40}?) asked: ")
 _PAST_RE = re.compile(
     r"\b(?:went|did|finally|got|made|finished|started|tried|visited|joined|bought|took|had|was|were|saw|met|"

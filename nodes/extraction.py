@@ -21,7 +21,7 @@ from workmem.nodes.extract_facts import Fact, create_facts, key_facts_op, new_fa
 from workmem.nodes.extract_state import SESSION_DATE_RE, current_state, known_speakers, title
 from workmem.nodes.extract_text import clean, is_question, norm, sentences
 from workmem.nodes.extract_tracking import (
-    GOAL_TOKENS,
+    GOAL_SHARE,
     corrections,
     create_issues,
     goal_lines,
@@ -32,6 +32,7 @@ from workmem.nodes.extract_tracking import (
 from workmem.nodes.extract_transcript import Line, Msg, block, dialogue_speakers, lines_of, parse_transcript, untag
 from workmem.nodes.extract_worth import is_decision
 from workmem.nodes.guards import path_tokens
+from workmem.nodes.prompts import SECTIONS_HEADING
 from workmem.state.errors import InvalidInput
 from workmem.state.memory import FULL_BUDGETS, SECTIONS, Budgets, bullet_items, parse_sections
 from workmem.state.ops import CREATE_TOOL_NAME, UPDATE_TOOL_NAME
@@ -39,7 +40,7 @@ from workmem.state.ops import CREATE_TOOL_NAME, UPDATE_TOOL_NAME
 EXTRACTIVE_MODEL_NAME = "workmem-extractive"
 MAX_NEW_ERRORS = 10
 MAX_NEW_FILES = 20
-_BUDGET_LINE = re.compile(r"^\d+\. (.+?) \((\d+)\): ")
+_BUDGET_LINE = re.compile(r"^\d\. (.+?) \((\d{1,6})\): ")
 
 
 @dataclass
@@ -105,11 +106,12 @@ def _errors(reading: Reading) -> list[str]:
     return tool_errors(reading.msgs) + [wording for _, wording in reading.fixes]
 
 
-def prompt_budgets(lines: Sequence[str]) -> Budgets:
-    """The section budgets the prompt's instructions state (`N. Name (budget): …`), as the size rules
-    they come from; §5's table when the prompt states none (a prompt of another build)."""
-    stated = {}
-    for line in lines:
+def prompt_budgets(system: str) -> Budgets:
+    """The section budgets the instructions (the system message, never the data) state under their
+    heading (`N. Name (budget): …`), as the size rules they come from; §5's table when it states none."""
+    stated: dict[str, int] = {}
+    _, heading, rest = system.partition(SECTIONS_HEADING)
+    for line in rest.splitlines()[1:len(SECTIONS) + 1] if heading else ():
         found = _BUDGET_LINE.match(line)
         if found and found.group(1) in SECTIONS:
             stated[found.group(1)] = int(found.group(2))
@@ -119,7 +121,8 @@ def prompt_budgets(lines: Sequence[str]) -> Budgets:
 
 
 def _goal_tokens(limits: Budgets) -> int:
-    return limits.sections["Task & Goals"] * GOAL_TOKENS // FULL_BUDGETS.sections["Task & Goals"]
+    """80 % of the Task & Goals budget (1 200 of 1 500 at §5's table)."""
+    return limits.sections["Task & Goals"] * GOAL_SHARE // 100
 
 
 def create_sections(reading: Reading, limits: Budgets = FULL_BUDGETS) -> dict[str, str]:
@@ -203,8 +206,10 @@ def _conversation_date(old: dict[str, str]) -> str | None:
     return found.group(1) if found else (facts[-1] if facts else None)
 
 
-def memory_tool_call(text: str, tools: Sequence[dict[str, Any]], tool_choice: Any) -> tuple[str, dict[str, Any]]:
-    """The memory tool to call and its arguments for a commit prompt rendered as `text`."""
+def memory_tool_call(text: str, tools: Sequence[dict[str, Any]], tool_choice: Any,
+                     system: str = "") -> tuple[str, dict[str, Any]]:
+    """The memory tool to call and its arguments for a commit prompt rendered as `text` (its human part)
+    under the instructions `system` (they state the section budgets)."""
     lines = text.replace("\r\n", "\n").split("\n")
     wm, after_wm = block(lines, "current_working_memory")
     legacy, after_legacy = block(lines, "previous_memory")
@@ -213,7 +218,7 @@ def memory_tool_call(text: str, tools: Sequence[dict[str, Any]], tool_choice: An
     old = parse_sections(untag(wm or ""))
     known = known_speakers(old.get("Current State", ""))
     reading = read(transcript or "", untag(legacy or ""), _conversation_date(old), known)
-    limits = prompt_budgets(lines)
+    limits = prompt_budgets(system)
     if name == UPDATE_TOOL_NAME:
         return name, {"sections": update_sections(reading, old, limits)}
     return name, {"sections": create_sections(reading, limits)}

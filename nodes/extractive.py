@@ -62,7 +62,8 @@ class ExtractiveChatModel(BaseChatModel):
     ) -> ChatResult:
         """Answer the commit prompt with one deterministic memory tool call."""
         text = prompt_text(messages)
-        name, args = memory_tool_call(text, kwargs.get("tools") or [], kwargs.get("tool_choice"))
+        system = "\n\n".join(m.text for m in messages if m.type == "system")
+        name, args = memory_tool_call(text, kwargs.get("tools") or [], kwargs.get("tool_choice"), system=system)
         digest = hashlib.sha256(f"{name}\n{text}".encode()).hexdigest()[:24]
         call = {"name": name, "args": args, "id": f"call_{digest}", "type": "tool_call"}
         message = AIMessage(content="", tool_calls=[call])

@@ -34,6 +34,11 @@ from workmem.state.memory import (
 from workmem.state.ops import KEEP, canonical_ops, create_as_update_ops
 
 RESTORED_TAG = "[silently dropped, restored]"
+# Marks on a decided Key Facts op for the budgets (`nodes/spill.py`): an APPEND that salvages a rejected
+# UPDATE (past the budget it is spilled at once), and the new items of an UPDATE rejected at emergency size
+# (the section KEEPs; they go straight to the archive).
+SALVAGE = "salvage"
+TO_ARCHIVE = "to_archive"
 RESOLVED_TAG = "[resolved]"
 OVERSIZED_APPEND_CAP = 5
 
@@ -186,14 +191,16 @@ def _guard_key_facts(name: str, old_body: str, op: Op, limits: Budgets = FULL_BU
     rejection = _key_facts_update_rejection(old_body, n, op["content"])
     if rejection is None:
         return op, []
-    if limits.emergency(n, t):
-        return dict(KEEP), [note(name, "key_facts", "rejected",
-                                 f"UPDATE rejected ({rejection}); emergency size, nothing salvaged")]
     salvaged = _new_items(old_body, bullet_items(op["content"]))
+    if limits.emergency(n, t):
+        # Nothing is salvaged into a section at emergency size (KEEP); its new items go to the archive.
+        return {**KEEP, TO_ARCHIVE: salvaged} if salvaged else dict(KEEP), [note(
+            name, "key_facts", "rejected",
+            f"UPDATE rejected ({rejection}); emergency size: {len(salvaged)} new item(s) moved to the archive")]
     if not salvaged:
         return dict(KEEP), [note(name, "key_facts", "rejected", f"UPDATE rejected ({rejection}); nothing new")]
-    return _append_or_keep(salvaged), [note(name, "key_facts", "salvaged",
-                                            f"UPDATE rejected ({rejection}); {len(salvaged)} new item(s) appended")]
+    return {"op": "APPEND", "items": salvaged, SALVAGE: True}, [note(
+        name, "key_facts", "salvaged", f"UPDATE rejected ({rejection}); {len(salvaged)} new item(s) appended")]
 
 
 def _key_facts_update_rejection(old_body: str, n: int, content: str) -> str | None:
@@ -255,7 +262,8 @@ def _dedupe(name: str, old_body: str, op: Op) -> Decision:
     dropped = len(op["items"]) - len(kept)
     if not dropped:
         return op, []
-    return _append_or_keep(kept), [note(name, "dedupe", "deduped", f"{dropped} item(s) already present")]
+    return {**op, "items": kept} if kept else dict(KEEP), [note(name, "dedupe", "deduped",
+                                                                 f"{dropped} item(s) already present")]
 
 
 def _decide(name: str, old_body: str, op: Op, limits: Budgets) -> Decision:

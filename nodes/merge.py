@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from workmem.nodes.guards import guard_ops
-from workmem.nodes.spill import apply_budgets
+from workmem.nodes.guards import SALVAGE, TO_ARCHIVE, guard_ops
+from workmem.nodes.spill import KEY_FACTS, apply_budgets
 from workmem.state.commit_state import CommitState, GuardNote, memory_budget_of
 from workmem.state.memory import (
     FULL_BUDGETS,
@@ -25,6 +25,7 @@ from workmem.state.memory import (
     parse_sections,
     render_sections,
     split_pointer,
+    valid_memory_budget,
     with_pointer,
 )
 from workmem.state.ops import canonical_op
@@ -63,7 +64,10 @@ def merge_decided(old_markdown: object, decided: Mapping[str, Any], *, key_facts
     """Apply decided ops and the budgets to a document: (new document, spilled items, budget notes)."""
     old, counts = bodies_without_pointers(old_markdown)
     ops = {name: canonical_op(decided.get(name))[0] for name in SECTIONS}
-    budgeted = apply_budgets(old, apply_ops(old, ops), ops, counts, key_facts_may_spill=key_facts_may_spill,
+    facts = decided.get(KEY_FACTS)
+    marked = {**ops, KEY_FACTS: {**ops[KEY_FACTS], **{k: facts[k] for k in (SALVAGE, TO_ARCHIVE) if k in facts}}
+              } if isinstance(facts, Mapping) else ops
+    budgeted = apply_budgets(old, apply_ops(old, ops), marked, counts, key_facts_may_spill=key_facts_may_spill,
                              limits=limits)
     spilled_per_section = {name: 0 for name in SECTIONS}
     for item in budgeted.spilled:
@@ -78,7 +82,7 @@ def merge_with_spill(old_markdown: str, ops: dict | None, *, key_facts_may_spill
     """Guard, merge and budget ops into a WM document → (document, spilled items); never raises.
 
     `memory_budget`: the WM's total token budget (`state.memory.budgets`); None → §5's table."""
-    limits = budgets(memory_budget if isinstance(memory_budget, int) and memory_budget > 0 else None)
+    limits = budgets(valid_memory_budget(memory_budget))
     old, _ = bodies_without_pointers(old_markdown)
     decided, _ = guard_ops(old, ops, limits)
     markdown, spilled, _ = merge_decided(old_markdown, decided, key_facts_may_spill=key_facts_may_spill,

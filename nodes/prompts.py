@@ -13,12 +13,13 @@ from workmem.nodes.formatting import PROMPT_TAGS
 from workmem.state.memory import FULL_BUDGETS, Budgets
 from workmem.state.ops import CREATE_TOOL_NAME, UPDATE_TOOL_NAME
 
+MAX_STATE_WORDS = 150
 TAG_LINES = frozenset({f"<{t}>" for t in PROMPT_TAGS} | {f"</{t}>" for t in PROMPT_TAGS})
 
 _SECTION_RULES = {
     "Session Title": "short, stable; change it only when the subject changes.",
-    "Current State": "2-5 sentences, max 150 words: the work, last result, next step, what is pending; rewrite "
-                     "it each time.",
+    "Current State": "2-5 sentences, max {words} words: the work, last result, next step, what is pending; "
+                     "rewrite it each time.",
     "Task & Goals": "the user's open goals and when each is done.",
     "Key Facts & Decisions": "names, dates, numbers, exact values, decisions and why; UPDATE only to consolidate or "
                              "to correct a fact the messages contradict.",
@@ -32,8 +33,11 @@ SECTIONS_HEADING = "Sections (body token budget):"
 
 
 def _sections_text(limits: Budgets) -> str:
+    # Current State's word limit: 150 words, or what its budget holds (about 3 words per 4 tokens).
+    words = min(MAX_STATE_WORDS, limits.sections["Current State"] * 3 // 4)
     return SECTIONS_HEADING + "\n" + "\n".join(
-        f"{i}. {name} ({limits.sections[name]}): {rule}" for i, (name, rule) in enumerate(_SECTION_RULES.items(), 1))
+        f"{i}. {name} ({limits.sections[name]}): {rule.format(words=words)}"
+        for i, (name, rule) in enumerate(_SECTION_RULES.items(), 1))
 
 
 _RULES_TEXT = """\

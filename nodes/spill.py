@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from workmem.nodes.guards import RESOLVED_TAG, note
+from workmem.nodes.guards import RESOLVED_TAG, SALVAGE, TO_ARCHIVE, note
 from workmem.state.commit_state import GuardNote
 from workmem.state.memory import (
     CONSOLIDATION_SENTINEL,
@@ -37,6 +37,7 @@ SPILL_OLDEST_FIRST = ("Task & Goals", "Files & Context", "Errors & Corrections",
 KEY_FACTS = "Key Facts & Decisions"
 POINTER_TOKENS = count_tokens("- " + POINTER_ITEM.format(n=10**9)) + 1  # the pointer line and its newline
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_WORD = re.compile(r"\S+")
 
 
 @dataclass
@@ -123,26 +124,23 @@ def _cut_at_sentence(text: str, budget: int) -> tuple[str, str]:
         if count_tokens(" ".join([*kept, sentence])) > budget:
             break
         kept.append(sentence)
-    if not kept:  # one sentence longer than the budget: cut at the last word that fits
-        words = text.split()
-        while words and count_tokens(" ".join(words)) > budget:
-            words.pop()
-        return " ".join(words), text[len(" ".join(words)):].strip()
+    if not kept:  # one sentence longer than the budget: cut after the last word that fits
+        text = text.strip()
+        ends = [word.end() for word in _WORD.finditer(text)]
+        while ends and count_tokens(text[:ends[-1]]) > budget:
+            ends.pop()
+        cut = ends[-1] if ends else 0
+        return text[:cut], text[cut:].strip()
     head = " ".join(kept)
     return head, " ".join(sentences[len(kept):])
-
-
-def _appends_facts(op: Any) -> bool:
-    """An APPEND of facts (a salvage): the consolidation sentinel alone is the emergency rule's, and stays."""
-    return isinstance(op, Mapping) and op.get("op") == "APPEND" and op.get("items") != [CONSOLIDATION_SENTINEL]
 
 
 def apply_budgets(old: Mapping[str, str], new: Mapping[str, str], ops: Mapping[str, Any],
                   pointer_counts: Mapping[str, int], *, key_facts_may_spill: bool = False,
                   limits: Budgets = FULL_BUDGETS) -> Budgeted:
     """Enforce the section budgets on `new` (the merged bodies, pointers taken out), given the `old`
-    bodies, the applied `ops` and each section's pointer count so far; `limits` are the commit's
-    memory budget's (default §5's table)."""
+    bodies, the decided `ops` (the Key Facts op with the guard's marks) and each section's pointer count
+    so far; `limits` are the commit's memory budget's (default §5's table)."""
     out = Budgeted(dict(new))
     budget_of = limits.sections
     for name in SPILL_OLDEST_FIRST:
@@ -154,9 +152,13 @@ def apply_budgets(old: Mapping[str, str], new: Mapping[str, str], ops: Mapping[s
     if key_facts_may_spill and CONSOLIDATION_SENTINEL in facts:
         out.bodies[KEY_FACTS], items = _consolidate_key_facts(facts, limits.oversized_tokens)
         out.spill(KEY_FACTS, items, "moved to the archive: the consolidation sentinel stood through two commits")
-    elif _appends_facts(ops.get(KEY_FACTS)) and body_tokens(facts) > budget_of[KEY_FACTS]:
+    elif (ops.get(KEY_FACTS) or {}).get(SALVAGE) and body_tokens(facts) > budget_of[KEY_FACTS]:
         out.bodies[KEY_FACTS], items = _overflow_of_append(old[KEY_FACTS], facts, budget_of[KEY_FACTS])
-        out.spill(KEY_FACTS, items, "appended past the budget moved to the archive at once")
+        out.spill(KEY_FACTS, items, "salvaged past the budget moved to the archive at once")
+    rejected = (ops.get(KEY_FACTS) or {}).get(TO_ARCHIVE)
+    if isinstance(rejected, list) and rejected:
+        out.spill(KEY_FACTS, [str(item) for item in rejected], "of an UPDATE rejected at emergency size moved to "
+                                                               "the archive")
     title = new["Session Title"]
     if body_tokens(title) > budget_of["Session Title"]:
         kept = old["Session Title"] or _cut_at_sentence(title, budget_of["Session Title"])[0]

@@ -13,6 +13,8 @@ from typing import Annotated, Any, Literal, Required
 from pydantic import Field
 from typing_extensions import TypedDict
 
+from workmem.state.memory import valid_memory_budget
+
 CommitStatus = Literal["running", "skipped", "completed", "busy", "failed"]
 Verdict = Literal["valid", "malformed", "no_call", "model_error", "unrecovered"]
 PromptKind = Literal["update", "create"]
@@ -48,8 +50,7 @@ def fresh_run() -> dict[str, Any]:
 
 def memory_budget_of(state: Any) -> int | None:
     """The memory budget a commit run uses (tokens), or None for §5's full table (also for older checkpoints)."""
-    value = state.get("memory_budget")
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+    return valid_memory_budget(state.get("memory_budget"))
 
 
 def keep_of(state: Any) -> tuple[str, int]:

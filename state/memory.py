@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
+from types import MappingProxyType
 
 from workmem.state.retention import DEFAULT_TRIGGER, trigger_tokens
 from workmem.state.tokens import DEFAULT_CONTEXT_WINDOW, count_tokens
@@ -230,8 +231,7 @@ MIN_SECTION_BUDGET = 60
 class Budgets:
     """The size rules of one memory budget: each section's body budget and the Key Facts limits."""
 
-    total: int
-    sections: Mapping[str, int] = field(compare=False)  # derived from `total`, which alone is hashed
+    table: tuple[tuple[str, int], ...]  # (section, body budget) in document order
     oversized_tokens: int = MAX_TOKENS
     emergency_tokens: int = EMERGENCY_TOKENS
 
@@ -239,7 +239,17 @@ class Budgets:
     def of_sections(cls, sections: Mapping[str, int]) -> Budgets:
         """The size rules of these section budgets: Key Facts oversized past half its budget, emergency past all."""
         facts = sections["Key Facts & Decisions"]
-        return cls(sum(sections.values()), dict(sections), facts * MAX_TOKENS // EMERGENCY_TOKENS, facts)
+        return cls(tuple((name, sections[name]) for name in SECTIONS), facts * MAX_TOKENS // EMERGENCY_TOKENS, facts)
+
+    @property
+    def sections(self) -> Mapping[str, int]:
+        """Each section's body budget, read-only."""
+        return MappingProxyType(dict(self.table))
+
+    @property
+    def total(self) -> int:
+        """The sum of the section budgets."""
+        return sum(budget for _, budget in self.table)
 
     def oversized(self, n: int, t: int) -> bool:
         """`is_oversized` under this budget."""
@@ -248,6 +258,11 @@ class Budgets:
     def emergency(self, n: int, t: int) -> bool:
         """`is_emergency` under this budget."""
         return is_emergency(n, t, self.emergency_tokens)
+
+
+def valid_memory_budget(value: object) -> int | None:
+    """A memory budget as the pure functions take it: a positive int, anything else (None, bools, text) None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def memory_budget_for(trigger_tokens: int) -> int:
@@ -260,7 +275,7 @@ def memory_budget_for(trigger_tokens: int) -> int:
 def budgets(memory_budget: int | None = None) -> Budgets:
     """The size rules for a memory of `memory_budget` tokens; None (or the table's total or more) → §5's table."""
     if memory_budget is None or memory_budget >= TABLE_TOTAL:
-        return Budgets(TABLE_TOTAL, dict(SECTION_BUDGETS), MAX_TOKENS, EMERGENCY_TOKENS)
+        return Budgets.of_sections(SECTION_BUDGETS)
     scale = max(memory_budget, 1) / TABLE_TOTAL
     return Budgets.of_sections({name: max(MIN_SECTION_BUDGET, int(budget * scale))
                                 for name, budget in SECTION_BUDGETS.items()})

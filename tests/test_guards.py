@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from oracles import guard_section
 
-from workmem.nodes.guards import guard_ops, lexical_anchors, meaningful_words, path_tokens
+from workmem.nodes.guards import SALVAGE, TO_ARCHIVE, guard_ops, lexical_anchors, meaningful_words, path_tokens
 from workmem.state.memory import CONSOLIDATION_SENTINEL, SECTIONS, bullet_count
 from workmem.state.tokens import count_tokens
 
@@ -33,6 +33,11 @@ def update(content: str) -> dict:
 
 def append(*items: str) -> dict:
     return {"op": "APPEND", "items": list(items)}
+
+
+def salvage(*items: str) -> dict:
+    """The APPEND of a rejected Key Facts UPDATE's new items, marked so the budgets may spill it at once."""
+    return {**append(*items), SALVAGE: True}
 
 
 NEW7 = tuple(f"new idea {word}" for word in "alpha bravo charlie delta echo foxtrot golf".split())
@@ -80,34 +85,40 @@ KEY_FACTS_CASES = [
         "update_ratio_just_under_0_15_salvaged",
         facts(27),
         update(facts(4, start=100)),
-        append(*(f"fact number {i} about tea" for i in range(100, 104))),
+        salvage(*(f"fact number {i} about tea" for i in range(100, 104))),
     ),
     (
         "update_ratio_rejected_salvages_every_new_item_when_oversized",
         facts(45),
         update(facts(5, start=100) + "\n" + facts(1, start=200)),
-        append(*(f"fact number {i} about tea" for i in [100, 101, 102, 103, 104, 200])),
+        salvage(*(f"fact number {i} about tea" for i in [100, 101, 102, 103, 104, 200])),
     ),
     (
         "update_rejected_at_50_bullets_salvages_all_seven",
         facts(50),
         update("\n".join(f"- {item}" for item in NEW7)),
-        append(*NEW7),
+        salvage(*NEW7),
     ),
     (
         "update_ratio_rejected_salvage_deduped",
         facts(20),
         update("- fact number 1 about tea\n- brand new"),
-        append("brand new"),
+        salvage("brand new"),
     ),
     ("update_coverage_at_0_70_accepted", ANCHOR_BODY, update(covering(70)), update(covering(70))),
     (
         "update_coverage_just_under_0_70_salvaged",
         ANCHOR_BODY,
         update(covering(69)),
-        append(*(line[2:] for line in covering(69).splitlines())),
+        salvage(*(line[2:] for line in covering(69).splitlines())),
     ),
-    ("emergency_rejected_update_salvages_nothing", facts(51), update(facts(2, start=100)), KEEP),
+    (
+        "emergency_rejected_update_keeps_and_sends_its_new_items_to_the_archive",
+        facts(51),
+        update(facts(2, start=100)),
+        {**KEEP, TO_ARCHIVE: [f"fact number {i} about tea" for i in (100, 101)]},
+    ),
+    ("emergency_rejected_update_with_nothing_new_keeps", facts(51), update(facts(2)), KEEP),
     (
         "emergency_passing_update_replaces",
         facts(51),
