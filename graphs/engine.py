@@ -72,8 +72,8 @@ class WorkingMemoryEngine:
     starts when what the next call carries reaches the trigger and at least `min_commit_tokens`
     (default a quarter of the trigger) lie outside the keep window.
     Memory budget: the whole WM's token budget, `memory_budget` tokens (400 … 10 060), or by default taken
-    from the trigger the commit was started for: 400 up to an 8 000-token trigger, plus a tenth of the
-    trigger beyond (6 000 at the default trigger; the full table from a 104 600-token trigger on).
+    from the trigger the commit was started for: 400 up to an 8 000-token trigger, plus a fifth of the
+    trigger beyond; the full table from a 56 300-token trigger on (so at the default trigger).
     Sections past their share spill their oldest items into the archive (`state.memory.budgets`).
     Storage: files under `root`, or PostgreSQL for many replicas with `database_url=` (in schema
     `database_schema`, default `WORKMEM_DATABASE_SCHEMA` or `workmem`; see `open_storage` for the precedence).

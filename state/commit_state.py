@@ -93,7 +93,7 @@ class StudioInput(TypedDict, total=False):
     keep_recent_count: Annotated[int, Field(
         description="Older form of keep: this many newest messages stay raw. Give keep or this, not both.")]
     memory_budget: Annotated[int, Field(
-        description="Token budget of the whole working memory (400-10060); default 6000, an engine's at its "
+        description="Token budget of the whole working memory (400-10060); default 10060, an engine's at its "
                     "default trigger. Sections past their share spill their oldest items into the archive.")]
     messages: Annotated[list[dict[str, Any]], Field(
         description="Messages to append before committing, e.g. {\"role\": \"user\", \"content\": \"…\"}; also "

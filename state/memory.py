@@ -217,12 +217,12 @@ def is_emergency(n: int, t: int, max_tokens: int = EMERGENCY_TOKENS) -> bool:
 
 # The memory budget follows the commit trigger (issue 17): the working memory rides on every model call,
 # so a small trigger gets a small memory — about what a summariser's summary costs up to an 8 000-token
-# trigger (400 tokens), growing by a tenth of every trigger token beyond, never over the table. Under it
+# trigger (400 tokens), growing by a fifth of every trigger token beyond, never over the table. Under it
 # every section budget shrinks in the table's proportions (none under 60 tokens), and the Key Facts size
 # limits with them (oversized past half its budget, emergency past all of it); the bullet limits stay.
 # What no longer fits is spilled into the archive with its pointer, never dropped.
 TABLE_TOTAL = sum(SECTION_BUDGETS.values())
-SMALL_TRIGGER = 8_000  # up to this trigger the memory gets MIN_MEMORY_BUDGET; a tenth of the rest is added
+SMALL_TRIGGER = 8_000  # up to this trigger the memory gets MIN_MEMORY_BUDGET; a fifth of the rest is added
 MIN_MEMORY_BUDGET = 400
 MIN_SECTION_BUDGET = 60
 
@@ -266,9 +266,9 @@ def valid_memory_budget(value: object) -> int | None:
 
 
 def memory_budget_for(trigger_tokens: int) -> int:
-    """The default memory budget of a commit trigger: 400 tokens up to an 8 000-token trigger, plus a tenth
-    of the trigger beyond; at most the table's 10 060 (reached at a 104 600-token trigger)."""
-    return min(TABLE_TOTAL, MIN_MEMORY_BUDGET + max(0, int(trigger_tokens) - SMALL_TRIGGER) // 10)
+    """The default memory budget of a commit trigger: 400 tokens up to an 8 000-token trigger, plus a fifth
+    of the trigger beyond; at most the table's 10 060 (reached at a 56 300-token trigger)."""
+    return min(TABLE_TOTAL, MIN_MEMORY_BUDGET + max(0, int(trigger_tokens) - SMALL_TRIGGER) // 5)
 
 
 @lru_cache(maxsize=64)
@@ -282,7 +282,7 @@ def budgets(memory_budget: int | None = None) -> Budgets:
 
 
 FULL_BUDGETS = budgets()
-# An engine's default, from the default trigger (half of the default 128 k context window): 6 000.
+# An engine's default, from the default trigger (half of the default 128 k context window): the full table.
 DEFAULT_MEMORY_BUDGET = memory_budget_for(trigger_tokens(DEFAULT_TRIGGER, DEFAULT_CONTEXT_WINDOW))
 
 

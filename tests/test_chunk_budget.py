@@ -72,7 +72,6 @@ def test_every_prompt_fits_the_chunk_budget_over_a_large_working_memory(make_eng
         model = scripted(create_call(big_memory()), *[valid_update_call({})] * 40)
     else:  # the extractive model also grows the WM from chunk to chunk
         model = PromptRecorder(first=create_call(big_memory()), prompts=[])
-    # The full table: the premise is a WM near its ~10 k budget (an engine's default would spill past 6 000).
     engine = make_engine(model, chunk_tokens=CHUNK_TOKENS, clip_tokens=8_000, memory_budget=TABLE_TOTAL)
     engine.add_messages("s", FIRST_TURNS)
     assert engine.commit("s")["status"] == "completed"
