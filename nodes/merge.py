@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from workmem.nodes.guards import SALVAGE, TO_ARCHIVE, guard_ops
+from workmem.nodes.guards import guard_ops
 from workmem.nodes.spill import KEY_FACTS, apply_budgets
 from workmem.state.commit_state import CommitState, GuardNote, memory_budget_of
 from workmem.state.memory import (
@@ -64,11 +64,9 @@ def merge_decided(old_markdown: object, decided: Mapping[str, Any], *, key_facts
     """Apply decided ops and the budgets to a document: (new document, spilled items, budget notes)."""
     old, counts = bodies_without_pointers(old_markdown)
     ops = {name: canonical_op(decided.get(name))[0] for name in SECTIONS}
-    facts = decided.get(KEY_FACTS)
-    marked = {**ops, KEY_FACTS: {**ops[KEY_FACTS], **{k: facts[k] for k in (SALVAGE, TO_ARCHIVE) if k in facts}}
-              } if isinstance(facts, Mapping) else ops
-    budgeted = apply_budgets(old, apply_ops(old, ops), marked, counts, key_facts_may_spill=key_facts_may_spill,
-                             limits=limits)
+    facts_op = decided.get(KEY_FACTS)  # with the guard's marks (salvage, to archive), which canonical_op drops
+    budgeted = apply_budgets(old, apply_ops(old, ops), facts_op if isinstance(facts_op, Mapping) else {}, counts,
+                             key_facts_may_spill=key_facts_may_spill, limits=limits)
     spilled_per_section = {name: 0 for name in SECTIONS}
     for item in budgeted.spilled:
         spilled_per_section[item["section"]] += 1

@@ -135,12 +135,12 @@ def _cut_at_sentence(text: str, budget: int) -> tuple[str, str]:
     return head, " ".join(sentences[len(kept):])
 
 
-def apply_budgets(old: Mapping[str, str], new: Mapping[str, str], ops: Mapping[str, Any],
+def apply_budgets(old: Mapping[str, str], new: Mapping[str, str], facts_op: Mapping[str, Any],
                   pointer_counts: Mapping[str, int], *, key_facts_may_spill: bool = False,
                   limits: Budgets = FULL_BUDGETS) -> Budgeted:
     """Enforce the section budgets on `new` (the merged bodies, pointers taken out), given the `old`
-    bodies, the decided `ops` (the Key Facts op with the guard's marks) and each section's pointer count
-    so far; `limits` are the commit's memory budget's (default §5's table)."""
+    bodies, the decided Key Facts op (with the guard's marks) and each section's pointer count so far;
+    `limits` are the commit's memory budget's (default §5's table)."""
     out = Budgeted(dict(new))
     budget_of = limits.sections
     for name in SPILL_OLDEST_FIRST:
@@ -152,10 +152,10 @@ def apply_budgets(old: Mapping[str, str], new: Mapping[str, str], ops: Mapping[s
     if key_facts_may_spill and CONSOLIDATION_SENTINEL in facts:
         out.bodies[KEY_FACTS], items = _consolidate_key_facts(facts, limits.oversized_tokens)
         out.spill(KEY_FACTS, items, "moved to the archive: the consolidation sentinel stood through two commits")
-    elif (ops.get(KEY_FACTS) or {}).get(SALVAGE) and body_tokens(facts) > budget_of[KEY_FACTS]:
+    elif facts_op.get(SALVAGE) and body_tokens(facts) > budget_of[KEY_FACTS]:
         out.bodies[KEY_FACTS], items = _overflow_of_append(old[KEY_FACTS], facts, budget_of[KEY_FACTS])
         out.spill(KEY_FACTS, items, "salvaged past the budget moved to the archive at once")
-    rejected = (ops.get(KEY_FACTS) or {}).get(TO_ARCHIVE)
+    rejected = facts_op.get(TO_ARCHIVE)
     if isinstance(rejected, list) and rejected:
         out.spill(KEY_FACTS, [str(item) for item in rejected], "of an UPDATE rejected at emergency size moved to "
                                                                "the archive")
