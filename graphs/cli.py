@@ -46,7 +46,7 @@ def _emit(args: argparse.Namespace, data: Any, render) -> None:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """Run the bundled sample session through several commits offline and show the result."""
-    from workmem.graphs.demo import run_demo
+    from workmem.graphs.demo.run import run_demo
 
     summary = run_demo(root=args.root, threshold=args.threshold, keep=args.keep, console=console,
                        quiet=args.json)

@@ -1,47 +1,13 @@
-"""The offline demo agent served to Studio (`studio.json` → `agent`): `DemoAgentModel` + the middleware.
-
-Its engine is built on first use (data root: `WORKMEM_HOME` or `./.workmem`), so importing this
-module writes nothing; importing the middleware never builds it.
-"""
+"""Deprecated alias of `workmem.graphs.demo.agent` (the demo agent moved there); kept for one release so existing
+`langgraph.json` files that name `workmem.graphs.demo_agent:agent` still load."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from functools import lru_cache
+import warnings
 
-from langchain.agents import create_agent
-from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import Checkpointer
+from workmem.graphs.demo.agent import DEMO_SESSION, agent, build_demo_agent, demo_engine
 
-from workmem.graphs.demo_model import DemoAgentModel
-from workmem.graphs.engine import WorkingMemoryEngine
-from workmem.graphs.middleware import WorkingMemoryMiddleware
+warnings.warn("workmem.graphs.demo_agent moved to workmem.graphs.demo.agent; the old path goes in the next release",
+              DeprecationWarning, stacklevel=2)
 
-DEMO_COMMIT_THRESHOLD = 2_000
-DEMO_SESSION = "demo-agent"
-DEMO_SYSTEM_PROMPT = (
-    "You are the workmem demo agent, an offline stand-in for a real model: you answer only from the "
-    "conversation and the archive, and say so when you do not know."
-)
-
-
-@lru_cache(maxsize=1)
-def demo_engine() -> WorkingMemoryEngine:
-    """The demo agent's engine (built once, on first use), committing past 2 000 pending tokens."""
-    return WorkingMemoryEngine(commit_token_threshold=DEMO_COMMIT_THRESHOLD)
-
-
-def build_demo_agent(
-    engine: WorkingMemoryEngine | Callable[[], WorkingMemoryEngine] = demo_engine,
-    *,
-    session_id: str | None = None,
-    checkpointer: Checkpointer = None,
-) -> CompiledStateGraph:
-    """The demo agent: `DemoAgentModel` + the middleware, which brings the archive tools (session: bound, the
-    run's thread, or 'demo-agent')."""
-    middleware = WorkingMemoryMiddleware(engine, session_id=session_id, default_session_id=DEMO_SESSION)
-    return create_agent(DemoAgentModel(), middleware=[middleware], system_prompt=DEMO_SYSTEM_PROMPT,
-                        checkpointer=checkpointer, name="workmem_demo_agent")
-
-
-agent = build_demo_agent()
+__all__ = ["DEMO_SESSION", "agent", "build_demo_agent", "demo_engine"]

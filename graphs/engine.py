@@ -12,17 +12,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from workmem.graphs.assemble import (
+from workmem.graphs.context.assemble import (
     SUMMARY_PREFIX,
     SYSTEM_ADDITION,
     assemble_context,
     pending_entries,
     validate_budget,
 )
-from workmem.graphs.injected import strip_injected
+from workmem.graphs.context.injected import strip_injected
+from workmem.graphs.context.search_results import MAX_CONTEXT, with_context
 from workmem.graphs.lease import acquire
 from workmem.graphs.runner import DEFAULT_KEEP_CHECKPOINTS, CommitRunner
-from workmem.graphs.search_results import MAX_CONTEXT, with_context
 from workmem.nodes.context import DEFAULT_CHUNK_TOKENS, DEFAULT_CLIP_TOKENS, CommitContext
 from workmem.nodes.formatting import format_messages
 from workmem.nodes.models import LazyModel, model_spec

@@ -7,7 +7,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from workmem.nodes.context import CommitContext, services
-from workmem.nodes.extractive import ExtractiveChatModel
+from workmem.nodes.extractive.model import ExtractiveChatModel
 from workmem.nodes.generate import answer_of, build_prompt
 from workmem.nodes.models import bind_commit_tool
 from workmem.nodes.validate import classify_answer

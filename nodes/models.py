@@ -11,7 +11,7 @@ from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import AIMessage
 from langchain_core.runnables import Runnable
 
-from workmem.nodes.extractive import EXTRACTIVE_MODEL_NAME, ExtractiveChatModel
+from workmem.nodes.extractive.model import EXTRACTIVE_MODEL_NAME, ExtractiveChatModel
 from workmem.state.errors import InvalidInput, ModelUnavailable
 from workmem.state.redact import describe_error
 

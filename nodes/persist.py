@@ -14,7 +14,7 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from workmem.nodes.context import CommitContext, services
-from workmem.nodes.extractive import EXTRACTIVE_MODEL_NAME
+from workmem.nodes.extractive.model import EXTRACTIVE_MODEL_NAME
 from workmem.state.archive_object import ABSTRACT_CHARS, ARCHIVE_FORMAT, EXPAND_TOOL_NAME, OVERVIEW, SEARCH_TOOL_NAME
 from workmem.state.commit_state import CommitState, add_usage, keep_of
 from workmem.state.errors import ArchiveConflict

@@ -190,7 +190,7 @@ class Storage(Protocol):
 @asynccontextmanager
 async def studio_checkpointer() -> AsyncIterator[Any]:
     """The checkpointer `langgraph dev` keeps Studio runs in: `<root>/studio.sqlite` (WAL, 30 s timeout)."""
-    from workmem.state.file_storage import open_studio_saver
+    from workmem.state.files.storage import open_studio_saver
 
     async with open_studio_saver(default_root()) as saver:
         yield saver
@@ -219,10 +219,10 @@ def open_storage(root: str | os.PathLike[str] | None = None, *, database_url: st
     `database_schema` names the schema on Postgres (default `WORKMEM_DATABASE_SCHEMA`, else `workmem`)."""
     url = database_url_for(root, database_url)
     if url is not None:
-        from workmem.state.pg_storage import PostgresStorage
+        from workmem.state.postgres.storage import PostgresStorage
 
         return PostgresStorage(url, schema=database_schema, durable=durable, max_message_bytes=max_message_bytes)
-    from workmem.state.file_storage import FileStorage
+    from workmem.state.files.storage import FileStorage
 
     if root is not None and (not isinstance(root, (str, os.PathLike)) or not str(root)):
         raise InvalidInput("root", root, "must be a non-empty path")
@@ -235,6 +235,6 @@ def open_storage(root: str | os.PathLike[str] | None = None, *, database_url: st
 def drop_database_schema(database_url: str, schema: str) -> None:
     """Drop a workmem schema and everything in it (a scratch schema, e.g. an evaluation's); refused for the
     schema that holds `pg_trgm`, which other workmem schemas of the database may use."""
-    from workmem.state.pg_storage import drop_schema
+    from workmem.state.postgres.storage import drop_schema
 
     drop_schema(database_url, schema)

@@ -8,7 +8,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool as lc_tool
 
-from workmem.nodes.extractive import ExtractiveChatModel
+from workmem.nodes.extractive.model import ExtractiveChatModel
 
 GATE_TIMEOUT_S = 20.0
 

@@ -196,15 +196,16 @@ class Backend:
     def patch_task_clock(self, monkeypatch: Any, clock: Callable[[], float]) -> None:
         """Make every task store this backend opens from now on read `clock` instead of the real time."""
         if self.url is None:
-            import workmem.state.file_storage
-            from workmem.state.tasks import TaskStore
+            import workmem.state.files.storage
+            from workmem.state.files.tasks import TaskStore
 
-            monkeypatch.setattr(workmem.state.file_storage, "TaskStore", functools.partial(TaskStore, clock=clock))
+            monkeypatch.setattr(workmem.state.files.storage, "TaskStore", functools.partial(TaskStore, clock=clock))
         else:
-            import workmem.state.pg_storage
-            from workmem.state.pg_tasks import PgTaskStore
+            import workmem.state.postgres.storage
+            from workmem.state.postgres.tasks import PgTaskStore
 
-            monkeypatch.setattr(workmem.state.pg_storage, "PgTaskStore", functools.partial(PgTaskStore, clock=clock))
+            monkeypatch.setattr(workmem.state.postgres.storage, "PgTaskStore",
+                                functools.partial(PgTaskStore, clock=clock))
 
 
 def open_target(target: str, **kwargs: Any) -> Any:

@@ -17,12 +17,12 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, MessagesState, StateGraph
 from oracles import validate_message
 
-from workmem.graphs.agent import commit_node
-from workmem.graphs.agent_tools import make_archive_tools
-from workmem.graphs.assemble import SYSTEM_ADDITION, reserve_for_reply
-from workmem.graphs.demo_agent import build_demo_agent, demo_engine
+from workmem.graphs.agent.commit_node import commit_node
+from workmem.graphs.agent.middleware import WorkingMemoryMiddleware
+from workmem.graphs.agent.tools import make_archive_tools
+from workmem.graphs.context.assemble import SYSTEM_ADDITION, reserve_for_reply
+from workmem.graphs.demo.agent import build_demo_agent, demo_engine
 from workmem.graphs.engine import WorkingMemoryEngine
-from workmem.graphs.middleware import WorkingMemoryMiddleware
 from workmem.state.errors import InvalidInput
 from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES
 from workmem.state.tokens import count_tokens
@@ -368,7 +368,7 @@ def test_the_async_path_stores_and_searches_too(root):
 
 
 def test_module_level_demo_agent_is_importable_without_side_effects():
-    from workmem.graphs import demo_agent as module
+    from workmem.graphs.demo import agent as module
 
     assert module.agent.checkpointer is None, "langgraph dev refuses graphs that bring a checkpointer"
     nodes = set(module.agent.get_graph().nodes)
@@ -383,3 +383,15 @@ def test_engine_may_be_given_lazily(root, factory: Callable[[Any], Any]):
         agent = create_agent(model, tools=[], middleware=[WorkingMemoryMiddleware(factory(engine), session_id="l")])
         agent.invoke({"messages": [HumanMessage(content="hello")]})
         assert engine.session_info("l")["total_message_count"] == 2
+
+
+def test_the_old_demo_agent_path_still_loads_with_a_deprecation_warning():
+    import importlib
+    import sys
+
+    sys.modules.pop("workmem.graphs.demo_agent", None)
+    with pytest.warns(DeprecationWarning, match="workmem.graphs.demo.agent"):
+        old = importlib.import_module("workmem.graphs.demo_agent")
+    from workmem.graphs.demo import agent as new
+
+    assert old.agent is new.agent

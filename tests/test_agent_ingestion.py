@@ -15,11 +15,11 @@ from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, ToolMessage, messages_to_dict
 from langgraph.checkpoint.memory import InMemorySaver
 
-from workmem.graphs.agent_tools import make_archive_tools
+from workmem.graphs.agent.middleware import WorkingMemoryMiddleware
+from workmem.graphs.agent.tools import make_archive_tools
 from workmem.graphs.cli import main
 from workmem.graphs.commit import build_commit_graph
 from workmem.graphs.engine import WorkingMemoryEngine
-from workmem.graphs.middleware import WorkingMemoryMiddleware
 from workmem.nodes.context import CommitContext
 from workmem.state.errors import InvalidInput
 from workmem.state.tokens import count_tokens
@@ -356,7 +356,7 @@ def test_sync_commit_mode_commits_before_the_run_returns(root, caplog):
 
 
 def test_a_long_threads_history_is_normalised_once_not_on_every_model_call(root, monkeypatch):
-    import workmem.graphs.middleware as middleware_module
+    import workmem.graphs.agent.middleware as middleware_module
 
     real, calls = middleware_module.normalize_message, []
 

@@ -9,7 +9,7 @@ import json
 import pytest
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from workmem.graphs.agent_tools import EXPAND_ARGS, SEARCH_ARGS, make_archive_tools
+from workmem.graphs.agent.tools import EXPAND_ARGS, SEARCH_ARGS, make_archive_tools
 from workmem.graphs.engine import WorkingMemoryEngine
 from workmem.state.tokens import count_tokens
 

@@ -7,7 +7,13 @@ from engine_helpers import GatedModel, assistant, pairing_problems, shape, tool,
 from fakes import create_call, scripted, valid_update_call
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
-from workmem.graphs.assemble import SUMMARY_PREFIX, SYSTEM_ADDITION, message_units, newest_turn_start, reserve_for_reply
+from workmem.graphs.context.assemble import (
+    SUMMARY_PREFIX,
+    SYSTEM_ADDITION,
+    message_units,
+    newest_turn_start,
+    reserve_for_reply,
+)
 from workmem.graphs.engine import WorkingMemoryEngine
 from workmem.state.errors import InvalidInput
 from workmem.state.tokens import count_tokens

@@ -13,7 +13,7 @@ import pytest
 from fakes import create_call, long_session, scripted, valid_update_call
 from langchain_core.outputs import ChatGeneration, ChatResult
 
-from workmem.nodes.extractive import ExtractiveChatModel
+from workmem.nodes.extractive.model import ExtractiveChatModel
 from workmem.nodes.formatting import HEADER_RE
 from workmem.nodes.prompts import CREATE_SYSTEM_PROMPT, UPDATE_SYSTEM_PROMPT
 from workmem.nodes.slice_turns import MIN_TRANSCRIPT_TOKENS, WM_GROWTH_TOKENS, prompt_overhead, transcript_budget

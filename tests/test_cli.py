@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from workmem.graphs.assemble import SUMMARY_PREFIX, SYSTEM_ADDITION
 from workmem.graphs.cli import main
+from workmem.graphs.context.assemble import SUMMARY_PREFIX, SYSTEM_ADDITION
 
 MESSAGES = [
     {"role": "user", "content": "Please read config/app.toml and tell me the port."},

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from workmem.graphs.demo import demo_conversation
+from workmem.graphs.demo.run import demo_conversation
+from workmem.state.files.store import SessionStore
 from workmem.state.memory import SECTIONS, parse_sections
-from workmem.state.store import SessionStore
 
 # Runs the CLI with every way out to the network closed: a connect attempt fails loudly.
 CHILD = """

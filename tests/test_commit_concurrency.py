@@ -16,7 +16,7 @@ import pytest
 from fakes import scripted
 
 from workmem.graphs.engine import WorkingMemoryEngine
-from workmem.nodes.extractive import ExtractiveChatModel
+from workmem.nodes.extractive.model import ExtractiveChatModel
 
 SAFETY_TIMEOUT = 60  # only so a broken lease cannot hang the suite; never reached when the code works
 

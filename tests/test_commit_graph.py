@@ -28,7 +28,7 @@ from langchain_core.messages import AIMessage
 import workmem.graphs.commit
 import workmem.nodes.generate
 from workmem.graphs.engine import WorkingMemoryEngine
-from workmem.nodes.extractive import ExtractiveChatModel
+from workmem.nodes.extractive.model import ExtractiveChatModel
 from workmem.nodes.formatting import HEADER_RE
 from workmem.state.memory import SECTIONS, parse_sections
 from workmem.state.ops import update_tool

@@ -24,7 +24,7 @@ from pydantic import Field
 import workmem.graphs.commit
 from workmem.graphs.engine import WorkingMemoryEngine
 from workmem.nodes.context import CommitContext
-from workmem.nodes.extractive import ExtractiveChatModel
+from workmem.nodes.extractive.model import ExtractiveChatModel
 from workmem.state.memory import MIN_MEMORY_BUDGET, TABLE_TOTAL, body_tokens, budgets, parse_sections
 from workmem.state.storage import open_storage
 

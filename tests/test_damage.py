@@ -14,9 +14,9 @@ import pytest
 from engine_helpers import assistant, user
 
 from workmem.graphs.engine import WorkingMemoryEngine
-from workmem.state import fsutil
 from workmem.state.errors import DamagedFile, InvalidInput, StorageError, UnsafePath
-from workmem.state.store import SessionStore
+from workmem.state.files import fsutil
+from workmem.state.files.store import SessionStore
 
 
 def turns(start: int, count: int) -> list[dict]:

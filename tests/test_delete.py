@@ -15,7 +15,7 @@ from engine_helpers import GatedModel, assistant, user
 from workmem.graphs.cli import main
 from workmem.graphs.engine import WorkingMemoryEngine
 from workmem.state.errors import CommitInProgress, SessionNotFound
-from workmem.state.file_storage import CHECKPOINTS_FILE
+from workmem.state.files.storage import CHECKPOINTS_FILE
 
 TURNS = [user("The orchid named Zephyrine blooms in May."), assistant("Noted: Zephyrine blooms in May."),
          user("Water it weekly."), assistant("Weekly watering it is.")]
@@ -114,7 +114,7 @@ def test_delete_removes_the_sessions_studio_threads(root):
 
 KILL_MID_DELETE = textwrap.dedent("""
     import os, signal, sys
-    from workmem.state.file_storage import FileStorage
+    from workmem.state.files.storage import FileStorage
     from workmem.graphs.engine import WorkingMemoryEngine
     FileStorage._finish_delete = lambda self, marker, tombstone: os.kill(os.getpid(), signal.SIGKILL)
     engine = WorkingMemoryEngine(sys.argv[1], durable=False)

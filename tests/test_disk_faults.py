@@ -17,8 +17,8 @@ import pytest
 from engine_helpers import assistant, user
 
 from workmem.graphs.engine import WorkingMemoryEngine
-from workmem.state import fsutil
 from workmem.state.errors import StorageError
+from workmem.state.files import fsutil
 
 WRITE_STEPS = ("make_dirs", "write_file", "publish_dir", "atomic_write", "append_bytes")
 

@@ -9,7 +9,7 @@ import pytest
 from engine_helpers import GatedModel, assistant, pairing_problems, tool, user
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
-from workmem.graphs.assemble import SUMMARY_PREFIX
+from workmem.graphs.context.assemble import SUMMARY_PREFIX
 from workmem.graphs.engine import WorkingMemoryEngine
 from workmem.state.errors import ArchiveNotFound, InvalidInput, SessionNotFound
 

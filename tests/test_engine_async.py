@@ -8,7 +8,7 @@ import threading
 import anyio
 import pytest
 
-from workmem.graphs.agent_tools import make_archive_tools
+from workmem.graphs.agent.tools import make_archive_tools
 from workmem.graphs.engine import WorkingMemoryEngine
 
 pytestmark = pytest.mark.anyio

@@ -47,7 +47,7 @@ from workmem.graphs.eval.data import load_samples, parse_evidence
 from workmem.graphs.eval.metrics import SpanIndex, answer_present, normalize_text, padded, question_keywords
 from workmem.graphs.eval.qa import JUDGE_SYSTEM, SUMMARY_SYSTEM, answer_full_context, answer_with_tools, parse_verdict
 from workmem.graphs.eval.run import resolve_models, run_eval
-from workmem.nodes.extractive import ExtractiveChatModel
+from workmem.nodes.extractive.model import ExtractiveChatModel
 from workmem.state.errors import InvalidInput
 
 FIXTURE = Path(__file__).parent / "fixtures" / "locomo_mini.json"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from fakes import stored_messages
 
-from workmem.nodes.extract_artifacts import error_items, files, paths_in, tool_errors
-from workmem.nodes.extract_transcript import Result, parse_transcript
+from workmem.nodes.extractive.artifacts import error_items, files, paths_in, tool_errors
+from workmem.nodes.extractive.transcript import Result, parse_transcript
 from workmem.nodes.formatting import format_messages
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from workmem.nodes.extract_cues import (
+from workmem.nodes.extractive.cues import (
     as_task,
     is_correction,
     is_issue,

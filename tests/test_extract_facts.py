@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from workmem.nodes.extract_facts import (
+from workmem.nodes.extractive.facts import (
     TARGET_TOKENS,
     Fact,
     body_of,

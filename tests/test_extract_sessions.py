@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from fakes import long_session, stored_messages
 
-from workmem.nodes.extract_facts import TARGET_TOKENS
-from workmem.nodes.extract_tracking import GOAL_TOKENS, MAX_GOALS
-from workmem.nodes.extractive import ExtractiveChatModel
+from workmem.nodes.extractive.facts import TARGET_TOKENS
+from workmem.nodes.extractive.model import ExtractiveChatModel
+from workmem.nodes.extractive.tracking import GOAL_TOKENS, MAX_GOALS
 from workmem.nodes.formatting import format_messages
 from workmem.nodes.guards import guard_ops
 from workmem.nodes.merge import merge_working_memory

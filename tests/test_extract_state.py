@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from fakes import stored_messages
 
-from workmem.nodes.extract_state import SESSION_DATE_RE, current_state, title
-from workmem.nodes.extract_transcript import lines_of, parse_transcript
+from workmem.nodes.extractive.current_state import SESSION_DATE_RE, current_state, title
+from workmem.nodes.extractive.transcript import lines_of, parse_transcript
 from workmem.nodes.formatting import format_messages
 
 
@@ -57,7 +57,7 @@ def test_a_dialogue_state_records_the_session_date_for_the_next_commit():
 
 
 def test_known_speakers_are_read_back_from_a_dialogue_state():
-    from workmem.nodes.extract_state import known_speakers
+    from workmem.nodes.extractive.current_state import known_speakers
 
     assert known_speakers("Bram and Ada are talking; the latest session is dated 17 March, 2031.") == ["Bram", "Ada"]
     assert known_speakers("Ann, Bo and Cy are talking.") == ["Ann", "Bo", "Cy"]

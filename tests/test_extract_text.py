@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from workmem.nodes.extract_text import as_sentence, clean, identifiers, is_question, keywords, norm, overlaps, sentences
+from workmem.nodes.extractive.text import (
+    as_sentence,
+    clean,
+    identifiers,
+    is_question,
+    keywords,
+    norm,
+    overlaps,
+    sentences,
+)
 
 
 def test_sentences_skip_code_and_markers():

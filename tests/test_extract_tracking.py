@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fakes import stored_messages
 
-from workmem.nodes.extract_tracking import (
+from workmem.nodes.extractive.tracking import (
     GOAL_TOKENS,
     MAX_GOALS,
     corrections,
@@ -13,7 +13,7 @@ from workmem.nodes.extract_tracking import (
     issue_lines,
     issues_op,
 )
-from workmem.nodes.extract_transcript import lines_of, parse_transcript
+from workmem.nodes.extractive.transcript import lines_of, parse_transcript
 from workmem.nodes.formatting import format_messages
 from workmem.state.memory import bullet_items
 from workmem.state.tokens import count_tokens

@@ -6,7 +6,7 @@ import pytest
 from fakes import stored_messages
 from langchain_core.messages import HumanMessage, SystemMessage
 
-from workmem.nodes.extract_transcript import (
+from workmem.nodes.extractive.transcript import (
     block,
     dialogue_speakers,
     lines_of,

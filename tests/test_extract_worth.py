@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from workmem.nodes.extract_worth import content_words, fact_worth, is_decision, trim_filler
+from workmem.nodes.extractive.worth import content_words, fact_worth, is_decision, trim_filler
 
 
 def test_worth_prefers_names_numbers_dates_and_decisions_over_chatter():

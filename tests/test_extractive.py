@@ -10,7 +10,7 @@ import pytest
 from fakes import stored_messages
 from langchain_core.messages import HumanMessage, SystemMessage
 
-from workmem.nodes.extractive import EXTRACTIVE_MODEL_NAME, ExtractiveChatModel
+from workmem.nodes.extractive.model import EXTRACTIVE_MODEL_NAME, ExtractiveChatModel
 from workmem.nodes.formatting import format_messages
 from workmem.nodes.guards import guard_ops
 from workmem.nodes.merge import merge_working_memory
@@ -26,7 +26,7 @@ SECTION_BUDGETS = {
     "Files & Context": 1500, "Errors & Corrections": 2000, "Open Issues": 1500,
 }
 
-DEMO = Path(__file__).resolve().parent.parent / "graphs" / "data" / "demo_conversation.json"
+DEMO = Path(__file__).resolve().parent.parent / "graphs" / "demo" / "data" / "demo_conversation.json"
 
 SAMPLE = [
     {

@@ -11,7 +11,7 @@ from fakes import stored_messages
 from workmem.nodes.formatting import chunk_messages, clip_text, format_message, format_messages
 from workmem.state.tokens import count_tokens
 
-DEMO = Path(__file__).resolve().parent.parent / "graphs" / "data" / "demo_conversation.json"
+DEMO = Path(__file__).resolve().parent.parent / "graphs" / "demo" / "data" / "demo_conversation.json"
 
 
 def msg(seq: int, role: str, *parts: dict, turn: str = "t1") -> dict:

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from workmem.state.errors import InvalidInput
+from workmem.state.files.store import SessionStore
 from workmem.state.ids import archive_name, archive_number, canonical_archive_id, safe_session_id
-from workmem.state.store import SessionStore
 
 HOSTILE_IDS = ["../x", "a/b", "..", ".", "x" * 300, "a\x00b", "line\nbreak", "Ünïcödé-会话", "ABC", "a\\b",
                "/abs/path", "~home", " spaced ", "-lead", "CON", "a" * 129]

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from workmem.state import jsonl
 from workmem.state.errors import CorruptLine
+from workmem.state.files import jsonl
 
 
 def line(seq: int, text: str = "hi", role: str = "user") -> bytes:

@@ -13,11 +13,11 @@ from fakes import ScriptedToolModel, create_call, scripted, valid_update_call
 from langchain.agents import create_agent
 from langgraph.checkpoint.memory import InMemorySaver
 
-from workmem.graphs.agent_tools import schema_tokens
-from workmem.graphs.assemble import SYSTEM_ADDITION
-from workmem.graphs.middleware import WorkingMemoryMiddleware
-from workmem.nodes.extraction import prompt_budgets
-from workmem.nodes.extractive import ExtractiveChatModel
+from workmem.graphs.agent.middleware import WorkingMemoryMiddleware
+from workmem.graphs.agent.tools import schema_tokens
+from workmem.graphs.context.assemble import SYSTEM_ADDITION
+from workmem.nodes.extractive.answer import prompt_budgets
+from workmem.nodes.extractive.model import ExtractiveChatModel
 from workmem.nodes.merge import merge_with_spill
 from workmem.nodes.prompts import update_prompt, update_system_prompt
 from workmem.state.errors import InvalidInput

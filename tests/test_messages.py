@@ -8,8 +8,9 @@ import pytest
 from langchain_core.messages import AIMessage, ChatMessage, HumanMessage, SystemMessage, ToolMessage
 from oracles import normalize_messages, validate_message
 
-from workmem.graphs.lc_messages import to_langchain_message, to_langchain_messages
+from workmem.graphs.context.lc_messages import to_langchain_message, to_langchain_messages
 from workmem.state.errors import InvalidInput
+from workmem.state.files.store import SessionStore
 from workmem.state.messages import (
     fingerprint,
     indexed_text,
@@ -17,7 +18,6 @@ from workmem.state.messages import (
     normalize_message,
     prepare_messages,
 )
-from workmem.state.store import SessionStore
 
 
 def test_langchain_messages_by_duck_typing():
@@ -202,7 +202,7 @@ def test_round_trip_keeps_additional_kwargs_and_json_args():
 ], ids=["all_plain_fast_path", "mixed"])
 def test_stored_lines_are_the_compact_json_of_the_stored_dicts(batch):
     """Whichever path validated a message (plain fast path or general), its line is the same bytes."""
-    from workmem.state.jsonl import stored_lines
+    from workmem.state.files.jsonl import stored_lines
     from workmem.state.jsonutil import dumps
     from workmem.state.messages import prepare_messages
 

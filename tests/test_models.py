@@ -8,7 +8,7 @@ import pytest
 from fakes import scripted
 
 from workmem.graphs.engine import WorkingMemoryEngine
-from workmem.nodes.extractive import ExtractiveChatModel
+from workmem.nodes.extractive.model import ExtractiveChatModel
 from workmem.nodes.models import LazyModel, check_model, model_spec
 from workmem.state.errors import InvalidInput
 

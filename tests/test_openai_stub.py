@@ -13,7 +13,7 @@ from fakes import scripted, transport_error, valid_update_call
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
 
-from workmem.nodes.extractive import ExtractiveChatModel
+from workmem.nodes.extractive.model import ExtractiveChatModel
 from workmem.nodes.models import bind_commit_tool, is_transport_error, model_name, resolve_model
 from workmem.nodes.prompts import update_prompt
 from workmem.state.errors import InvalidInput, ModelUnavailable

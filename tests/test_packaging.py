@@ -64,7 +64,7 @@ def test_workmem_demo_from_inside_such_a_project(user_project):
 
 
 def test_the_data_layer_loads_no_langchain():
-    code = ("import sys, workmem, workmem.state.memory, workmem.state.store, workmem.state.storage; "
+    code = ("import sys, workmem, workmem.state.memory, workmem.state.files.store, workmem.state.storage; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('langchain_core', 'langchain', 'langgraph')))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
@@ -91,7 +91,7 @@ def test_the_wheel_holds_only_workmem(tmp_path):
     assert {t for t in tops if not t.endswith(".dist-info")} == {"workmem"}
     for expected in ("workmem/__init__.py", "workmem/py.typed", "workmem/state/memory.py", "workmem/nodes/merge.py",
                      "workmem/graphs/commit.py", "workmem/graphs/eval/run.py",
-                     "workmem/graphs/data/demo_conversation.json"):
+                     "workmem/graphs/demo/data/demo_conversation.json"):
         assert expected in names
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     assert "workmem = workmem.graphs.cli:main" in zipfile.ZipFile(wheel).read(entry_points).decode()

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from oracles import compute_pending_tokens
 
-from workmem.state.store import SessionStore
+from workmem.state.files.store import SessionStore
 from workmem.state.turns import choose_covered_range, source_turn_range
 
 SID = "pending"

@@ -56,7 +56,7 @@ def test_a_commit_whose_archive_is_complete_is_finished_not_abandoned(root, monk
     its complete archive once its resumes are used up, so its messages never drop out of search."""
     import sqlite3
 
-    from workmem.state.search_index import SearchIndex
+    from workmem.state.files.search_index import SearchIndex
 
     real = SearchIndex.index_messages
 

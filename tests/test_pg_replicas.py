@@ -23,7 +23,7 @@ COMMIT_EVERY = 50
 REPLICA = """
 import json, os, sys, time
 from workmem.graphs.engine import WorkingMemoryEngine
-from workmem.nodes.extractive import ExtractiveChatModel
+from workmem.nodes.extractive.model import ExtractiveChatModel
 
 url, worker, count, every, go, log_path = sys.argv[1:7]
 sessions = sys.argv[7].split(",")

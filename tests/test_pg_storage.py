@@ -21,7 +21,7 @@ from workmem.state.errors import (
     InvalidInput,
     SessionNotFound,
 )
-from workmem.state.pg_storage import PostgresStorage
+from workmem.state.postgres.storage import PostgresStorage
 from workmem.state.storage import database_url_for, open_storage
 from workmem.state.turns import source_turn_range
 
@@ -412,7 +412,7 @@ def test_langgraphs_own_checkpoint_tables_in_public_are_left_untouched(database_
 def test_replicas_starting_together_set_the_schema_and_checkpointer_up_once(database_url):
     """Six processes open a fresh database at once: none hangs (setup's CREATE INDEX CONCURRENTLY waits for
     open transactions, so no process may wait for the setup lock inside one) and none fails."""
-    code = ("import sys\nfrom workmem.state.pg_storage import PostgresStorage\n"
+    code = ("import sys\nfrom workmem.state.postgres.storage import PostgresStorage\n"
             "storage = PostgresStorage(sys.argv[1])\n"
             "storage.sessions.append('x', [{'role': 'user', 'content': 'hi'}])\n"
             "storage.checkpointer()\nstorage.close()\n")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from snapshot import assert_snapshot
 
-from workmem.graphs.assemble import SYSTEM_ADDITION
+from workmem.graphs.context.assemble import SYSTEM_ADDITION
 from workmem.nodes.formatting import format_messages
 from workmem.nodes.prompts import CREATE_SYSTEM_PROMPT, UPDATE_SYSTEM_PROMPT, create_prompt, update_prompt
 from workmem.state.memory import SECTION_BUDGETS, render_sections, section_reminders

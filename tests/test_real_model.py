@@ -18,7 +18,8 @@ pytestmark = [pytest.mark.real_model, pytest.mark.enable_socket]
 
 
 def test_real_model_commits_the_demo_session_without_falling_back(root):
-    conversation = json.loads(resources.files("workmem.graphs").joinpath("data/demo_conversation.json").read_text())
+    demo = resources.files("workmem.graphs.demo").joinpath("data/demo_conversation.json")
+    conversation = json.loads(demo.read_text())
     with WorkingMemoryEngine(root) as engine:
         engine.add_messages("real", conversation["messages"][:40])
         result = engine.commit("real", keep_recent_count=10)

@@ -11,8 +11,8 @@ from langchain.agents import create_agent
 from langchain_core.messages import HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
+from workmem.graphs.agent.middleware import WorkingMemoryMiddleware
 from workmem.graphs.engine import WorkingMemoryEngine
-from workmem.graphs.middleware import WorkingMemoryMiddleware
 from workmem.state.errors import InvalidInput
 from workmem.state.retention import keep_value, trigger_value
 from workmem.state.turns import choose_covered_range

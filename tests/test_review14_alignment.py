@@ -13,8 +13,8 @@ from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
+from workmem.graphs.agent.middleware import WorkingMemoryMiddleware
 from workmem.graphs.engine import WorkingMemoryEngine
-from workmem.graphs.middleware import WorkingMemoryMiddleware
 
 
 def step_back_to(agent: Any, name: str, texts_at: list[str]) -> dict[str, Any]:

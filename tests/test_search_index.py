@@ -6,8 +6,8 @@ import pytest
 from fakes import stored_text
 
 from workmem.state.errors import InvalidInput
-from workmem.state.search_index import SearchIndex
-from workmem.state.store import SessionStore
+from workmem.state.files.search_index import SearchIndex
+from workmem.state.files.store import SessionStore
 from workmem.state.turns import source_turn_range
 
 
@@ -200,7 +200,7 @@ def test_reindex_rebuilds_from_complete_archives_only(root, index):
 def test_a_word_found_almost_everywhere_takes_its_newest_matches(index, monkeypatch):
     """Past COMMON_TERM_DOCS matches a word only contributes its newest PER_TERM_HITS candidates, so a
     query of common words stays cheap; a rare word next to it still ranks its message first."""
-    import workmem.state.search_terms as terms
+    import workmem.state.search.search_terms as terms
 
     monkeypatch.setattr(terms, "COMMON_TERM_DOCS", 5)
     monkeypatch.setattr(terms, "PER_TERM_HITS", 3)

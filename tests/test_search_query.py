@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from workmem.state import fts_query
+from workmem.state.search import fts_query
 
 
 def words(query):

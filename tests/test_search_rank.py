@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from workmem.state import search_rank as rank
+from workmem.state.search import search_rank as rank
 
 
 def matches(seqs, weight=1.0, spreads=True, asks=(), length=None):

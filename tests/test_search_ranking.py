@@ -8,7 +8,7 @@ import sqlite3
 import pytest
 from fakes import stored_text
 
-from workmem.state.search_index import SearchIndex
+from workmem.state.files.search_index import SearchIndex
 
 
 @pytest.fixture
@@ -165,7 +165,7 @@ def test_an_index_built_before_the_ranking_columns_is_upgraded_in_place(root):
 
 def test_a_read_only_index_of_the_old_shape_still_searches(root, monkeypatch):
     """SPEC §10: a read-only root leaves reads working — the upgrade cannot run, temp stand-ins fill in."""
-    import workmem.state.sqlite as sqlite_module
+    import workmem.state.files.sqlite as sqlite_module
 
     _old_shape_index(root)
     opened = sqlite_module.connect

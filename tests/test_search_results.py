@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 from fakes import create_call, scripted, stored_text
 
-from workmem.graphs.agent_tools import make_archive_tools
+from workmem.graphs.agent.tools import make_archive_tools
+from workmem.graphs.context.search_results import format_hits, with_context
 from workmem.graphs.engine import WorkingMemoryEngine
-from workmem.graphs.search_results import format_hits, with_context
 from workmem.state.errors import InvalidInput
-from workmem.state.search_index import SearchIndex
+from workmem.state.files.search_index import SearchIndex
 from workmem.state.tokens import count_tokens
 
 

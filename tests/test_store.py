@@ -10,10 +10,10 @@ import pytest
 from filelock import FileLock
 from oracles import compute_pending_tokens
 
-from workmem.state import store as store_module
 from workmem.state.errors import ArchiveNotFound, CorruptLine, InvalidInput, SessionNotFound
+from workmem.state.files import store as store_module
+from workmem.state.files.store import SessionStore
 from workmem.state.messages import message_text
-from workmem.state.store import SessionStore
 from workmem.state.tokens import count_tokens
 from workmem.state.turns import choose_covered_range, source_turn_range
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from oracles import compute_pending_tokens
 
-from workmem.state import fsutil
-from workmem.state.store import SessionStore
+from workmem.state.files import fsutil
+from workmem.state.files.store import SessionStore
 from workmem.state.turns import choose_covered_range, source_turn_range
 
 SID = "crashy"
@@ -139,7 +139,7 @@ def test_crash_by_raising_after_each_step(tmp_path, steps, monkeypatch):
 CHILD = """
 import os, sys
 sys.path.insert(0, {tests!r})
-from workmem.state.store import SessionStore
+from workmem.state.files.store import SessionStore
 import test_store_crash as t
 t.crash_after_step(setattr, int(sys.argv[2]), lambda: os._exit(17))
 t.archive_step(SessionStore(sys.argv[1]))
@@ -168,8 +168,8 @@ def test_crash_by_os_exit_after_each_step(tmp_path, steps):
 
 APPEND_CHILD = """
 import os, sys
-from workmem.state import store as store_module
-from workmem.state.store import SessionStore
+from workmem.state.files import store as store_module
+from workmem.state.files.store import SessionStore
 real_write = os.write
 target = os.stat(os.path.join(sys.argv[1], "sessions", "crashy", "messages.jsonl")).st_ino
 def half_write(fd, data):

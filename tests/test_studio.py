@@ -82,7 +82,7 @@ def server(tmp_path):
 
 def test_commit_graph_runs_in_langgraph_dev(server):
     base, root = server
-    conversation = json.loads((REPO / "graphs/data/demo_conversation.json").read_text())["messages"][:40]
+    conversation = json.loads((REPO / "graphs/demo/data/demo_conversation.json").read_text())["messages"][:40]
     assistant = _post(f"{base}/assistants/search", {"graph_id": "commit"})[0]
 
     out = _post(f"{base}/runs/wait", {"assistant_id": assistant["assistant_id"], "input": {

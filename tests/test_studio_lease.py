@@ -10,7 +10,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from workmem.graphs.commit import build_commit_graph
 from workmem.graphs.engine import WorkingMemoryEngine
 from workmem.nodes.context import CommitContext, CommitNodeFailed
-from workmem.state.tasks import TaskStore
+from workmem.state.files.tasks import TaskStore
 
 INPUT = [{"role": "user", "content": "q1 about the parser"}, {"role": "assistant", "content": "a1"},
          {"role": "user", "content": "q2 about the tests"}, {"role": "assistant", "content": "a2"}]

@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from workmem.state.errors import InvalidInput
-from workmem.state.tasks import TaskStore
+from workmem.state.files.tasks import TaskStore
 
 
 class Clock:

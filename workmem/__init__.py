@@ -17,9 +17,9 @@ logging.getLogger("workmem").addHandler(logging.NullHandler())
 
 _EXPORTS: dict[str, str] = {
     "WorkingMemoryEngine": "workmem.graphs.engine",
-    "WorkingMemoryMiddleware": "workmem.graphs.middleware",
-    "make_archive_tools": "workmem.graphs.agent_tools",
-    "commit_node": "workmem.graphs.agent",
+    "WorkingMemoryMiddleware": "workmem.graphs.agent.middleware",
+    "make_archive_tools": "workmem.graphs.agent.tools",
+    "commit_node": "workmem.graphs.agent.commit_node",
     "build_commit_graph": "workmem.graphs.commit",
     "compile_commit_graph": "workmem.graphs.commit",
     "WorkmemError": "workmem.state.errors",
@@ -49,11 +49,11 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from workmem.graphs.agent import commit_node
-    from workmem.graphs.agent_tools import make_archive_tools
+    from workmem.graphs.agent.commit_node import commit_node
+    from workmem.graphs.agent.middleware import WorkingMemoryMiddleware
+    from workmem.graphs.agent.tools import make_archive_tools
     from workmem.graphs.commit import build_commit_graph, compile_commit_graph
     from workmem.graphs.engine import WorkingMemoryEngine
-    from workmem.graphs.middleware import WorkingMemoryMiddleware
     from workmem.state.errors import (
         ArchiveConflict,
         ArchiveNotFound,

@@ -189,8 +189,8 @@ def answer_questions(engine: Any, session_id: str, transcript: str, rows: list[d
 
     Returns the tokens spent outside QA (judge, baseline summaries) and the model errors met.
     """
-    from workmem.graphs.agent_tools import make_archive_tools
-    from workmem.graphs.lc_messages import to_langchain_messages
+    from workmem.graphs.agent.tools import make_archive_tools
+    from workmem.graphs.context.lc_messages import to_langchain_messages
     from workmem.state.messages import message_text
 
     assembled = engine.assemble(session_id, budget)["messages"]

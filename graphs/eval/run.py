@@ -197,7 +197,7 @@ def resolve_models(model: Any, judge: Any, commit_model: Any, *, no_model: bool 
     if commit_model is not None:
         commit = _as_model(commit_model, "commit_model", env)
     else:
-        from workmem.nodes.extractive import ExtractiveChatModel
+        from workmem.nodes.extractive.model import ExtractiveChatModel
 
         commit = answer if answer is not None else ExtractiveChatModel()
     return Models(commit, answer, judge_model)
@@ -231,7 +231,7 @@ def _env_model(env: Mapping[str, str]) -> Any | None:
 
 
 def _is_extractive(model: Any) -> bool:
-    from workmem.nodes.extractive import ExtractiveChatModel
+    from workmem.nodes.extractive.model import ExtractiveChatModel
 
     return isinstance(model, ExtractiveChatModel)
 

@@ -143,7 +143,7 @@ def linear_scan(backend: Backend, storage: Any, query: str) -> int:
             with open(path, "rb") as f:
                 hits += sum(1 for line in f if any(w in line.lower() for w in low_words))
         return hits
-    from workmem.state.pg_search import like_escape
+    from workmem.state.postgres.search import like_escape
 
     with storage.db.pool.connection() as conn, conn.transaction():
         conn.execute("SET LOCAL enable_indexscan = off")

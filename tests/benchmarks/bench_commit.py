@@ -33,10 +33,10 @@ from langgraph.checkpoint.sqlite import SqliteSaver
 from workmem.graphs.commit import compile_commit_graph
 from workmem.graphs.engine import WorkingMemoryEngine
 from workmem.nodes.context import CommitContext
-from workmem.nodes.extractive import ExtractiveChatModel
-from workmem.state.sqlite import connect
+from workmem.nodes.extractive.model import ExtractiveChatModel
+from workmem.state.files.sqlite import connect
+from workmem.state.files.store import SessionStore
 from workmem.state.storage import open_storage
-from workmem.state.store import SessionStore
 
 SESSION = "bench"
 N_MESSAGES = 200

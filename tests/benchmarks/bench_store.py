@@ -23,8 +23,8 @@ except ImportError:  # imported as a module of the tests tree
     from tests.benchmarks.common import BenchRow, print_table, timeit_best
 
 
+from workmem.state.files.store import SessionStore
 from workmem.state.jsonutil import dumps
-from workmem.state.store import SessionStore
 from workmem.state.tokens import count_tokens
 from workmem.state.turns import choose_covered_range, source_turn_range
 

@@ -31,11 +31,11 @@ from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field
 
-from workmem.graphs.agent_tools import schema_tokens
-from workmem.nodes.extract_artifacts import error_items, paths_in
-from workmem.nodes.extract_cues import is_correction, is_issue, is_request
-from workmem.nodes.extract_text import is_question, sentences
-from workmem.nodes.extract_transcript import Result, block, parse_transcript, untag
+from workmem.graphs.agent.tools import schema_tokens
+from workmem.nodes.extractive.artifacts import error_items, paths_in
+from workmem.nodes.extractive.cues import is_correction, is_issue, is_request
+from workmem.nodes.extractive.text import is_question, sentences
+from workmem.nodes.extractive.transcript import Result, block, parse_transcript, untag
 from workmem.state.memory import SECTIONS, bullet_items, parse_sections
 from workmem.state.ops import CREATE_TOOL_NAME
 from workmem.state.tokens import count_tokens

@@ -21,8 +21,8 @@ from langchain_core.messages import SystemMessage
 from langgraph.checkpoint.memory import InMemorySaver
 from token_fakes import CountingModel, agent_model, commit_model, message_tokens, summary_model
 
+from workmem.graphs.agent.middleware import WorkingMemoryMiddleware
 from workmem.graphs.engine import WorkingMemoryEngine
-from workmem.graphs.middleware import WorkingMemoryMiddleware
 
 LAYERS = ("workmem", "summarization", "langmem", "full history", "last-N")
 MAX_SUMMARY_TOKENS = 800

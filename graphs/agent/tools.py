@@ -1,0 +1,117 @@
+"""LangChain tools `archive_search` and `archive_expand`, bound to an engine and a session (SPEC §7)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.tools import BaseTool, StructuredTool, ToolException
+from langchain_core.utils.function_calling import convert_to_openai_tool
+
+from workmem.graphs.agent.binding import resolve_engine, session_from_run
+from workmem.graphs.context.search_results import MAX_CONTEXT, format_hits
+from workmem.state.archive_object import EXPAND_TOOL_NAME, SEARCH_TOOL_NAME
+from workmem.state.errors import WorkmemError
+from workmem.state.tokens import count_tokens
+
+if TYPE_CHECKING:
+    from workmem.graphs.engine import WorkingMemoryEngine
+
+MAX_EXPAND_CHARS = 20_000
+
+# Sent with every agent call, so they are hand-written and short (the pydantic form of the same arguments
+# costs twice the tokens: `anyOf` with null, defaults, bounds); the system note says when to search, and
+# the engine checks every argument (a bad one comes back to the model as the tool's error text).
+SEARCH_DESCRIPTION = "Search archived messages, best 12 first: 2-3 keywords or an exact name or id."
+EXPAND_DESCRIPTION = "Read archived messages verbatim: an archive_id, or start_seq..end_seq."
+SEARCH_ARGS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "query": {"type": "string"},
+        "archive_id": {"type": "string"},
+        "context": {"type": "integer", "description": f"0-{MAX_CONTEXT} messages around each hit"},
+    },
+    "required": ["query"],
+}
+EXPAND_ARGS: dict[str, Any] = {
+    "type": "object",
+    "properties": {"archive_id": {"type": "string"}, "start_seq": {"type": "integer"},
+                   "end_seq": {"type": "integer"}},
+}
+
+
+def schema_tokens(tools: Sequence[Any]) -> int:
+    """Tokens of tool schemas as a provider receives them: `json.dumps` of each tool's OpenAI form."""
+    return sum(count_tokens(json.dumps(t if isinstance(t, dict) else convert_to_openai_tool(t))) for t in tools)
+
+
+def format_expansion(found: dict[str, Any], max_chars: int = MAX_EXPAND_CHARS) -> str:
+    """An expansion as text, cut at `max_chars` with a note on how to read the rest."""
+    if not found["message_count"]:
+        return "No messages in that range."
+    head = f"{found['archive_id']}: {found['abstract']}\n" if found["archive_id"] else ""
+    head += f"messages #{found['start_seq']}-#{found['end_seq']} ({found['message_count']}):\n\n"
+    content = found["content"]
+    if len(content) > max_chars:
+        content = (content[:max_chars] + f"\n\n[cut: {len(content) - max_chars} more characters; call "
+                   "archive_expand with start_seq/end_seq to read a smaller range]")
+    return head + content
+
+
+def _refuse(unknown: dict[str, Any]) -> None:
+    """An argument the schema does not name comes back to the model as the tool's error text."""
+    if unknown:
+        raise ToolException(f"unknown argument(s) {sorted(unknown)}; see the tool's parameters")
+
+
+def make_archive_tools(
+    engine: WorkingMemoryEngine | Callable[[], WorkingMemoryEngine],
+    session_id: str | None = None,
+    *,
+    default_session_id: str | None = None,
+    max_expand_chars: int = MAX_EXPAND_CHARS,
+) -> list[BaseTool]:
+    """`archive_search` and `archive_expand` for one session (None: the run's session, see `session_from_run`).
+
+    The argument schemas are hand-written (`SEARCH_ARGS`, `EXPAND_ARGS`); the engine checks the values.
+    Errors such as an unknown archive id or a bad argument come back to the model as the tool's answer,
+    not as exceptions.
+    Both tools are async-capable (`ainvoke` runs the engine in a worker thread).
+    """
+
+    def _session() -> str:
+        return session_from_run(session_id, default=default_session_id)
+
+    def archive_search(query: Any = None, archive_id: Any = None, context: Any = 0,
+                       **unknown: Any) -> tuple[str, list[dict[str, Any]]]:
+        _refuse(unknown)
+        try:
+            hits = resolve_engine(engine).archive_search(_session(), query, archive_id=archive_id, context=context)
+        except WorkmemError as exc:
+            raise ToolException(str(exc)) from exc
+        return format_hits(query, hits), hits
+
+    def archive_expand(archive_id: Any = None, start_seq: Any = None, end_seq: Any = None, **unknown: Any) -> str:
+        _refuse(unknown)
+        try:
+            found = resolve_engine(engine).archive_expand(_session(), archive_id, start_seq=start_seq,
+                                                          end_seq=end_seq)
+        except WorkmemError as exc:
+            raise ToolException(str(exc)) from exc
+        return format_expansion(found, max_expand_chars)
+
+    async def aarchive_search(**args: Any) -> tuple[str, list[dict[str, Any]]]:
+        return await asyncio.to_thread(lambda: archive_search(**args))
+
+    async def aarchive_expand(**args: Any) -> str:
+        return await asyncio.to_thread(lambda: archive_expand(**args))
+
+    search = StructuredTool.from_function(archive_search, coroutine=aarchive_search, name=SEARCH_TOOL_NAME,
+                                          description=SEARCH_DESCRIPTION, args_schema=SEARCH_ARGS,
+                                          response_format="content_and_artifact", handle_tool_error=True)
+    expand = StructuredTool.from_function(archive_expand, coroutine=aarchive_expand, name=EXPAND_TOOL_NAME,
+                                          description=EXPAND_DESCRIPTION, args_schema=EXPAND_ARGS,
+                                          handle_tool_error=True)
+    return [search, expand]

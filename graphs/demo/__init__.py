@@ -1,0 +1,1 @@
+"""`workmem demo` and the offline demo agent served to Studio, with the bundled sample session."""

@@ -1,0 +1,259 @@
+"""Key Facts & Decisions for the extractive model: fact items, date groups, newest-wins consolidation.
+
+A fact is one copied sentence with who said it and the conversation date it was said on. Facts of
+one date share one bullet (`7 May, 2023 — Ann: … Bo: …`); undated facts are a bullet each. While
+the section is not oversized (§5) and every new fact fits in it, new facts are appended. Once it is
+oversized or full, or a newer fact or a correction supersedes one of its facts, the model rewrites
+it: one bullet per subject, newest value wins (a fact restated or given a new value replaces the
+older one, a fact a correction rejects leaves), then the facts worth most per token are kept within
+25 bullets and a token target under the section's budget (3 000 tokens at §5's table). The rewrite is checked
+against the Key Facts guard before it is sent (bullet ratio and anchor coverage), keeping back old
+facts that carry names, dates and numbers until it passes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from workmem.nodes.extractive.cues import mentions, negated_terms
+from workmem.nodes.extractive.text import DATE_RE, as_sentence, keywords, norm, sentences
+from workmem.nodes.extractive.worth import content_words, fact_worth, trim_filler
+from workmem.nodes.guards import lexical_anchors
+from workmem.state.memory import FULL_BUDGETS, MAX_BULLETS, Budgets, bullet_items
+from workmem.state.tokens import count_tokens
+
+MIN_WORTH = 2.5
+_MIN_RATIO = 0.16
+_DENSITY_EXPONENT = 0.7  # rank by worth / tokens**0.7: dense facts first, long rich ones not starved
+_MIN_COVERAGE = 0.72
+_GROUP_SEP = " — "
+_GROUP_RE = re.compile(r"^(.{4,40}?) — (.+)$")
+_SPEAKER_HEAD_RE = re.compile(r"^([A-Z][\w'’.-]{1,30}(?: [A-Z][\w'’.-]{1,30}){0,2}): (?=\S)")
+_SUBJECT_RE = re.compile(
+    r"^(?:(?:the|our|my|his|her|their|its)\s+)?((?:[\w'.-]+\s+){0,3}?[\w'.-]+)\s+(?:is|are|was|were|=|stays|"
+    r"remains|becomes|became|equals)\s+\S",
+    re.I,
+)
+_PRONOUNS = frozenset("i it this that he she they we you there what which who everything something".split())
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One kept sentence: its text, who said it, the conversation date, its position and its worth."""
+
+    text: str
+    speaker: str | None
+    label: str | None
+    order: int
+
+    @property
+    def worth(self) -> float:
+        """`fact_worth` of the sentence itself."""
+        return fact_worth(self.text)
+
+
+def fact_line(fact: Fact) -> str:
+    """The fact as a standalone line: `Speaker: text`."""
+    return f"{fact.speaker}: {fact.text}" if fact.speaker else fact.text
+
+
+def parse_facts(body: str, speakers: Iterable[str] = ()) -> list[Fact]:
+    """The facts of a Key Facts body (date-group bullets are split back into their sentences)."""
+    items = [i for i in bullet_items(body) if not i.startswith(("[archived]", "[⚠"))]
+    known = set(speakers) | _bullet_speakers(items)
+    facts: list[Fact] = []
+    for item in items:
+        label, rest = None, item
+        group = _GROUP_RE.match(item)
+        if group and DATE_RE.search(group.group(1)):
+            label, rest = group.group(1), group.group(2)
+        speaker = None
+        for sent in sentences(rest) if label else [rest]:
+            head = _SPEAKER_HEAD_RE.match(sent)
+            if head and head.group(1) in known:
+                speaker, sent = head.group(1), sent[head.end() :]
+            elif not label:
+                speaker = None
+            facts.append(Fact(sent, speaker, label, len(facts)))
+    return facts
+
+
+def _bullet_speakers(items: list[str]) -> set[str]:
+    heads = [m.group(1) for i in items for s in sentences(i) if (m := _SPEAKER_HEAD_RE.match(s.split(" — ")[-1]))]
+    return {h for h in heads if heads.count(h) >= 2}
+
+
+def new_fact(text: str, speaker: str | None, label: str | None, order: int) -> Fact | None:
+    """A fact for a transcript sentence worth keeping, else None."""
+    text = as_sentence(trim_filler(text))
+    return Fact(text, speaker, label, order) if fact_worth(text) >= MIN_WORTH else None
+
+
+def render(facts: list[Fact]) -> list[str]:
+    """Bullet items: facts of one date in one bullet (in first-seen date order), undated facts one each."""
+    groups: dict[str, list[Fact]] = {}
+    items: list[tuple[int, str | list[Fact]]] = []
+    for fact in sorted(facts, key=lambda f: f.order):
+        if fact.label is None:
+            items.append((fact.order, fact_line(fact)))
+        elif fact.label in groups:
+            groups[fact.label].append(fact)
+        else:
+            groups[fact.label] = [fact]
+            items.append((fact.order, groups[fact.label]))
+    return [item if isinstance(item, str) else _group_line(item) for _, item in items]
+
+
+def _group_line(facts: list[Fact]) -> str:
+    parts, speaker = [], None
+    for fact in facts:
+        parts.append(f"{fact.speaker}: {fact.text}" if fact.speaker and fact.speaker != speaker else fact.text)
+        speaker = fact.speaker or speaker
+    return f"{facts[0].label}{_GROUP_SEP}{' '.join(parts)}"
+
+
+def body_of(items: list[str]) -> str:
+    """A section body from bullet items."""
+    return "\n".join(f"- {item}" for item in items)
+
+
+def _cost(fact: Fact) -> int:
+    return count_tokens(fact_line(fact)) + 2
+
+
+def _frame(fact: Fact) -> str:
+    return re.sub(r"\d+(?:[.,]\d+)?", "#", norm(fact.text))
+
+
+def _subject(fact: Fact) -> str | None:
+    found = _SUBJECT_RE.match(fact.text)
+    if not found:
+        return None
+    words = found.group(1).lower().split()
+    return None if words[-1] in _PRONOUNS or not content_words(found.group(1)) else " ".join(words)
+
+
+def newest_wins(facts: list[Fact]) -> list[Fact]:
+    """Drop a fact when a newer one by the same speaker restates it or gives its subject a new value."""
+    kept: list[Fact] = []
+    seen_frames: set[tuple[str | None, str]] = set()
+    seen_subjects: set[tuple[str | None, str]] = set()
+    newer_words: list[tuple[str | None, set[str]]] = []
+    for fact in sorted(facts, key=lambda f: -f.order):
+        frame, subject = (fact.speaker, _frame(fact)), _subject(fact)
+        words = {w.lower() for w in content_words(fact.text)}
+        if frame in seen_frames or (subject and (fact.speaker, subject) in seen_subjects):
+            continue
+        if words and any(s == fact.speaker and words <= other for s, other in newer_words):
+            continue
+        seen_frames.add(frame)
+        if subject:
+            seen_subjects.add((fact.speaker, subject))
+        newer_words.append((fact.speaker, words))
+        kept.append(fact)
+    return sorted(kept, key=lambda f: f.order)
+
+
+def superseded(fact: Fact, corrections: Sequence[tuple[int, str]]) -> bool:
+    """A later correction rejects this fact: the fact names a term it negates and shares its topic."""
+    return any(order > fact.order and _rejects(text, fact.text) for order, text in corrections)
+
+
+def _rejects(correction: str, text: str) -> bool:
+    for term in negated_terms(correction):
+        if mentions(text, term) and (keywords(text) - keywords(term)) & (
+            keywords(correction) - keywords(term)
+        ):
+            return True
+    return False
+
+
+def _rank(facts: list[Fact]) -> list[Fact]:
+    return sorted(facts, key=lambda f: (-f.worth / _cost(f) ** _DENSITY_EXPONENT, -f.order))
+
+
+def select(facts: list[Fact], budget: int, max_bullets: int, pinned: Sequence[Fact] = ()) -> list[Fact]:
+    """The pinned facts plus the best of `facts` (worth per token) within `budget` tokens and `max_bullets`."""
+    chosen = list(pinned)
+    ranked = _rank([f for f in facts if f not in chosen])
+    for _ in range(2):  # estimates count a speaker name per fact; a second pass spends what grouping saved
+        room = budget - count_tokens(body_of(render(chosen)))
+        labels = {f.label for f in chosen}
+        bullets = len(render(chosen))
+        for fact in ranked:
+            new_label = fact.label is None or fact.label not in labels
+            cost = _cost(fact) + (count_tokens(fact.label or "") + 3 if new_label else 0)
+            if fact in chosen or cost > room or (new_label and bullets >= max_bullets):
+                continue
+            chosen.append(fact)
+            room -= cost
+            bullets += new_label
+            labels.add(fact.label)
+    return sorted(chosen, key=lambda f: f.order)
+
+
+def passes_guard(old_body: str, items: list[str]) -> bool:
+    """The Key Facts UPDATE guard of §5, with a margin: bullet ratio and lexical-anchor coverage."""
+    n = len(bullet_items(old_body))
+    if n and len(items) < _MIN_RATIO * n:
+        return False
+    anchors = lexical_anchors(old_body)
+    return not anchors or len(anchors & lexical_anchors(body_of(items))) >= _MIN_COVERAGE * len(anchors)
+
+
+def _restore_anchors(old_body: str, chosen: list[Fact], dropped: list[Fact]) -> list[Fact]:
+    """Take dropped old facts back, those carrying the most missing anchors first, until the guard passes."""
+    chosen = list(chosen)
+    missing = lexical_anchors(old_body) - lexical_anchors(body_of(render(chosen)))
+    pool = sorted(dropped, key=lambda f: (-len(lexical_anchors(fact_line(f)) & missing), -f.order))
+    for fact in pool:
+        if passes_guard(old_body, render(chosen)):
+            break
+        if lexical_anchors(fact_line(fact)) & missing or len(render(chosen)) < _MIN_RATIO * len(
+            bullet_items(old_body)
+        ):
+            chosen.append(fact)
+            missing -= lexical_anchors(fact_line(fact))
+    return sorted(chosen, key=lambda f: f.order)
+
+
+def target_tokens(limits: Budgets) -> int:
+    """The token target of a rewritten Key Facts: 95 % of the section's budget (2 850 at §5's table)."""
+    return limits.sections["Key Facts & Decisions"] * 95 // 100
+
+
+TARGET_TOKENS = target_tokens(FULL_BUDGETS)  # 2 850
+
+
+def key_facts_op(
+    old_body: str, old: list[Fact], new: list[Fact], corrections: Sequence[tuple[int, str]],
+    limits: Budgets = FULL_BUDGETS,
+) -> dict[str, Any]:
+    """APPEND the new facts while they all fit a section that is not oversized; else rewrite it (§5 guard-safe)."""
+    target = target_tokens(limits)
+    kept_old = [f for f in old if not superseded(f, corrections)]
+    known = {norm(fact_line(f)) for f in old}
+    fresh = newest_wins([f for f in new if not superseded(f, corrections) and norm(fact_line(f)) not in known])
+    pool = newest_wins(kept_old + fresh)
+    unchanged = all(f in pool for f in old)
+    if unchanged and not limits.oversized(len(bullet_items(old_body)), count_tokens(old_body)):
+        added = [f for f in select(fresh, target, MAX_BULLETS, pinned=old) if f not in old]
+        if len(added) == len(fresh):
+            return {"op": "APPEND", "items": render(added)} if added else {"op": "KEEP"}
+    chosen = select(pool, target, MAX_BULLETS)
+    if old_body.strip() and not passes_guard(old_body, render(chosen)):
+        dropped = [f for f in kept_old if f not in chosen]
+        chosen = _restore_anchors(old_body, chosen, dropped)
+    items = render(chosen)
+    if items == bullet_items(old_body):
+        return {"op": "KEEP"}
+    return {"op": "UPDATE", "content": body_of(items)}
+
+
+def create_facts(new: list[Fact], corrections: Sequence[tuple[int, str]], limits: Budgets = FULL_BUDGETS) -> str:
+    """The Key Facts body of a create call: the best facts within the size limits."""
+    op = key_facts_op("", [], new, corrections, limits)
+    return body_of(op["items"]) if op["op"] == "APPEND" else op.get("content", "")

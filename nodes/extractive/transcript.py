@@ -1,0 +1,189 @@
+"""Reading the commit prompt for the extractive model: blocks, transcript messages, speakers, dates.
+
+A transcript message may be a line of a dialogue between people (`Nate: …`, the way a chat log is
+usually pasted), and a message that is only a bracketed note holding a date (`[session 3 — 7 May,
+2023]`) dates the messages after it. Both are recognised here so that the section builders can say
+who said what and when.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from langchain_core.messages import BaseMessage
+
+from workmem.nodes.extractive.text import DATE_RE, FULL_DATE_RE, sentences
+from workmem.nodes.formatting import CALL_PREFIX, CLIP_MARKER, CONTEXT_PREFIX, HEADER_RE, RESULT_PREFIX
+from workmem.nodes.prompts import TAG_LINES
+
+_CLIP_RE = re.compile("^" + re.escape(CLIP_MARKER).replace(re.escape("{n}"), r"\d+") + "$")
+_SPEAKER_RE = re.compile(r"^([A-Z][\w'’.-]{1,30}(?: [A-Z][\w'’.-]{1,30}){0,2}): (?=\S)")
+_NOT_SPEAKERS = frozenset(
+    "note notes todo fixme error warning summary update question answer result status step fix bug issue pr "
+    "task goal problem example traceback failed also yes no edit done reason cause solution next plan tip "
+    "important warning info debug output input http https".split()
+)
+@dataclass
+class Result:
+    """One tool result inside a transcript message."""
+
+    name: str
+    is_error: bool
+    lines: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Msg:
+    """One transcript block: seq and role, text lines, tool calls and results, speaker and date."""
+
+    seq: int
+    role: str
+    text: list[str] = field(default_factory=list)
+    calls: list[tuple[str, str]] = field(default_factory=list)
+    results: list[Result] = field(default_factory=list)
+    speaker: str | None = None
+    date: str | None = None
+    is_note: bool = False
+
+    @property
+    def body(self) -> str:
+        """The message text, without a dialogue speaker prefix."""
+        text = "\n".join(self.text).lstrip()
+        if self.speaker and text.startswith(f"{self.speaker}: "):
+            return text[len(self.speaker) + 2 :]
+        return text
+
+    @property
+    def party(self) -> str:
+        """Who speaks: the dialogue speaker, else the role."""
+        return self.speaker or self.role
+
+
+def prompt_text(messages: Sequence[BaseMessage]) -> str:
+    """The prompt's human text (the system prompt only when nothing else is there)."""
+    texts = [m.text for m in messages if m.type != "system"] or [m.text for m in messages]
+    return "\n\n".join(texts)
+
+
+def untag(text: str) -> str:
+    """Undo `prompts._neutralise` (only tag lines were escaped there; `\\#` lines of a WM stay escaped)."""
+    return "\n".join(
+        ln[1:] if ln.startswith("\\") and ln[1:].strip() in TAG_LINES else ln for ln in text.split("\n")
+    )
+
+
+def block(lines: list[str], tag: str, start: int = 0, last_close: bool = False) -> tuple[str | None, int]:
+    """Body of the block `<tag>`…`</tag>` (tag lines alone on their line) and the index after it."""
+    try:
+        i = next(k for k in range(start, len(lines)) if lines[k].strip() == f"<{tag}>")
+    except StopIteration:
+        return None, start
+    closes = [k for k in range(i + 1, len(lines)) if lines[k].strip() == f"</{tag}>"]
+    if not closes:
+        return "\n".join(lines[i + 1 :]), len(lines)
+    j = closes[-1] if last_close else closes[0]
+    return "\n".join(lines[i + 1 : j]), j + 1
+
+
+def _unescape(line: str) -> str:
+    return line[1:] if line.startswith("\\") else line
+
+
+def parse_transcript(text: str, start_date: str | None = None, known_speakers: Sequence[str] = ()) -> list[Msg]:
+    """Transcript blocks → messages, with dialogue speakers and the conversation date of each message.
+
+    `start_date` dates the messages before the first date note; `known_speakers` (from the current
+    memory) are speakers even when they open a single message of this transcript.
+    """
+    msgs: list[Msg] = []
+    result: Result | None = None
+    for raw in text.split("\n"):
+        found = HEADER_RE.match(raw)
+        if found:
+            msgs.append(Msg(int(found.group(1)), found.group(2)))
+            result = None
+            continue
+        if not msgs or _CLIP_RE.match(raw):
+            continue
+        msg = msgs[-1]
+        if raw.startswith(CALL_PREFIX):
+            name, _, args = raw[len(CALL_PREFIX) :].partition(" ")
+            msg.calls.append((name, args))
+            result = None
+        elif raw.startswith(RESULT_PREFIX):
+            head = raw[len(RESULT_PREFIX) :].strip()
+            is_error = head.endswith(" (error)")
+            result = Result(head.removesuffix(" (error)").strip(), is_error)
+            msg.results.append(result)
+        elif raw.startswith(CONTEXT_PREFIX):
+            msg.text.append(raw[len(CONTEXT_PREFIX) :])
+        elif result is not None:
+            result.lines.append(_unescape(raw))
+        else:
+            msg.text.append(_unescape(raw))
+    _mark_speakers(msgs, set(known_speakers))
+    _mark_dates(msgs, start_date)
+    return msgs
+
+
+def _mark_speakers(msgs: list[Msg], known: set[str]) -> None:
+    """A `Name: ` prefix is a dialogue speaker when the name is known, opens two user messages, or every
+    user message here opens with one of at least two names (a pasted chat log)."""
+    said = [m for m in msgs if m.role == "user" and m.text and not note_date("\n".join(m.text))]
+    heads = {}
+    for m in said:
+        found = _SPEAKER_RE.match("\n".join(m.text).lstrip())
+        if found and found.group(1).lower() not in _NOT_SPEAKERS:
+            heads[m.seq] = found.group(1)
+    counts = Counter(heads.values())
+    log = len(counts) >= 2 and len(heads) == len(said)
+    for m in said:
+        name = heads.get(m.seq)
+        if name and (log or counts[name] >= 2 or name in known):
+            m.speaker = name
+
+
+def note_date(text: str) -> str | None:
+    """The date of a date note: a message that is only a bracketed line holding a date."""
+    text = text.strip()
+    if not (text.startswith("[") and text.endswith("]")) or "\n" in text or len(text) > 120:
+        return None
+    found = FULL_DATE_RE.search(text) or DATE_RE.search(text)
+    return found.group(0) if found else None
+
+
+def _mark_dates(msgs: list[Msg], current: str | None) -> None:
+    for m in msgs:
+        date = note_date("\n".join(m.text)) if m.role == "user" and not m.calls else None
+        if date:
+            current, m.is_note = date, True
+        m.date = current
+
+
+def dialogue_speakers(msgs: list[Msg]) -> list[str]:
+    """The dialogue speakers of a transcript, in order of first appearance."""
+    return list(dict.fromkeys(m.speaker for m in msgs if m.speaker))
+
+
+@dataclass(frozen=True)
+class Line:
+    """One sentence of a message with its position in the transcript (later lines have larger orders)."""
+
+    order: int
+    index: int
+    msg: Msg
+    text: str
+
+
+def lines_of(msgs: list[Msg]) -> list[Line]:
+    """Every sentence of the user and assistant messages (date notes left out), in order."""
+    out: list[Line] = []
+    for i, m in enumerate(msgs):
+        if m.role not in ("user", "assistant") or m.is_note:
+            continue
+        for k, sent in enumerate(sentences(m.body)):
+            out.append(Line(m.seq * 1000 + k, i, m, sent))
+    return out

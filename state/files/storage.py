@@ -1,0 +1,204 @@
+"""`FileStorage`: the default backend — session files plus `index.sqlite` and `checkpoints.sqlite`
+under one data root (SPEC §2)."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from workmem.state.files.meta import now_iso
+from workmem.state.files.search_index import SearchIndex
+from workmem.state.files.sqlite import BUSY_TIMEOUT_SECONDS, connect, is_corruption
+from workmem.state.files.store import SessionStore
+from workmem.state.files.tasks import INDEX_FILE, TaskStore
+from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES
+from workmem.state.storage import COMMIT_THREAD_MARK, STUDIO_THREAD_PREFIX
+
+CHECKPOINTS_FILE = "checkpoints.sqlite"
+WAL_BYTES = 1 << 20
+WAL_PAGES = WAL_BYTES // 4096
+STUDIO_FILE = "studio.sqlite"
+
+
+@asynccontextmanager
+async def open_studio_saver(root: Path) -> AsyncIterator[Any]:
+    """AsyncSqliteSaver on `<root>/studio.sqlite`, WAL, 30 s timeout (the server's own async connection)."""
+    import aiosqlite
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    root.mkdir(parents=True, exist_ok=True)
+    async with aiosqlite.connect(root / STUDIO_FILE, timeout=BUSY_TIMEOUT_SECONDS, check_same_thread=False) as conn:
+        await conn.execute("PRAGMA journal_mode=WAL")
+        saver = AsyncSqliteSaver(conn)
+        await saver.setup()
+        yield saver
+
+
+def database_ok(path: Path) -> bool:
+    """Whether a SQLite file (if any) opens and passes `PRAGMA quick_check`."""
+    if not path.exists():
+        return True
+    try:
+        conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_SECONDS)
+        try:
+            return conn.execute("PRAGMA quick_check").fetchone()[0] == "ok"
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as exc:
+        return not is_corruption(exc)
+
+
+def move_aside(path: Path) -> str:
+    """Rename a damaged database (and its WAL files) to `<name>.damaged-<time>`; returns the new name."""
+    aside = path.with_name(f"{path.name}.damaged-{time.strftime('%Y%m%dT%H%M%S')}")
+    for suffix in ("", "-wal", "-shm"):
+        source = path.with_name(path.name + suffix)
+        if source.exists():
+            os.replace(source, aside.with_name(aside.name + suffix))
+    return str(aside)
+
+
+def delete_studio_thread(root: Path, thread_id: str) -> None:
+    """Delete a Studio thread from `<root>/studio.sqlite` (the `langgraph dev` checkpointer), if any."""
+    path = root / STUDIO_FILE
+    if not path.exists():
+        return
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    conn = connect(path)
+    try:
+        saver = SqliteSaver(conn)
+        saver.setup()
+        saver.delete_thread(thread_id)
+    finally:
+        conn.close()
+
+
+class FileStorage:
+    """Sessions in files, tasks / leases / full text in `index.sqlite`, commit checkpoints in SQLite."""
+
+    def __init__(self, root: Path, *, durable: bool = True,
+                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
+        self.root = root
+        self.sessions = SessionStore(root, durable=durable, max_message_bytes=max_message_bytes)
+        self.tasks = TaskStore(root)
+        self.search = SearchIndex(root)
+        self._saver: Any = None
+        self._conn: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
+
+    def delete_session(self, session_id: str) -> None:
+        """Delete a session everywhere: its files (a tombstone first, crash-safe), its full-text rows, its
+        task rows and lease, and its checkpoint threads here and in `studio.sqlite`."""
+        marker = {"session_id": session_id, "deleted_at": now_iso(), "search_up_to": self.search.high_water()}
+        tombstone = self.sessions.entomb(session_id, marker)
+        self._finish_delete(marker, tombstone)
+
+    def finish_deletes(self) -> int:
+        """Finish every delete a crash interrupted (found by its tombstone); returns how many."""
+        found = self.sessions.tombstones()
+        for marker, tombstone in found:
+            self._finish_delete(marker, tombstone)
+        return len(found)
+
+    def _finish_delete(self, marker: dict[str, Any], tombstone: Path) -> None:
+        session_id = marker.get("session_id")
+        if isinstance(session_id, str) and session_id:
+            threads = self.tasks.delete_session(session_id, created_up_to=str(marker.get("deleted_at") or ""))
+            for thread in threads:
+                if thread.startswith(STUDIO_THREAD_PREFIX):
+                    delete_studio_thread(self.root, thread[len(STUDIO_THREAD_PREFIX):])
+                else:
+                    self.checkpointer().delete_thread(thread)
+            self.search.delete_session(session_id, up_to=int(marker.get("search_up_to") or 0))
+        self.sessions.remove_tombstone(tombstone)
+
+    def rebuild_index(self, session_id: str | None = None, progress: Any = None) -> dict[str, Any]:
+        """`workmem reindex`: rebuild the full-text index from the archive files. A damaged `index.sqlite`
+        is moved aside first; the task rows lost with it come back from the commit threads of
+        `checkpoints.sqlite` (their ids name the session and the task), as failed and resumable."""
+        moved, rederived = None, 0
+        path = self.root / INDEX_FILE
+        if not database_ok(path):
+            self.tasks.close()
+            self.search.close()
+            moved = move_aside(path)
+            rederived = self._rederive_tasks()
+        indexed = self.search.reindex(self.sessions, session_id, progress)
+        return {"indexed": indexed, "moved_aside": moved, "tasks_rederived": rederived}
+
+    def repair(self) -> dict[str, Any]:
+        """`workmem repair`: move a damaged `checkpoints.sqlite` aside (commits in flight start over; their
+        messages are still live) and delete checkpoint threads that no task row names."""
+        moved = None
+        path = self.root / CHECKPOINTS_FILE
+        if not database_ok(path):
+            self._close_checkpointer()
+            moved = move_aside(path)
+        known = {t["thread_id"] for t in self.tasks.list_tasks() if t["thread_id"]}
+        orphans = [t for t in self._commit_threads() if t not in known]
+        for thread in orphans:
+            self.checkpointer().delete_thread(thread)
+        return {"moved_aside": moved, "orphan_threads_deleted": len(orphans)}
+
+    def _commit_threads(self) -> list[str]:
+        """Thread ids in `checkpoints.sqlite` (none when it does not exist yet)."""
+        if not (self.root / CHECKPOINTS_FILE).exists():
+            return []
+        rows = self.checkpointer().conn.execute("SELECT DISTINCT thread_id FROM checkpoints").fetchall()
+        return [row[0] for row in rows]
+
+    def _rederive_tasks(self) -> int:
+        """Task rows from the commit threads: session and archive from each thread's state, status failed."""
+        count = 0
+        if not database_ok(self.root / CHECKPOINTS_FILE):
+            return 0
+        for thread in self._commit_threads():
+            if COMMIT_THREAD_MARK not in thread:
+                continue
+            found = self.checkpointer().get_tuple({"configurable": {"thread_id": thread}})
+            values = (found.checkpoint.get("channel_values") or {}) if found else {}
+            session_id, archive_id = values.get("session_id"), values.get("archive_id")
+            if not isinstance(session_id, str) or not session_id:
+                continue
+            task_id = thread.rsplit(COMMIT_THREAD_MARK, 1)[1]
+            self.tasks.create_task(session_id, task_id=task_id, archive_id=archive_id or None, thread_id=thread,
+                                   status="failed")
+            self.tasks.update_task(task_id, error="re-derived from its checkpoint thread after index.sqlite "
+                                                  "was rebuilt")
+            count += 1
+        return count
+
+    def _close_checkpointer(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+            self._conn, self._saver = None, None
+
+    def checkpointer(self) -> Any:
+        """`SqliteSaver` on `<root>/checkpoints.sqlite` (WAL, synchronous=NORMAL: a checkpoint lost to a
+        power cut only re-runs a node, and every node is idempotent because the files are the truth)."""
+        with self._lock:
+            if self._saver is None:
+                from langgraph.checkpoint.sqlite import SqliteSaver
+
+                self._conn = connect(self.root / CHECKPOINTS_FILE, synchronous="NORMAL")
+                # A small write-ahead log: checkpointed every 1 MiB and truncated back to it afterwards.
+                self._conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_PAGES}")
+                self._conn.execute(f"PRAGMA journal_size_limit = {WAL_BYTES}")
+                self._saver = SqliteSaver(self._conn)
+                self._saver.setup()
+            return self._saver
+
+    def close(self) -> None:
+        """Flush the session metas and close every database connection."""
+        self.sessions.close()
+        self.tasks.close()
+        self.search.close()
+        self._close_checkpointer()

@@ -1,0 +1,553 @@
+"""`SessionStore`: the session files of SPEC §2 — append under lock, meta, the live rule, archives, GC.
+
+Files are the truth. A message is live iff its seq > the last complete archive's end_seq; every
+reader applies that rule, so a crash anywhere between writing an archive and rewriting
+`messages.jsonl` shows no duplicate and loses nothing. `.meta.json` is a cache: appends keep it in
+memory (O(1) per message) and refresh the file at most every `meta_refresh_seconds`; whoever finds
+it stale recomputes it from the files under the session lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from workmem.state.errors import (
+    Anomaly,
+    ArchiveNotFound,
+    DamagedFile,
+    InvalidInput,
+    SessionNotFound,
+    StorageError,
+    UnsafePath,
+    WorkmemError,
+)
+from workmem.state.files import archives, fsutil, jsonl
+from workmem.state.files.locks import DEFAULT_TIMEOUT, FileMutex, session_lock
+from workmem.state.files.meta import (
+    HIDDEN_FILE,
+    LiveState,
+    SessionPaths,
+    archive_hint,
+    catch_up,
+    check_owner,
+    encode_hidden,
+    encode_meta,
+    file_key,
+    freshness,
+    load,
+    now_iso,
+    public,
+    read_hidden,
+    read_meta,
+)
+from workmem.state.ids import archive_name, archive_number, check_seq_range, safe_session_id
+from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES, message_text, prepare_messages
+from workmem.state.retention import Keep, as_keep
+from workmem.state.tokens import count_tokens_each
+
+log = logging.getLogger("workmem.store")
+TOMBSTONE_PREFIX = ".deleted-"
+TOMBSTONE_MARKER = ".tombstone.json"
+
+
+class SessionStore:
+    """Session files under `<root>/sessions/`; safe for many threads and processes at once."""
+
+    def __init__(self, root: str | os.PathLike[str], *, durable: bool = True,
+                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, meta_refresh_seconds: float = 1.0,
+                 lock_timeout: float = DEFAULT_TIMEOUT) -> None:
+        if not isinstance(root, (str, os.PathLike)) or not str(root):
+            raise InvalidInput("root", root, "must be a non-empty path")
+        if not isinstance(durable, bool):
+            raise InvalidInput("durable", durable, "must be a bool")
+        if isinstance(max_message_bytes, bool) or not isinstance(max_message_bytes, int) or max_message_bytes < 1:
+            raise InvalidInput("max_message_bytes", max_message_bytes, "must be a positive integer")
+        self.root = Path(root).absolute()
+        self.sessions_dir = self.root / "sessions"
+        self.durable = durable
+        self.max_message_bytes = max_message_bytes
+        self.meta_refresh_seconds = float(meta_refresh_seconds)
+        self.lock_timeout = float(lock_timeout)
+        self._paths_by_id: dict[str, SessionPaths] = {}
+        self._live: dict[Path, LiveState] = {}
+        self._archives = archives.ArchiveCache()
+        self._problems = jsonl.Problems()
+
+    # -- sessions -----------------------------------------------------------------------------------
+
+    def session_dir(self, session_id: str) -> Path:
+        """Directory of a session (it may not exist yet); never outside `<root>/sessions/`."""
+        return self._paths(session_id).dir
+
+    def location(self, session_id: str) -> str:
+        """The session's directory, for people."""
+        return str(self._paths(session_id).dir)
+
+    def session_exists(self, session_id: str) -> bool:
+        """True once the session has been written to."""
+        p = self._paths(session_id)
+        return p.meta.exists() or p.messages.exists()
+
+    def list_sessions(self) -> list[str]:
+        """Original ids of every session with a readable meta (lists `sessions/`; not a hot path)."""
+        try:
+            names = sorted(os.listdir(self.sessions_dir))
+        except FileNotFoundError:
+            return []
+        ids = []
+        for name in names:
+            disk = read_meta(self.sessions_dir / name / ".meta.json")
+            try:
+                if disk is not None and safe_session_id(disk["session_id"]) == name:
+                    ids.append(disk["session_id"])
+            except InvalidInput:
+                continue
+        return ids
+
+    def entomb(self, session_id: str, marker: dict[str, Any]) -> Path:
+        """The crash-safe first step of deleting a session: under its lock, write `marker` into its
+        directory and rename the directory to a tombstone (`sessions/.deleted-<safe_id>-<random>`).
+
+        From then on the session does not exist: the next append starts it again at seq 1. Returns the
+        tombstone; `remove_tombstone` deletes it once the rows and threads elsewhere are gone.
+        """
+        p = self._existing(session_id)
+        with self._lock(p):
+            fsutil.atomic_write(p.dir / TOMBSTONE_MARKER, encode_meta(marker), durable=self.durable)
+            tombstone = self.sessions_dir / f"{TOMBSTONE_PREFIX}{p.safe_id}-{os.urandom(4).hex()}"
+            fsutil.publish_dir(p.dir, tombstone, durable=self.durable)
+            self._live.pop(p.dir, None)
+            self._problems.forget(p.dir)
+        return tombstone
+
+    def tombstones(self) -> list[tuple[dict[str, Any], Path]]:
+        """(marker, path) of every tombstone left by a delete that did not finish (lists `sessions/`)."""
+        try:
+            names = sorted(os.listdir(self.sessions_dir))
+        except FileNotFoundError:
+            return []
+        found = []
+        for name in names:
+            if name.startswith(TOMBSTONE_PREFIX):
+                marker = read_meta(self.sessions_dir / name / TOMBSTONE_MARKER) or {}
+                found.append((marker, self.sessions_dir / name))
+        return found
+
+    def remove_tombstone(self, tombstone: Path) -> None:
+        """The last step of a delete: the tombstone's files go."""
+        if tombstone.parent != self.sessions_dir or not tombstone.name.startswith(TOMBSTONE_PREFIX):
+            raise InvalidInput("tombstone", str(tombstone), "is not a tombstone of this root")
+        fsutil.remove_tree(tombstone)
+
+    def meta(self, session_id: str) -> dict[str, Any]:
+        """Session meta (§2 fields); O(1) unless another process changed the files since we last looked."""
+        p = self._existing(session_id)
+        with self._lock(p):
+            return public(self._sync(p).meta)
+
+    def set_keep(self, session_id: str, keep: Keep) -> dict[str, Any]:
+        """Set the keep window pending_tokens is computed with (`(unit, n)`, see `keep_value`); returns the meta."""
+        keep = as_keep(keep)
+        p = self._existing(session_id)
+        with self._lock(p):
+            live = self._sync(p)
+            live.set_keep(keep)
+            self._save_meta(p, live, durable=self.durable)
+            return public(live.meta)
+
+    def flush(self) -> None:
+        """Write every meta this store changed in memory but not yet on disk."""
+        for p in list(self._paths_by_id.values()):
+            live = self._live.get(p.dir)
+            if live is not None and live.dirty:
+                with self._lock(p):
+                    self._save_meta(p, self._sync(p), durable=False)
+
+    def close(self) -> None:
+        """Flush stale metas; the store stays usable."""
+        self.flush()
+
+    # -- appending ----------------------------------------------------------------------------------
+
+    def append(self, session_id: str, messages: list[Any], *, durable: bool | None = None) -> list[dict[str, Any]]:
+        """Validate every message, then append the batch with one write and one fsync; returns the stored messages."""
+        p = self._paths(session_id)
+        if durable is not None and not isinstance(durable, bool):
+            raise InvalidInput("durable", durable, "must be a bool or None")
+        prepared = prepare_messages(messages, max_bytes=self.max_message_bytes)
+        if not prepared:
+            return []
+        counts = count_tokens_each(message_text(m) for m, _body in prepared)
+        sync = self.durable if durable is None else durable
+        try:
+            if p.dir not in self._live:
+                self._check_safe(p)
+                if not p.dir.exists():
+                    fsutil.make_dirs(p.dir, durable=self.durable)
+            with self._lock(p):
+                return self._append_locked(p, prepared, counts, sync)
+        except OSError as exc:  # nothing was written: the file was truncated back to where it was
+            self._live.pop(p.dir, None)  # unknown state: the next operation reloads from the files
+            if isinstance(exc, WorkmemError):
+                raise
+            raise StorageError(str(p.messages), exc) from exc
+
+    def _append_locked(self, p: SessionPaths, prepared: list[tuple[dict[str, Any], bytes]], counts: list[int],
+                       sync: bool) -> list[dict[str, Any]]:
+        now = now_iso()
+        if p.dir not in self._live and not p.meta.exists():
+            self._create(p, now)
+        live = self._sync(p)
+        seq = live.meta["next_seq"]
+        stored, data, turn = jsonl.stored_lines(prepared, counts, seq, live.last_turn, now)
+        ino, start = fsutil.append_bytes(p.messages, data, durable=sync)
+        # The batch is stored: what follows only refreshes caches, and never fails the append (a retry by
+        # the caller would store the batch twice). A failed refresh is logged and redone later.
+        live.push(list(range(seq, seq + len(stored))), counts, [m["role"] == "user" for m in stored], turn, now)
+        live.lines += len(stored)
+        live.file_stamp = (ino, start + len(data))
+        if time.monotonic() - live.saved_at >= self.meta_refresh_seconds:
+            self._refresh_meta(p, live)
+        return stored
+
+    # -- reading ------------------------------------------------------------------------------------
+
+    def live_messages(self, session_id: str, *, strict: bool = False) -> list[dict[str, Any]]:
+        """Messages not yet archived, oldest first (bad lines skipped and recorded; strict → CorruptLine)."""
+        return self._live_snapshot(self._existing(session_id), strict)[0]
+
+    def messages_in_range(self, session_id: str, start_seq: int, end_seq: int) -> list[dict[str, Any]]:
+        """Messages with start_seq ≤ seq ≤ end_seq, from the archives and/or the live file."""
+        check_seq_range(start_seq, end_seq)
+        p = self._existing(session_id)
+        live, n, end = self._live_snapshot(p, strict=False)
+        out: list[dict[str, Any]] = []
+        k = archives.find_containing(p.dir, self._archives, n, start_seq) if start_seq <= end else 0
+        while 0 < k <= n and archives.seq_range(self._archives.get(p.dir, k))[0] <= end_seq:
+            out.extend(m for m in self._archive_messages(p, k) if start_seq <= m["seq"] <= end_seq)
+            k += 1
+        out.extend(m for m in live if start_seq <= m["seq"] <= end_seq)
+        return out
+
+    def problems(self, session_id: str) -> list[Anomaly]:
+        """What the latest reads of the session's files found wrong (corrupt, repeated or out-of-order lines,
+        a meta that disagreed with the files, an archive left without `.done`), with file and line."""
+        return self._problems.of(self._existing(session_id).dir)
+
+    def check(self, session_id: str) -> list[Anomaly]:
+        """Every anomaly of the session's files, with file and line: the live file, the meta, each archive
+        (its `.done`, archive.json, messages, range) and the chain of archives (a missing or overlapping
+        one). Reads everything: O(archives), never on a hot path."""
+        p = self._existing(session_id)
+        with self._lock(p):
+            live, parsed, _, found = load(p, self._archives, durable=self.durable)
+            self._live[p.dir] = live
+        _, disorder = jsonl.ordered(parsed, str(p.messages), after=live.archive_end)
+        found = [*parsed.problems, *disorder, *found]
+        previous_end = 0
+        numbers = archives.archive_numbers(p.dir)
+        for n in numbers:
+            folder = archives.archive_dir(p.dir, n)
+            if not archives.is_complete(p.dir, n):
+                if n <= live.archive_n:
+                    found.append(Anomaly(str(folder), 0, "has no .done although later archives are complete"))
+                continue
+            found += archives.check_archive_files(folder, n, previous_end)
+            try:
+                previous_end = archives.seq_range(self._archives.get(p.dir, n))[1]
+            except DamagedFile:
+                previous_end = self._archives.end_seq(p.dir, n)
+        for n in sorted(set(range(1, live.archive_n + 1)) - set(numbers)):
+            found.append(Anomaly(str(archives.archive_dir(p.dir, n)), 0, "missing: its messages are in no archive"))
+        if live.seqs and live.seqs[0] != live.archive_end + 1:
+            found.append(Anomaly(str(p.messages), 0, f"the live messages start at seq {live.seqs[0]}, "
+                                                     f"not {live.archive_end + 1}: seqs in between are nowhere"))
+        return found
+
+    # -- hidden messages ----------------------------------------------------------------------------
+
+    def hidden(self, session_id: str) -> set[int]:
+        """Seqs of live messages the agent's state no longer holds (§7): left out of assemble and of commit
+        transcripts, still in the log and searchable once archived. Kept in `hidden.json` beside the log."""
+        p = self._existing(session_id)
+        with self._lock(p):
+            return self._hidden(p, self._sync(p))
+
+    def set_hidden(self, session_id: str, hide: set[int], unhide: set[int]) -> set[int]:
+        """Mark live seqs hidden / shown again; archived seqs are forgotten (the file stays small)."""
+        p = self._existing(session_id)
+        with self._lock(p):
+            live = self._sync(p)
+            before = self._hidden(p, live)
+            live_seqs = set(live.seqs)
+            after = {s for s in (before | set(hide)) - set(unhide) if s in live_seqs}
+            if after != before:
+                fsutil.atomic_write(p.dir / HIDDEN_FILE, encode_hidden(after), durable=self.durable)
+            return after
+
+    def _hidden(self, p: SessionPaths, live: LiveState) -> set[int]:
+        seqs = read_hidden(p.dir / HIDDEN_FILE)
+        return {s for s in seqs if s > live.archive_end}
+
+    # -- archives -----------------------------------------------------------------------------------
+
+    def last_complete_archive(self, session_id: str) -> dict[str, Any] | None:
+        """archive.json of the newest complete archive, or None before the first commit."""
+        p = self._existing(session_id)
+        n, _ = self._last_complete(p)
+        if not n:
+            return None
+        overview = archives.read_text(archives.archive_dir(p.dir, n) / archives.OVERVIEW)
+        return archives.with_working_summary(self._archives.get(p.dir, n), overview)
+
+    def next_archive_id(self, session_id: str) -> str:
+        """Id the next commit writes: last complete + 1."""
+        return archive_name(self._last_complete(self._existing(session_id))[0] + 1)
+
+    def list_archives(self, session_id: str) -> list[dict[str, Any]]:
+        """`{archive_id, abstract, start_seq, end_seq}` of every complete archive, oldest first."""
+        p = self._existing(session_id)
+        out = []
+        for n in archives.complete_numbers(p.dir):
+            start, end = archives.seq_range(self._archives.get(p.dir, n))
+            abstract = archives.read_text(archives.archive_dir(p.dir, n) / archives.ABSTRACT).strip()
+            out.append({"archive_id": archive_name(n), "abstract": abstract, "start_seq": start, "end_seq": end})
+        return out
+
+    def read_archive(self, session_id: str, archive_id: str) -> dict[str, Any]:
+        """The archive object plus `overview` (the WM) and `abstract`; unknown id → ArchiveNotFound."""
+        p, n = self._complete(session_id, archive_id)
+        folder = archives.archive_dir(p.dir, n)
+        overview = archives.read_text(folder / archives.OVERVIEW)
+        return {**archives.with_working_summary(self._archives.get(p.dir, n), overview), "overview": overview,
+                "abstract": archives.read_text(folder / archives.ABSTRACT).strip()}
+
+    def spilled_items(self, session_id: str, archive_id: str) -> list[dict[str, str]]:
+        """The WM items an archive's commit moved out of the working memory (`spilled.md`)."""
+        p, n = self._complete(session_id, archive_id)
+        return archives.parse_spilled(archives.read_text(archives.archive_dir(p.dir, n) / archives.SPILLED))
+
+    def archive_messages(self, session_id: str, archive_id: str, *, strict: bool = False) -> list[dict[str, Any]]:
+        """The messages one complete archive covers."""
+        p, n = self._complete(session_id, archive_id)
+        return self._archive_messages(p, n, strict)
+
+    def latest_overview(self, session_id: str) -> str | None:
+        """The working-memory document of the newest complete archive, or None."""
+        p = self._existing(session_id)
+        n, _ = self._last_complete(p)
+        return archives.read_text(archives.archive_dir(p.dir, n) / archives.OVERVIEW) if n else None
+
+    def write_archive(self, session_id: str, archive: dict[str, Any], messages: list[dict[str, Any]],
+                      overview: str, abstract: str, spilled: list[dict[str, str]] | None = None) -> Path:
+        """Write `history/<archive_id>/` (temp dir → rename → `.done`); a no-op when already complete.
+
+        The archive's messages.jsonl holds the live file's own lines for the covered seqs (verbatim);
+        `messages` must be exactly the oldest live messages up to end_seq.
+        """
+        p = self._existing(session_id)
+        n, start, end = archives.check_archive(archive, session_id)
+        seqs = archives.check_covered(messages, start, end)
+        archives.check_text(overview, "overview")
+        abstract = " ".join(archives.check_text(abstract, "abstract").split())[:archives.ABSTRACT_CHARS]
+        folder = archives.archive_dir(p.dir, n)
+        with self._lock(p):
+            if archives.is_complete(p.dir, n):
+                return folder
+            live = self._sync(p)
+            if n != live.archive_n + 1:
+                raise InvalidInput("archive.archive_id", archive["archive_id"],
+                                   f"the next archive of this session is {archive_name(live.archive_n + 1)}")
+            parsed, picked = self._parsed(p, p.messages, jsonl.read_bytes(p.messages) or b"", False,
+                                          after=live.archive_end)
+            covered = [(parsed.messages[i]["seq"], parsed.raw[i]) for i in picked if parsed.messages[i]["seq"] <= end]
+            archives.check_rewritable(folder, {s for s, _ in covered})
+            if [s for s, _ in covered] != seqs:
+                raise InvalidInput("messages", f"seqs {seqs[0]}..{seqs[-1]}",
+                                   f"must be exactly the oldest live messages up to end_seq {end}")
+            self._archives.forget(p.dir, n)
+            self._live.pop(p.dir, None)  # the live set changes (or may have): reload next time
+            archives.write_archive_dir(p.dir, n, b"".join(raw + b"\n" for _, raw in covered), overview,
+                                       abstract, archive, durable=self.durable, spilled=spilled)
+        return folder
+
+    def drop_covered(self, session_id: str, end_seq: int) -> int:
+        """GC: rewrite `messages.jsonl` without seqs ≤ end_seq (already archived); returns lines dropped."""
+        if isinstance(end_seq, bool) or not isinstance(end_seq, int) or end_seq < 0:
+            raise InvalidInput("end_seq", end_seq, "must be an integer >= 0")
+        p = self._existing(session_id)
+        with self._lock(p):
+            live = self._sync(p)
+            if end_seq > live.archive_end:
+                raise InvalidInput("end_seq", end_seq,
+                                   f"not archived: the last complete archive ends at seq {live.archive_end}")
+            parsed, picked = self._parsed(p, p.messages, jsonl.read_bytes(p.messages) or b"", False, after=end_seq)
+            kept = [parsed.raw[i] for i in picked]  # each live seq once, in seq order: the readers' view
+            dropped = len(parsed.messages) - len(kept)
+            if dropped:
+                kept += parsed.bad_lines  # never delete what we cannot read; it stays reported
+                self._live.pop(p.dir, None)
+                fsutil.atomic_write(p.messages, b"".join(raw + b"\n" for raw in kept), durable=self.durable)
+            return dropped
+
+    def record_commit(self, session_id: str, archive: dict[str, Any], keep: Keep) -> dict[str, Any]:
+        """After a commit: meta gets the new last archive, commit count, keep and pending tokens."""
+        keep = as_keep(keep)
+        if not isinstance(archive, dict):
+            raise InvalidInput("archive", archive, "must be the archive object (a dict)")
+        p, n = self._complete(session_id, archive.get("archive_id"))
+        with self._lock(p):
+            live = self._reload(p, save_stale=False)  # saved below
+            if n == live.archive_n:
+                live.meta["last_commit_at"] = self._archives.get(p.dir, n).get("created_at") or now_iso()
+                live.set_keep(keep)
+            self._save_meta(p, live, durable=self.durable)
+            return public(live.meta)
+
+    # -- internals ----------------------------------------------------------------------------------
+
+    def _paths(self, session_id: str) -> SessionPaths:
+        p = self._paths_by_id.get(session_id) if isinstance(session_id, str) else None
+        if p is None:
+            safe = safe_session_id(session_id)
+            p = SessionPaths.of(self.sessions_dir, session_id, safe)
+            if p.dir.parent != self.sessions_dir or p.dir.name != safe:
+                raise InvalidInput("session_id", session_id, "does not map inside the data root")
+            if len(self._paths_by_id) > 10_000:
+                self._paths_by_id.clear()
+            self._paths_by_id[session_id] = p
+        return p
+
+    def _existing(self, session_id: str) -> SessionPaths:
+        """The paths of a session that exists; the first access of this store derives its state from the
+        files under the lock (`meta.load`), which settles what a crash or a damaged file left behind."""
+        p = self._paths(session_id)
+        if p.dir not in self._live:
+            self._check_safe(p)
+            if not (p.meta.exists() or p.messages.exists()):
+                raise SessionNotFound(session_id)
+            check_owner(p, read_meta(p.meta))
+            with self._lock(p):
+                self._sync(p)
+        return p
+
+    def _check_safe(self, p: SessionPaths) -> None:
+        """No path of the session may be a symlink: the sessions folder, the session's folder, its history."""
+        for path in (self.sessions_dir, p.dir, p.dir / archives.HISTORY):
+            if path.is_symlink():
+                raise UnsafePath(str(path))
+
+    def _complete(self, session_id: str, archive_id: Any) -> tuple[SessionPaths, int]:
+        p = self._existing(session_id)
+        if not isinstance(archive_id, str):
+            raise InvalidInput("archive_id", archive_id, "must be a string like 'archive_001'")
+        try:
+            n = archive_number(archive_id)
+        except InvalidInput:
+            raise ArchiveNotFound(session_id, archive_id) from None
+        if not archives.is_complete(p.dir, n):
+            raise ArchiveNotFound(session_id, archive_id)
+        return p, n
+
+    def _lock(self, p: SessionPaths) -> FileMutex:
+        return session_lock(p.lock, self.lock_timeout)
+
+    def _last_complete(self, p: SessionPaths) -> tuple[int, int]:
+        """Last complete archive: hint from our state or the stored meta, checked with two `.done` stats."""
+        live = self._live.get(p.dir)
+        hint = live.archive_n if live is not None else archive_hint((read_meta(p.meta) or {}).get("last_archive"))[0]
+        return archives.last_complete(p.dir, self._archives, hint)
+
+    def _live_snapshot(self, p: SessionPaths, strict: bool) -> tuple[list[dict[str, Any]], int, int]:
+        """Live messages without taking the lock: read the file first, then find the last complete archive.
+
+        GC only removes seqs of an archive whose `.done` exists before the rewrite, so the archive found
+        after reading covers everything the file we read may lack; older lines it still holds are filtered.
+        """
+        data = jsonl.read_bytes(p.messages) or b""
+        n, end = self._last_complete(p)
+        parsed, picked = self._parsed(p, p.messages, data, strict, after=end)
+        return [parsed.messages[i] for i in picked], n, end
+
+    def _parsed(self, p: SessionPaths, path: Path, data: bytes, strict: bool, *,
+                after: int = 0) -> tuple[jsonl.Parsed, list[int]]:
+        """Parse a messages file with the readers' rules; record what they found; strict → raise it."""
+        parsed = jsonl.parse(data, str(path))
+        picked, found = jsonl.ordered(parsed, str(path), after=after)
+        found = [*parsed.problems, *found]
+        if strict and found:
+            raise found[0]
+        self._problems.note(p.dir, path, found, replace=True)
+        return parsed, picked
+
+    def _archive_messages(self, p: SessionPaths, n: int, strict: bool = False) -> list[dict[str, Any]]:
+        """The messages of archive `n` by the readers' rules; a seq of its range that is missing is reported."""
+        folder = archives.archive_dir(p.dir, n)
+        path = folder / archives.MESSAGES
+        data = jsonl.read_bytes(path)
+        if data is None:
+            raise DamagedFile(str(path), "missing")
+        parsed, picked = self._parsed(p, path, data, strict)
+        messages = [parsed.messages[i] for i in picked]
+        start, end = archives.seq_range(self._archives.get(p.dir, n))
+        if [m["seq"] for m in messages] != list(range(start, end + 1)):
+            missing = sorted(set(range(start, end + 1)) - {m["seq"] for m in messages})
+            found = Anomaly(str(path), 0, f"{len(missing)} seq(s) of {start}..{end} missing: {missing[:10]}")
+            if strict:
+                raise found
+            self._problems.note(p.dir, path, [found], replace=False)
+        return messages
+
+    def _create(self, p: SessionPaths, now: str) -> None:
+        """First write of a session (or of a lost meta): directory, empty live file, durable meta."""
+        fsutil.make_dirs(p.dir, durable=self.durable)
+        os.close(os.open(p.messages, os.O_WRONLY | os.O_CREAT, 0o644))
+        live, parsed, _, found = load(p, self._archives, durable=self.durable)
+        self._problems.note(p.dir, p.messages, parsed.problems, replace=True)
+        self._problems.note(p.dir, p.dir, found, replace=True)
+        if not parsed.messages and not live.archive_n:
+            live.meta["created_at"] = live.meta["updated_at"] = now  # the first message's time
+        self._live[p.dir] = live
+        self._save_meta(p, live, durable=self.durable)
+
+    def _save_meta(self, p: SessionPaths, live: LiveState, *, durable: bool) -> None:
+        fsutil.atomic_write(p.meta, encode_meta(live.disk_form()), durable=durable)
+        live.meta_stamp = file_key(p.meta)
+        live.saved_at = time.monotonic()
+        live.dirty = False
+
+    def _sync(self, p: SessionPaths) -> LiveState:
+        """Our state of the session, brought up to date with the files (the caller holds the lock)."""
+        live = self._live.get(p.dir)
+        if live is not None:
+            state = freshness(p, live)
+            if state == "fresh":
+                return live
+            if state == "grown":
+                parsed = catch_up(p, live)
+                if parsed is not None:
+                    self._problems.note(p.dir, p.messages, parsed.problems, replace=False)
+                    return live
+        return self._reload(p)
+
+    def _reload(self, p: SessionPaths, *, save_stale: bool = True) -> LiveState:
+        live, parsed, stale, found = load(p, self._archives, durable=self.durable)
+        self._problems.note(p.dir, p.messages, parsed.problems, replace=True)
+        self._problems.note(p.dir, p.dir, found, replace=True)  # what deriving the session's state found
+        self._live[p.dir] = live
+        if stale and save_stale:
+            self._refresh_meta(p, live)  # the cache on disk disagreed with the files
+        return live
+
+    def _refresh_meta(self, p: SessionPaths, live: LiveState) -> None:
+        """Rewrite `.meta.json` from our state; a failure (disk full, read-only root) is logged, not raised:
+        the meta is a cache the next writer refreshes."""
+        try:
+            self._save_meta(p, live, durable=False)
+        except OSError as exc:
+            live.dirty = True
+            log.warning("could not refresh %s: %s", p.meta, exc)

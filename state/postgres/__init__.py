@@ -1,0 +1,1 @@
+"""The PostgreSQL storage backend, for many replicas on one database (SPEC §11)."""

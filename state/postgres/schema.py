@@ -1,0 +1,308 @@
+"""The Postgres backend's schema and connections (SPEC §11).
+
+Everything lives in one schema (default `workmem`, env `WORKMEM_DATABASE_SCHEMA`): workmem's tables,
+`pg_trgm` when the database does not have it yet, and `PostgresSaver`'s checkpoint tables. Every
+pooled connection starts with `search_path` set to that schema alone (a startup option, so no `RESET`
+can undo it), which is how the unqualified names of `PostgresSaver` land there and never touch the
+`checkpoints` tables LangGraph keeps in `public` for an agent on the same database.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from workmem.state.errors import DatabaseUnavailable, InvalidInput
+from workmem.state.ids import check_session_id
+from workmem.state.search import fts_query
+from workmem.state.search.search_hits import MEMORY_ROLE
+
+ENV_SCHEMA = "WORKMEM_DATABASE_SCHEMA"
+DEFAULT_SCHEMA = "workmem"
+SCHEMA_VERSION = 1
+POOL_MAX = 8
+CONNECT_TIMEOUT = 10
+NUL_STANDIN = "\ufffd"
+_SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
+_URL_SECRET = re.compile(r"(://[^:/@]*:)[^@]*@")
+
+# {schema}: our schema. `docs` is what a search sees, like the file backend's `fts_docs`: one row per archived
+# message with indexed text (`indexed_text`: workmem's own tool traffic left out) and per spilled WM item
+# (a negative seq, role `memory`, the section as turn id), written in the transaction that persists the
+# archive — a narrow table, so the candidates of a word cost no reads of the messages. `stems` counts a
+# session's documents per indexed stem (a long word's relatives are found through it, and a relative too
+# common to help is known without reading its documents). Words are indexed as FTS5's `unicode61` sees them
+# (every run of characters that are not letters or digits separates words) with the English Snowball
+# stemmer and no stop words, so `feed_1.py` is the words feed, 1, py and `the` is a word like any other.
+WORDS = "to_tsvector('\"{schema}\".wm_english'::regconfig, regexp_replace({column}, '[^[:alnum:]]+', ' ', 'g'))"
+TEXT_SEARCH = """
+CREATE TEXT SEARCH DICTIONARY wm_english_stem (TEMPLATE = snowball, Language = english);
+CREATE TEXT SEARCH CONFIGURATION wm_english (COPY = english);
+ALTER TEXT SEARCH CONFIGURATION wm_english ALTER MAPPING FOR asciiword, word, numword, asciihword, hword,
+    numhword, hword_asciipart, hword_part, hword_numpart WITH wm_english_stem;
+"""
+TABLES = """
+CREATE TABLE IF NOT EXISTS workmem_schema (version integer NOT NULL);
+CREATE TABLE IF NOT EXISTS sessions (
+    session_id text PRIMARY KEY,
+    next_seq bigint NOT NULL DEFAULT 1,
+    message_count bigint NOT NULL DEFAULT 0,
+    archived_count bigint NOT NULL DEFAULT 0,
+    commit_count integer NOT NULL DEFAULT 0,
+    keep_unit text NOT NULL,
+    keep_n integer NOT NULL,
+    pending_tokens bigint NOT NULL DEFAULT 0,
+    live_tokens bigint NOT NULL DEFAULT 0,
+    last_turn integer NOT NULL DEFAULT 0,
+    last_archive_id text,
+    last_archive_end bigint NOT NULL DEFAULT 0,
+    created_at timestamptz NOT NULL,
+    updated_at timestamptz NOT NULL,
+    last_commit_at timestamptz);
+CREATE TABLE IF NOT EXISTS messages (
+    session_id text NOT NULL,
+    seq bigint NOT NULL,
+    id text NOT NULL,
+    turn_id text NOT NULL,
+    role text NOT NULL,
+    parts jsonb NOT NULL,
+    meta jsonb NOT NULL,
+    exact_body json,
+    tokens integer NOT NULL,
+    created_at timestamptz NOT NULL,
+    archive_id text,
+    hidden boolean NOT NULL DEFAULT false,
+    content text NOT NULL,
+    length integer NOT NULL,
+    asks boolean NOT NULL,
+    stamp boolean NOT NULL,
+    PRIMARY KEY (session_id, seq));
+CREATE INDEX IF NOT EXISTS messages_live ON messages (session_id, seq) WHERE archive_id IS NULL;
+CREATE TABLE IF NOT EXISTS archives (
+    session_id text NOT NULL,
+    number integer NOT NULL,
+    archive_id text NOT NULL,
+    task_id text,
+    start_seq bigint NOT NULL,
+    end_seq bigint NOT NULL,
+    start_turn_id text,
+    end_turn_id text,
+    overview text NOT NULL,
+    abstract text NOT NULL,
+    object jsonb NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (session_id, number));
+CREATE TABLE IF NOT EXISTS spilled_items (
+    session_id text NOT NULL,
+    archive_id text NOT NULL,
+    ord integer NOT NULL,
+    seq bigint NOT NULL,
+    section text NOT NULL,
+    item text NOT NULL,
+    length integer NOT NULL,
+    PRIMARY KEY (session_id, archive_id, ord));
+CREATE TABLE IF NOT EXISTS docs (
+    session_id text NOT NULL,
+    seq bigint NOT NULL,
+    archive_id text NOT NULL,
+    turn_id text NOT NULL,
+    role text NOT NULL,
+    content text NOT NULL,
+    length integer NOT NULL,
+    asks boolean NOT NULL,
+    stamp boolean NOT NULL,
+    tsv tsvector GENERATED ALWAYS AS ({content_words}) STORED,
+    PRIMARY KEY (session_id, seq));
+CREATE INDEX IF NOT EXISTS docs_by_archive ON docs (session_id, archive_id, seq);
+CREATE INDEX IF NOT EXISTS docs_stamps ON docs (session_id, seq) WHERE stamp;
+CREATE INDEX IF NOT EXISTS docs_words ON docs USING gin (tsv) WITH (fastupdate = off);
+CREATE TABLE IF NOT EXISTS stems (
+    session_id text NOT NULL,
+    stem text COLLATE "C" NOT NULL,
+    docs integer NOT NULL,
+    PRIMARY KEY (session_id, stem));
+CREATE TABLE IF NOT EXISTS tasks (
+    ord bigserial UNIQUE,
+    task_id text PRIMARY KEY,
+    session_id text NOT NULL,
+    archive_id text,
+    thread_id text,
+    status text NOT NULL,
+    error text,
+    attempts integer NOT NULL DEFAULT 0,
+    created_at timestamptz NOT NULL,
+    updated_at timestamptz NOT NULL,
+    result jsonb);
+CREATE INDEX IF NOT EXISTS tasks_by_session ON tasks (session_id, status);
+CREATE INDEX IF NOT EXISTS tasks_keeping_a_thread ON tasks (updated_at) WHERE status = 'completed'
+    AND thread_id IS NOT NULL;
+CREATE TABLE IF NOT EXISTS leases (
+    session_id text PRIMARY KEY,
+    task_id text NOT NULL,
+    owner text,
+    pid integer,
+    host text,
+    expires_at double precision NOT NULL);
+"""
+# {trgm}: the schema-qualified operator class of pg_trgm, wherever the extension lives. The full-text
+# indexes hold archived documents only (an append does not pay for them; archiving indexes them once)
+# and skip GIN's pending list, which every search would otherwise scan linearly.
+TRIGRAM_INDEXES = """
+CREATE INDEX IF NOT EXISTS docs_trigrams ON docs USING gin (content {trgm}) WITH (fastupdate = off);
+"""
+
+
+def schema_name(value: str | None = None) -> str:
+    """The schema workmem uses: `value`, else `WORKMEM_DATABASE_SCHEMA`, else `workmem` (a plain lowercase name)."""
+    name = value if value is not None else (os.environ.get(ENV_SCHEMA) or DEFAULT_SCHEMA)
+    if not isinstance(name, str) or not _SCHEMA_NAME.fullmatch(name) or name.startswith("pg_") or name == "public":
+        raise InvalidInput("schema", name, "must match [a-z_][a-z0-9_]{0,62}, not public and not pg_*")
+    return name
+
+
+def check_url(url: object) -> str:
+    """A `postgresql://` / `postgres://` URL (or a libpq `key=value` string)."""
+    if not isinstance(url, str) or not url.strip():
+        raise InvalidInput("database_url", url, "must be a non-empty postgresql:// URL")
+    if "://" in url and not url.startswith(("postgresql://", "postgres://")):
+        raise InvalidInput("database_url", shown_url(url), "must start with postgresql:// or postgres://")
+    return url
+
+
+def shown_url(url: str) -> str:
+    """The URL without its password, for messages and `location()`."""
+    return _URL_SECRET.sub(r"\1***@", url)
+
+
+def connection_kwargs(url: str, schema: str) -> dict[str, Any]:
+    """psycopg connect arguments: what PostgresSaver needs (autocommit, dict rows, prepare_threshold=0),
+    UTC timestamps and our schema as the whole search_path, appended to any `options` of the URL."""
+    from psycopg.conninfo import conninfo_to_dict
+    from psycopg.rows import dict_row
+
+    given = conninfo_to_dict(url).get("options") or ""
+    options = f"{given} -c search_path={schema} -c TimeZone=UTC".strip()
+    return {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row, "options": options}
+
+
+def open_pool(url: str, schema: str, *, max_size: int = POOL_MAX) -> Any:
+    """A `psycopg_pool.ConnectionPool` whose every connection works inside `schema`."""
+    import psycopg
+    from psycopg_pool import ConnectionPool
+
+    try:  # one direct attempt first: a wrong URL is one clear error, not a pool retrying for 30 s
+        psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT, **connection_kwargs(url, schema)).close()
+    except psycopg.Error as exc:
+        raise DatabaseUnavailable(shown_url(url), " ".join(str(exc).split())) from None
+    pool = ConnectionPool(url, min_size=1, max_size=max_size, kwargs=connection_kwargs(url, schema),
+                          open=False, name=f"workmem-{schema}")
+    pool.open(wait=True, timeout=30)
+    return pool
+
+
+def ensure_schema(pool: Any, schema: str) -> None:
+    """Create the schema and its tables if missing (serialised between processes by an advisory lock)."""
+    with pool.connection() as conn, conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [f"workmem-schema:{schema}"])
+        conn.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+        exists = conn.execute("SELECT 1 FROM pg_tables WHERE schemaname = %s AND tablename = 'workmem_schema'",
+                              [schema]).fetchone()
+        if exists:
+            return
+        trgm_schema = _trigram_schema(conn, schema)
+        words = {"content_words": WORDS.format(schema=schema, column="content")}
+        trigrams = TRIGRAM_INDEXES.format(trgm=f'"{trgm_schema}".gin_trgm_ops')
+        for script in (TEXT_SEARCH, TABLES.format(**words), trigrams):
+            for statement in script.split(";\n"):
+                if statement.strip():
+                    conn.execute(statement)
+        conn.execute("INSERT INTO workmem_schema (version) VALUES (%s)", [SCHEMA_VERSION])
+
+
+def _trigram_schema(conn: Any, schema: str) -> str:
+    """Where pg_trgm lives: created in our schema unless the database already has it elsewhere."""
+    row = conn.execute("SELECT extnamespace::regnamespace::text AS nsp FROM pg_extension WHERE extname = 'pg_trgm'"
+                       ).fetchone()
+    if row is None:
+        conn.execute(f'CREATE EXTENSION IF NOT EXISTS pg_trgm WITH SCHEMA "{schema}"')
+        return schema
+    return row["nsp"].strip('"')
+
+
+class Database:
+    """The pool of one schema, with the two ways workmem uses it: a transaction, or one statement."""
+
+    def __init__(self, pool: Any, schema: str, url: str) -> None:
+        self.pool, self.schema, self.url = pool, schema, url
+
+    @contextmanager
+    def transaction(self, *, durable: bool = True) -> Iterator[Any]:
+        """A connection inside one transaction (`durable=False`: commit without waiting for the WAL flush)."""
+        with self.pool.connection() as conn, conn.transaction():
+            if not durable:
+                conn.execute("SET LOCAL synchronous_commit = off")
+            yield conn
+
+    def rows(self, sql: str, args: Any = None, *, prepare: bool | None = None) -> list[dict[str, Any]]:
+        """Every row of one statement, as dicts (`prepare=False`: planned for these values, never generic)."""
+        with self.pool.connection() as conn:
+            return conn.execute(sql, args, prepare=prepare).fetchall()
+
+    def batch(self, statements: Sequence[tuple[str, Any]]) -> list[list[dict[str, Any]]]:
+        """Every row of each statement, all sent in one round trip (a pipeline), each planned for its values."""
+        with self.pool.connection() as conn:
+            with conn.pipeline():
+                cursors = [conn.cursor().execute(sql, args, prepare=False) for sql, args in statements]
+            return [cur.fetchall() for cur in cursors]
+
+    def row(self, sql: str, args: Any = None) -> dict[str, Any] | None:
+        """The first row of one statement, or None."""
+        with self.pool.connection() as conn:
+            return conn.execute(sql, args).fetchone()
+
+    def where(self, table: str, key: str) -> str:
+        """`schema.table (key)`: where a row lives, for anomalies and messages."""
+        return f"{self.schema}.{table} ({key})"
+
+
+_DOCS_OF_MESSAGES = ("INSERT INTO docs (session_id, seq, archive_id, turn_id, role, content, length, asks, stamp) "
+                     "SELECT session_id, seq, archive_id, turn_id, role, content, length, asks, stamp FROM messages "
+                     "WHERE session_id = %s AND {rows} AND archive_id IS NOT NULL AND content <> ''")
+_DOCS_OF_ITEMS = ("INSERT INTO docs (session_id, seq, archive_id, turn_id, role, content, length, asks, stamp) "
+                  f"SELECT session_id, seq, archive_id, section, '{MEMORY_ROLE}', item, length, false, false "
+                  "FROM spilled_items WHERE session_id = %s AND {rows}")
+_STEM_COUNTS = ("INSERT INTO stems (session_id, stem, docs) SELECT %s, word, count(*) FROM docs, "
+                "unnest(tsv) AS u(word, positions, weights) WHERE session_id = %s AND {rows} AND length(word) >= %s "
+                "GROUP BY word ON CONFLICT (session_id, stem) DO UPDATE SET docs = stems.docs + excluded.docs")
+
+
+def index_documents(conn: Any, session_id: str, archive_id: str | None = None) -> None:
+    """Make the archived messages and spilled items of one archive (or of the whole session) search documents,
+    and add their stems to the session's counts: how many documents hold each stem long enough to be a
+    relative (`fts_query.PREFIX_KEEP`). Inside the caller's transaction."""
+    rows, args = ("archive_id = %s", [archive_id]) if archive_id is not None else ("true", [])
+    conn.execute(_DOCS_OF_MESSAGES.format(rows=rows), [session_id, *args])
+    conn.execute(_DOCS_OF_ITEMS.format(rows=rows), [session_id, *args])
+    conn.execute(_STEM_COUNTS.format(rows=rows), [session_id, session_id, *args, fts_query.PREFIX_KEEP])
+
+
+def session_key(session_id: Any) -> str:
+    """A session id as a key of the tables: `check_session_id`'s rules, and no NUL (text cannot hold it)."""
+    check_session_id(session_id)
+    if "\x00" in session_id:
+        raise InvalidInput("session_id", session_id, "must not contain NUL on the Postgres backend")
+    return session_id
+
+
+def without_nul(value: Any) -> Any:
+    """`value` with every NUL character (which Postgres text and jsonb cannot hold) replaced by U+FFFD."""
+    if isinstance(value, str):
+        return value.replace("\x00", NUL_STANDIN) if "\x00" in value else value
+    if isinstance(value, dict):
+        return {without_nul(k): without_nul(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [without_nul(v) for v in value]
+    return value

@@ -1,0 +1,86 @@
+"""One archive search, whatever the backend (SPEC §7, §11): arguments, planning, ranking and the hits.
+
+A backend's index is a `CandidateSource` over the searched scope — it answers the few questions the
+ranking asks (how big is the scope, which messages does each term's channel match, where are the date
+stamps, what do the best ones say) — and `ranked_hits` does the rest, so the file and the Postgres
+backend rank alike. Spilled working-memory items (§5) are documents too: role `memory`, their section
+in the turn-id column, and a negative seq no message or other item is ever a neighbour of.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from workmem.state.errors import InvalidInput
+from workmem.state.ids import archive_number, canonical_archive_id
+from workmem.state.search import fts_query, search_dates, search_rank, search_terms
+
+HIT_CHARS = 1500
+MAX_LIMIT = 1000
+MEMORY_ROLE = "memory"
+MEMORY_SEQ_GAP = 10  # wider than the neighbour window
+MEMORY_SEQ_SPAN = 10_000_000  # per archive: room for a million items
+HEAD_EXTRA = 32  # the length and opener priors reorder the best 2 × limit + HEAD_EXTRA fused scores
+
+Row = tuple[Any, ...]  # (archive_id, length, seq, turn_id, role, content)
+
+
+class CandidateSource(Protocol):
+    """What a backend's index answers about one search scope (a session, or one of its archives)."""
+
+    def candidates(self, terms: Sequence[fts_query.Term]) -> search_terms.Candidates:
+        """The scope's size and mean length, per term the matches of each of its channels (`search_terms`)
+        that found something, and the seqs of the scope's newest `search_terms.MAX_STAMPS` date stamps."""
+
+    def rows(self, seqs: Sequence[int]) -> dict[int, Row]:
+        """seq → row of those seqs found in scope."""
+
+
+def check_search(query: Any, archive_id: Any, limit: Any) -> str | None:
+    """Validate a search's arguments (typed errors naming the field); → the canonical archive id or None."""
+    if not isinstance(query, str):
+        raise InvalidInput("query", query, "must be a string")
+    if len(query) > fts_query.MAX_QUERY_CHARS:
+        raise InvalidInput("query", query, f"longer than {fts_query.MAX_QUERY_CHARS} characters")
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+        raise InvalidInput("limit", limit, f"must be an integer between 1 and {MAX_LIMIT}")
+    return None if archive_id is None else canonical_archive_id(archive_id)
+
+
+def ranked_hits(source: CandidateSource, query: str, limit: int) -> list[dict[str, Any]]:
+    """The `limit` best hits of `query` in `source`'s scope: candidates per term and channel, fused by
+    `search_rank.score`, then a bounded head reordered by the length and opener priors."""
+    terms = fts_query.plan(query)
+    if not terms:
+        return []
+    found = source.candidates(terms)
+    if not found.total:
+        return []
+    fused = search_rank.score(found.matches, found.avg_length, found.stamps)
+    head = search_rank.top(fused, 2 * limit + HEAD_EXTRA)
+    rows = source.rows(head)
+    dated = set(found.stamps)
+    final = {seq: fused[seq] * search_rank.length_prior(rows[seq][1], found.avg_length)
+             * (search_rank.OPENER_PRIOR if seq - 1 in dated else 1.0) for seq in head if seq in rows}
+    return [hit(rows[seq]) for seq in search_rank.top(final, limit)]
+
+
+def hit(row: Row) -> dict[str, Any]:
+    """A row as a hit `{archive_id, seq, turn_id, role, content}` (content cut to HIT_CHARS); a spilled WM
+    item → role `memory`, seq and turn_id None, and its `section`."""
+    content = row[5] if len(row[5]) <= HIT_CHARS else row[5][: HIT_CHARS - 1] + "…"
+    if row[4] == MEMORY_ROLE:  # a spilled WM item: its section rides in the turn_id column
+        return {"archive_id": row[0], "seq": None, "turn_id": None, "role": MEMORY_ROLE, "section": row[3],
+                "content": content}
+    return {"archive_id": row[0], "seq": row[2], "turn_id": row[3], "role": row[4], "content": content}
+
+
+def doc_fields(text: str) -> tuple[int, bool, bool]:
+    """What the ranking keeps of an indexed text: (length in words, asks a question, is a date stamp)."""
+    return len(fts_query.WORD_RUN.findall(text)), "?" in text or "？" in text, search_dates.is_date_stamp(text)
+
+
+def memory_seq(archive_id: str, i: int) -> int:
+    """The seq of an archive's i-th spilled item: negative, spaced so nothing is ever its neighbour."""
+    return -(archive_number(archive_id) * MEMORY_SEQ_SPAN + (i + 1) * MEMORY_SEQ_GAP)
