@@ -13,7 +13,7 @@ from typing import Any
 from workmem.state import jsonutil
 from workmem.state.errors import Anomaly, CorruptLine, UnsafePath
 from workmem.state.jsonutil import dumps
-from workmem.state.messages import ROLES
+from workmem.state.stored import check_stored, stored_records
 
 
 @dataclass
@@ -30,25 +30,6 @@ class Parsed:
 
 
 log = logging.getLogger("workmem.store")
-
-
-def stored_lines(prepared: list[tuple[dict[str, Any], bytes | None]], counts: list[int], first_seq: int, turn: int,
-                 now: str) -> tuple[list[dict[str, Any]], bytes, int]:
-    """Stored messages of a validated batch, their JSONL bytes, and the turn number after them.
-
-    ids are 128 random bits (like uuid4) drawn in one call. `turn_id` is `t<n>`, n growing at each
-    user message. The line of a message is its stored dict as compact JSON (keys in the order
-    below); see `_encode_lines`.
-    """
-    ids = os.urandom(16 * len(prepared)).hex()
-    stored = []
-    for i, ((msg, _body), tokens) in enumerate(zip(prepared, counts, strict=True)):
-        role = msg["role"]
-        if role == "user":
-            turn += 1
-        stored.append({"id": f"m-{ids[32 * i:32 * i + 32]}", "seq": first_seq + i, "turn_id": f"t{turn}",
-                       "role": role, "created_at": now, "tokens": tokens, "meta": msg["meta"], "parts": msg["parts"]})
-    return stored, _encode_lines(stored, [body for _msg, body in prepared]), turn
 
 
 def _encode_lines(stored: list[dict[str, Any]], bodies: list[bytes | None]) -> bytes:
@@ -72,6 +53,16 @@ def _encode_lines(stored: list[dict[str, Any]], bodies: list[bytes | None]) -> b
                          f'"role":"{msg["role"]}","created_at":"{msg["created_at"]}","tokens":{msg["tokens"]},'
                          .encode() + body + b"}\n")
     return b"".join(lines)
+
+
+def stored_lines(prepared: list[tuple[dict[str, Any], bytes | None]], counts: list[int], first_seq: int, turn: int,
+                 now: str) -> tuple[list[dict[str, Any]], bytes, int]:
+    """Stored messages of a validated batch, their JSONL bytes, and the turn number after them.
+
+    The line of a message is its stored dict as compact JSON; see `_encode_lines`.
+    """
+    stored, turn = stored_records(prepared, counts, first_seq, turn, now)
+    return stored, _encode_lines(stored, [body for _msg, body in prepared]), turn
 
 
 class Problems:
@@ -101,23 +92,6 @@ class Problems:
         """Every recorded problem of a session."""
         return [c for found in self._found.get(session_dir, {}).values() for c in found]
 
-
-
-def check_stored(obj: Any) -> str:
-    """Why `obj` is not a stored message ('' when it looks like one); a cheap shape check per line."""
-    if not isinstance(obj, dict):
-        return "not a JSON object"
-    seq = obj.get("seq")
-    if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1:
-        return f"bad seq {seq!r}"
-    if obj.get("role") not in ROLES:
-        return f"bad role {obj.get('role')!r}"
-    if not isinstance(obj.get("parts"), list):
-        return "parts is not a list"
-    tokens = obj.get("tokens")
-    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
-        return f"bad tokens {tokens!r}"
-    return ""
 
 
 def parse(data: bytes, path: str, *, first_line: int = 1) -> Parsed:

@@ -11,7 +11,6 @@ import json
 import logging
 import os
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
@@ -19,6 +18,7 @@ from workmem.state.errors import Anomaly, DamagedFile, InvalidInput
 from workmem.state.files import archives, jsonl
 from workmem.state.ids import archive_name, archive_number
 from workmem.state.retention import MESSAGES, Keep, covered_tokens, keep_value
+from workmem.state.session_meta import now_iso, public
 from workmem.state.turns import DEFAULT_KEEP_RECENT, turn_number
 
 log = logging.getLogger("workmem.store")
@@ -30,10 +30,6 @@ HIDDEN_FILE = "hidden.json"
 META_VERSION = 1
 # Meta fields a count refresh never changes; another value on disk means a commit or a keep change.
 _DECIDED_FIELDS = ("session_id", "created_at", "commit_count", "last_commit_at", "keep", "last_archive")
-PUBLIC_FIELDS = (
-    "session_id", "created_at", "updated_at", "next_seq", "message_count", "total_message_count",
-    "commit_count", "last_commit_at", "keep", "keep_recent_count", "pending_tokens", "live_tokens", "last_archive",
-)
 
 
 class SessionPaths(NamedTuple):
@@ -51,11 +47,6 @@ class SessionPaths(NamedTuple):
         """Paths of session `session_id` whose directory name is `safe_id`."""
         folder = sessions_dir / safe_id
         return cls(session_id, safe_id, folder, folder / MESSAGES_FILE, folder / META_FILE, folder / LOCK_FILE)
-
-
-def now_iso() -> str:
-    """Current UTC time as ISO 8601 with offset."""
-    return datetime.now(UTC).isoformat()
 
 
 def file_key(path: str | os.PathLike[str]) -> tuple[int, int, int] | None:
@@ -110,14 +101,6 @@ def check_owner(p: SessionPaths, disk: dict[str, Any] | None) -> None:
     if disk is not None and disk["session_id"] != p.session_id:
         raise InvalidInput("session_id", p.session_id,
                            f"directory {p.safe_id} belongs to session {disk['session_id']!r}")
-
-
-def public(meta: dict[str, Any]) -> dict[str, Any]:
-    """The §2 fields of a meta dict (a copy)."""
-    out = {k: meta.get(k) for k in PUBLIC_FIELDS}
-    if isinstance(out["last_archive"], dict):
-        out["last_archive"] = dict(out["last_archive"])
-    return out
 
 
 def encode_meta(meta: dict[str, Any]) -> bytes:

@@ -22,13 +22,13 @@ from sqlite_utils import Database
 
 from workmem.state.errors import InvalidInput
 from workmem.state.files import search_candidates
-from workmem.state.files.jsonl import check_stored
 from workmem.state.files.sqlite import ThreadConnections
 from workmem.state.files.tasks import INDEX_FILE
 from workmem.state.ids import canonical_archive_id, check_session_id
 from workmem.state.messages import indexed_text
 from workmem.state.search import search_hits
 from workmem.state.search.search_hits import MEMORY_ROLE
+from workmem.state.stored import check_stored
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager

@@ -12,12 +12,12 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from workmem.state.files.meta import now_iso
 from workmem.state.files.search_index import SearchIndex
 from workmem.state.files.sqlite import BUSY_TIMEOUT_SECONDS, connect, is_corruption
 from workmem.state.files.store import SessionStore
 from workmem.state.files.tasks import INDEX_FILE, TaskStore
 from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES
+from workmem.state.session_meta import now_iso
 from workmem.state.storage import COMMIT_THREAD_MARK, STUDIO_THREAD_PREFIX
 
 CHECKPOINTS_FILE = "checkpoints.sqlite"

@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from workmem.state.archive_checks import check_archive_write
+from workmem.state.archive_object import OVERVIEW, with_working_summary
 from workmem.state.errors import (
     Anomaly,
     ArchiveNotFound,
@@ -39,14 +41,13 @@ from workmem.state.files.meta import (
     file_key,
     freshness,
     load,
-    now_iso,
-    public,
     read_hidden,
     read_meta,
 )
 from workmem.state.ids import archive_name, archive_number, check_seq_range, safe_session_id
 from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES, message_text, prepare_messages
 from workmem.state.retention import Keep, as_keep
+from workmem.state.session_meta import now_iso, public
 from workmem.state.tokens import count_tokens_each
 
 log = logging.getLogger("workmem.store")
@@ -301,8 +302,8 @@ class SessionStore:
         n, _ = self._last_complete(p)
         if not n:
             return None
-        overview = archives.read_text(archives.archive_dir(p.dir, n) / archives.OVERVIEW)
-        return archives.with_working_summary(self._archives.get(p.dir, n), overview)
+        overview = archives.read_text(archives.archive_dir(p.dir, n) / OVERVIEW)
+        return with_working_summary(self._archives.get(p.dir, n), overview)
 
     def next_archive_id(self, session_id: str) -> str:
         """Id the next commit writes: last complete + 1."""
@@ -322,8 +323,8 @@ class SessionStore:
         """The archive object plus `overview` (the WM) and `abstract`; unknown id → ArchiveNotFound."""
         p, n = self._complete(session_id, archive_id)
         folder = archives.archive_dir(p.dir, n)
-        overview = archives.read_text(folder / archives.OVERVIEW)
-        return {**archives.with_working_summary(self._archives.get(p.dir, n), overview), "overview": overview,
+        overview = archives.read_text(folder / OVERVIEW)
+        return {**with_working_summary(self._archives.get(p.dir, n), overview), "overview": overview,
                 "abstract": archives.read_text(folder / archives.ABSTRACT).strip()}
 
     def spilled_items(self, session_id: str, archive_id: str) -> list[dict[str, str]]:
@@ -340,7 +341,7 @@ class SessionStore:
         """The working-memory document of the newest complete archive, or None."""
         p = self._existing(session_id)
         n, _ = self._last_complete(p)
-        return archives.read_text(archives.archive_dir(p.dir, n) / archives.OVERVIEW) if n else None
+        return archives.read_text(archives.archive_dir(p.dir, n) / OVERVIEW) if n else None
 
     def write_archive(self, session_id: str, archive: dict[str, Any], messages: list[dict[str, Any]],
                       overview: str, abstract: str, spilled: list[dict[str, str]] | None = None) -> Path:
@@ -350,10 +351,8 @@ class SessionStore:
         `messages` must be exactly the oldest live messages up to end_seq.
         """
         p = self._existing(session_id)
-        n, start, end = archives.check_archive(archive, session_id)
-        seqs = archives.check_covered(messages, start, end)
-        archives.check_text(overview, "overview")
-        abstract = " ".join(archives.check_text(abstract, "abstract").split())[:archives.ABSTRACT_CHARS]
+        n, seqs, abstract = check_archive_write(session_id, archive, messages, overview, abstract)
+        end = seqs[-1]
         folder = archives.archive_dir(p.dir, n)
         with self._lock(p):
             if archives.is_complete(p.dir, n):

@@ -15,21 +15,16 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any
 
 from workmem.state.errors import InvalidInput
-from workmem.state.files.meta import now_iso
 from workmem.state.files.sqlite import ThreadConnections
 from workmem.state.ids import canonical_archive_id, check_session_id
-from workmem.state.redact import clean_error
+from workmem.state.session_meta import now_iso
 from workmem.state.storage import COMMIT_THREAD_MARK, DELETE_TASK_PREFIX, commit_thread_id
+from workmem.state.task_rules import TaskStatus, check_nonempty, check_status, check_ttl, task_updates
 
-TaskStatus = Literal["pending", "running", "completed", "failed", "skipped", "abandoned"]
-TASK_STATUSES: tuple[str, ...] = get_args(TaskStatus)
-UNFINISHED = ("pending", "running")
-MAX_TTL = 24 * 3600.0
 INDEX_FILE = "index.sqlite"
-_TASK_FIELDS = {"status", "error", "attempts", "result", "archive_id", "thread_id"}
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS tasks (
     task_id TEXT PRIMARY KEY, session_id TEXT NOT NULL, archive_id TEXT, thread_id TEXT,
@@ -71,12 +66,12 @@ class TaskStore:
                     thread_id: str | None = None, status: TaskStatus = "pending") -> dict[str, Any]:
         """Insert a commit task row and return it."""
         check_session_id(session_id)
-        task_id = uuid.uuid4().hex if task_id is None else _nonempty(task_id, "task_id")
+        task_id = uuid.uuid4().hex if task_id is None else check_nonempty(task_id, "task_id")
         now = now_iso()
         row = {"task_id": task_id, "session_id": session_id,
                "archive_id": None if archive_id is None else canonical_archive_id(archive_id),
                "thread_id": thread_id if thread_id is not None else commit_thread_id(session_id, task_id),
-               "status": _status(status), "error": None, "attempts": 0, "created_at": now, "updated_at": now,
+               "status": check_status(status), "error": None, "attempts": 0, "created_at": now, "updated_at": now,
                "result": None}
         try:
             self.db["tasks"].insert(row)
@@ -107,7 +102,7 @@ class TaskStore:
             args.append(check_session_id(session_id))
         if status is not None:
             where.append("status = ?")
-            args.append(_status(status))
+            args.append(check_status(status))
         rows = self.db["tasks"].rows_where(" AND ".join(where) or None, args, order_by="created_at, rowid")
         return [_task(r) for r in rows]
 
@@ -143,8 +138,8 @@ class TaskStore:
         "Ours" means the same task and the same owner: two processes resuming one task never both hold it.
         """
         check_session_id(session_id)
-        _nonempty(task_id, "task_id")
-        ttl = _ttl(ttl)
+        check_nonempty(task_id, "task_id")
+        ttl = check_ttl(ttl)
         now = self._clock()
         with self._db.immediate() as db:
             row = db.execute("SELECT task_id, expires_at, owner FROM leases WHERE session_id = ?",
@@ -160,7 +155,7 @@ class TaskStore:
 
     def renew_lease(self, session_id: str, task_id: str, ttl: float = 60) -> bool:
         """Extend our lease; False when another task holds it (ours expired and was taken over)."""
-        ttl = _ttl(ttl)
+        ttl = check_ttl(ttl)
         with self._db.immediate() as db:
             cursor = db.execute("UPDATE leases SET expires_at = ? WHERE session_id = ? AND task_id = ?",
                                 [self._clock() + ttl, session_id, task_id])
@@ -182,56 +177,3 @@ def _task(row: dict[str, Any]) -> dict[str, Any]:
     if isinstance(out.get("result"), str):
         out["result"] = json.loads(out["result"])
     return out
-
-
-def _status(value: Any) -> str:
-    if value not in TASK_STATUSES:
-        raise InvalidInput("status", value, f"must be one of {', '.join(TASK_STATUSES)}")
-    return str(value)
-
-
-def _nonempty(value: Any, field: str) -> str:
-    if not isinstance(value, str) or not value:
-        raise InvalidInput(field, value, "must be a non-empty string")
-    return value
-
-
-def _ttl(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= MAX_TTL:
-        raise InvalidInput("ttl", value, f"must be a number of seconds in (0, {MAX_TTL:g}]")
-    return float(value)
-
-
-def _json(value: Any, field: str) -> str:
-    try:
-        return json.dumps(value, ensure_ascii=False, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise InvalidInput(field, value, f"not JSON-serializable: {exc}") from exc
-
-
-def task_updates(fields: dict[str, Any], *, nul_free: bool = False) -> dict[str, Any]:
-    """Checked column values for `update_task` (both backends), with `updated_at`; `nul_free` strips NULs
-    that a Postgres text or jsonb column cannot hold."""
-    unknown = set(fields) - _TASK_FIELDS
-    if unknown:
-        raise InvalidInput("fields", sorted(unknown), f"task fields are {sorted(_TASK_FIELDS)}")
-    updates: dict[str, Any] = {}
-    for key, value in fields.items():
-        if key == "status":
-            value = _status(value)
-        elif key == "error":
-            value = None if value is None else clean_error(value)
-            if value is not None and nul_free:
-                value = value.replace("\x00", "")
-        elif key == "attempts":
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise InvalidInput("attempts", value, "must be an integer >= 0")
-        elif key == "result":
-            value = None if value is None else _json(value, "result")
-            if value is not None and nul_free:
-                value = value.replace("\\u0000", "")
-        elif key == "archive_id" and value is not None:
-            value = canonical_archive_id(value)
-        updates[key] = value
-    updates["updated_at"] = now_iso()
-    return updates

@@ -18,11 +18,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from workmem.state.errors import InvalidInput
-from workmem.state.files.jsonl import check_stored
 from workmem.state.ids import canonical_archive_id
 from workmem.state.messages import indexed_text
 from workmem.state.postgres.schema import NUL_STANDIN, Database, index_documents, session_key
 from workmem.state.search import fts_query, search_hits, search_terms
+from workmem.state.stored import check_stored
 
 _WORDS = "phraseto_tsquery('wm_english', regexp_replace(%({key})s, '[^[:alnum:]]+', ' ', 'g'))"
 # Each one-word term's stem, and (for a long stem) the first MAX_RELATIVES stems of the session sharing its prefix

@@ -12,17 +12,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from workmem.state.archive_object import ABSTRACT_CHARS, with_working_summary
+from workmem.state.archive_checks import check_archive_write
+from workmem.state.archive_object import with_working_summary
 from workmem.state.errors import ArchiveNotFound, InvalidInput, SessionNotFound
-from workmem.state.files import archives
-from workmem.state.files.jsonl import stored_lines
-from workmem.state.files.meta import now_iso, public
 from workmem.state.ids import archive_name, archive_number, check_seq_range
 from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES, indexed_text, message_text, prepare_messages
 from workmem.state.postgres.checks import live_pending, session_anomalies
 from workmem.state.postgres.schema import NUL_STANDIN, Database, index_documents, session_key, shown_url, without_nul
 from workmem.state.retention import MESSAGES, Keep, as_keep
 from workmem.state.search.search_hits import doc_fields, memory_seq
+from workmem.state.session_meta import now_iso, public
+from workmem.state.stored import stored_records
 from workmem.state.tokens import count_tokens_each
 from workmem.state.turns import DEFAULT_KEEP_RECENT
 
@@ -121,7 +121,7 @@ class PgSessionStore:
         with self.db.transaction(durable=self.durable if durable is None else durable) as conn:
             row = self._reserve(conn, session_id, len(prepared), sum(counts), now)
             first = row["next_seq"] - len(prepared)
-            stored, _lines, turn = stored_lines(prepared, counts, first, row["last_turn"], now)
+            stored, turn = stored_records(prepared, counts, first, row["last_turn"], now)
             with conn.cursor() as cur:
                 cur.executemany(_INSERT, [_message_row(session_id, m, body) for m, (_msg, body)
                                           in zip(stored, prepared, strict=True)])
@@ -210,10 +210,8 @@ class PgSessionStore:
         """Insert the archive and mark its messages archived, in one transaction; a no-op when it exists.
 
         `messages` must be exactly the oldest live messages up to end_seq."""
-        n, start, end = archives.check_archive(archive, session_id)
-        seqs = archives.check_covered(messages, start, end)
-        archives.check_text(overview, "overview")
-        abstract = " ".join(archives.check_text(abstract, "abstract").split())[:ABSTRACT_CHARS]
+        n, seqs, abstract = check_archive_write(session_id, archive, messages, overview, abstract)
+        start, end = seqs[0], seqs[-1]
         archive_id = archive_name(n)
         with self.db.transaction(durable=self.durable) as conn:
             row = conn.execute("SELECT * FROM sessions WHERE session_id = %s FOR UPDATE", [session_id]).fetchone()

@@ -15,11 +15,11 @@ from collections.abc import Callable
 from typing import Any
 
 from workmem.state.errors import InvalidInput
-from workmem.state.files.meta import now_iso
-from workmem.state.files.tasks import TaskStatus, _nonempty, _status, _ttl, task_updates
 from workmem.state.ids import canonical_archive_id
 from workmem.state.postgres.schema import Database, session_key
+from workmem.state.session_meta import now_iso
 from workmem.state.storage import COMMIT_THREAD_MARK, commit_thread_id
+from workmem.state.task_rules import TaskStatus, check_nonempty, check_status, check_ttl, task_updates
 
 log = logging.getLogger("workmem.tasks")
 TASK_COLUMNS = "task_id, session_id, archive_id, thread_id, status, error, attempts, created_at, updated_at, result"
@@ -50,13 +50,14 @@ class PgTaskStore:
                     thread_id: str | None = None, status: TaskStatus = "pending") -> dict[str, Any]:
         """Insert a commit task row and return it."""
         session_key(session_id)
-        task_id = uuid.uuid4().hex if task_id is None else _nonempty(task_id, "task_id")
+        task_id = uuid.uuid4().hex if task_id is None else check_nonempty(task_id, "task_id")
         now = now_iso()
         row = self.db.row(
             f"INSERT INTO tasks (task_id, session_id, archive_id, thread_id, status, created_at, updated_at) "
             f"VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (task_id) DO NOTHING RETURNING {TASK_COLUMNS}",
             [task_id, session_id, None if archive_id is None else canonical_archive_id(archive_id),
-             thread_id if thread_id is not None else commit_thread_id(session_id, task_id), _status(status), now, now])
+             thread_id if thread_id is not None else commit_thread_id(session_id, task_id), check_status(status),
+             now, now])
         if row is None:
             raise InvalidInput("task_id", task_id, "a task with this id exists")
         return _task(row)
@@ -84,7 +85,7 @@ class PgTaskStore:
             args.append(session_key(session_id))
         if status is not None:
             where.append("status = %s")
-            args.append(_status(status))
+            args.append(check_status(status))
         clause = f"WHERE {' AND '.join(where)}" if where else ""
         return [_task(r) for r in self.db.rows(f"SELECT {TASK_COLUMNS} FROM tasks {clause} ORDER BY created_at, ord",
                                                args)]
@@ -107,9 +108,9 @@ class PgTaskStore:
         "Ours" means the same task and the same owner: two processes resuming one task never both hold it.
         """
         session_key(session_id)
-        _nonempty(task_id, "task_id")
+        check_nonempty(task_id, "task_id")
         args = {"sid": session_id, "task": task_id, "owner": str(owner), "pid": os.getpid(),
-                "host": socket.gethostname(), "ttl": _ttl(ttl)}
+                "host": socket.gethostname(), "ttl": check_ttl(ttl)}
         while True:
             args["now"] = self._now()
             if self.db.row(_TAKE_LEASE, args) is not None:
@@ -123,7 +124,7 @@ class PgTaskStore:
         """Extend our lease; False when another task holds it (or the database could not be reached)."""
         import psycopg
 
-        args = {"now": self._now(), "ttl": _ttl(ttl), "sid": session_id, "task": task_id}
+        args = {"now": self._now(), "ttl": check_ttl(ttl), "sid": session_id, "task": task_id}
         try:
             row = self.db.row(f"UPDATE leases SET expires_at = {NOW} + %(ttl)s WHERE session_id = %(sid)s "
                               "AND task_id = %(task)s RETURNING task_id", args)
