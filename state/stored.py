@@ -6,7 +6,19 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from workmem.state.messages import ROLES
+from workmem.state.errors import InvalidInput
+from workmem.state.messages import ROLES, message_text, prepare_messages
+from workmem.state.tokens import count_tokens_each
+
+
+def prepared_batch(messages: list[Any], durable: bool | None,
+                   max_bytes: int) -> tuple[list[tuple[dict[str, Any], bytes | None]], list[int]]:
+    """An append's messages validated and normalised (§10), with their token counts; `durable` must be a bool
+    or None. Every backend's `append` starts here, before it touches storage."""
+    if durable is not None and not isinstance(durable, bool):
+        raise InvalidInput("durable", durable, "must be a bool or None")
+    prepared = prepare_messages(messages, max_bytes=max_bytes)
+    return prepared, count_tokens_each([message_text(m) for m, _body in prepared]) if prepared else []
 
 
 def stored_records(prepared: list[tuple[dict[str, Any], bytes | None]], counts: list[int], first_seq: int, turn: int,

@@ -45,10 +45,10 @@ from workmem.state.files.meta import (
     read_meta,
 )
 from workmem.state.ids import archive_name, archive_number, check_seq_range, safe_session_id
-from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES, message_text, prepare_messages
+from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES
 from workmem.state.retention import Keep, as_keep
 from workmem.state.session_meta import now_iso, public
-from workmem.state.tokens import count_tokens_each
+from workmem.state.stored import prepared_batch
 
 log = logging.getLogger("workmem.store")
 TOMBSTONE_PREFIX = ".deleted-"
@@ -177,12 +177,9 @@ class SessionStore:
     def append(self, session_id: str, messages: list[Any], *, durable: bool | None = None) -> list[dict[str, Any]]:
         """Validate every message, then append the batch with one write and one fsync; returns the stored messages."""
         p = self._paths(session_id)
-        if durable is not None and not isinstance(durable, bool):
-            raise InvalidInput("durable", durable, "must be a bool or None")
-        prepared = prepare_messages(messages, max_bytes=self.max_message_bytes)
+        prepared, counts = prepared_batch(messages, durable, self.max_message_bytes)
         if not prepared:
             return []
-        counts = count_tokens_each(message_text(m) for m, _body in prepared)
         sync = self.durable if durable is None else durable
         try:
             if p.dir not in self._live:

@@ -16,14 +16,13 @@ from workmem.state.archive_checks import check_archive_write
 from workmem.state.archive_object import with_working_summary
 from workmem.state.errors import ArchiveNotFound, InvalidInput, SessionNotFound
 from workmem.state.ids import archive_name, archive_number, check_seq_range
-from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES, indexed_text, message_text, prepare_messages
+from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES, indexed_text, message_text
 from workmem.state.postgres.checks import live_pending, session_anomalies
 from workmem.state.postgres.schema import NUL_STANDIN, Database, index_documents, session_key, shown_url, without_nul
 from workmem.state.retention import MESSAGES, Keep, as_keep
 from workmem.state.search.search_hits import doc_fields, memory_seq
 from workmem.state.session_meta import now_iso, public
-from workmem.state.stored import stored_records
-from workmem.state.tokens import count_tokens_each
+from workmem.state.stored import prepared_batch, stored_records
 from workmem.state.turns import DEFAULT_KEEP_RECENT
 
 MESSAGE_COLUMNS = "id, seq, turn_id, role, created_at, tokens, meta, parts, exact_body"
@@ -111,12 +110,9 @@ class PgSessionStore:
     def append(self, session_id: str, messages: list[Any], *, durable: bool | None = None) -> list[dict[str, Any]]:
         """Validate every message, then append the batch in one transaction; returns the stored messages."""
         session_key(session_id)
-        if durable is not None and not isinstance(durable, bool):
-            raise InvalidInput("durable", durable, "must be a bool or None")
-        prepared = prepare_messages(messages, max_bytes=self.max_message_bytes)
+        prepared, counts = prepared_batch(messages, durable, self.max_message_bytes)
         if not prepared:
             return []
-        counts = count_tokens_each([message_text(m) for m, _body in prepared])
         now = now_iso()
         with self.db.transaction(durable=self.durable if durable is None else durable) as conn:
             row = self._reserve(conn, session_id, len(prepared), sum(counts), now)
