@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import subprocess
@@ -71,10 +70,15 @@ def test_the_data_layer_loads_no_langchain():
     assert done.stdout.strip() == "[]"
 
 
-def test_no_top_level_state_nodes_or_graphs_is_importable():
-    """The folders exist in the repository but only as workmem.state / .nodes / .graphs."""
-    for name in ("state", "nodes", "graphs"):
-        assert importlib.util.find_spec(name) is None, f"a top-level {name!r} is importable"
+def test_no_top_level_state_nodes_or_graphs_is_importable(tmp_path):
+    """The folders exist in the repository but only as workmem.state / .nodes / .graphs. Checked in a fresh
+    interpreter outside the repository, as a user's project sees it (pytest puts `tests/`, which has test folders
+    named after the packages, on this process's path)."""
+    code = ("import importlib.util; "
+            "print([n for n in ('state', 'nodes', 'graphs') if importlib.util.find_spec(n) is not None])")
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]", f"a top-level package is importable: {done.stdout}"
 
 
 @pytest.mark.slow

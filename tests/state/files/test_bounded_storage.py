@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from engine_helpers import assistant, user
 from fakes import create_call, scripted, valid_update_call
+from paths import FIXTURES
 
 from workmem.graphs.engine import WorkingMemoryEngine
 from workmem.state.memory import CONSOLIDATION_SENTINEL, SECTIONS, bullet_items, parse_sections, split_pointer
 
-FIXTURES = Path(__file__).parent / "fixtures"
 FACTS = "Key Facts & Decisions"
 
 

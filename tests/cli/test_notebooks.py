@@ -7,8 +7,9 @@ from pathlib import Path
 import nbformat
 import pytest
 from nbclient import NotebookClient
+from paths import REPO
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("*.ipynb"))
+NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
 
 
 def test_the_three_walkthroughs_exist():

@@ -10,10 +10,10 @@ import os
 from pathlib import Path
 
 import pytest
+from paths import REPO
 
 from workmem.graphs.eval.recall import main, measure_search_recall, recall_table
 
-REPO = Path(__file__).resolve().parent.parent
 DEV_DATA = Path(os.environ.get("WORKMEM_LOCOMO_DEV", REPO.parent / "shared" / "data" / "locomo_dev.json"))
 TARGET = 0.75
 

@@ -12,9 +12,10 @@ import tarfile
 from pathlib import Path
 
 from crash_child import KEEP, N_TURNS, SESSION, conversation, engine_for
+from paths import FIXTURES
 from test_commit_crash import _read_result
 
-FIXTURE = Path(__file__).parent / "fixtures" / "root_commit_interrupted.tar.gz"
+FIXTURE = FIXTURES / "root_commit_interrupted.tar.gz"
 
 
 def _untar(tmp_path: Path) -> Path:

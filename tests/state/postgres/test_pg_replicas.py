@@ -10,10 +10,10 @@ import json
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 from oracles import compute_pending_tokens
+from paths import REPO
 from pg_support import open_target
 
 WORKERS = 4
@@ -60,7 +60,7 @@ print(json.dumps(results))
 def _spawn(*args: object) -> subprocess.Popen:
     """One replica process (see REPLICA)."""
     return subprocess.Popen([sys.executable, "-c", REPLICA, *map(str, args)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[1])
+                            stderr=subprocess.PIPE, text=True, cwd=REPO)
 
 
 @pytest.mark.slow

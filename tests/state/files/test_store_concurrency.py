@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from oracles import compute_pending_tokens
+from paths import REPO
 
 WORKERS = 4
 APPENDS = 500
@@ -71,7 +72,7 @@ print(rounds)
 
 def _spawn(script: str, *args: object) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", script, *map(str, args)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[1])
+                            stderr=subprocess.PIPE, text=True, cwd=REPO)
 
 
 def _check_jsonl(path: Path) -> list[dict]:

@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import ast
 import re
-from pathlib import Path
 
 import pytest
+from paths import REPO, TESTS
 from snapshot import assert_snapshot
 
 from workmem.graphs.commit import compile_commit_graph, graph
 from workmem.state.commit_state import RESET
 
-SNAPSHOTS = Path(__file__).parent / "snapshots"
+SNAPSHOTS = TESTS / "snapshots"
 EDGE = re.compile(r"^\s*(\w+) -\. &nbsp;(\w+)&nbsp; \.-> (\w+);$")
 
 # (source, label, target): every conditional edge of the commit, fallbacks first
@@ -63,7 +63,7 @@ def test_every_fallback_edge_is_drawn_with_its_label(name):
 def route_names_in_the_nodes() -> set[str]:
     """Every name a node can append to `route`: string items of `"route": [...]` lists in nodes/*.py."""
     found: set[str] = set()
-    for path in (Path(__file__).resolve().parent.parent / "nodes").glob("*.py"):
+    for path in (REPO / "nodes").glob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Dict):
                 for key, value in zip(node.keys, node.values, strict=True):

@@ -15,10 +15,10 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from paths import REPO
 
 from workmem.state.memory import SECTIONS
 
-REPO = Path(__file__).resolve().parent.parent
 LANGGRAPH = shutil.which("langgraph", path=str(Path(sys.executable).parent)) or shutil.which("langgraph")
 FALLBACK_NODES = {"recover", "create_retry", "extractive_fallback", "guard", "merge", "persist"}
 

@@ -20,9 +20,10 @@ from typing import Any
 
 import pytest
 from crash_child import KEEP, N_TURNS, SESSION
+from paths import CRASH_CHILD
 from pg_support import open_target
 
-CHILD = str(Path(__file__).with_name("crash_child.py"))
+CHILD = str(CRASH_CHILD)
 TIMEOUT = 300  # 20 child processes share the cores: generous, it only bounds a hang
 
 # kill spec → (chunk in progress at the kill or None, does the task still need a resume,

@@ -41,6 +41,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
+from paths import FIXTURES
 
 from workmem.graphs.cli import main
 from workmem.graphs.eval.data import load_samples, parse_evidence
@@ -50,7 +51,7 @@ from workmem.graphs.eval.run import resolve_models, run_eval
 from workmem.nodes.extractive.model import ExtractiveChatModel
 from workmem.state.errors import InvalidInput
 
-FIXTURE = Path(__file__).parent / "fixtures" / "locomo_mini.json"
+FIXTURE = FIXTURES / "locomo_mini.json"
 SUMMARY = "The two friends caught up about pets, crafts and travel."
 
 

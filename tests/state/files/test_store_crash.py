@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from oracles import compute_pending_tokens
+from paths import REPO, TESTS
 
 from workmem.state.files import fsutil
 from workmem.state.files.store import SessionStore
@@ -23,7 +24,6 @@ SID = "crashy"
 TOTAL = 30
 KEEP = 6
 STEP_FUNCTIONS = ("make_dirs", "write_file", "publish_dir", "atomic_write")
-REPO = Path(__file__).resolve().parents[1]
 
 
 class Crash(Exception):
@@ -138,7 +138,7 @@ def test_crash_by_raising_after_each_step(tmp_path, steps, monkeypatch):
 
 CHILD = """
 import os, sys
-sys.path.insert(0, {tests!r})
+sys.path[:0] = [{tests!r}, {helpers!r}]
 from workmem.state.files.store import SessionStore
 import test_store_crash as t
 t.crash_after_step(setattr, int(sys.argv[2]), lambda: os._exit(17))
@@ -148,7 +148,7 @@ t.archive_step(SessionStore(sys.argv[1]))
 
 @pytest.mark.slow
 def test_crash_by_os_exit_after_each_step(tmp_path, steps):
-    script = CHILD.format(tests=str(REPO / "tests"))
+    script = CHILD.format(tests=str(Path(__file__).resolve().parent), helpers=str(TESTS))
     roots = []
     for crash_after in range(1, steps + 1):
         root = tmp_path / f"exit{crash_after}"

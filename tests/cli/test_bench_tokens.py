@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 import pytest
 from langchain_core.messages import HumanMessage
+from paths import BENCHMARKS
 
-sys.path.insert(0, str(Path(__file__).parent / "benchmarks"))
+sys.path.insert(0, str(BENCHMARKS))
 
 from token_fakes import budget, fixed_reply, memory_ops, section_of, select, summary_units  # noqa: E402
 from token_layers import LAYERS, run_layer  # noqa: E402

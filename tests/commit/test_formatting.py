@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 
 from fakes import stored_messages
+from paths import DEMO_CONVERSATION
 
 from workmem.nodes.formatting import chunk_messages, clip_text, format_message, format_messages
 from workmem.state.tokens import count_tokens
 
-DEMO = Path(__file__).resolve().parent.parent / "graphs" / "demo" / "data" / "demo_conversation.json"
+DEMO = DEMO_CONVERSATION
 
 
 def msg(seq: int, role: str, *parts: dict, turn: str = "t1") -> dict:

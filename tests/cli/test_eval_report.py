@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import csv
 import json
-from pathlib import Path
 
 import pytest
+from paths import FIXTURES
 
 from workmem.graphs.cli import main
 from workmem.graphs.eval.data import load_samples
 
-FIXTURE = Path(__file__).parent / "fixtures" / "locomo_mini.json"
+FIXTURE = FIXTURES / "locomo_mini.json"
 PNG = b"\x89PNG\r\n\x1a\n"
 
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import jsonschema
 import pytest
 from fakes import stored_messages
 from langchain_core.messages import HumanMessage, SystemMessage
+from paths import DEMO_CONVERSATION
 
 from workmem.nodes.extractive.model import EXTRACTIVE_MODEL_NAME, ExtractiveChatModel
 from workmem.nodes.formatting import format_messages
@@ -26,7 +26,7 @@ SECTION_BUDGETS = {
     "Files & Context": 1500, "Errors & Corrections": 2000, "Open Issues": 1500,
 }
 
-DEMO = Path(__file__).resolve().parent.parent / "graphs" / "demo" / "data" / "demo_conversation.json"
+DEMO = DEMO_CONVERSATION
 
 SAMPLE = [
     {

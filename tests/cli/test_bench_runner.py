@@ -11,9 +11,10 @@ from textwrap import dedent
 from types import ModuleType
 
 import pytest
+from paths import BENCHMARKS
 from rich.console import Console
 
-RUN_PY = Path(__file__).parent / "benchmarks" / "run.py"
+RUN_PY = BENCHMARKS / "run.py"
 
 STUBS = {
     "bench_alpha.py": """
