@@ -1,6 +1,8 @@
 """`WorkingMemoryEngine`: the lifecycle API agents call (SPEC §7).
 
-Every public method has an async twin (`aadd_messages`, `acommit`, …) that runs it in a worker thread.
+Every lifecycle method has an async twin (`aadd_messages`, `acommit`, …) that runs it in a worker thread;
+the helpers behind them and the middleware (`commit_due`, `budget_for_trigger`, `summary_of`, `shown_live`)
+have none.
 """
 
 from __future__ import annotations

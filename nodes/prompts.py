@@ -86,10 +86,6 @@ def create_system_prompt(limits: Budgets = FULL_BUDGETS) -> str:
     return _CREATE_SYSTEM.format(sections=_sections_text(limits))
 
 
-UPDATE_SYSTEM_PROMPT = update_system_prompt()
-CREATE_SYSTEM_PROMPT = create_system_prompt()
-
-
 def _block(tag: str, body: str) -> str:
     return f"<{tag}>\n{body.strip()}\n</{tag}>"
 

@@ -1,6 +1,7 @@
-"""Node `report`: the one exit of the commit graph, so every run ends in the same place.
+"""Node `report`: the one exit of the commit, so every run ends in the same place.
 
-A single terminal node also lets a parent graph (Studio's wrapper) draw this graph expanded.
+Skipped and persisted runs both end here; in the graph Studio serves (`with_lease=True`), `release_lease`
+follows it.
 """
 
 from __future__ import annotations

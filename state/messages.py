@@ -13,7 +13,7 @@ import hashlib
 import json
 from typing import Any
 
-from workmem.state.archive_object import EXPAND_TOOL_NAME, SEARCH_TOOL_NAME
+from workmem.state.archive_object import OWN_TOOLS
 from workmem.state.errors import InvalidInput
 from workmem.state.jsonutil import dumps
 
@@ -23,7 +23,6 @@ CLIPPED_BYTES_META = "workmem_clipped_bytes"
 LC_ID_META = "lc_id"  # the LangChain message id (first builds stored it as "source_id")
 FINGERPRINT_META = "fp"
 INTERNAL_FLAG = "internal"  # on a part of workmem's own tool traffic: stored, never indexed
-OWN_TOOLS = frozenset((SEARCH_TOOL_NAME, EXPAND_TOOL_NAME))
 INVALID_CALL_NAME = "invalid_tool_call"  # the name kept for a malformed tool call that came without one
 DROPPED_BLOCKS_META = "workmem_dropped_blocks"
 _NO_CAP = 1 << 62
@@ -117,11 +116,6 @@ def lc_id(msg: dict[str, Any]) -> str | None:
     meta = msg.get("meta") or {}
     value = meta.get(LC_ID_META) or meta.get("source_id")
     return value if isinstance(value, str) else None
-
-
-def is_own_tool_part(part: dict[str, Any]) -> bool:
-    """True for a part of workmem's own tool traffic (flagged when stored)."""
-    return bool(part.get(INTERNAL_FLAG))
 
 
 def _mark_own_tool_parts(msg: dict[str, Any]) -> None:

@@ -1,4 +1,4 @@
-"""The model output contract (§4): the two hand-written tool schemas, op models and tolerant parsers."""
+"""The model output contract (§4): the two hand-written tool schemas, the op model and tolerant parsers."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from workmem.state.memory import SECTION_KEYS, SECTIONS, strip_own_header
 
@@ -112,46 +112,6 @@ class SectionOp(BaseModel):
     def canonical(self) -> dict[str, Any]:
         """`{"op": "KEEP"}`, `{"op": "UPDATE", "content": …}` or `{"op": "APPEND", "items": […]}`."""
         return self.model_dump(exclude_none=True)
-
-
-class UpdateSections(BaseModel):
-    """The seven section ops of an `update_working_memory` call."""
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-    session_title: SectionOp = Field(alias="Session Title")
-    current_state: SectionOp = Field(alias="Current State")
-    task_and_goals: SectionOp = Field(alias="Task & Goals")
-    key_facts_and_decisions: SectionOp = Field(alias="Key Facts & Decisions")
-    files_and_context: SectionOp = Field(alias="Files & Context")
-    errors_and_corrections: SectionOp = Field(alias="Errors & Corrections")
-    open_issues: SectionOp = Field(alias="Open Issues")
-
-
-class UpdateArgs(BaseModel):
-    """Arguments of `update_working_memory`, exactly as the schema allows."""
-
-    model_config = ConfigDict(extra="forbid")
-    sections: UpdateSections
-
-
-class CreateSections(BaseModel):
-    """The seven section bodies of a `create_working_memory` call."""
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-    session_title: str = Field(alias="Session Title")
-    current_state: str = Field(alias="Current State")
-    task_and_goals: str = Field(alias="Task & Goals")
-    key_facts_and_decisions: str = Field(alias="Key Facts & Decisions")
-    files_and_context: str = Field(alias="Files & Context")
-    errors_and_corrections: str = Field(alias="Errors & Corrections")
-    open_issues: str = Field(alias="Open Issues")
-
-
-class CreateArgs(BaseModel):
-    """Arguments of `create_working_memory`, exactly as the schema allows."""
-
-    model_config = ConfigDict(extra="forbid")
-    sections: CreateSections
 
 
 @dataclass

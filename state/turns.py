@@ -42,13 +42,6 @@ def parse_turn_id(value: Any, field: str = "turn_id") -> int:
     return int(match.group(1))
 
 
-def clamp_keep(value: Any, field: str = "keep_recent_count") -> int:
-    """An int keep count clamped to 0..10 000 (§10); anything that is not an int → InvalidInput."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidInput(field, value, "must be an integer")
-    return max(0, min(value, MAX_KEEP_RECENT))
-
-
 def tool_pairs(messages: Sequence[dict[str, Any]]) -> tuple[list[tuple[int, int]], list[int]]:
     """`(call index, result index)` pairs and the indexes of messages holding a call nothing answers.
 

@@ -2,7 +2,7 @@
 
 A compiled subgraph added as a node would run on its parent's checkpointer; this wrapper calls
 `engine.commit(wait=True)` instead, so the commit keeps its own checkpoints. The other integration
-pieces live in `middleware.py` (for `create_agent`) and `agent_tools.py` (the archive tools).
+pieces live in `middleware.py` (for `create_agent`) and `tools.py` (the archive tools).
 """
 
 from __future__ import annotations

@@ -51,7 +51,7 @@ from workmem.graphs.agent.binding import resolve_engine, session_from_run
 from workmem.graphs.agent.tools import make_archive_tools, schema_tokens
 from workmem.graphs.context.assemble import assemble_context, pending_entries, reserve_for_reply, validate_budget
 from workmem.graphs.context.injected import clean_messages
-from workmem.state.archive_object import EXPAND_TOOL_NAME, SEARCH_TOOL_NAME
+from workmem.state.archive_object import OWN_TOOLS
 from workmem.state.errors import InvalidInput, SessionNotFound
 from workmem.state.ids import archive_name, archive_number
 from workmem.state.messages import CLIPPED_BYTES_META, clip_to_cap, lc_id, normalize_message, prepare_message
@@ -63,7 +63,6 @@ if TYPE_CHECKING:
 
 _NO_CAP = 1 << 62
 NORMALISED_CACHE_SIZE = 20_000  # messages: a few MB, and a long thread's history aligned without re-normalising
-OWN_TOOLS = (SEARCH_TOOL_NAME, EXPAND_TOOL_NAME)
 ARCHIVE_TAIL = 64  # newest archived messages a stateless client's history is compared with
 
 log = logging.getLogger("workmem.agent")

@@ -4,9 +4,9 @@ Everything here can be rebuilt from the archive files (`reindex`). Two FTS5 tabl
 unicode61` words and trigrams — share the rowid of `fts_docs`, which also keeps each message's seq,
 length in words and whether it asks something, so one join gives a term's candidates; `fts_stems` lists
 the indexed porter stems (a word's relatives are found through it, never pruned). Bulk writes
-commit every ≤ 1 000 rows. Query planning lives in `fts_query.py` and `search_terms.py`, the candidate
-lists SQL returns in `search_candidates.py`, the search and its ranking (shared with the Postgres
-backend) in `search_hits.py` and `search_rank.py`.
+commit every ≤ 1 000 rows. Query planning lives in `state/search/fts_query.py` and `search_terms.py`, the
+candidate lists SQL returns in `search_candidates.py` (beside this module), the search and its ranking
+(shared with the Postgres backend) in `state/search/search_hits.py` and `search_rank.py`.
 """
 
 from __future__ import annotations

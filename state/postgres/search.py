@@ -1,9 +1,10 @@
 """`archive_search` on Postgres (SPEC §7, §11): the `SearchStorage` of the Postgres backend.
 
 The documents are the `docs` table, the file backend's `fts_docs`: archived messages and spilled WM
-items, written by the transaction that persists their archive (`pg_schema.index_documents`), with a
-generated `tsvector` (GIN) of the words as FTS5's `unicode61` sees them and a `pg_trgm` GIN index on
-`content` for substring matches. Nothing needs indexing after a commit; `reindex` rebuilds them.
+items, written by the transaction that persists their archive (`schema.index_documents`, in
+`state/postgres/schema.py`), with a generated `tsvector` (GIN) of the words as FTS5's `unicode61` sees
+them and a `pg_trgm` GIN index on `content` for substring matches. Nothing needs indexing after a
+commit; `reindex` rebuilds them.
 
 The database only finds candidates (`PgCandidates`): every channel `search_terms` plans for every query
 word is one SELECT, all sent as one UNION ALL (a stem's relatives from the session's `stems`). Ranking

@@ -15,7 +15,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 
 from workmem.nodes.extractive.model import ExtractiveChatModel
 from workmem.nodes.formatting import HEADER_RE
-from workmem.nodes.prompts import CREATE_SYSTEM_PROMPT, UPDATE_SYSTEM_PROMPT
+from workmem.nodes.prompts import create_system_prompt, update_system_prompt
 from workmem.nodes.slice_turns import MIN_TRANSCRIPT_TOKENS, WM_GROWTH_TOKENS, prompt_overhead, transcript_budget
 from workmem.state.memory import TABLE_TOTAL, render_sections
 from workmem.state.tokens import count_tokens
@@ -97,7 +97,7 @@ def test_every_prompt_fits_the_chunk_budget_over_a_large_working_memory(make_eng
 
 def test_transcript_budget_leaves_room_for_the_prompt_around_it():
     empty, wm = prompt_overhead(""), render_sections(big_memory())
-    assert empty >= max(count_tokens(UPDATE_SYSTEM_PROMPT), count_tokens(CREATE_SYSTEM_PROMPT))
+    assert empty >= max(count_tokens(update_system_prompt()), count_tokens(create_system_prompt()))
     assert transcript_budget(24_000, "") == 24_000 - empty - WM_GROWTH_TOKENS
     # the WM is counted whether it is sent as the current (update) or the previous (create) memory
     assert prompt_overhead(wm) >= empty + count_tokens(wm)

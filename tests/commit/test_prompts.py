@@ -7,7 +7,7 @@ from snapshot import assert_snapshot
 
 from workmem.graphs.context.assemble import SYSTEM_ADDITION
 from workmem.nodes.formatting import format_messages
-from workmem.nodes.prompts import CREATE_SYSTEM_PROMPT, UPDATE_SYSTEM_PROMPT, create_prompt, update_prompt
+from workmem.nodes.prompts import create_prompt, create_system_prompt, update_prompt, update_system_prompt
 from workmem.state.memory import SECTION_BUDGETS, render_sections, section_reminders
 from workmem.state.tokens import count_tokens
 
@@ -21,12 +21,12 @@ MESSAGES = [
 
 
 def test_update_instructions_and_system_note_fit_their_budgets():
-    assert count_tokens(UPDATE_SYSTEM_PROMPT) <= 500
-    assert count_tokens(CREATE_SYSTEM_PROMPT) <= 500
+    assert count_tokens(update_system_prompt()) <= 500
+    assert count_tokens(create_system_prompt()) <= 500
     assert count_tokens(SYSTEM_ADDITION) <= 40
 
 
-@pytest.mark.parametrize("prompt", [UPDATE_SYSTEM_PROMPT, CREATE_SYSTEM_PROMPT], ids=["update", "create"])
+@pytest.mark.parametrize("prompt", [update_system_prompt(), create_system_prompt()], ids=["update", "create"])
 def test_every_rule_is_stated(prompt):
     for name, budget in SECTION_BUDGETS.items():
         assert f"{name} ({budget})" in prompt, name
@@ -35,7 +35,7 @@ def test_every_rule_is_stated(prompt):
                  "not when it was mentioned", "gone from the memory", "not instructions",
                  "Check before calling", "title stable", "event dates"):
         assert rule in prompt, rule
-    assert "Prefer KEEP over APPEND over UPDATE" in UPDATE_SYSTEM_PROMPT
+    assert "Prefer KEEP over APPEND over UPDATE" in update_system_prompt()
 
 
 def test_the_system_note_says_what_the_agent_needs():
@@ -59,7 +59,7 @@ def test_update_prompt_wraps_its_parts(reminders):
         "# Working Memory\n\n## Session Title\nT\n</messages>", "[#1 user]\nhi", reminders
     )
     assert [role for role, _ in pairs] == ["system", "human"]
-    assert pairs[0][1] == UPDATE_SYSTEM_PROMPT
+    assert pairs[0][1] == update_system_prompt()
     human = pairs[1][1]
     assert "<current_working_memory>\n# Working Memory" in human
     assert "\\</messages>" in human  # data cannot close a block early
@@ -70,6 +70,6 @@ def test_update_prompt_wraps_its_parts(reminders):
 
 def test_create_prompt_passes_legacy_memory():
     pairs = create_prompt("[#1 user]\nhi", "An old free-form summary.")
-    assert pairs[0] == ("system", CREATE_SYSTEM_PROMPT)
+    assert pairs[0] == ("system", create_system_prompt())
     assert "<previous_memory>\nAn old free-form summary.\n</previous_memory>" in pairs[1][1]
     assert "<previous_memory>" not in create_prompt("[#1 user]\nhi", None)[1][1]

@@ -10,7 +10,6 @@ from oracles import compute_pending_tokens
 from workmem.state.errors import InvalidInput
 from workmem.state.turns import (
     choose_covered_range,
-    clamp_keep,
     message_units,
     source_turn_range,
     tool_groups,
@@ -87,15 +86,6 @@ def test_orphan_results_and_abandoned_calls_are_single_units():
 def test_a_call_waiting_for_its_result_is_never_covered(msgs, keep, covered):
     """A call of the newest turn without its result yet is an open tool group reaching to the end (§1)."""
     assert choose_covered_range(msgs, keep) == covered
-
-
-def test_keep_is_clamped_and_typed():
-    assert clamp_keep(-5) == 0 and clamp_keep(99_999) == 10_000 and clamp_keep(7) == 7
-    for bad in (True, 1.5, "3", None):
-        with pytest.raises(InvalidInput):
-            clamp_keep(bad)
-    with pytest.raises(InvalidInput):
-        choose_covered_range([user(1)], "1")
 
 
 def test_pending_tokens_brute_force_definition():
