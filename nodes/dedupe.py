@@ -12,11 +12,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-REVERSAL_WORDS = frozenset(
-    """no not never nor none nothing without cannot can't don't doesn't didn't isn't aren't wasn't weren't won't
-    wouldn't shouldn't longer instead stop stopped cancel cancelled canceled revert reverted undo undone wrong
-    incorrect false correction corrected fixed resolved done closed reopened removed deprecated except""".split()
-)
+from workmem.nodes.guard_words import REVERSAL_WORDS
+
 STATUS_MARKERS = ("[resolved]", "[silently dropped, restored]", "[archived]")
 _EMPHASIS = re.compile(r"[*`~]+|(?<!\w)_+|_+(?!\w)")
 _APOSTROPHES = str.maketrans({"’": "'", "‘": "'"})

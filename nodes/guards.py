@@ -14,6 +14,13 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from workmem.nodes.dedupe import dedupe_items
+from workmem.nodes.guard_words import (
+    ANCHOR_DECISION_WORDS,
+    ANCHOR_STOPWORDS,
+    ANCHOR_UNITS,
+    PATH_EXTENSIONS,
+    TITLE_STOPWORDS,
+)
 from workmem.state.commit_state import CommitState, GuardNote, memory_budget_of
 from workmem.state.memory import (
     CONSOLIDATION_SENTINEL,
@@ -32,6 +39,7 @@ from workmem.state.memory import (
     strip_own_header,
 )
 from workmem.state.ops import KEEP, canonical_ops, create_as_update_ops
+from workmem.state.search.words import MONTH_NAMES
 
 RESTORED_TAG = "[silently dropped, restored]"
 # Marks on a decided Key Facts op for the budgets (`nodes/spill.py`): an APPEND that salvages a rejected
@@ -45,36 +53,22 @@ OVERSIZED_APPEND_CAP = 5
 Op = dict[str, Any]
 Decision = tuple[Op, list[GuardNote]]
 
-_TITLE_STOPWORDS = frozenset(
-    "the a an and or of to in on for with by at from session title working memory plan plans notes note"
-    .split()
-)
-_ANCHOR_STOPWORDS = frozenset(
-    """the a an and or of to in on for with by at from is are was were has have had been be will would could
-    should may might shall this that these those not no but if then so as it its they their them she her he
-    him his we our us you your who which what when where how why all each every both few more most other some
-    such than too very also just about after before between into through during again further once here there
-    over under out up down off own same only new old key facts decisions session working memory""".split()
-)
-_MONTHS = "january|february|march|april|may|june|july|august|september|october|november|december"
-_UNITS = (
-    "years?|months?|weeks?|days?|kids?|children|hours?|miles?|times?|sessions?|rounds?|visits?|dollars?"
-    "|euros?|pounds?|bedrooms?|paintings?|people|persons?"
-)
+_MONTHS = "|".join(map(re.escape, MONTH_NAMES))
+_UNITS = "|".join(map(re.escape, ANCHOR_UNITS))
+_DECISION_WORDS = "|".join(map(re.escape, ANCHOR_DECISION_WORDS))
 _CASE_FREE_ANCHORS = re.compile(
     rf"""\b\d{{4}}-\d{{2}}-\d{{2}}\b
     | \b\d{{1,2}}\s+(?:{_MONTHS})\s+\d{{4}}\b
     | \b\d+(?:[.,]\d+)?\s+(?:{_UNITS})\b
     | \$\d[\d,]*(?:\.\d+)?
-    | \b(?:because|decided|chose|committed|agreed|resolved)\b""",
+    | \b(?:{_DECISION_WORDS})\b""",
     re.IGNORECASE | re.VERBOSE,
 )
 _CLOCK_TIME = re.compile(r"\b(\d{1,2}(?::\d{2})?)\s*([ap]m)\b", re.IGNORECASE)
 _CAPITALISED = re.compile(r"(?<![A-Za-z])[A-Z][a-zA-Z]{2,}")
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9.]{2,}|\d+")
 _PATH_RUN = re.compile(r"[\w./\\-]+")
-PATH_EXTENSIONS = "py|ts|tsx|js|jsx|md|yaml|yml|json|sh|ps1|cmd|bat|toml|ini|cfg|rs|go"  # §5 Files & Context
-_PATH_EXT = re.compile(rf"\.(?:{PATH_EXTENSIONS})$", re.I)
+_PATH_EXT = re.compile(rf"\.(?:{'|'.join(map(re.escape, PATH_EXTENSIONS))})$", re.I)
 _SLASH_PATH = re.compile(r"(?<![\w.\-])[A-Za-z_][\w.-]*(?:/[A-Za-z_][\w.-]*)+")
 log = logging.getLogger("workmem.guards")
 
@@ -82,7 +76,7 @@ log = logging.getLogger("workmem.guards")
 def meaningful_words(text: str) -> set[str]:
     """Title words (`[A-Za-z][A-Za-z0-9.]{2,}` or digit runs), lowercased, trailing dots off, no stopwords."""
     words = {match.group().lower().rstrip(".") for match in _WORD.finditer(text or "")}
-    return {word for word in words if word and word not in _TITLE_STOPWORDS}
+    return {word for word in words if word and word not in TITLE_STOPWORDS}
 
 
 def lexical_anchors(text: str) -> set[str]:
@@ -92,7 +86,7 @@ def lexical_anchors(text: str) -> set[str]:
     anchors |= {f"{m.group(1)} {m.group(2).lower()}" for m in _CLOCK_TIME.finditer(text)}
     for match in _CAPITALISED.finditer(text):
         word = match.group().lower()
-        if word not in _ANCHOR_STOPWORDS:
+        if word not in ANCHOR_STOPWORDS:
             anchors.add(word)
     return anchors
 

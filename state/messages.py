@@ -25,7 +25,7 @@ FINGERPRINT_META = "fp"
 INTERNAL_FLAG = "internal"  # on a part of workmem's own tool traffic: stored, never indexed
 INVALID_CALL_NAME = "invalid_tool_call"  # the name kept for a malformed tool call that came without one
 DROPPED_BLOCKS_META = "workmem_dropped_blocks"
-_NO_CAP = 1 << 62
+NO_BYTE_CAP = 1 << 62  # a `max_bytes` that never clips
 MAX_NESTING = 64  # levels of dicts and lists in one message (JSON encoders recurse)
 PART_FIELDS = {
     "text": ("text",),
@@ -272,14 +272,14 @@ def clip_to_cap(msg: dict[str, Any], max_bytes: int) -> dict[str, Any]:
     InvalidInput when the message is invalid for another reason, or when what cannot be clipped
     (ids, names, structure) alone exceeds the cap.
     """
-    size = len(encode_body(msg, max_bytes=_NO_CAP))
+    size = len(encode_body(msg, max_bytes=NO_BYTE_CAP))
     if size <= max_bytes:
         return msg
     out = copy.deepcopy(msg)
     out["meta"][CLIPPED_BYTES_META] = size
     pieces = sorted(_clippable(out), key=lambda piece: -len(dumps(piece[0][piece[1]])))
     for container, key in pieces:
-        over = len(encode_body(out, max_bytes=_NO_CAP)) - max_bytes
+        over = len(encode_body(out, max_bytes=NO_BYTE_CAP)) - max_bytes
         if over <= 0:
             break
         if isinstance(container[key], str):

@@ -122,12 +122,3 @@ def choose_covered_range(messages: Sequence[dict[str, Any]], keep: Keep | int) -
     if cut <= 0:
         return None
     return messages[0]["seq"], messages[cut - 1]["seq"]
-
-
-def source_turn_range(messages: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """`source_turn_range` of an archive object for the covered `messages` (non-empty, ordered by seq)."""
-    if not messages:
-        raise InvalidInput("messages", messages, "a covered range holds at least one message")
-    first, last = messages[0], messages[-1]
-    return {"start_turn_id": first["turn_id"], "end_turn_id": last["turn_id"],
-            "start_seq": first["seq"], "end_seq": last["seq"]}

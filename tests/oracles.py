@@ -60,3 +60,12 @@ def validate_message(msg: dict[str, Any], *, field: str = "message",
                      max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> int:
     """Check a normalised message (§10); return the size in bytes of its stored JSON body."""
     return len(encode_body(msg, field=field, max_bytes=max_bytes))
+
+
+def source_turn_range(messages: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """`source_turn_range` of an archive object for the covered `messages` (non-empty, ordered by seq)."""
+    if not messages:
+        raise ValueError("a covered range holds at least one message")
+    first, last = messages[0], messages[-1]
+    return {"start_turn_id": first["turn_id"], "end_turn_id": last["turn_id"],
+            "start_seq": first["seq"], "end_seq": last["seq"]}

@@ -54,14 +54,20 @@ from workmem.graphs.context.injected import clean_messages
 from workmem.state.archive_object import OWN_TOOLS
 from workmem.state.errors import InvalidInput, SessionNotFound
 from workmem.state.ids import archive_name, archive_number
-from workmem.state.messages import CLIPPED_BYTES_META, clip_to_cap, lc_id, normalize_message, prepare_message
+from workmem.state.messages import (
+    CLIPPED_BYTES_META,
+    NO_BYTE_CAP,
+    clip_to_cap,
+    lc_id,
+    normalize_message,
+    prepare_message,
+)
 from workmem.state.retention import Keep, Trigger, keep_value, trigger_value
 from workmem.state.tokens import count_tokens
 
 if TYPE_CHECKING:
     from workmem.graphs.engine import WorkingMemoryEngine
 
-_NO_CAP = 1 << 62
 NORMALISED_CACHE_SIZE = 20_000  # messages: a few MB, and a long thread's history aligned without re-normalising
 ARCHIVE_TAIL = 64  # newest archived messages a stateless client's history is compared with
 
@@ -104,7 +110,7 @@ def clip_oversized(messages: list[Any], max_bytes: int, *, warn: bool = False) -
     out = []
     for message in messages:
         try:
-            msg, body = prepare_message(message, max_bytes=_NO_CAP)
+            msg, body = prepare_message(message, max_bytes=NO_BYTE_CAP)
         except InvalidInput:
             out.append(message)
             continue
@@ -130,7 +136,7 @@ class NormalisedCache:
         self._items: OrderedDict[tuple[Any, ...], dict[str, Any]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def normalize(self, message: Any, *, field: str = "message", max_bytes: int = _NO_CAP) -> dict[str, Any]:
+    def normalize(self, message: Any, *, field: str = "message", max_bytes: int = NO_BYTE_CAP) -> dict[str, Any]:
         """`normalize_message(message)`, from the cache when the same message was normalised before."""
         key = _cache_key(message)
         if key is not None:
@@ -169,7 +175,8 @@ class StateView:
                  cache: NormalisedCache | None = None) -> None:
         self.messages = messages
         normalize = cache.normalize if cache is not None else normalize_message
-        kept = clean_messages(messages, max_bytes=_NO_CAP, normalize=normalize)  # workmem's own injections never count
+        # workmem's own injections never count
+        kept = clean_messages(messages, max_bytes=NO_BYTE_CAP, normalize=normalize)
         self.indexes = [i for i, _msg, _changed in kept if carries_content(messages[i])]
         normalised = {i: msg for i, msg, _changed in kept}
         exists = engine.storage.sessions.session_exists(session_id)
@@ -195,7 +202,7 @@ class StateView:
         one."""
         unstored_positions = self.alignment.new
         unstored = clip_oversized([self.messages[self.indexes[p]] for p in unstored_positions], max_view_bytes)
-        entries = dict(zip(unstored_positions, pending_entries(unstored, max_bytes=_NO_CAP), strict=True))
+        entries = dict(zip(unstored_positions, pending_entries(unstored, max_bytes=NO_BYTE_CAP), strict=True))
         if not self.alignment.holds_stored:
             shown = engine.shown_live(session_id) if self.live else []
             return [*shown, *(entries[p] for p in sorted(entries))]

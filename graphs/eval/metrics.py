@@ -25,6 +25,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+SEARCH_LIMIT = 12  # hits an evaluation asks archive_search for: the k of recall@k (SPEC §7)
+
 SPAN_WORDS = 6
 MIN_SPAN_WORDS = 3
 MAX_KEYWORDS = 6

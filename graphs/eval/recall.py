@@ -26,10 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from workmem.graphs.eval.data import ADVERSARIAL, Sample, category_name, load_samples
-from workmem.graphs.eval.metrics import question_keywords, ratio
+from workmem.graphs.eval.metrics import SEARCH_LIMIT, question_keywords, ratio
 from workmem.graphs.eval.scratch import scratch_storage
 
-SEARCH_LIMIT = 12
 OVERALL = "overall"
 STYLES: dict[str, Callable[[str, tuple[str, ...]], str]] = {
     "keywords": lambda question, speakers: " ".join(question_keywords(question, speakers)),

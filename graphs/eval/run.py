@@ -25,6 +25,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from workmem.graphs.eval.data import ADVERSARIAL, QAItem, Sample, load_samples
 from workmem.graphs.eval.metrics import (
+    SEARCH_LIMIT,
     SpanIndex,
     accuracy_table,
     answer_present,
@@ -41,7 +42,6 @@ from workmem.state.tokens import DEFAULT_CONTEXT_WINDOW
 from workmem.state.turns import DEFAULT_KEEP_RECENT
 
 DEFAULT_THRESHOLD = 2000
-SEARCH_LIMIT = 12
 RULES = {
     "session_date": "a user message '[session <n> — <date_time>]' before each dated session's first turn",
     "keywords": "question words of 3+ chars, lowercase, possessive 's dropped, minus stopwords and speaker "

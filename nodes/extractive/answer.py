@@ -1,11 +1,10 @@
 """The extractive model's answer to a commit prompt: read it, build each section, pick KEEP / APPEND / UPDATE.
 
 It never paraphrases, so it cannot invent; it reads no clock and no random state, so the same prompt
-always yields the same tool arguments. `nodes/extractive.py` wraps it as a chat model. The section
-rules live in `extract_facts` (Key Facts), `extract_tracking` (Task & Goals, Open Issues),
-`extract_state` (Session Title, Current State) and `extract_artifacts` (files, errors); sentence
-cues are in `extract_cues`, fact worth in `extract_worth`, text helpers in `extract_text`, and the
-prompt and transcript are read by `extract_transcript`.
+always yields the same tool arguments. `model.py` wraps it as a chat model. The section rules live in
+`facts` (Key Facts), `tracking` (Task & Goals, Open Issues), `current_state` (Session Title, Current
+State) and `artifacts` (files, errors); sentence cues are in `cues`, fact worth in `worth`, text
+helpers in `text`, the word tables in `words`, and the prompt and transcript are read by `transcript`.
 """
 
 from __future__ import annotations

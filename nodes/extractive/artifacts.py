@@ -6,24 +6,25 @@ import json
 import re
 from typing import Any
 
-from workmem.nodes.extractive.text import clean
+from workmem.nodes.extractive.text import alternation, clean
 from workmem.nodes.extractive.transcript import Msg, Result
-from workmem.nodes.guards import PATH_EXTENSIONS
+from workmem.nodes.extractive.words import ERROR_WORDS, EXCEPTION_SUFFIXES, PATH_KEYS
+from workmem.nodes.guard_words import PATH_EXTENSIONS
 
 _EXC_RE = re.compile(
-    r"^\s*(?:E\s+)?(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Failure)\b:\s*\S"
+    rf"^\s*(?:E\s+)?(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:{alternation(EXCEPTION_SUFFIXES)})\b:\s*\S"
 )
-_ERROR_LINE_RE = re.compile(r"^\s*(?:error|fatal)\b[:!]?\s*\S", re.I)
+_ERROR_LINE_RE = re.compile(rf"^\s*(?:{alternation(ERROR_WORDS)})\b[:!]?\s*\S", re.I)
 _FAILED_RE = re.compile(r"^\s*FAILED\s+\S+")
 _FRAME_RE = re.compile(r'^\s*File "([^"]+)", line (\d+)')
 _URL_RE = re.compile(r"\bhttps?://[^\s\"'<>)\]]+")
 _PATH_RUN_RE = re.compile(r"[\w./\\-]+")
-_PATH_EXT_RE = re.compile(rf"\w\.(?:{PATH_EXTENSIONS})$", re.I)
+_PATH_EXT_RE = re.compile(rf"\w\.(?:{alternation(PATH_EXTENSIONS)})$", re.I)
 _PATH_SLASH_RE = re.compile(r"/?[A-Za-z_][\w.-]*(?:/[A-Za-z_][\w.-]*){2,}/?")
 _PLAIN_PATH_RE = re.compile(r"[\w.-]+(?:/[\w.-]+)+/?")
 _LINE_HEAD_RE = re.compile(r'^\s*(?:FAILED\s+|File ")?([^\s":]+)')
 _NOISE_PATH_RE = re.compile(r"site-packages|dist-packages|^/usr/lib/|^<", re.I)
-_PATH_KEY_RE = re.compile(r"path|file|dir|url|uri|target|source|dest", re.I)
+_PATH_KEY_RE = re.compile(alternation(PATH_KEYS), re.I)
 
 
 def error_items(result: Result) -> list[str]:

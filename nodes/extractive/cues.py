@@ -10,54 +10,60 @@ from __future__ import annotations
 
 import re
 
-from workmem.nodes.extractive.text import is_question
+from workmem.nodes.extractive.text import alternation, is_question
+from workmem.nodes.extractive.words import (
+    ACKS,
+    CORRECTION_OPENERS,
+    DONE_PARTICIPLES,
+    DONE_WORDS,
+    DONT_ACTIONS,
+    FINISHED_FORMS,
+    FUTURE_PLANS,
+    IMPERATIVES,
+    ISSUE_CUES,
+    LEAD_WORDS,
+    NEXT_ANYWHERE,
+    NEXT_OPENERS,
+    NOT_DONE_AFTER,
+    OPENERS,
+    PICTURES,
+    PLAN_NOUNS,
+    PLAN_PERIODS,
+    PLAN_VERBS,
+    PLANNING,
+    POLITE_OPENERS,
+    REPORTS,
+    SOCIAL_PHRASES,
+    THAT_IS_WRONG,
+    WANT_CUES,
+    WEAK_TERMS,
+)
 from workmem.nodes.extractive.worth import REACTION_RE, content_words
 
-LEAD_RE = re.compile(
-    r"^(?:(?:hi|hello|hey|ok(?:ay)?|so|also|and|but|now|then|great|good|thanks|one more (?:thing|rule))"
-    r"\b[,!.:]?\s*)+",
-    re.I,
-)
-POLITE_RE = re.compile(
-    r"^(?:please|can you|could you|would you|i need you to|i want you to|help me|i'd like you to)\b[\s,]*",
-    re.I,
-)
-_IMPERATIVE_RE = re.compile(
-    r"^(?:please|can you|could you|would you|let's|let us|make sure|add|fix|implement|create|update|change|"
-    r"remove|delete|write|put|use|return|keep|leave|log|deploy|detect|skip|check|run|rename|move|refactor|"
-    r"document|investigate|support|handle|find|show|explain|build|migrate|test|switch|send|ask)\b",
-    re.I,
-)
+LEAD_RE = re.compile(rf"^(?:(?:{alternation(LEAD_WORDS)})\b[,!.:]?\s*)+", re.I)
+POLITE_RE = re.compile(rf"^(?:{alternation(POLITE_OPENERS)})\b[\s,]*", re.I)
+_IMPERATIVE_RE = re.compile(rf"^(?:{alternation(IMPERATIVES)})\b", re.I)
 _LABEL_RE = re.compile(r"[A-Z][\w-]*(?: #?\d+)?")
-_OPENER_RE = re.compile(r"^(?:no|nope|actually|instead)\b[,.!]?\s*", re.I)
-_WANT_RE = re.compile(r"\b(?:please|i want|i need|we need|i'd like|should|must)\b", re.I)
+_OPENER_RE = re.compile(rf"^(?:{alternation(OPENERS)})\b[,.!]?\s*", re.I)
+_WANT_RE = re.compile(rf"\b(?:{alternation(WANT_CUES)})\b", re.I)
 _SOCIAL_RE = re.compile(
-    r"^(?:keep (?:it up|up|going|on|at it|me posted|me updated|in touch|doing|trying|pushing|rocking|that)|"
-    r"check (?:it|this|that|them) out|let me know|take care|have fun|have a (?:great|good|nice)|enjoy|"
-    r"tell me (?:more|about)|show me|let's (?:catch up|keep|hope|do this)|make sure to (?:take|have|enjoy)|"
-    r"send (?:me )?(?:a |some )?(?:pic|photo|picture)s?|don't (?:worry|forget|give up|hesitate|stop))\b",
-    re.I,
+    rf"^(?:{alternation(SOCIAL_PHRASES)}|send (?:me )?(?:a |some )?(?:{alternation(PICTURES)})s?)\b", re.I
 )
-ACK_RE = re.compile(
-    r"^(?:thanks|thank you|ok|okay|great|good|cool|perfect|nice|sounds good|go ahead|yes|yep|sure)\b", re.I
-)
+ACK_RE = re.compile(rf"^(?:{alternation(ACKS)})\b", re.I)
 _PLAN_RE = re.compile(
-    r"\b(?:i|we)(?:'m| am| are|'re) (?:planning|going to|hoping|aiming|thinking (?:about|of)|looking to|about to|"
-    r"getting ready to|saving (?:up )?for)\b(?! to be)|\b(?:i|we) (?:plan|hope|intend|want|aim) to\b|"
-    r"\b(?:my|our) (?:goal|plan|dream|aim|next step) (?:is|was)\b|\b(?:i|we)(?:'ll| will) (?:be (?:starting|going|"
-    r"moving|visiting|taking|joining)|start|finally)\b|\bi'm gonna\b|\bnext (?:week|month|year|weekend)\b",
+    rf"\b(?:i|we)(?:'m| am| are|'re) (?:{alternation(PLANNING)})\b(?! to be)|"
+    rf"\b(?:i|we) (?:{alternation(PLAN_VERBS)}) to\b|"
+    rf"\b(?:my|our) (?:{alternation(PLAN_NOUNS)}) (?:is|was)\b|"
+    rf"\b(?:i|we)(?:'ll| will) (?:{alternation(FUTURE_PLANS)})\b|"
+    rf"\bi'm gonna\b|\bnext (?:{alternation(PLAN_PERIODS)})\b",
     re.I,
 )
 _CORRECTION_OPEN_RE = re.compile(
-    r"^(?:no|nope|wrong|incorrect|not quite|not really right|correction)\b[,.!:](?!\s*but\b)|"
-    r"^that(?:'s| is) (?:not (?:right|correct|true|what)|wrong|incorrect)\b",
+    rf"^(?:{alternation(CORRECTION_OPENERS)})\b[,.!:](?!\s*but\b)|^that(?:'s| is) (?:{alternation(THAT_IS_WRONG)})\b",
     re.I,
 )
 _CONTRAST_RE = re.compile(r",\s*not\b|\bnot\s+[\w./-]+\s*[,;-]|\binstead\b|\brather than\b", re.I)
-_ACTIONS = (
-    r"(?:touch|use|change|modify|edit|call|read|add|put|move|remove|delete|commit|push|deploy|merge|rename|run|"
-    r"install|upgrade|return|raise|log|send|write|store|cache|hardcode|copy)"
-)
+_ACTIONS = rf"(?:{alternation(DONT_ACTIONS)})"
 _DONT_RE = re.compile(rf"^(?:and |but |also |please )?(?:don'?t|do not|never) {_ACTIONS}\b", re.I)
 _NEGATED_RES = (
     re.compile(r"\bnot (?:a |an |the |to |in |on )?([\w./-]+)", re.I),
@@ -66,33 +72,17 @@ _NEGATED_RES = (
     re.compile(rf"\b(?:don'?t|do not|never) {_ACTIONS} (?:a |an |the |it in |anything in )?([\w./-]+)", re.I),
     re.compile(r"\bno longer (?:use |using |read |reads |call |calls )?(?:a |an |the )?([\w./-]+)", re.I),
 )
-_WEAK_TERMS = frozenset(
-    "a an the it that this them there here so yet sure really quite just only very much all now to be "
-    "anymore always never too".split()
-)
-ISSUE_RE = re.compile(
-    r"\b(todo|fixme|open question|unresolved|still open|still unclear|tbd|to be decided|follow[- ]up|"
-    r"need to (?:check|confirm|decide|verify|find out|ask))\b",
-    re.I,
-)
-_NEXT_RE = re.compile(
-    r"^(?:let me|let's|next\b|now (?:the|i|let)|then i|i'll|i will|i'm going to|we'll|remaining|still open|"
-    r"todo|for tomorrow|tomorrow)|\b(?:let me|remaining before|next step)\b",
-    re.I,
-)
+ISSUE_RE = re.compile(rf"\b({alternation(ISSUE_CUES)})\b", re.I)
+_NEXT_RE = re.compile(rf"^(?:{alternation(NEXT_OPENERS)}|next\b)|\b(?:{alternation(NEXT_ANYWHERE)})\b", re.I)
 _DONE_RE = re.compile(
-    r"\b(fixed|resolved|solved|done|works now|working now|pass(?:es)? now|now pass(?:es)?|passing|answered|"
-    r"settled|closed|(?:is|are) (?:now )?(?:updated|handled|implemented|added|written|fixed)|completed|finished|"
-    r"confirmed|now imports?|now (?:works|handles|detects|returns|means)|[a-z]{3,}ed now|"
-    r"(?:is|are|was|were) (?:now )?(?:[a-z]{3,}ed|written|done|rewritten|built)(?! (?:to|by|that|if|when)\b))\b",
+    rf"\b({alternation(DONE_WORDS)}|(?:is|are) (?:now )?(?:{alternation(DONE_PARTICIPLES)})|[a-z]{{3,}}ed now|"
+    rf"(?:is|are|was|were) (?:now )?(?:[a-z]{{3,}}ed|{alternation(FINISHED_FORMS)})"
+    rf"(?! (?:{alternation(NOT_DONE_AFTER)})\b))\b",
     re.I,
 )
-_REPORT_RE = re.compile(
-    r"^(?:i |we )?(?:added|updated|fixed|rewrote|wrote|created|implemented|removed|renamed|moved|replaced|"
-    r"switched|changed|made|built|deployed|merged|documented|refactored|finished|completed|checked|verified|"
-    r"tested|reviewed|cleaned|answered|resolved|ran)\b",
-    re.I,
-)
+_REPORT_RE = re.compile(rf"^(?:i |we )?(?:{alternation(REPORTS)})\b", re.I)
+
+
 def is_ack(sent: str) -> bool:
     """A short acknowledgement (`Thanks!`, `Sounds good.`)."""
     return bool(ACK_RE.match(sent)) and len(sent.split()) <= 3
@@ -153,7 +143,7 @@ def negated_terms(sent: str) -> set[str]:
     for pattern in _NEGATED_RES:
         for match in pattern.finditer(sent):
             term = match.group(1).strip("./-").lower()
-            if term and term not in _WEAK_TERMS and not term.endswith("n't"):
+            if term and term not in WEAK_TERMS and not term.endswith("n't"):
                 found.add(term)
     return found
 

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from workmem.nodes.extractive.cues import mentions, negated_terms
-from workmem.nodes.extractive.text import DATE_RE, as_sentence, keywords, norm, sentences
+from workmem.nodes.extractive.text import DATE_RE, alternation, as_sentence, keywords, norm, sentences
+from workmem.nodes.extractive.words import COPULAS, SUBJECT_DETERMINERS, SUBJECT_PRONOUNS
 from workmem.nodes.extractive.worth import content_words, fact_worth, trim_filler
 from workmem.nodes.guards import lexical_anchors
 from workmem.state.memory import FULL_BUDGETS, MAX_BULLETS, Budgets, bullet_items
@@ -33,11 +34,10 @@ _GROUP_SEP = " — "
 _GROUP_RE = re.compile(r"^(.{4,40}?) — (.+)$")
 _SPEAKER_HEAD_RE = re.compile(r"^([A-Z][\w'’.-]{1,30}(?: [A-Z][\w'’.-]{1,30}){0,2}): (?=\S)")
 _SUBJECT_RE = re.compile(
-    r"^(?:(?:the|our|my|his|her|their|its)\s+)?((?:[\w'.-]+\s+){0,3}?[\w'.-]+)\s+(?:is|are|was|were|=|stays|"
-    r"remains|becomes|became|equals)\s+\S",
+    rf"^(?:(?:{alternation(SUBJECT_DETERMINERS)})\s+)?((?:[\w'.-]+\s+){{0,3}}?[\w'.-]+)\s+"
+    rf"(?:{alternation(COPULAS)})\s+\S",
     re.I,
 )
-_PRONOUNS = frozenset("i it this that he she they we you there what which who everything something".split())
 
 
 @dataclass(frozen=True)
@@ -133,7 +133,7 @@ def _subject(fact: Fact) -> str | None:
     if not found:
         return None
     words = found.group(1).lower().split()
-    return None if words[-1] in _PRONOUNS or not content_words(found.group(1)) else " ".join(words)
+    return None if words[-1] in SUBJECT_PRONOUNS or not content_words(found.group(1)) else " ".join(words)
 
 
 def newest_wins(facts: list[Fact]) -> list[Fact]:
@@ -225,7 +225,6 @@ def target_tokens(limits: Budgets) -> int:
     return limits.sections["Key Facts & Decisions"] * 95 // 100
 
 
-TARGET_TOKENS = target_tokens(FULL_BUDGETS)  # 2 850
 
 
 def key_facts_op(

@@ -3,16 +3,25 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from functools import lru_cache
 
+from workmem.nodes.extractive.words import KEYWORD_STOPWORDS, NEGATIONS, WEEKDAYS
 from workmem.nodes.guards import path_tokens
+from workmem.state.search.words import MONTH_NAMES
 
 MAX_ITEM_CHARS = 300
 
-_MONTH = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?"
+
+def alternation(entries: Iterable[str]) -> str:
+    """A regex alternation of literal `entries`, in table order (each escaped; the caller groups it)."""
+    return "|".join(map(re.escape, entries))
+
+
+_MONTH = rf"(?:{alternation(name[:3] for name in MONTH_NAMES)})[a-z]*\.?"  # `Sep`, `Sept.`, `September`
 DATE_RE = re.compile(
     rf"\b\d{{4}}-\d{{2}}-\d{{2}}\b|\b\d{{1,2}}(?:st|nd|rd|th)? {_MONTH},? \d{{4}}\b|\b{_MONTH} \d{{1,2}}"
-    r"(?:st|nd|rd|th)?\b(?:,? \d{4})?|\b(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b",
+    rf"(?:st|nd|rd|th)?\b(?:,? \d{{4}})?|\b(?:{alternation(WEEKDAYS)})\b",
     re.I,
 )
 FULL_DATE_RE = re.compile(
@@ -21,15 +30,10 @@ FULL_DATE_RE = re.compile(
     re.I,
 )
 _WORD = r"[A-Za-z][A-Za-z0-9'’-]*"
-_NEGATED_CLAUSE_RE = re.compile(r"\b(?:not|instead of|rather than|never)\b[^,.;]*", re.I)
+_NEGATED_CLAUSE_RE = re.compile(rf"\b(?:{alternation(NEGATIONS)})\b[^,.;]*", re.I)
 _FENCE_RE = re.compile(r"```.*?(```|$)", re.DOTALL)
 _SENT_SPLIT_RE = re.compile(r"(?<=[.!?])\s+(?=[\"'`(\[]?[A-Z0-9])")
 _MARKER_RE = re.compile(r"^\s*(?:#+\s*|>\s*|[-*+](?:\s+|$)|\d+[.)](?:\s+|$))+")
-_KEY_STOP = frozenset(
-    "that this with from have should would could will what when where which there their them then than also "
-    "just into about does need needs still todo open question issue resolved silently dropped restored make "
-    "sure whether asked been being were your yours they".split()
-)
 
 
 def is_question(sent: str) -> bool:
@@ -75,7 +79,7 @@ def norm(text: str) -> str:
 def keywords(text: str) -> frozenset[str]:
     """Content words of 4+ letters (and numbers), lowercased, cut to a 5-letter stem; markers ignored."""
     text = re.sub(r"\[[^\]]*\]", " ", text)
-    words = {w.lower() for w in re.findall(_WORD, text) if len(w) >= 4 and w.lower() not in _KEY_STOP}
+    words = {w.lower() for w in re.findall(_WORD, text) if len(w) >= 4 and w.lower() not in KEYWORD_STOPWORDS}
     numbers = set(re.findall(r"(?<![\w.])\d+(?:[.,]\d+)?", text))
     return frozenset({w[:5] for w in words} | numbers)
 

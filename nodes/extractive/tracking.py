@@ -25,8 +25,9 @@ from workmem.nodes.extractive.cues import (
     negated_terms,
     reports_done,
 )
-from workmem.nodes.extractive.text import as_sentence, clean, is_question, norm, overlaps
+from workmem.nodes.extractive.text import alternation, as_sentence, clean, is_question, norm, overlaps
 from workmem.nodes.extractive.transcript import Line
+from workmem.nodes.extractive.words import PAST_WORDS
 from workmem.nodes.extractive.worth import content_words
 from workmem.nodes.guards import RESOLVED_TAG
 from workmem.state.memory import bullet_items
@@ -36,11 +37,7 @@ MAX_GOALS = 20
 GOAL_SHARE = 80  # % of the section's budget a rewrite of Task & Goals keeps
 GOAL_TOKENS = 1200  # 80 % of 1 500, §5's table
 _ASKED_RE = re.compile(r"^(?:\[silently dropped, restored\] )?(.{1,40}?) asked: ")
-_PAST_RE = re.compile(
-    r"\b(?:went|did|finally|got|made|finished|started|tried|visited|joined|bought|took|had|was|were|saw|met|"
-    r"[a-z]{3,}ed)\b",
-    re.I,
-)
+_PAST_RE = re.compile(rf"\b(?:{alternation(PAST_WORDS)}|[a-z]{{3,}}ed)\b", re.I)
 
 
 def labelled(line: Line, text: str) -> str:

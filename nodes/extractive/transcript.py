@@ -16,16 +16,14 @@ from dataclasses import dataclass, field
 from langchain_core.messages import BaseMessage
 
 from workmem.nodes.extractive.text import DATE_RE, FULL_DATE_RE, sentences
+from workmem.nodes.extractive.words import NOT_SPEAKERS
 from workmem.nodes.formatting import CALL_PREFIX, CLIP_MARKER, CONTEXT_PREFIX, HEADER_RE, RESULT_PREFIX
 from workmem.nodes.prompts import TAG_LINES
 
 _CLIP_RE = re.compile("^" + re.escape(CLIP_MARKER).replace(re.escape("{n}"), r"\d+") + "$")
 _SPEAKER_RE = re.compile(r"^([A-Z][\w'’.-]{1,30}(?: [A-Z][\w'’.-]{1,30}){0,2}): (?=\S)")
-_NOT_SPEAKERS = frozenset(
-    "note notes todo fixme error warning summary update question answer result status step fix bug issue pr "
-    "task goal problem example traceback failed also yes no edit done reason cause solution next plan tip "
-    "important warning info debug output input http https".split()
-)
+
+
 @dataclass
 class Result:
     """One tool result inside a transcript message."""
@@ -136,7 +134,7 @@ def _mark_speakers(msgs: list[Msg], known: set[str]) -> None:
     heads = {}
     for m in said:
         found = _SPEAKER_RE.match("\n".join(m.text).lstrip())
-        if found and found.group(1).lower() not in _NOT_SPEAKERS:
+        if found and found.group(1).lower() not in NOT_SPEAKERS:
             heads[m.seq] = found.group(1)
     counts = Counter(heads.values())
     log = len(counts) >= 2 and len(heads) == len(said)

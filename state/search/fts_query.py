@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from workmem.state.search.words import CLITICS, STOPWORDS
+
 MAX_TERMS = 32
 MAX_QUERY_CHARS = 4000
 PREFIX_MIN_STEM = 6  # a stem this long also finds its relatives through a prefix query…
@@ -27,17 +29,7 @@ _CJK = re.compile(
     "\ua960-\ua97f\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003134f]"
 )
 WORD_RUN = re.compile(r"[^\W_]+")  # a letter/digit run: what the unicode61 tokenizer keeps as one token
-_CLITIC = re.compile(r"(?<=[^\W_])['’](?:s|t|d|m|ll|re|ve)(?![^\W_])", re.IGNORECASE)
-# English function words (the usual IR list, contraction stems included): never what a search is about.
-STOPWORDS = frozenset("""
-a about above after again against all am an and any are aren as at be because been before being below between
-both but by can cannot could couldn did didn do does doesn doing don down during each few for from further had
-hadn has hasn have haven having he her here hers herself him himself his how i if in into is isn it its itself
-just let me more most mustn my myself no nor not now of off on once only or other ought our ours ourselves out
-over own same shan she should shouldn so some such than that the their theirs them themselves then there these
-they this those through to too under until up very was wasn we were weren what when where which while who whom
-why will with would wouldn you your yours yourself yourselves
-""".split())
+_CLITIC = re.compile(rf"(?<=[^\W_])['’](?:{'|'.join(map(re.escape, CLITICS))})(?![^\W_])", re.IGNORECASE)
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,10 @@ from __future__ import annotations
 import re
 
 from workmem.state.search import fts_query
+from workmem.state.search.words import MONTH_ABBREVIATIONS, MONTH_NAMES
 
 STAMP_MAX_WORDS = 12  # a stamp is a date and a little more (a time, a weekday, a label), never a sentence
-MONTHS = frozenset("""january february march april may june july august september october november december
-jan feb mar apr jun jul aug sep sept oct nov dec""".split())
+MONTHS = frozenset(MONTH_NAMES + MONTH_ABBREVIATIONS)
 _YEAR = re.compile(r"(?:19|20)\d\d")
 _ISO_DATE = re.compile(r"(?<!\d)(?:19|20)\d\d-[01]?\d-[0-3]?\d(?!\d)")
 

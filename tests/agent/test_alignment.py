@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from oracles import source_turn_range
 
 from workmem.graphs.agent.alignment import MIN_FINGERPRINT_RUN, Alignment, align, fingerprint_of
 from workmem.state.messages import FINGERPRINT_META, fingerprint, normalize_message
 from workmem.state.storage import open_storage
-from workmem.state.turns import source_turn_range
 
 WM = "# Working Memory\n\n## Session Title\nAlignment\n"
 

@@ -29,11 +29,11 @@ for _path in (str(HERE), str(HERE.parent)):
         sys.path.insert(0, _path)
 
 from common import BenchRow, print_table, timeit_best  # noqa: E402
+from oracles import source_turn_range  # noqa: E402
 from pg_support import Backend, Server, server_or_reason, start_server  # noqa: E402
 
 from workmem.state.memory import render_sections  # noqa: E402
 from workmem.state.tokens import count_tokens  # noqa: E402
-from workmem.state.turns import source_turn_range  # noqa: E402
 
 _SYLLABLES = "ka lo mi ne ru sa ti vo ber dan fel gor hin jas kel mor nup pra quo rit sul tek vin wex".split()
 VOCAB = sorted({a + b + c for a in _SYLLABLES for b in _SYLLABLES for c in _SYLLABLES})[:3000]  # Zipf, as bench_engine

@@ -22,9 +22,11 @@ try:
 except ImportError:  # imported as a module of the tests tree
     from tests.benchmarks.common import BenchRow, print_table, timeit_best
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the test helpers, when run on its own
+from oracles import source_turn_range  # noqa: E402
+
 from workmem.graphs.engine import WorkingMemoryEngine
 from workmem.state.memory import render_sections
-from workmem.state.turns import source_turn_range
 
 _SYLLABLES = "ka lo mi ne ru sa ti vo ber dan fel gor hin jas kel mor nup pra quo rit sul tek vin wex".split()
 # A Zipf-distributed vocabulary of 3 000 words, like natural text: a few words are everywhere, most are rare.

@@ -23,10 +23,13 @@ except ImportError:  # imported as a module of the tests tree
     from tests.benchmarks.common import BenchRow, print_table, timeit_best
 
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the test helpers, when run on its own
+from oracles import source_turn_range  # noqa: E402
+
 from workmem.state.files.store import SessionStore
 from workmem.state.jsonutil import dumps
 from workmem.state.tokens import count_tokens
-from workmem.state.turns import choose_covered_range, source_turn_range
+from workmem.state.turns import choose_covered_range
 
 
 def _text(i: int) -> str:

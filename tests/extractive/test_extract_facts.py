@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from workmem.nodes.extractive.facts import (
-    TARGET_TOKENS,
     Fact,
     body_of,
     create_facts,
@@ -13,10 +12,13 @@ from workmem.nodes.extractive.facts import (
     parse_facts,
     passes_guard,
     render,
+    target_tokens,
 )
 from workmem.nodes.guards import guard_ops
-from workmem.state.memory import MAX_BULLETS, bullet_items, is_oversized
+from workmem.state.memory import FULL_BUDGETS, MAX_BULLETS, bullet_items, is_oversized
 from workmem.state.tokens import count_tokens
+
+TARGET_TOKENS = target_tokens(FULL_BUDGETS)  # 2 850: Key Facts as the extractive model aims it
 
 
 def fact(text: str, order: int, speaker: str | None = None, label: str | None = None) -> Fact:

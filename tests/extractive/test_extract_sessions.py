@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from fakes import long_session, stored_messages
 
-from workmem.nodes.extractive.facts import TARGET_TOKENS
+from workmem.nodes.extractive.facts import target_tokens
 from workmem.nodes.extractive.model import ExtractiveChatModel
 from workmem.nodes.extractive.tracking import GOAL_TOKENS, MAX_GOALS
 from workmem.nodes.formatting import format_messages
@@ -20,9 +20,11 @@ from workmem.nodes.guards import guard_ops
 from workmem.nodes.merge import merge_working_memory
 from workmem.nodes.models import bind_commit_tool
 from workmem.nodes.prompts import create_prompt, update_prompt
-from workmem.state.memory import MAX_BULLETS, SECTIONS, bullet_items, parse_sections, section_reminders
+from workmem.state.memory import FULL_BUDGETS, MAX_BULLETS, SECTIONS, bullet_items, parse_sections, section_reminders
 from workmem.state.ops import CREATE_TOOL, UPDATE_TOOL
 from workmem.state.tokens import count_tokens
+
+TARGET_TOKENS = target_tokens(FULL_BUDGETS)  # 2 850: Key Facts as the extractive model aims it
 
 OWNED = ("Task & Goals", "Key Facts & Decisions", "Open Issues", "Current State", "Session Title")
 

@@ -8,9 +8,8 @@ import sqlite3
 import psycopg
 import pytest
 from engine_helpers import assistant, user
+from oracles import source_turn_range
 from pg_support import Backend
-
-from workmem.state.turns import source_turn_range
 
 CORPUS = [
     user("The sale gives 50% off every widget."),

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 from fakes import stored_text
+from oracles import source_turn_range
 
 from workmem.state.errors import InvalidInput
 from workmem.state.files.search_index import SearchIndex
 from workmem.state.files.store import SessionStore
-from workmem.state.turns import source_turn_range
 
 
 @pytest.fixture

@@ -8,13 +8,7 @@ from hypothesis import strategies as st
 from oracles import compute_pending_tokens
 
 from workmem.state.errors import InvalidInput
-from workmem.state.turns import (
-    choose_covered_range,
-    message_units,
-    source_turn_range,
-    tool_groups,
-    validate_keep,
-)
+from workmem.state.turns import choose_covered_range, message_units, tool_groups, validate_keep
 
 
 def _msg(seq, role, parts, tokens=1):
@@ -93,13 +87,6 @@ def test_pending_tokens_brute_force_definition():
     assert compute_pending_tokens(msgs, 2) == 1 + 2 + 3
     assert compute_pending_tokens(msgs, 0) == 15
     assert compute_pending_tokens(msgs, 10) == 0
-
-
-def test_source_turn_range():
-    msgs = [dict(user(3), turn_id="t2"), dict(user(4), turn_id="t3")]
-    assert source_turn_range(msgs) == {"start_turn_id": "t2", "end_turn_id": "t3", "start_seq": 3, "end_seq": 4}
-    with pytest.raises(InvalidInput):
-        source_turn_range([])
 
 
 @st.composite

@@ -35,14 +35,13 @@ from typing import Any
 
 import pytest
 from engine_helpers import assistant, tool, user
-from oracles import compute_pending_tokens
+from oracles import compute_pending_tokens, source_turn_range
 
 from workmem.state.archive_object import ABSTRACT_CHARS
 from workmem.state.errors import ArchiveNotFound, InvalidInput, SessionNotFound
 from workmem.state.session_meta import PUBLIC_FIELDS
 from workmem.state.storage import commit_thread_id, open_storage
 from workmem.state.task_rules import TASK_STATUSES
-from workmem.state.turns import source_turn_range
 
 WM = "# Working Memory\n\n## Session Title\nConformance\n\n## Current State\nChecking both backends.\n"
 ABSTRACT = "Conformance — checking both backends."

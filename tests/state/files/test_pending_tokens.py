@@ -12,10 +12,10 @@ import tempfile
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
-from oracles import compute_pending_tokens
+from oracles import compute_pending_tokens, source_turn_range
 
 from workmem.state.files.store import SessionStore
-from workmem.state.turns import choose_covered_range, source_turn_range
+from workmem.state.turns import choose_covered_range
 
 SID = "pending"
 WORDS = st.lists(st.sampled_from(["alpha", "beta", "γάμμα", "代码", "x", "1234", "<|endoftext|>"]),

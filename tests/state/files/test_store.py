@@ -8,14 +8,14 @@ import threading
 
 import pytest
 from filelock import FileLock
-from oracles import compute_pending_tokens
+from oracles import compute_pending_tokens, source_turn_range
 
 from workmem.state.errors import ArchiveNotFound, CorruptLine, InvalidInput, SessionNotFound
 from workmem.state.files import store as store_module
 from workmem.state.files.store import SessionStore
 from workmem.state.messages import message_text
 from workmem.state.tokens import count_tokens
-from workmem.state.turns import choose_covered_range, source_turn_range
+from workmem.state.turns import choose_covered_range
 
 
 def texts(n, start=0, role="user"):

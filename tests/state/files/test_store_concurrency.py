@@ -40,7 +40,7 @@ storage.close()
 
 ARCHIVER = _WAIT_FOR_GO + """
 from workmem.state.errors import SessionNotFound
-from workmem.state.turns import choose_covered_range, source_turn_range
+from workmem.state.turns import choose_covered_range
 sid, stop = sys.argv[2], sys.argv[3]
 store, index = storage.sessions, storage.tasks
 rounds = 0
@@ -53,7 +53,9 @@ while True:
             if covered is not None:
                 msgs = [m for m in live if m["seq"] <= covered[1]]
                 archive = {"archive_id": store.next_archive_id(sid), "session_id": sid,
-                           "source_turn_range": source_turn_range(msgs)}
+                           "source_turn_range": {"start_turn_id": msgs[0]["turn_id"],
+                                                 "end_turn_id": msgs[-1]["turn_id"],
+                                                 "start_seq": msgs[0]["seq"], "end_seq": msgs[-1]["seq"]}}
                 store.write_archive(sid, archive, msgs, "# Working Memory\\n", f"round {rounds}")
                 store.drop_covered(sid, covered[1])
                 store.record_commit(sid, archive, 20)

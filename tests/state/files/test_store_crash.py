@@ -13,12 +13,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from oracles import compute_pending_tokens
+from oracles import compute_pending_tokens, source_turn_range
 from paths import REPO, TESTS
 
 from workmem.state.files import fsutil
 from workmem.state.files.store import SessionStore
-from workmem.state.turns import choose_covered_range, source_turn_range
+from workmem.state.turns import choose_covered_range
 
 SID = "crashy"
 TOTAL = 30

@@ -11,7 +11,7 @@ import threading
 import psycopg
 import pytest
 from engine_helpers import assistant, user
-from oracles import compute_pending_tokens
+from oracles import compute_pending_tokens, source_turn_range
 
 from workmem.graphs.engine import WorkingMemoryEngine
 from workmem.state.errors import (
@@ -23,7 +23,6 @@ from workmem.state.errors import (
 )
 from workmem.state.postgres.storage import PostgresStorage
 from workmem.state.storage import database_url_for, open_storage
-from workmem.state.turns import source_turn_range
 
 WM = "# Working Memory\n\n## Session Title\nTest\n"
 
