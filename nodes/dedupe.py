@@ -12,9 +12,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from workmem.nodes.guard_words import REVERSAL_WORDS
+from workmem.nodes.guard_words import RESOLVED_TAG, RESTORED_TAG, REVERSAL_WORDS
+from workmem.state.memory import ARCHIVED_TAG
 
-STATUS_MARKERS = ("[resolved]", "[silently dropped, restored]", "[archived]")
+STATUS_MARKERS = (RESOLVED_TAG, RESTORED_TAG, ARCHIVED_TAG)
 _EMPHASIS = re.compile(r"[*`~]+|(?<!\w)_+|_+(?!\w)")
 _APOSTROPHES = str.maketrans({"’": "'", "‘": "'"})
 

@@ -44,3 +44,7 @@ no not never nor none nothing without cannot can't don't doesn't didn't isn't ar
 wouldn't shouldn't longer instead stop stopped cancel cancelled canceled revert reverted undo undone wrong
 incorrect false correction corrected fixed resolved done closed reopened removed deprecated except
 """.split())
+
+# Status tags of list items (§5): a settled Open Issue, an item the Open Issues guard put back.
+RESOLVED_TAG = "[resolved]"
+RESTORED_TAG = "[silently dropped, restored]"

@@ -19,6 +19,8 @@ from workmem.nodes.guard_words import (
     ANCHOR_STOPWORDS,
     ANCHOR_UNITS,
     PATH_EXTENSIONS,
+    RESOLVED_TAG,
+    RESTORED_TAG,
     TITLE_STOPWORDS,
 )
 from workmem.state.commit_state import CommitState, GuardNote, memory_budget_of
@@ -41,13 +43,11 @@ from workmem.state.memory import (
 from workmem.state.ops import KEEP, canonical_ops, create_as_update_ops
 from workmem.state.search.words import MONTH_NAMES
 
-RESTORED_TAG = "[silently dropped, restored]"
 # Marks on a decided Key Facts op for the budgets (`nodes/spill.py`): an APPEND that salvages a rejected
 # UPDATE (past the budget it is spilled at once), and the new items of an UPDATE rejected at emergency size
 # (the section KEEPs; they go straight to the archive).
 SALVAGE = "salvage"
 TO_ARCHIVE = "to_archive"
-RESOLVED_TAG = "[resolved]"
 OVERSIZED_APPEND_CAP = 5
 
 Op = dict[str, Any]

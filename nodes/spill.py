@@ -19,7 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from workmem.nodes.guards import RESOLVED_TAG, SALVAGE, TO_ARCHIVE, note
+from workmem.nodes.guard_words import RESOLVED_TAG
+from workmem.nodes.guards import SALVAGE, TO_ARCHIVE, note
 from workmem.state.commit_state import GuardNote
 from workmem.state.memory import (
     CONSOLIDATION_SENTINEL,

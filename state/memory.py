@@ -53,7 +53,8 @@ EMERGENCY_TOKENS = 3000
 # The one item a section keeps for what it spilled into the archive (§5 *The pointer*). Merge owns it:
 # it is taken out before the guards and ops see a body and put back (first) after, so it counts for
 # no rule, and a model can neither drop nor forge it.
-POINTER_ITEM = "[archived] {n} older items — archive_search finds them"
+ARCHIVED_TAG = "[archived]"
+POINTER_ITEM = ARCHIVED_TAG + " {n} older items — archive_search finds them"
 _POINTER_LINE = re.compile(r"^\s*(?:[-*+]\s+)?\[archived\] (\d+) older items — archive_search finds them\s*$")
 
 CONSOLIDATION_SENTINEL = (

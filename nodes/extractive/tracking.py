@@ -29,7 +29,7 @@ from workmem.nodes.extractive.text import alternation, as_sentence, clean, is_qu
 from workmem.nodes.extractive.transcript import Line
 from workmem.nodes.extractive.words import PAST_WORDS
 from workmem.nodes.extractive.worth import content_words
-from workmem.nodes.guards import RESOLVED_TAG
+from workmem.nodes.guard_words import RESOLVED_TAG
 from workmem.state.memory import bullet_items
 from workmem.state.tokens import count_tokens
 
