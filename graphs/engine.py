@@ -30,7 +30,7 @@ from workmem.nodes.formatting import format_messages
 from workmem.nodes.models import LazyModel, model_spec
 from workmem.state.errors import CommitInProgress, DamagedFile, InvalidInput
 from workmem.state.ids import archive_number
-from workmem.state.memory import MIN_MEMORY_BUDGET, TABLE_TOTAL, memory_budget_for
+from workmem.state.memory import MAX_MEMORY_BUDGET, MIN_MEMORY_BUDGET, memory_budget_for
 from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES
 from workmem.state.retention import (
     DEFAULT_TRIGGER,
@@ -73,9 +73,9 @@ class WorkingMemoryEngine:
     `("fraction", 0.5)` of `context_window`; `commit_token_threshold=n` is `("tokens", n)`). A commit
     starts when what the next call carries reaches the trigger and at least `min_commit_tokens`
     (default a quarter of the trigger) lie outside the keep window.
-    Memory budget: the whole WM's token budget, `memory_budget` tokens (400 … 10 060), or by default taken
-    from the trigger the commit was started for: 400 up to an 8 000-token trigger, plus a fifth of the
-    trigger beyond; the full table from a 56 300-token trigger on (so at the default trigger).
+    Memory budget: a hard bound on the rendered WM, `memory_budget` tokens (400 … 10 105), or by default
+    taken from the trigger the commit was started for: 400 up to an 8 000-token trigger, plus a fifth of
+    the trigger beyond; the full table from a 56 525-token trigger on (so at the default trigger).
     Sections past their share spill their oldest items into the archive (`state.memory.budgets`).
     Storage: files under `root`, or PostgreSQL for many replicas with `database_url=` (in schema
     `database_schema`, default `WORKMEM_DATABASE_SCHEMA` or `workmem`; see `open_storage` for the precedence).
@@ -113,7 +113,8 @@ class WorkingMemoryEngine:
         self.min_commit_tokens = (None if min_commit_tokens is None
                                   else require_int("min_commit_tokens", min_commit_tokens, min=0, max=MAX_SETTING))
         self.memory_budget = (None if memory_budget is None else
-                              require_int("memory_budget", memory_budget, min=MIN_MEMORY_BUDGET, max=TABLE_TOTAL))
+                              require_int("memory_budget", memory_budget, min=MIN_MEMORY_BUDGET,
+                                                                   max=MAX_MEMORY_BUDGET))
         self._warned_floor: set[str] = set()
         self._wm_tokens: dict[str, tuple[Any, int]] = {}
         self.max_message_bytes = _positive_int("max_message_bytes", max_message_bytes)

@@ -48,6 +48,9 @@ from workmem.state.search.words import MONTH_NAMES
 # (the section KEEPs; they go straight to the archive).
 SALVAGE = "salvage"
 TO_ARCHIVE = "to_archive"
+# Under a memory budget (a commit's), the new items a size rule refuses — past the oversized-APPEND cap, or a
+# sentinel round's — are marked too, and the budgets archive them: nothing refused for size vanishes (§12).
+REFUSED = "refused"
 OVERSIZED_APPEND_CAP = 5
 
 Op = dict[str, Any]
@@ -214,15 +217,21 @@ def _key_facts_update_rejection(old_body: str, n: int, content: str) -> str | No
 
 
 def _throttled_append(name: str, old_body: str, n: int, t: int, items: Iterable[str], limits: Budgets) -> Decision:
-    """The Key Facts APPEND rule: accept; at most 5 new items when oversized; only the sentinel at emergency."""
+    """The Key Facts APPEND rule: accept; at most 5 new items when oversized; only the sentinel at emergency.
+    Under a memory budget the items it refuses are marked `REFUSED` for the archive."""
+    new = _new_items(old_body, items)
+
+    def refusing(op: Op, refused: list[str]) -> Op:
+        return {**op, REFUSED: refused} if refused and limits.document is not None else op
+
     if limits.emergency(n, t):
         if CONSOLIDATION_SENTINEL in old_body:
-            return dict(KEEP), [note(name, "key_facts", "sentinel", "emergency size, sentinel already present")]
-        return {"op": "APPEND", "items": [CONSOLIDATION_SENTINEL]}, [
+            return refusing(dict(KEEP), new), [
+                note(name, "key_facts", "sentinel", "emergency size, sentinel already present")]
+        return refusing({"op": "APPEND", "items": [CONSOLIDATION_SENTINEL]}, new), [
             note(name, "key_facts", "sentinel", "emergency size: only the consolidation sentinel is appended")]
-    new = _new_items(old_body, items)
     if limits.oversized(n, t) and len(new) > OVERSIZED_APPEND_CAP:
-        return _append_or_keep(new[:OVERSIZED_APPEND_CAP]), [
+        return refusing(_append_or_keep(new[:OVERSIZED_APPEND_CAP]), new[OVERSIZED_APPEND_CAP:]), [
             note(name, "key_facts", "throttled", f"oversized: {OVERSIZED_APPEND_CAP} of {len(new)} new items kept")]
     return _append_or_keep(new), []
 
@@ -256,8 +265,9 @@ def _dedupe(name: str, old_body: str, op: Op) -> Decision:
     dropped = len(op["items"]) - len(kept)
     if not dropped:
         return op, []
-    return {**op, "items": kept} if kept else dict(KEEP), [note(name, "dedupe", "deduped",
-                                                                 f"{dropped} item(s) already present")]
+    marks = {k: v for k, v in op.items() if k not in ("op", "items")}
+    return {**op, "items": kept} if kept else {**KEEP, **marks}, [note(name, "dedupe", "deduped",
+                                                                        f"{dropped} item(s) already present")]
 
 
 def _decide(name: str, old_body: str, op: Op, limits: Budgets) -> Decision:

@@ -13,20 +13,20 @@ from collections.abc import Mapping
 from typing import Any
 
 from workmem.nodes.guards import guard_ops
-from workmem.nodes.spill import KEY_FACTS, apply_budgets
+from workmem.nodes.spill import KEY_FACTS, apply_budgets, fit_document, pointed_bodies
 from workmem.state.commit_state import CommitState, GuardNote, memory_budget_of
 from workmem.state.memory import (
     FULL_BUDGETS,
     SECTIONS,
+    Archived,
     Budgets,
     budgets,
     escape_body,
     is_v2,
     parse_sections,
+    read_pointer,
     render_sections,
-    split_pointer,
     valid_memory_budget,
-    with_pointer,
 )
 from workmem.state.ops import canonical_op
 
@@ -37,9 +37,9 @@ def canonical_sections(markdown: object) -> dict[str, str]:
     return {name: parsed.get(name, "") for name in SECTIONS}
 
 
-def bodies_without_pointers(markdown: object) -> tuple[dict[str, str], dict[str, int]]:
-    """The seven bodies as the guards and ops see them (no spill pointer), and each pointer's count."""
-    split = {name: split_pointer(body) for name, body in canonical_sections(markdown).items()}
+def bodies_without_pointers(markdown: object) -> tuple[dict[str, str], dict[str, Archived]]:
+    """The seven bodies as the guards and ops see them (no spill pointer), and what each pointer counts."""
+    split = {name: read_pointer(body) for name, body in canonical_sections(markdown).items()}
     return {name: body for name, (body, _) in split.items()}, {name: n for name, (_, n) in split.items()}
 
 
@@ -67,12 +67,11 @@ def merge_decided(old_markdown: object, decided: Mapping[str, Any], *, key_facts
     facts_op = decided.get(KEY_FACTS)  # with the guard's marks (salvage, to archive), which canonical_op drops
     budgeted = apply_budgets(old, apply_ops(old, ops), facts_op if isinstance(facts_op, Mapping) else {}, counts,
                              key_facts_may_spill=key_facts_may_spill, limits=limits)
-    spilled_per_section = {name: 0 for name in SECTIONS}
-    for item in budgeted.spilled:
-        spilled_per_section[item["section"]] += 1
-    bodies = {name: with_pointer(body, counts[name] + spilled_per_section[name] if name != "Current State" else 0)
-              for name, body in budgeted.bodies.items()}
-    return render_sections(bodies), budgeted.spilled, budgeted.notes
+    if limits.document is not None:
+        markdown = fit_document(budgeted, counts, limits.document)
+    else:
+        markdown = render_sections(pointed_bodies(budgeted, counts))
+    return markdown, budgeted.spilled, budgeted.notes
 
 
 def merge_with_spill(old_markdown: str, ops: dict | None, *, key_facts_may_spill: bool = False,

@@ -1,15 +1,19 @@
-"""Section budgets with explicit spill (§5 *Section budgets and spill*): pure, after the guards and ops.
+"""Section budgets with explicit spill (§5 *Section budgets and spill*, §12): pure, after the guards and ops.
 
 A section still over its budget after a merge moves its oldest items into the archive being written
 (`spilled`), leaving a pointer item that counts them (`state.memory.with_pointer`). Who spills:
 - Task & Goals, Files & Context, Errors & Corrections, Open Issues: oldest items first (Open
   Issues: `[resolved]` items first) until the body fits;
-- Key Facts & Decisions: only when the caller says it may (the sentinel stood through two commits):
-  down to ≤ 25 bullets and ≤ 1 500 tokens, the sentinel removed; and always, the items of an APPEND
-  that take it past its 3 000-token budget (a salvaged rejected UPDATE) are spilled at once;
-  (the numbers of §5's table; a smaller memory budget — `state.memory.budgets` — scales them);
+- Key Facts & Decisions, under §5's table alone (a bare merge): only when the caller says it may (the
+  sentinel stood through two commits): down to ≤ 25 bullets and ≤ 1 500 tokens, the sentinel removed; and
+  always, the items of an APPEND that take it past its budget (a salvaged rejected UPDATE) at once;
 - Session Title never spills: an over-budget title keeps the old one (or is cut when there is none);
 - Current State never spills items: it is cut at the last sentence end that fits, the rest spilled.
+
+Under a memory budget (`Budgets.document`, what a commit runs with) the budget is a hard bound (§12): Key
+Facts spills its oldest items too, after any op (the sentinel stays as the model's signal and is never an
+item); the new items a size rule refused (`guards.REFUSED`: the oversized-APPEND cap, a sentinel round) go
+to the archive instead of vanishing; and `fit_document` spills until the rendered document fits.
 """
 
 from __future__ import annotations
@@ -20,23 +24,36 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workmem.nodes.guard_words import RESOLVED_TAG
-from workmem.nodes.guards import SALVAGE, TO_ARCHIVE, note
+from workmem.nodes.guards import REFUSED, SALVAGE, TO_ARCHIVE, note
 from workmem.state.commit_state import GuardNote
 from workmem.state.memory import (
     CONSOLIDATION_SENTINEL,
     FULL_BUDGETS,
     MAX_BULLETS,
-    POINTER_ITEM,
+    Archived,
     Budgets,
     body_tokens,
     bullet_items,
+    pointer_item,
+    render_sections,
     split_lines,
+    with_pointer,
 )
 from workmem.state.tokens import count_tokens
 
 SPILL_OLDEST_FIRST = ("Task & Goals", "Files & Context", "Errors & Corrections", "Open Issues")
 KEY_FACTS = "Key Facts & Decisions"
-POINTER_TOKENS = count_tokens("- " + POINTER_ITEM.format(n=10**9)) + 1  # the pointer line and its newline
+LIST_SECTIONS = (*SPILL_OLDEST_FIRST[:1], KEY_FACTS, *SPILL_OLDEST_FIRST[1:])  # document order
+NO_POINTER = ("Session Title", "Current State")  # cut, never itemised: what they spill is found by search
+_MANY = 10**9  # a count with as many digits as a pointer will ever show
+
+
+def pointer_tokens(refused: int = 0) -> int:
+    """Tokens a pointer line and its newline can take: the older-items count at its widest, and `refused`."""
+    return count_tokens("- " + pointer_item(Archived(_MANY, refused))) + 1
+
+
+POINTER_TOKENS = pointer_tokens()
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _WORD = re.compile(r"\S+")
 
@@ -48,11 +65,21 @@ class Budgeted:
     bodies: dict[str, str]
     spilled: list[dict[str, str]] = field(default_factory=list)
     notes: list[GuardNote] = field(default_factory=list)
+    refused: dict[str, int] = field(default_factory=dict)  # per section: how many spilled items were new ones
 
-    def spill(self, section: str, items: list[str], detail: str) -> None:
+    def spill(self, section: str, items: list[str], detail: str, *, new: bool = False) -> None:
+        """Move `items` of `section` to the archive with a note; `new` items were refused, not moved out."""
         if items:
             self.spilled.extend({"section": section, "item": item} for item in items)
             self.notes.append(note(section, "budget", "spilled", f"{len(items)} item(s) {detail}"))
+            if new:
+                self.refused[section] = self.refused.get(section, 0) + len(items)
+
+    def archived(self, section: str) -> Archived:
+        """What this merge moved out of `section` (older items) and refused (new items)."""
+        moved = sum(1 for item in self.spilled if item["section"] == section)
+        refused = self.refused.get(section, 0)
+        return Archived(moved - refused, refused)
 
 
 def _lines(body: str) -> list[str]:
@@ -71,11 +98,17 @@ def _fits(lines: list[str], budget: int, pointer_tokens: int) -> bool:
 def _spill_oldest(section: str, body: str, budget: int, pointer_tokens: int) -> tuple[str, list[str]]:
     """Drop the fewest oldest lines (Open Issues: resolved ones first) so the body fits; return it and them.
 
+    The consolidation sentinel is never an item: it stays (or, when even it does not fit, goes unarchived).
     How many is found by a binary search over exact counts: a long section costs a few encodes.
     """
     lines = _lines(body)
     if _fits(lines, budget, pointer_tokens):
         return body, []
+    if any(CONSOLIDATION_SENTINEL in line for line in lines):
+        rest, spilled = _spill_oldest(section, "\n".join(ln for ln in lines if CONSOLIDATION_SENTINEL not in ln),
+                                      budget - count_tokens("- " + CONSOLIDATION_SENTINEL) - 1, pointer_tokens)
+        with_sentinel = "\n".join([*_lines(rest), "- " + CONSOLIDATION_SENTINEL])
+        return (with_sentinel if _fits(_lines(with_sentinel), budget, pointer_tokens) else rest), spilled
     order = list(range(len(lines)))
     if section == "Open Issues":
         order.sort(key=lambda i: (RESOLVED_TAG not in lines[i].lower(), i))
@@ -136,33 +169,53 @@ def _cut_at_sentence(text: str, budget: int) -> tuple[str, str]:
     return head, " ".join(sentences[len(kept):])
 
 
+def _marked_items(op: Mapping[str, Any], mark: str) -> list[str]:
+    items = op.get(mark)
+    return [str(item) for item in items] if isinstance(items, list) else []
+
+
 def apply_budgets(old: Mapping[str, str], new: Mapping[str, str], facts_op: Mapping[str, Any],
-                  pointer_counts: Mapping[str, int], *, key_facts_may_spill: bool = False,
+                  pointer_counts: Mapping[str, int | Archived], *, key_facts_may_spill: bool = False,
                   limits: Budgets = FULL_BUDGETS) -> Budgeted:
     """Enforce the section budgets on `new` (the merged bodies, pointers taken out), given the `old`
     bodies, the decided Key Facts op (with the guard's marks) and each section's pointer count so far;
-    `limits` are the commit's memory budget's (default §5's table)."""
+    `limits` are the commit's memory budget's (default §5's table; with a document bound, a hard one)."""
     out = Budgeted(dict(new))
     budget_of = limits.sections
-    for name in SPILL_OLDEST_FIRST:
-        has_pointer = pointer_counts.get(name) or body_tokens(new[name]) > budget_of[name]
-        reserve = POINTER_TOKENS if has_pointer else 0
-        out.bodies[name], items = _spill_oldest(name, new[name], budget_of[name], reserve)
+    hard = limits.document is not None
+
+    def spill_oldest(name: str) -> None:
+        before = _archived(pointer_counts.get(name))
+        refused = before.refused + out.refused.get(name, 0)
+        has_pointer = before.total or refused or body_tokens(out.bodies[name]) > budget_of[name]
+        reserve = pointer_tokens(refused) if has_pointer else 0
+        out.bodies[name], items = _spill_oldest(name, out.bodies[name], budget_of[name], reserve)
         out.spill(name, items, "over the budget moved to the archive")
+
+    for name in () if hard else SPILL_OLDEST_FIRST:
+        spill_oldest(name)
     facts = new[KEY_FACTS]
     if key_facts_may_spill and CONSOLIDATION_SENTINEL in facts:
         out.bodies[KEY_FACTS], items = _consolidate_key_facts(facts, limits.oversized_tokens)
         out.spill(KEY_FACTS, items, "moved to the archive: the consolidation sentinel stood through two commits")
     elif facts_op.get(SALVAGE) and body_tokens(facts) > budget_of[KEY_FACTS]:
         out.bodies[KEY_FACTS], items = _overflow_of_append(old[KEY_FACTS], facts, budget_of[KEY_FACTS])
-        out.spill(KEY_FACTS, items, "salvaged past the budget moved to the archive at once")
-    rejected = facts_op.get(TO_ARCHIVE)
-    if isinstance(rejected, list) and rejected:
-        out.spill(KEY_FACTS, [str(item) for item in rejected], "of an UPDATE rejected at emergency size moved to "
-                                                               "the archive")
-    title = new["Session Title"]
-    if body_tokens(title) > budget_of["Session Title"]:
-        kept = old["Session Title"] or _cut_at_sentence(title, budget_of["Session Title"])[0]
+        out.spill(KEY_FACTS, items, "salvaged past the budget moved to the archive at once", new=True)
+    out.spill(KEY_FACTS, _marked_items(facts_op, TO_ARCHIVE), "of an UPDATE rejected at emergency size moved to "
+                                                              "the archive", new=True)
+    if hard:
+        out.spill(KEY_FACTS, _marked_items(facts_op, REFUSED), "refused for size moved to the archive", new=True)
+    for name in LIST_SECTIONS if hard else ():
+        spill_oldest(name)
+    title, title_budget = new["Session Title"], budget_of["Session Title"]
+    if body_tokens(title) > title_budget:
+        kept = old["Session Title"] or _cut_at_sentence(title, title_budget)[0]
+        if hard and body_tokens(kept) > title_budget:  # even the old one is over: cut it, archive the rest
+            kept, rest = _cut_at_sentence(kept, title_budget)
+            out.spill("Session Title", [rest] if rest else [], "past the budget cut at a sentence end")
+        elif hard and not old["Session Title"]:
+            rest = _cut_at_sentence(title, title_budget)[1]
+            out.spill("Session Title", [rest] if rest else [], "past the budget cut at a sentence end")
         out.bodies["Session Title"] = kept
         out.notes.append(note("Session Title", "budget", "rejected", "the new title is over its budget"))
     state = new["Current State"]
@@ -170,3 +223,41 @@ def apply_budgets(old: Mapping[str, str], new: Mapping[str, str], facts_op: Mapp
         out.bodies["Current State"], rest = _cut_at_sentence(state, budget_of["Current State"])
         out.spill("Current State", [rest] if rest else [], "past the budget cut at a sentence end")
     return out
+
+
+def _archived(count: int | Archived | None) -> Archived:
+    return count if isinstance(count, Archived) else Archived(max(int(count or 0), 0))
+
+
+def pointed_bodies(budgeted: Budgeted, pointer_counts: Mapping[str, int | Archived]) -> dict[str, str]:
+    """The bodies with their pointers back: what the section held before plus what this merge archived."""
+    return {name: with_pointer(body, _archived(pointer_counts.get(name)) + budgeted.archived(name))
+            if name not in NO_POINTER else body for name, body in budgeted.bodies.items()}
+
+
+def fit_document(budgeted: Budgeted, pointer_counts: Mapping[str, int | Archived], limit: int) -> str:
+    """The rendered document within `limit` tokens: while it is over, the list section with the most tokens
+    spills its oldest item (the section budgets leave room for the headings, so this only absorbs what the
+    tokenizer does at section boundaries); Current State is cut last."""
+    while True:
+        markdown = render_sections(pointed_bodies(budgeted, pointer_counts))
+        over = count_tokens(markdown) - limit
+        if over <= 0:
+            return markdown
+        candidates = [name for name in LIST_SECTIONS if _lines(budgeted.bodies[name])]
+        if candidates:
+            name = max(candidates, key=lambda n: body_tokens(budgeted.bodies[n]))
+            lines = _lines(budgeted.bodies[name])
+            oldest = next((i for i, line in enumerate(lines) if CONSOLIDATION_SENTINEL not in line), 0)
+            gone = lines.pop(oldest)
+            budgeted.bodies[name] = "\n".join(lines)
+            if CONSOLIDATION_SENTINEL not in gone:  # the sentinel is a signal, not an item: it just goes
+                budgeted.spill(name, [_item(gone)], "moved to the archive so the whole memory fits its budget")
+            continue
+        state = budgeted.bodies["Current State"]
+        if not state:
+            return markdown
+        head, cut = _cut_at_sentence(state, max(body_tokens(state) - over, 0))
+        head, cut = (head, cut) if cut else ("", state)
+        budgeted.bodies["Current State"] = head
+        budgeted.spill("Current State", [cut], "cut so the whole memory fits its budget")

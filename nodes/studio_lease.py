@@ -14,7 +14,7 @@ from langgraph.runtime import Runtime
 
 from workmem.nodes.context import CommitContext, services
 from workmem.state.commit_state import RESET, CommitState, fresh_run
-from workmem.state.memory import DEFAULT_MEMORY_BUDGET, MIN_MEMORY_BUDGET, TABLE_TOTAL
+from workmem.state.memory import DEFAULT_MEMORY_BUDGET, MAX_MEMORY_BUDGET, MIN_MEMORY_BUDGET
 from workmem.state.retention import keep_from_args
 from workmem.state.storage import STUDIO_THREAD_PREFIX
 from workmem.state.validation import require_int
@@ -30,7 +30,7 @@ def take_lease(state: CommitState, runtime: Runtime[CommitContext]) -> dict[str,
     keep = keep_from_args(state.get("keep"), state.get("keep_recent_count"), default=("messages", 0))
     given = state.get("memory_budget")
     budget = DEFAULT_MEMORY_BUDGET if given is None else require_int("memory_budget", given, min=MIN_MEMORY_BUDGET,
-                                                                     max=TABLE_TOTAL)
+                                                                     max=MAX_MEMORY_BUDGET)
     _add_once(svc.sessions, session_id, state.get("messages") or [], _step_key(runtime))
     run = {**fresh_run(), "route": [RESET, "take_lease"], "messages": [], **_NO_INPUT_KEEP}
     if not svc.sessions.session_exists(session_id):

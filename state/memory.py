@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from types import MappingProxyType
+from typing import NamedTuple
 
 from workmem.state.retention import DEFAULT_TRIGGER, trigger_tokens
 from workmem.state.tokens import DEFAULT_CONTEXT_WINDOW, count_tokens
@@ -53,9 +54,14 @@ EMERGENCY_TOKENS = 3000
 # The one item a section keeps for what it spilled into the archive (§5 *The pointer*). Merge owns it:
 # it is taken out before the guards and ops see a body and put back (first) after, so it counts for
 # no rule, and a model can neither drop nor forge it.
+# It says what it holds: items moved out because the section was full (older items), and new items a size rule
+# refused (the oversized-APPEND cap, a sentinel round, a rejected or salvaged round past the budget).
 ARCHIVED_TAG = "[archived]"
 POINTER_ITEM = ARCHIVED_TAG + " {n} older items — archive_search finds them"
-_POINTER_LINE = re.compile(r"^\s*(?:[-*+]\s+)?\[archived\] (\d+) older items — archive_search finds them\s*$")
+REFUSED_ITEMS = "{n} new items refused for size"
+_POINTER_END = " — archive_search finds them"
+_POINTER_LINE = re.compile(r"^\s*(?:[-*+]\s+)?\[archived\] (?:(\d+) older items)?(?:(?:, )?(\d+) new items refused "
+                           r"for size)? — archive_search finds them\s*$")
 
 CONSOLIDATION_SENTINEL = (
     "[⚠ CONSOLIDATION REQUIRED: Key Facts exceeds size limit. "
@@ -152,24 +158,56 @@ def escape_body(content: str) -> str:
     return "\n".join(lines)
 
 
-def split_pointer(body: str) -> tuple[str, int]:
-    """`body` without its spill pointer line(s), and the count the pointer carried (0 when none)."""
-    count, kept = 0, []
+class Archived(NamedTuple):
+    """What a section's pointer counts: items moved out because the section was full, new items refused for size."""
+
+    older: int = 0
+    refused: int = 0
+
+    @property
+    def total(self) -> int:
+        """Every item the pointer stands for."""
+        return self.older + self.refused
+
+    def __add__(self, other: object) -> Archived:  # type: ignore[override]
+        if not isinstance(other, Archived):
+            return NotImplemented
+        return Archived(self.older + other.older, self.refused + other.refused)
+
+
+def read_pointer(body: str) -> tuple[str, Archived]:
+    """`body` without its spill pointer line(s), and what the pointer counted (nothing when there is none)."""
+    older = refused = 0
+    kept = []
     for line in split_lines(body or ""):
         match = _POINTER_LINE.match(line)
-        if match:
-            count = max(count, int(match.group(1)))
+        if match and (match.group(1) or match.group(2)):
+            older, refused = max(older, int(match.group(1) or 0)), max(refused, int(match.group(2) or 0))
         else:
             kept.append(line)
-    return "\n".join(kept).strip(), count
+    return "\n".join(kept).strip(), Archived(older, refused)
 
 
-def with_pointer(body: str, count: int) -> str:
-    """`body` with the spill pointer of `count` items as its first line (no pointer when count is 0)."""
-    if count <= 0:
+def split_pointer(body: str) -> tuple[str, int]:
+    """`body` without its spill pointer line(s), and how many items the pointer counted (0 when none)."""
+    rest, archived = read_pointer(body)
+    return rest, archived.total
+
+
+def pointer_item(archived: Archived) -> str:
+    """The pointer item for `archived` ('' when it counts nothing); older items alone read as §5 writes them."""
+    if archived.refused <= 0:
+        return POINTER_ITEM.format(n=archived.older) if archived.older > 0 else ""
+    parts = [f"{archived.older} older items"] if archived.older > 0 else []
+    return f"{ARCHIVED_TAG} " + ", ".join([*parts, REFUSED_ITEMS.format(n=archived.refused)]) + _POINTER_END
+
+
+def with_pointer(body: str, count: int | Archived) -> str:
+    """`body` with the spill pointer as its first line (none when it counts nothing); an int counts older items."""
+    item = pointer_item(count if isinstance(count, Archived) else Archived(max(count, 0)))
+    if not item:
         return body
-    pointer = "- " + POINTER_ITEM.format(n=count)
-    return f"{pointer}\n{body}" if body else pointer
+    return f"- {item}\n{body}" if body else f"- {item}"
 
 
 def is_own_header(name: str, line: str) -> bool:
@@ -226,6 +264,10 @@ TABLE_TOTAL = sum(SECTION_BUDGETS.values())
 SMALL_TRIGGER = 8_000  # up to this trigger the memory gets MIN_MEMORY_BUDGET; a fifth of the rest is added
 MIN_MEMORY_BUDGET = 400
 MIN_SECTION_BUDGET = 60
+# A memory budget counts the rendered document (§12): the title and the seven headings, and the newline each
+# non-empty body adds after its heading; the sections share what is left.
+DOCUMENT_OVERHEAD = count_tokens(render_sections({})) + len(SECTIONS)
+MAX_MEMORY_BUDGET = TABLE_TOTAL + DOCUMENT_OVERHEAD  # §5's whole table with its headings
 
 
 @dataclass(frozen=True)
@@ -235,12 +277,16 @@ class Budgets:
     table: tuple[tuple[str, int], ...]  # (section, body budget) in document order
     oversized_tokens: int = MAX_TOKENS
     emergency_tokens: int = EMERGENCY_TOKENS
+    # The rendered document's bound a commit holds (None: §5's table alone, as a bare merge keeps it); not part
+    # of equality, so the size rules a model reads back from its instructions compare equal.
+    document: int | None = field(default=None, compare=False)
 
     @classmethod
-    def of_sections(cls, sections: Mapping[str, int]) -> Budgets:
+    def of_sections(cls, sections: Mapping[str, int], document: int | None = None) -> Budgets:
         """The size rules of these section budgets: Key Facts oversized past half its budget, emergency past all."""
         facts = sections["Key Facts & Decisions"]
-        return cls(tuple((name, sections[name]) for name in SECTIONS), facts * MAX_TOKENS // EMERGENCY_TOKENS, facts)
+        return cls(tuple((name, sections[name]) for name in SECTIONS), facts * MAX_TOKENS // EMERGENCY_TOKENS, facts,
+                   document)
 
     @property
     def sections(self) -> Mapping[str, int]:
@@ -268,18 +314,30 @@ def valid_memory_budget(value: object) -> int | None:
 
 def memory_budget_for(trigger_tokens: int) -> int:
     """The default memory budget of a commit trigger: 400 tokens up to an 8 000-token trigger, plus a fifth
-    of the trigger beyond; at most the table's 10 060 (reached at a 56 300-token trigger)."""
-    return min(TABLE_TOTAL, MIN_MEMORY_BUDGET + max(0, int(trigger_tokens) - SMALL_TRIGGER) // 5)
+    of the trigger beyond; at most §5's table with its headings (`MAX_MEMORY_BUDGET`)."""
+    return min(MAX_MEMORY_BUDGET, MIN_MEMORY_BUDGET + max(0, int(trigger_tokens) - SMALL_TRIGGER) // 5)
+
+
+def scaled_table(room: int) -> dict[str, int]:
+    """§5's table scaled to `room` tokens of bodies: no section under 60 tokens while the sum still fits,
+    else the floor drops until it does (a floor never takes a section over its own table budget)."""
+    if room >= TABLE_TOTAL:
+        return dict(SECTION_BUDGETS)
+    scaled = {name: int(budget * max(room, 0) / TABLE_TOTAL) for name, budget in SECTION_BUDGETS.items()}
+    for floor in range(MIN_SECTION_BUDGET, 0, -1):
+        table = {name: max(floor, value) for name, value in scaled.items()}
+        if sum(table.values()) <= room:
+            return table
+    return scaled
 
 
 @lru_cache(maxsize=64)
 def budgets(memory_budget: int | None = None) -> Budgets:
-    """The size rules for a memory of `memory_budget` tokens; None (or the table's total or more) → §5's table."""
-    if memory_budget is None or memory_budget >= TABLE_TOTAL:
+    """The size rules for a memory of `memory_budget` tokens, the rendered document (§12); None → §5's table
+    with no document bound (a bare merge)."""
+    if memory_budget is None:
         return Budgets.of_sections(SECTION_BUDGETS)
-    scale = max(memory_budget, 1) / TABLE_TOTAL
-    return Budgets.of_sections({name: max(MIN_SECTION_BUDGET, int(budget * scale))
-                                for name, budget in SECTION_BUDGETS.items()})
+    return Budgets.of_sections(scaled_table(memory_budget - DOCUMENT_OVERHEAD), document=memory_budget)
 
 
 FULL_BUDGETS = budgets()

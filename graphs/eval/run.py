@@ -88,7 +88,8 @@ def run_eval(data: str | Path | dict[str, Any] | list[Any], *, root: str | Path 
     Commits use `commit_model`, else the answer model, else the offline extractive model.
     `search_recall` adds the §7 measure of `archive_search` (`recall.measure_search_recall`).
     `database_url`: evaluate on PostgreSQL, in a scratch schema dropped afterwards (`scratch.scratch_storage`).
-    `memory_budget`: the WM's token budget (default an engine's with the default trigger: §5's full table, 10 060): the
+    `memory_budget`: the WM's token budget (default an engine's with the default trigger: §5's full table with
+    its headings, 10 105): the
     eval's `threshold` is a commit cadence, not the context size a trigger would derive it from.
     """
     from workmem.graphs.engine import WorkingMemoryEngine

@@ -86,6 +86,7 @@ def test_thirty_turns_with_tool_calls_and_automatic_commits(root):
             commit_tasks.append(agent.get_state(config).values.get("workmem_commit_task"))
             engine.wait()  # keep the run deterministic; test_engine proves the commit does not block the turn
         state = agent.invoke({"messages": [HumanMessage(content="Which access code did file_3.txt hold?")]}, config)
+        commit_tasks.append(agent.get_state(config).values.get("workmem_commit_task"))
         engine.wait()
 
         archives = engine.storage.sessions.list_archives("agent-s")

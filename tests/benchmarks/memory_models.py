@@ -166,6 +166,14 @@ def habit_model(habit: str) -> CountingModel:
     return CountingModel(answer=HabitModel(habit))
 
 
+def padded(turns: Sequence[str], lines: int) -> list[str]:
+    """`turns` each followed by `lines` lines of a bland build log (no digits, paths or names): a session that
+    reaches a large trigger in few turns without planting anything."""
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    log = "\n".join(f"building module {letters[i % 26]} ok, nothing to report" for i in range(lines))
+    return [f"{text}\n{log}" for text in turns]
+
+
 def planted_facts(turns: Sequence[str]) -> list[str]:
     """Every ticket id, path, error text and correction decision the session's user messages carry."""
     found: list[str] = []

@@ -1,7 +1,9 @@
-"""The memory budget follows the trigger (issue 17): the size rules of a smaller working memory.
+"""The memory budget follows the trigger, and it is a hard bound (§12): the size rules of a commit's working memory.
 
-The budget a commit runs with scales §5's section table (none under 60 tokens) and the Key Facts limits
-with it; what no longer fits is spilled with its pointer, never dropped. A bare merge keeps §5's table.
+The budget counts the rendered document: §5's section table is scaled to what the headings leave (no section
+under 60 tokens while that fits, lower floors when it does not), the Key Facts limits with it. In a commit every
+section over its budget spills its oldest items after any op, Key Facts included, and items refused for size go
+to the archive; nothing is dropped. A bare merge keeps §5's table and the reference behaviour.
 """
 
 from __future__ import annotations
@@ -18,22 +20,26 @@ from workmem.graphs.agent.tools import schema_tokens
 from workmem.graphs.context.assemble import SYSTEM_ADDITION
 from workmem.nodes.extractive.answer import prompt_budgets
 from workmem.nodes.extractive.model import ExtractiveChatModel
-from workmem.nodes.merge import merge_with_spill
+from workmem.nodes.merge import merge_with_spill, merge_working_memory
 from workmem.nodes.prompts import update_prompt, update_system_prompt
 from workmem.state.errors import InvalidInput
 from workmem.state.memory import (
     CONSOLIDATION_SENTINEL,
     DEFAULT_MEMORY_BUDGET,
+    DOCUMENT_OVERHEAD,
     FULL_BUDGETS,
+    MAX_MEMORY_BUDGET,
     MIN_MEMORY_BUDGET,
     MIN_SECTION_BUDGET,
     SECTION_BUDGETS,
+    SECTIONS,
     TABLE_TOTAL,
     body_tokens,
     budgets,
     bullet_items,
     memory_budget_for,
     parse_sections,
+    read_pointer,
     render_sections,
     section_reminders,
     split_pointer,
@@ -58,9 +64,9 @@ def body(lines: list[str]) -> str:
 def test_the_default_budget_grows_with_the_trigger_from_400_to_the_table():
     assert [memory_budget_for(t) for t in (1, 4_000, 8_000)] == [MIN_MEMORY_BUDGET] * 3
     assert memory_budget_for(18_000) == MIN_MEMORY_BUDGET + 2_000
-    assert memory_budget_for(56_299) < TABLE_TOTAL
-    assert memory_budget_for(64_000) == DEFAULT_MEMORY_BUDGET == TABLE_TOTAL  # the default trigger of a 128 k window
-    assert memory_budget_for(56_300) == memory_budget_for(10**7) == TABLE_TOTAL
+    assert memory_budget_for(56_524) < MAX_MEMORY_BUDGET == TABLE_TOTAL + DOCUMENT_OVERHEAD
+    assert memory_budget_for(64_000) == DEFAULT_MEMORY_BUDGET == MAX_MEMORY_BUDGET  # the default trigger of 128 k
+    assert memory_budget_for(56_525) == memory_budget_for(10**7) == MAX_MEMORY_BUDGET
     values = [memory_budget_for(t) for t in range(0, 200_000, 997)]
     assert values == sorted(values), "never smaller for a larger trigger"
 
@@ -68,15 +74,26 @@ def test_the_default_budget_grows_with_the_trigger_from_400_to_the_table():
 def test_the_full_budget_is_the_table_of_section_5():
     assert dict(FULL_BUDGETS.sections) == SECTION_BUDGETS and FULL_BUDGETS.total == TABLE_TOTAL == 10_060
     assert (FULL_BUDGETS.oversized_tokens, FULL_BUDGETS.emergency_tokens) == (1_500, 3_000)
-    assert budgets(None) == budgets(TABLE_TOTAL) == budgets(10**6) == FULL_BUDGETS
+    assert budgets(None) == budgets(MAX_MEMORY_BUDGET) == budgets(10**6) == FULL_BUDGETS
+    assert budgets(None).document is None, "a bare merge: §5's table, no document bound"
+    assert budgets(MAX_MEMORY_BUDGET).document == MAX_MEMORY_BUDGET, "a commit's: the rendered document"
 
 
-@pytest.mark.parametrize("total", [MIN_MEMORY_BUDGET, 1_200, DEFAULT_MEMORY_BUDGET, TABLE_TOTAL - 1])
+@pytest.mark.parametrize("total", [MIN_MEMORY_BUDGET, 1_200, 2_000, 6_000, DEFAULT_MEMORY_BUDGET,
+                                   MAX_MEMORY_BUDGET - 1])
 def test_a_smaller_budget_scales_every_section_and_the_key_facts_limits(total):
     limits = budgets(total)
+    room = total - DOCUMENT_OVERHEAD
+    assert limits.document == total and sum(limits.sections.values()) <= room, "the headings are counted"
+    floor = min(limits.sections.values())
     for name, full in SECTION_BUDGETS.items():
-        assert MIN_SECTION_BUDGET <= limits.sections[name] <= full, name
-    assert sum(limits.sections.values()) <= total + len(SECTION_BUDGETS) * MIN_SECTION_BUDGET  # the floors
+        assert 0 < limits.sections[name] <= full, name
+        assert limits.sections[name] >= int(full * room / TABLE_TOTAL), f"{name}: at least its scaled share"
+    if sum(max(MIN_SECTION_BUDGET, int(b * room / TABLE_TOTAL)) for b in SECTION_BUDGETS.values()) <= room:
+        assert floor >= MIN_SECTION_BUDGET, "the 60-token floor while the sum fits"
+    else:
+        assert floor < MIN_SECTION_BUDGET and sum(max(floor + 1, int(b * room / TABLE_TOTAL))
+                                                  for b in SECTION_BUDGETS.values()) > room, "the highest floor fits"
     facts = limits.sections[FACTS]
     assert (limits.emergency_tokens, limits.oversized_tokens) == (facts, facts // 2)
     assert limits.oversized(26, 0) and limits.emergency(51, 0), "the bullet limits stay"
@@ -111,7 +128,9 @@ def test_errors_stay_append_only_under_a_small_budget():
     assert [s["item"] for s in spilled] + kept == [*items("err", 2), "nothing failed"]
 
 
-def test_key_facts_keep_the_sentinel_rule_at_their_scaled_size():
+def test_a_sentinel_round_archives_its_facts_and_the_section_fits():
+    """The sentinel is still appended as the model's signal, but it no longer delays the spill, and the
+    round's facts it refuses go to the archive, counted apart in the pointer (§12)."""
     limits = budgets(MIN_MEMORY_BUDGET)
     old = items("Fact", 6, words=4)
     assert limits.emergency(len(old), count_tokens(body(old))), "premise: emergency at the scaled size only"
@@ -119,33 +138,78 @@ def test_key_facts_keep_the_sentinel_rule_at_their_scaled_size():
     doc = render_sections({FACTS: body(old)})
     merged, spilled = merge_with_spill(doc, {FACTS: {"op": "APPEND", "items": ["Fact new"]}},
                                        memory_budget=MIN_MEMORY_BUDGET)
-    assert spilled == [] and bullet_items(parse_sections(merged)[FACTS]) == [*old, CONSOLIDATION_SENTINEL]
-    merged, spilled = merge_with_spill(merged, {FACTS: {"op": "KEEP"}}, key_facts_may_spill=True,
-                                       memory_budget=MIN_MEMORY_BUDGET)
-    rest, count = split_pointer(parse_sections(merged)[FACTS])
-    assert body_tokens(rest) <= limits.oversized_tokens and CONSOLIDATION_SENTINEL not in merged
-    assert count == len(spilled) > 0 and [s["item"] for s in spilled] + bullet_items(rest) == old
+    section = parse_sections(merged)[FACTS]
+    rest, archived = read_pointer(section)
+    assert body_tokens(section) <= limits.sections[FACTS] and CONSOLIDATION_SENTINEL in rest
+    assert archived.refused == 1 and "1 new items refused for size" in section
+    kept = [i for i in bullet_items(rest) if i != CONSOLIDATION_SENTINEL]
+    assert sorted(s["item"] for s in spilled) == sorted([*old[:len(old) - len(kept)], "Fact new"])
+    assert archived.older == len(old) - len(kept) and old[len(old) - len(kept):] == kept, "the oldest went"
+    bare = merge_working_memory(doc, {FACTS: {"op": "APPEND", "items": ["Fact new"]}})
+    assert bullet_items(parse_sections(bare)[FACTS]) == old + ["Fact new"], "a bare merge keeps §5's table"
 
 
-def test_an_update_rejected_at_emergency_keeps_the_section_and_archives_its_new_facts():
+def test_an_update_rejected_at_emergency_archives_its_new_facts_and_the_oldest_that_do_not_fit():
+    limits = budgets(MIN_MEMORY_BUDGET)
     old = items("Fact", 6, words=4)
     doc = render_sections({FACTS: body(old)})
     merged, spilled = merge_with_spill(doc, {FACTS: {"op": "UPDATE", "content": "- Marco chose Lima"}},
                                        memory_budget=MIN_MEMORY_BUDGET)
-    assert bullet_items(split_pointer(parse_sections(merged)[FACTS])[0]) == old
-    assert spilled == [{"section": FACTS, "item": "Marco chose Lima"}], "in the archive, not silently gone"
+    section = parse_sections(merged)[FACTS]
+    rest, archived = read_pointer(section)
+    kept = bullet_items(rest)
+    assert body_tokens(section) <= limits.sections[FACTS] and kept == old[len(old) - len(kept):]
+    assert {"section": FACTS, "item": "Marco chose Lima"} in spilled, "in the archive, not silently gone"
+    assert [s["item"] for s in spilled if s["item"] != "Marco chose Lima"] == old[:len(old) - len(kept)]
+    assert archived == (len(old) - len(kept), 1)
 
 
-def test_an_ordinary_append_past_the_budget_waits_for_the_sentinel_instead_of_spilling():
-    """Only a salvage is spilled at once; the model's own APPEND makes the section oversized, and the
-    sentinel rule consolidates it (so new facts keep arriving instead of the oldest freezing the section)."""
+def test_an_append_past_the_budget_spills_the_oldest_at_once_and_keeps_the_new():
+    """§12: every section over its budget spills its oldest items after any op, Key Facts included."""
     limits = budgets(MIN_MEMORY_BUDGET)
     old = items("Fact", 3, words=4)
     new = items("Later", 3, words=4)
     assert not limits.emergency(3, body_tokens(body(old))) and limits.emergency(6, body_tokens(body(old + new)))
     merged, spilled = merge_with_spill(render_sections({FACTS: body(old)}), {FACTS: {"op": "APPEND", "items": new}},
                                        memory_budget=MIN_MEMORY_BUDGET)
-    assert spilled == [] and bullet_items(parse_sections(merged)[FACTS]) == old + new
+    section = parse_sections(merged)[FACTS]
+    rest, archived = read_pointer(section)
+    assert body_tokens(section) <= limits.sections[FACTS] and archived == (len(spilled), 0) and spilled
+    assert [s["item"] for s in spilled] + bullet_items(rest) == old + new, "every item: spilled (oldest) or kept"
+
+
+@pytest.mark.parametrize("update", [False, True], ids=["append", "accepted_update"])
+def test_key_facts_past_the_budget_spill_after_an_accepted_update_as_after_an_append(update):
+    limits = budgets(MIN_MEMORY_BUDGET)
+    old = items("Fact", 2, words=4)
+    new = items("Fact", 12, words=6)
+    op = {"op": "UPDATE", "content": body(new)} if update else {"op": "APPEND", "items": new}
+    merged, spilled = merge_with_spill(render_sections({FACTS: body(old)}), {FACTS: op},
+                                       memory_budget=MIN_MEMORY_BUDGET)
+    section = parse_sections(merged)[FACTS]
+    assert body_tokens(section) <= limits.sections[FACTS] and spilled
+    assert count_tokens(merged) <= MIN_MEMORY_BUDGET
+
+
+def test_an_item_larger_than_its_section_is_spilled_whole_behind_the_pointer():
+    limits = budgets(MIN_MEMORY_BUDGET)
+    huge = " ".join(f"word{i}" for i in range(200))
+    merged, spilled = merge_with_spill(render_sections({"Open Issues": "- small issue"}),
+                                       {"Open Issues": {"op": "APPEND", "items": [huge]}},
+                                       memory_budget=MIN_MEMORY_BUDGET)
+    section = parse_sections(merged)["Open Issues"]
+    assert {"section": "Open Issues", "item": huge} in spilled and huge not in section
+    assert body_tokens(section) <= limits.sections["Open Issues"] and split_pointer(section)[1] == len(spilled)
+
+
+@pytest.mark.parametrize("total", [MIN_MEMORY_BUDGET, 600, 1_200, 3_000])
+def test_the_rendered_document_never_exceeds_the_budget_whatever_every_section_gets(total):
+    huge = {name: items(name.split()[0], 80, words=8) for name in SECTIONS}
+    doc = render_sections({name: body(lines) for name, lines in huge.items()})
+    ops = {name: {"op": "UPDATE", "content": body(lines[::-1])} for name, lines in huge.items()}
+    ops["Session Title"] = {"op": "UPDATE", "content": "Session " + " ".join(huge["Session Title"])}
+    merged, spilled = merge_with_spill(doc, ops, memory_budget=total)
+    assert count_tokens(merged) <= total and spilled
 
 
 def test_a_current_state_of_one_long_sentence_is_cut_between_words_and_loses_none():
@@ -228,7 +292,7 @@ def test_the_extractive_model_keeps_key_facts_within_a_small_budget_even_when_to
 # -- the engine and the middleware ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("bad", [MIN_MEMORY_BUDGET - 1, TABLE_TOTAL + 1, "400", True, 4.0])
+@pytest.mark.parametrize("bad", [MIN_MEMORY_BUDGET - 1, MAX_MEMORY_BUDGET + 1, "400", True, 4.0])
 def test_a_bad_memory_budget_is_a_typed_error_and_creates_nothing(root, bad):
     from workmem.graphs.engine import WorkingMemoryEngine
 

@@ -132,8 +132,8 @@ def test_with_a_working_memory_larger_than_the_trigger_commits_wait_for_the_pend
     facts = "\n".join(f"- Decision {i}: the service number {i} listens on port {8000 + i}." for i in range(40))
     committer = ScriptedToolModel(messages=itertools.chain([create_call({"Key Facts & Decisions": facts})],
                                                            itertools.repeat(valid_update_call({}))))
-    with backend.engine(model=committer, durable=False, keep=("messages", 4),
-                             trigger=("tokens", 200)) as engine:
+    with backend.engine(model=committer, durable=False, keep=("messages", 4), memory_budget=2_000,
+                        trigger=("tokens", 200)) as engine:  # a memory budget the 40 facts fit, over the trigger
         engine.add_messages("big", [{"role": "user", "content": "Here are the decisions."}] * 40)
         engine.commit("big")
         wm_tokens = engine._working_memory_tokens("big", engine.session_info("big"))

@@ -14,7 +14,7 @@ from fakes import create_call, scripted, valid_update_call
 from paths import FIXTURES
 
 from workmem.graphs.engine import WorkingMemoryEngine
-from workmem.state.memory import CONSOLIDATION_SENTINEL, SECTIONS, bullet_items, parse_sections, split_pointer
+from workmem.state.memory import CONSOLIDATION_SENTINEL, SECTIONS, bullet_items, parse_sections, read_pointer
 
 FACTS = "Key Facts & Decisions"
 
@@ -132,11 +132,12 @@ def test_key_facts_spill_only_after_the_sentinel_stood_through_two_commits(root)
             archive = engine.working_memory("s")
             facts = parse_sections(archive["working_summary"]["markdown"])[FACTS]
             counters.append(archive["key_facts_sentinel_commits"])
-            sizes.append((len(bullet_items(split_pointer(facts)[0])), CONSOLIDATION_SENTINEL in facts,
-                          split_pointer(facts)[1]))
-    # commit 1 creates 60 facts; 2 adds the sentinel; 3 and 4 start with it; 5 is the third to start with it
+            rest, archived = read_pointer(facts)
+            sizes.append((len(bullet_items(rest)), CONSOLIDATION_SENTINEL in facts, archived))
+    # commit 1 creates 60 facts; 2 adds the sentinel; 3 and 4 start with it; 5 is the third to start with it.
+    # Each sentinel round's fact is refused for size and archived (§12), counted apart in the pointer.
     assert counters == [0, 1, 2, 3, 0, 0]
-    assert sizes[:4] == [(60, False, 0), (61, True, 0), (61, True, 0), (61, True, 0)]
+    assert sizes[:4] == [(60, False, (0, 0)), (61, True, (0, 1)), (61, True, (0, 2)), (61, True, (0, 3))]
     kept, sentinel, pointer = sizes[4]
-    assert kept <= 25 and not sentinel and pointer == 60 - kept, "the sentinel goes, every fact is counted"
+    assert kept <= 25 and not sentinel and pointer == (60 - kept, 4), "the sentinel goes, every fact is counted"
     assert sizes[5][2] == pointer and sizes[5][0] == kept + 1, "after the spill appends are accepted again"
