@@ -175,10 +175,13 @@ class StateView:
                  cache: NormalisedCache | None = None) -> None:
         self.messages = messages
         normalize = cache.normalize if cache is not None else normalize_message
-        # workmem's own injections never count
-        kept = clean_messages(messages, max_bytes=NO_BYTE_CAP, normalize=normalize)
-        self.indexes = [i for i, _msg, _changed in kept if carries_content(messages[i])]
-        normalised = {i: msg for i, msg, _changed in kept}
+        # An empty model reply (no text, no tool call: cut or filtered output) is nothing to store or send:
+        # skipped before validation, which would refuse it. workmem's own injections never count.
+        contentful = [i for i, m in enumerate(messages) if carries_content(m)]
+        self.empty_replies = len(messages) - len(contentful)
+        kept = clean_messages([messages[i] for i in contentful], max_bytes=NO_BYTE_CAP, normalize=normalize)
+        self.indexes = [contentful[j] for j, _msg, _changed in kept]
+        normalised = {contentful[j]: msg for j, msg, _changed in kept}
         exists = engine.storage.sessions.session_exists(session_id)
         self.live = engine.storage.sessions.live_messages(session_id) if exists else []
         last_input = next((i for i, m in enumerate(messages) if run_from and getattr(m, "id", None) == run_from),

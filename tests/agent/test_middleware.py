@@ -370,11 +370,6 @@ def test_state_view_leaves_out_what_workmem_injected(make_engine):
     assert view.hidden_changes([]) == (set(), set()), "holding no stored message hides nothing"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "StateView runs clean_messages (which normalises and validates every state message) before its "
-    "carries_content filter, so an empty model reply (AIMessage with no text and no tool call) raises "
-    "InvalidInput('messages[i].parts'): after_agent fails, nothing of the run is stored, and every later "
-    "run of the thread fails the same way (the empty reply stays in the agent state)"))
 def test_an_empty_model_reply_is_skipped_and_the_rest_of_the_run_stored(make_engine):
     engine = make_engine(scripted())
     mw = WorkingMemoryMiddleware(engine)
