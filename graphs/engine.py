@@ -28,10 +28,11 @@ from workmem.graphs.runner import DEFAULT_KEEP_CHECKPOINTS, CommitRunner
 from workmem.nodes.context import DEFAULT_CHUNK_TOKENS, DEFAULT_CLIP_TOKENS, CommitContext
 from workmem.nodes.formatting import format_messages
 from workmem.nodes.models import LazyModel, model_spec
-from workmem.state.errors import CommitInProgress, DamagedFile, InvalidInput
+from workmem.state.errors import CommitInProgress, DamagedFile, InvalidInput, WorkmemError
 from workmem.state.ids import archive_number
 from workmem.state.memory import MAX_MEMORY_BUDGET, MIN_MEMORY_BUDGET, memory_budget_for
 from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES
+from workmem.state.redact import describe_error
 from workmem.state.retention import (
     DEFAULT_TRIGGER,
     MESSAGES,
@@ -147,10 +148,18 @@ class WorkingMemoryEngine:
     # -- storing ----------------------------------------------------------------------------------
 
     def add_messages(self, session_id: str, messages: list[Any]) -> list[dict[str, Any]]:
-        """Validate every message, then append the batch to the session (creating it if new)."""
+        """Validate every message, then append the batch to the session (creating it if new).
+
+        Idempotent by id: a message whose LangChain id and fingerprint equal a live or newest-archived one's is
+        not stored again, the stored one is returned in its place (so a retry is safe; give messages ids).
+        Once the batch is stored this succeeds: the keep bookkeeping after it is best effort, logged."""
         stored = self.storage.sessions.append(session_id, messages)
         if stored:
-            self._meta_with_keep(session_id, self.keep)
+            try:
+                self._meta_with_keep(session_id, self.keep)
+            except (OSError, WorkmemError) as exc:  # the batch is stored: a raise would make a retry store it again
+                log.warning("session %r: stored %d message(s), but refreshing the keep bookkeeping failed (%s); "
+                            "it is redone at the next commit", session_id, len(stored), describe_error(exc))
         return stored
 
     def _meta_with_keep(self, session_id: str, keep: Keep) -> dict[str, Any]:

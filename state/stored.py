@@ -7,7 +7,7 @@ import os
 from typing import Any
 
 from workmem.state.errors import InvalidInput
-from workmem.state.messages import ROLES, message_text, prepare_messages
+from workmem.state.messages import FINGERPRINT_META, ROLES, lc_id, message_text, prepare_messages
 from workmem.state.tokens import count_tokens_each
 
 
@@ -54,3 +54,49 @@ def check_stored(obj: Any) -> str:
     if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
         return f"bad tokens {tokens!r}"
     return ""
+
+
+def batch_ids(prepared: list[tuple[dict[str, Any], bytes | None]]) -> list[str]:
+    """The LangChain ids a batch carries (what an append must look up to stay idempotent)."""
+    return [i for msg, _body in prepared if (i := lc_id(msg))]
+
+
+def repeats(prepared: list[tuple[dict[str, Any], bytes | None]], known: list[dict[str, Any]]) -> list[Any]:
+    """For each message of a batch, the stored message it repeats — the same LangChain id and the same
+    fingerprint, among `known` (the live messages and the newest archive's) — else None (§12 *Idempotent
+    appends*). The same id with another content is an edit, stored anew; a message without an id is never a
+    repeat. Within one batch a repeated message is stored once too."""
+    by_id: dict[tuple[str, str], dict[str, Any]] = {}
+    for msg in known:
+        key = (lc_id(msg), (msg.get("meta") or {}).get(FINGERPRINT_META))
+        if key[0] and isinstance(key[1], str):
+            by_id[key] = msg
+    out: list[Any] = []
+    seen: dict[tuple[str, str], int] = {}
+    for i, (msg, _body) in enumerate(prepared):
+        key = (lc_id(msg), msg["meta"].get(FINGERPRINT_META))
+        if not key[0]:
+            out.append(None)
+        elif key in by_id:
+            out.append(by_id[key])
+        elif key in seen:
+            out.append(seen[key])  # a position of this batch: filled with its stored copy by `merge_repeats`
+        else:
+            seen[key] = i
+            out.append(None)
+    return out
+
+
+def merge_repeats(found: list[Any], stored: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The batch's result in its order: stored copies where `repeats` found one, the newly stored ones
+    elsewhere (`stored` holds exactly the messages `found` marks None, in order)."""
+    fresh = iter(stored)
+    out: list[dict[str, Any]] = []
+    for copy in found:
+        if copy is None:
+            out.append(next(fresh))
+        elif isinstance(copy, int):
+            out.append(out[copy])
+        else:
+            out.append(copy)
+    return out

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -48,11 +50,12 @@ from workmem.state.ids import archive_name, archive_number, check_seq_range, saf
 from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES
 from workmem.state.retention import Keep, as_keep
 from workmem.state.session_meta import now_iso, public
-from workmem.state.stored import prepared_batch
+from workmem.state.stored import batch_ids, merge_repeats, prepared_batch, repeats
 
 log = logging.getLogger("workmem.store")
 TOMBSTONE_PREFIX = ".deleted-"
 TOMBSTONE_MARKER = ".tombstone.json"
+NEWEST_ARCHIVES_CACHED = 64  # sessions whose newest archive an append can check repeats against without a read
 
 
 class SessionStore:
@@ -76,6 +79,9 @@ class SessionStore:
         self._paths_by_id: dict[str, SessionPaths] = {}
         self._live: dict[Path, LiveState] = {}
         self._archives = archives.ArchiveCache()
+        # the newest archive's messages per session, for idempotent appends (a retried batch a commit took)
+        self._newest: OrderedDict[Path, tuple[tuple[int, str], list[dict[str, Any]]]] = OrderedDict()
+        self._newest_lock = threading.Lock()
         self._problems = jsonl.Problems()
 
     # -- sessions -----------------------------------------------------------------------------------
@@ -200,6 +206,12 @@ class SessionStore:
         if p.dir not in self._live and not p.meta.exists():
             self._create(p, now)
         live = self._sync(p)
+        found = repeats(prepared, self._recent(p, live)) if batch_ids(prepared) else None
+        if found is not None and any(copy is not None for copy in found):
+            fresh = [i for i, copy in enumerate(found) if copy is None]
+            prepared, counts = [prepared[i] for i in fresh], [counts[i] for i in fresh]
+            if not prepared:
+                return merge_repeats(found, [])
         seq = live.meta["next_seq"]
         stored, data, turn = jsonl.stored_lines(prepared, counts, seq, live.last_turn, now)
         ino, start = fsutil.append_bytes(p.messages, data, durable=sync)
@@ -210,7 +222,23 @@ class SessionStore:
         live.file_stamp = (ino, start + len(data))
         if time.monotonic() - live.saved_at >= self.meta_refresh_seconds:
             self._refresh_meta(p, live)
-        return stored
+        return merge_repeats(found, stored) if found is not None else stored
+
+    def _recent(self, p: SessionPaths, live: LiveState) -> list[dict[str, Any]]:
+        """The newest archive's messages (cached per archive) and the live ones: what an append may repeat."""
+        if not live.archive_n:
+            return self._live_snapshot(p, strict=False)[0]
+        key = (live.archive_n, str(live.meta.get("created_at")))  # a re-created session has other archives
+        with self._newest_lock:
+            cached = self._newest.get(p.dir)
+        if cached is None or cached[0] != key:
+            cached = (key, self._archive_messages(p, live.archive_n))
+            with self._newest_lock:
+                self._newest[p.dir] = cached
+                while len(self._newest) > NEWEST_ARCHIVES_CACHED:
+                    self._newest.popitem(last=False)
+        newest = cached[1]
+        return [*newest, *self._live_snapshot(p, strict=False)[0]]
 
     # -- reading ------------------------------------------------------------------------------------
 

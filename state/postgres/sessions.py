@@ -22,7 +22,7 @@ from workmem.state.postgres.schema import NUL_STANDIN, Database, index_documents
 from workmem.state.retention import MESSAGES, Keep, as_keep
 from workmem.state.search.search_hits import doc_fields, memory_seq
 from workmem.state.session_meta import now_iso, public
-from workmem.state.stored import prepared_batch, stored_records
+from workmem.state.stored import batch_ids, merge_repeats, prepared_batch, repeats, stored_records
 from workmem.state.turns import DEFAULT_KEEP_RECENT
 
 MESSAGE_COLUMNS = "id, seq, turn_id, role, created_at, tokens, meta, parts, exact_body"
@@ -115,6 +115,12 @@ class PgSessionStore:
             return []
         now = now_iso()
         with self.db.transaction(durable=self.durable if durable is None else durable) as conn:
+            found = self._repeats(conn, session_id, prepared) if batch_ids(prepared) else None
+            if found is not None and any(copy is not None for copy in found):
+                fresh = [i for i, copy in enumerate(found) if copy is None]
+                prepared, counts = [prepared[i] for i in fresh], [counts[i] for i in fresh]
+                if not prepared:
+                    return merge_repeats(found, [])
             row = self._reserve(conn, session_id, len(prepared), sum(counts), now)
             first = row["next_seq"] - len(prepared)
             stored, turn = stored_records(prepared, counts, first, row["last_turn"], now)
@@ -127,7 +133,20 @@ class PgSessionStore:
             else:  # turns and tokens: the window's edge moves by whole turns, recounted over the live messages
                 conn.execute("UPDATE sessions SET last_turn = %s WHERE session_id = %s", [turn, session_id])
                 _recount(conn, session_id, (row["keep_unit"], row["keep_n"]))
-        return stored
+        return merge_repeats(found, stored) if found is not None else stored
+
+    @staticmethod
+    def _repeats(conn: Any, session_id: str, prepared: list[tuple[dict[str, Any], bytes | None]]) -> list[Any]:
+        """`stored.repeats` of a batch among the live messages and the newest archive's, read through the
+        primary key from the newest archive's first seq on; the session row is locked first, so two appends
+        of one batch cannot both miss each other."""
+        if conn.execute("SELECT 1 FROM sessions WHERE session_id = %s FOR UPDATE", [session_id]).fetchone() is None:
+            return [None] * len(prepared)
+        rows = conn.execute(
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = %s AND seq >= coalesce((SELECT start_seq "
+            "FROM archives WHERE session_id = %s ORDER BY number DESC LIMIT 1), 1) AND meta->>'lc_id' = ANY(%s) "
+            "ORDER BY seq", [session_id, session_id, batch_ids(prepared)]).fetchall()
+        return repeats(prepared, _messages(rows))
 
     @staticmethod
     def _reserve(conn: Any, session_id: str, n: int, tokens: int, now: str) -> dict[str, Any]:

@@ -1,0 +1,98 @@
+"""Idempotent appends by message id (§12 *Idempotent appends*), on both backends.
+
+A message whose LangChain id and fingerprint equal those of a live or newest-archived message is not stored
+again; the stored one is returned in its batch position. The same id with other content is an edit and is
+stored. Once a batch is stored `add_messages` succeeds, so a caller's retry after a late failure is safe.
+"""
+
+from __future__ import annotations
+
+import pytest
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+
+from workmem.state.errors import StorageError
+
+
+def batch(prefix: str = "m") -> list:
+    return [HumanMessage(f"{prefix}: read the config", id=f"{prefix}-h"),
+            AIMessage("", id=f"{prefix}-a", tool_calls=[{"name": "read", "args": {"p": "a.toml"}, "id": f"{prefix}-c",
+                                                         "type": "tool_call"}]),
+            ToolMessage("timeout = 30", tool_call_id=f"{prefix}-c", id=f"{prefix}-t"),
+            AIMessage("The timeout is 30 seconds.", id=f"{prefix}-r")]
+
+
+def seqs(engine, session: str = "s") -> list[int]:
+    return [m["seq"] for m in engine.storage.sessions.live_messages(session)]
+
+
+def test_a_repeated_batch_is_stored_once_and_returns_the_stored_copies(backend):
+    with backend.engine(durable=False) as engine:
+        first = engine.add_messages("s", batch())
+        again = engine.add_messages("s", [*batch(), HumanMessage("and the port?", id="m-h2")])
+        assert [m["seq"] for m in again] == [m["seq"] for m in first] + [5]
+        assert again[:4] == first, "the stored ones, in their batch positions"
+        assert seqs(engine) == [1, 2, 3, 4, 5] and engine.session_info("s")["total_message_count"] == 5
+
+
+def test_the_same_id_with_other_content_is_an_edit_and_is_stored(backend):
+    with backend.engine(durable=False) as engine:
+        engine.add_messages("s", batch())
+        edited = engine.add_messages("s", [HumanMessage("m: read the other config", id="m-h")])
+        assert [m["seq"] for m in edited] == [5]
+        assert [m["meta"]["lc_id"] for m in engine.storage.sessions.live_messages("s")].count("m-h") == 2
+
+
+def test_a_message_the_newest_archive_holds_is_not_stored_again(backend):
+    with backend.engine(durable=False) as engine:
+        engine.add_messages("s", batch())
+        assert engine.commit("s", keep_recent_count=0)["status"] == "completed"
+        again = engine.add_messages("s", batch())
+        assert [m["seq"] for m in again] == [1, 2, 3, 4] and seqs(engine) == []
+        engine.add_messages("s", batch("n"))
+        assert engine.commit("s", keep_recent_count=0)["status"] == "completed"
+        older = engine.add_messages("s", batch()[:1])
+        assert [m["seq"] for m in older] == [9], "only the newest archive is looked in: an older one is history"
+
+
+def test_messages_without_ids_get_no_dedupe_and_one_batch_stores_a_repeat_once(backend):
+    with backend.engine(durable=False) as engine:
+        plain = [{"role": "user", "content": "hello"}]
+        engine.add_messages("s", plain)
+        engine.add_messages("s", plain)
+        assert seqs(engine) == [1, 2], "no id, no dedupe (the README says to set ids for safe retries)"
+        twice = engine.add_messages("s", [HumanMessage("same", id="x"), HumanMessage("same", id="x")])
+        assert [m["seq"] for m in twice] == [3, 3] and seqs(engine) == [1, 2, 3]
+
+
+def test_a_retry_after_a_failure_past_the_store_stores_nothing_twice(backend, monkeypatch, caplog):
+    """The keep bookkeeping after the write fails (a full disk, a dropped connection): the append still
+    succeeds; the caller's retry — had it seen an error — stores nothing again."""
+    with backend.engine(durable=False) as engine:
+        engine.add_messages("s", [HumanMessage("start", id="h0")])
+
+        def broken(*args, **kwargs):
+            raise StorageError("meta", OSError(28, "No space left on device"))
+
+        monkeypatch.setattr(engine.storage.sessions, "set_keep", broken)
+        monkeypatch.setattr(engine, "keep", ("turns", 2))  # forces the keep refresh after the write
+        stored = engine.add_messages("s", batch())
+        assert [m["seq"] for m in stored] == [2, 3, 4, 5]
+        assert "refreshing the keep bookkeeping failed" in caplog.text
+        monkeypatch.undo()
+        retried = engine.add_messages("s", batch())
+        assert retried == stored and seqs(engine) == [1, 2, 3, 4, 5]
+
+
+@pytest.mark.parametrize("failing", ["append_bytes"])
+def test_a_failure_before_the_write_raises_and_stores_nothing(root, monkeypatch, failing):
+    from workmem.graphs.engine import WorkingMemoryEngine
+    from workmem.state.files import fsutil
+
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        engine.add_messages("s", [HumanMessage("start", id="h0")])
+        monkeypatch.setattr(fsutil, failing, lambda *a, **k: (_ for _ in ()).throw(OSError(28, "disk full")))
+        with pytest.raises(StorageError):
+            engine.add_messages("s", batch())
+        monkeypatch.undo()
+        assert seqs(engine) == [1]
+        assert [m["seq"] for m in engine.add_messages("s", batch())] == [2, 3, 4, 5]
