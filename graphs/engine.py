@@ -1,8 +1,8 @@
 """`WorkingMemoryEngine`: the lifecycle API agents call (SPEC §7).
 
 Every lifecycle method has an async twin (`aadd_messages`, `acommit`, …) that runs it in a worker thread;
-the helpers behind them and the middleware (`commit_due`, `budget_for_trigger`, `summary_of`, `shown_live`)
-have none.
+the helpers behind them and the agent integration's readers (`commit_due`, `budget_for_trigger`,
+`summary_of`, `shown_live`, `live_messages`, `archive_messages`, `hidden`, …) have none.
 """
 
 from __future__ import annotations
@@ -271,6 +271,14 @@ class WorkingMemoryEngine:
         return self.runner.start(session_id, chosen, wait=wait, memory_budget=self.budget_for_trigger(
             self.commit_token_threshold), progress=progress if wait else None)
 
+    def commit_for_call(self, session_id: str, keep: Keep, threshold: int, *, wait: bool) -> dict[str, Any]:
+        """The commit an agent's model call decided (§12): `keep` as the call's low-water mark chose it, the
+        memory budget of the call's trigger; synchronous, or in the background (`wait=False`)."""
+        chosen = keep_from_args(keep, None, default=self.keep)
+        require_bool("wait", wait)
+        return self.runner.start(session_id, chosen, wait=wait, memory_budget=self.budget_for_trigger(
+            _positive_int("threshold", threshold)))
+
     def task(self, task_id: str) -> dict[str, Any] | None:
         """The commit task row (status, error, attempts, archive id, result), or None."""
         require_text("task_id", task_id)
@@ -339,6 +347,36 @@ class WorkingMemoryEngine:
         live = self.storage.sessions.live_messages(session_id)
         hidden = self.storage.sessions.hidden(session_id) if live else set()
         return [m for m in live if m["seq"] not in hidden] if hidden else live
+
+    # -- what the agent integration reads and records (so nothing above the engine knows the storage) --
+
+    def session_exists(self, session_id: str) -> bool:
+        """Whether the session has been created (by an append)."""
+        return self.storage.sessions.session_exists(session_id)
+
+    def live_messages(self, session_id: str) -> list[dict[str, Any]]:
+        """Every live (not yet archived) stored message, hidden ones included, oldest first."""
+        return self.storage.sessions.live_messages(session_id)
+
+    def archive_messages(self, session_id: str, archive_id: str) -> list[dict[str, Any]]:
+        """The stored messages one archive covers, oldest first."""
+        return self.storage.sessions.archive_messages(session_id, archive_id)
+
+    def list_archives(self, session_id: str) -> list[dict[str, Any]]:
+        """`{archive_id, abstract, start_seq, end_seq}` of every complete archive, oldest first."""
+        return self.storage.sessions.list_archives(session_id)
+
+    def hidden(self, session_id: str) -> set[int]:
+        """Live seqs an agent's state no longer holds (left out of contexts and commit transcripts)."""
+        return self.storage.sessions.hidden(session_id)
+
+    def set_hidden(self, session_id: str, hide: set[int], unhide: set[int]) -> set[int]:
+        """Hide and unhide live seqs (the log itself is unchanged); returns the hidden set."""
+        return self.storage.sessions.set_hidden(session_id, hide, unhide)
+
+    def next_seq(self, session_id: str) -> int:
+        """The seq the session's next stored message gets (1 for a session not created yet)."""
+        return self.session_info(session_id)["next_seq"] if self.session_exists(session_id) else 1
 
     def archive_search(self, session_id: str, query: str, archive_id: str | None = None,
                        limit: int = MAX_SEARCH_HITS, *, context: int = 0) -> list[dict[str, Any]]:

@@ -1,4 +1,4 @@
-"""`WorkingMemoryMiddleware` for `langchain.agents.create_agent` (SPEC §7 *Integration semantics*).
+"""`WorkingMemoryMiddleware` for `langchain.agents.create_agent` (SPEC §7 *Integration semantics*, §12).
 
 One line integrates workmem into an agent::
 
@@ -7,17 +7,21 @@ One line integrates workmem into an agent::
 
 - **Session = thread.** Without `session_id`, the run's `thread_id` (or `context={"session_id": …}`) names
   the session, so each conversation has its own memory.
-- **Before each model call** the model sees workmem's context instead of the raw history: the system
-  addition (joined to the agent's own system prompt), the working memory, and the thread's live tail
-  — the live stored messages present in the state, in state order (all live messages when the state
-  holds none, e.g. a client that sends only new messages) — plus the state's messages not stored yet.
-  Budget order: system addition, unstored messages (clipped when they alone do not fit), WM whole or
-  not at all, then the live tail newest-first in whole tool groups. The agent's history is never
-  modified (unless `trim_state`). What the model was sent is recorded in `workmem_last_call`.
-- **After the agent finishes**, the state is aligned with the stored session (`alignment.py`) and only
-  what follows the aligned run is stored; stored messages the state no longer holds are hidden (left
-  out of later contexts and commit transcripts; the log keeps them). A commit starts when due
-  (`engine.commit_due`), in the background or, with `commit_mode="sync"`, before the run returns.
+- **At every model call, inside a run** (`wrap_model_call`): the run's new messages are stored (idempotent by
+  id, so a retried or resumed run stores nothing twice); when the whole call about to be sent — system,
+  working memory, messages, tool schemas — reaches the trigger, a commit runs first (`commit_mode="sync"`)
+  or in the background (waited for only when the call would exceed the model's input limit), covering enough
+  that the next call carries at most `low_water` × the trigger; then the model sees workmem's context: the
+  system addition (joined to the agent's own system prompt), the working memory, the running turn's user
+  message when a commit archived it, and the thread's live tail. A commit that leaves the next call over the
+  trigger is ineffective; after three in a row trigger commits pause (no compaction loop). A provider's
+  context-length error gets one commit and one retry. What the model was sent is in `workmem_last_call`.
+- **The state stays bounded** (`trim_state`, on by default): messages a commit archived leave the agent's
+  state at the next model call and at the end of the run (the running turn's user message stays); the
+  archive tools still reach them.
+- **After the agent finishes**, what the run added since its last call is stored and stored messages the
+  state no longer holds are hidden (left out of later contexts and commit transcripts; the log keeps them).
+  It decides no commit: the next call does.
 - **Tools.** The middleware contributes `archive_search` / `archive_expand` for the run's session
   (`tools=False` turns them off; binding `make_archive_tools` as well is an error).
 
@@ -30,8 +34,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Annotated, Any, Literal, NotRequired
 
@@ -43,33 +45,37 @@ from langchain.agents.middleware.types import (
     ModelResponse,
     PrivateStateAttr,
 )
-from langchain_core.messages import AIMessage, BaseMessage, RemoveMessage, SystemMessage, ToolMessage
+from langchain_core.messages import BaseMessage, RemoveMessage
 from langgraph.types import Command
 
-from workmem.graphs.agent.alignment import Alignment, align
 from workmem.graphs.agent.binding import resolve_engine, session_from_run
-from workmem.graphs.agent.tools import make_archive_tools, schema_tokens
-from workmem.graphs.context.assemble import assemble_context, pending_entries, reserve_for_reply, validate_budget
-from workmem.graphs.context.injected import clean_messages
-from workmem.state.archive_object import OWN_TOOLS
-from workmem.state.errors import InvalidInput, SessionNotFound
-from workmem.state.ids import archive_name, archive_number
-from workmem.state.messages import (
-    CLIPPED_BYTES_META,
-    NO_BYTE_CAP,
-    clip_to_cap,
-    lc_id,
-    normalize_message,
-    prepare_message,
+from workmem.graphs.agent.in_run import (
+    DEFAULT_LOW_WATER,
+    OVERFLOW_MARGIN,
+    ContextOverflow,
+    SessionCalls,
+    breaker_allows,
+    emit,
+    is_context_overflow,
+    judge_commit,
+    low_water_keep,
 )
-from workmem.state.retention import Keep, Trigger, keep_value, trigger_value
+from workmem.graphs.agent.tools import make_archive_tools, schema_tokens
+from workmem.graphs.agent.view import NormalisedCache, StateView, clip_oversized, combine_system
+from workmem.graphs.context.assemble import SYSTEM_ADDITION, assemble_context, reserve_for_reply, validate_budget
+from workmem.state.archive_object import OWN_TOOLS
+from workmem.state.errors import InvalidInput, SessionNotFound, WorkmemError
+from workmem.state.ids import archive_name, archive_number
+from workmem.state.messages import lc_id
+from workmem.state.redact import describe_error
+from workmem.state.retention import Keep, Trigger, covered_tokens, keep_value, trigger_tokens, trigger_value
 from workmem.state.tokens import count_tokens
 
 if TYPE_CHECKING:
     from workmem.graphs.engine import WorkingMemoryEngine
 
-NORMALISED_CACHE_SIZE = 20_000  # messages: a few MB, and a long thread's history aligned without re-normalising
 ARCHIVE_TAIL = 64  # newest archived messages a stateless client's history is compared with
+SYSTEM_ADDITION_TOKENS = count_tokens(SYSTEM_ADDITION)
 
 log = logging.getLogger("workmem.agent")
 
@@ -80,151 +86,29 @@ class WorkmemAgentState(AgentState):
     workmem_commit_task: NotRequired[Annotated[str | None, PrivateStateAttr]]
     workmem_last_call: NotRequired[Annotated[dict[str, Any], PrivateStateAttr]]
     workmem_run_from: NotRequired[Annotated[str | None, PrivateStateAttr]]  # newest input message's id
+    workmem_run_seq: NotRequired[Annotated[int | None, PrivateStateAttr]]  # the session's next seq at the run's start
+    workmem_stored_upto: NotRequired[Annotated[int | None, PrivateStateAttr]]  # its next seq after our last store
+    # `workmem_stored_upto` as a previous run left it (None: no earlier run of this thread stored anything)
+    workmem_prior_upto: NotRequired[Annotated[int | None, PrivateStateAttr]]
 
 
-def combine_system(own: SystemMessage | None, addition: SystemMessage) -> SystemMessage:
-    """The agent's system message followed by workmem's addition, as one system message."""
-    if own is None:
-        return addition
-    if isinstance(own.content, str):
-        content: Any = f"{own.content}\n\n{addition.text}" if own.content else addition.text
-    else:
-        content = [*own.content, {"type": "text", "text": addition.text}]
-    return SystemMessage(content=content, additional_kwargs={**own.additional_kwargs, "workmem": "system"})
+class Prepared:
+    """One model call as the middleware will send it: the request, its record, the state's removals."""
 
+    def __init__(self, request: ModelRequest, sent: dict[str, Any], removals: list[RemoveMessage],
+                 update: dict[str, Any]) -> None:
+        self.request, self.sent, self.removals, self.update = request, sent, removals, update
 
-def carries_content(message: Any) -> bool:
-    """False for an AI message with no text and no tool call (nothing to store or send)."""
-    if not isinstance(message, AIMessage):
-        return True
-    return bool(message.text.strip() or message.tool_calls or message.invalid_tool_calls or
-                (isinstance(message.content, list) and message.content))
-
-
-def clip_oversized(messages: list[Any], max_bytes: int, *, warn: bool = False) -> list[Any]:
-    """`messages` with each one whose stored size exceeds `max_bytes` replaced by a clipped workmem dict.
-
-    The others are returned as they are; a message that is invalid for another reason is left for the
-    engine to reject with its usual error. `warn` logs one warning per clipped message.
-    """
-    out = []
-    for message in messages:
-        try:
-            msg, body = prepare_message(message, max_bytes=NO_BYTE_CAP)
-        except InvalidInput:
-            out.append(message)
-            continue
-        if len(body) <= max_bytes:
-            out.append(message)
-            continue
-        clipped = clip_to_cap(msg, max_bytes)
-        if warn:
-            log.warning("workmem: a %s message (id %s) of %d bytes exceeds max_message_bytes (%d); "
-                        "a clipped copy is stored", clipped["role"], lc_id(msg),
-                        clipped["meta"][CLIPPED_BYTES_META], max_bytes)
-        out.append(clipped)
-    return out
-
-
-class NormalisedCache:
-    """Normalised forms of the agent state's messages, reused across model calls: a checkpointed thread's
-    whole history is aligned on every call, and normalising it is most of that cost. Keyed by LangChain
-    id and everything normalisation reads, so an edited message (same id, new content) is normalised anew."""
-
-    def __init__(self, size: int = NORMALISED_CACHE_SIZE) -> None:
-        self.size = size
-        self._items: OrderedDict[tuple[Any, ...], dict[str, Any]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def normalize(self, message: Any, *, field: str = "message", max_bytes: int = NO_BYTE_CAP) -> dict[str, Any]:
-        """`normalize_message(message)`, from the cache when the same message was normalised before."""
-        key = _cache_key(message)
-        if key is not None:
-            with self._lock:
-                hit = self._items.get(key)
-                if hit is not None:
-                    self._items.move_to_end(key)
-                    return hit
-        msg = normalize_message(message, field=field, max_bytes=max_bytes)
-        if key is not None:
-            with self._lock:
-                self._items[key] = msg
-                while len(self._items) > self.size:
-                    self._items.popitem(last=False)
-        return msg
-
-
-def _cache_key(message: Any) -> tuple[Any, ...] | None:
-    if not isinstance(message, BaseMessage) or not message.id:
-        return None
-    content = message.content if isinstance(message.content, str) else repr(message.content)
-    extra: tuple[Any, ...] = ()
-    if isinstance(message, AIMessage):
-        extra = (repr(message.tool_calls), repr(message.invalid_tool_calls))
-    elif isinstance(message, ToolMessage):
-        extra = (message.tool_call_id, message.status)
-    kwargs = repr(message.additional_kwargs) if message.additional_kwargs else ""
-    return (message.type, message.id, hash(content), len(content), message.name, kwargs, *extra)
-
-
-class StateView:
-    """The agent state's messages aligned with the stored session (what is stored, live, new)."""
-
-    def __init__(self, engine: WorkingMemoryEngine, session_id: str, messages: list[Any],
-                 newest_archive: Callable[[], list[dict[str, Any]]], run_from: str | None = None,
-                 cache: NormalisedCache | None = None) -> None:
-        self.messages = messages
-        normalize = cache.normalize if cache is not None else normalize_message
-        # An empty model reply (no text, no tool call: cut or filtered output) is nothing to store or send:
-        # skipped before validation, which would refuse it. workmem's own injections never count.
-        contentful = [i for i, m in enumerate(messages) if carries_content(m)]
-        self.empty_replies = len(messages) - len(contentful)
-        kept = clean_messages([messages[i] for i in contentful], max_bytes=NO_BYTE_CAP, normalize=normalize)
-        self.indexes = [contentful[j] for j, _msg, _changed in kept]
-        normalised = {contentful[j]: msg for j, msg, _changed in kept}
-        exists = engine.storage.sessions.session_exists(session_id)
-        self.live = engine.storage.sessions.live_messages(session_id) if exists else []
-        last_input = next((i for i, m in enumerate(messages) if run_from and getattr(m, "id", None) == run_from),
-                          None)
-        first_output = (len(self.indexes) if last_input is None
-                        else sum(1 for i in self.indexes if i <= last_input))
-        # index into `messages` of the run's first own message (unknown: those stored by this run)
-        self.first_output_index = len(messages) if last_input is None else last_input + 1
-        self.alignment: Alignment = align([normalised[i] for i in self.indexes], self.live,
-                                          newest_archive if exists else list, first_output)
-        self.shown = self.alignment.shown({m["seq"] for m in self.live})
-
-    def new_messages(self) -> list[Any]:
-        """The state's messages to store, in order."""
-        return [self.messages[self.indexes[pos]] for pos in self.alignment.new]
-
-    def context_entries(self, engine: WorkingMemoryEngine, session_id: str, max_view_bytes: int) -> list[Any]:
-        """What the model may see besides the WM, in order: live stored messages and unstored ones (entries
-        with `lc`). The state decides the tail when it holds a stored message (live, or the newest archived
-        one: a fork from an archived checkpoint); else, a client sending only new messages, every shown live
-        one."""
-        unstored_positions = self.alignment.new
-        unstored = clip_oversized([self.messages[self.indexes[p]] for p in unstored_positions], max_view_bytes)
-        entries = dict(zip(unstored_positions, pending_entries(unstored, max_bytes=NO_BYTE_CAP), strict=True))
-        if not self.alignment.holds_stored:
-            shown = engine.shown_live(session_id) if self.live else []
-            return [*shown, *(entries[p] for p in sorted(entries))]
-        return [self.shown.get(p) or entries[p] for p in range(len(self.indexes)) if p in self.shown or p in entries]
-
-    def hidden_changes(self, stored_seqs: list[int]) -> tuple[set[int], set[int]]:
-        """(hide, unhide): live messages that came from an agent (they carry a LangChain id) and are no
-        longer in the state, older than the newest one it holds or just stored; and those back in it. Only
-        when the state holds a stored message: a client sending only new messages hides nothing."""
-        if not self.alignment.holds_stored or not self.alignment.by_ids:
-            return set(), set()  # a stateless client's history is partial: what it leaves out is not removed
-        present = {m["seq"] for m in self.shown.values()}
-        newest = max([*present, *stored_seqs], default=0)
-        hide = {m["seq"] for m in self.live if m["seq"] < newest and m["seq"] not in present and lc_id(m)}
-        return hide, present
+    def command(self) -> Command:
+        """The state update that goes with the model's answer."""
+        update = {**self.update, "workmem_last_call": self.sent}
+        if self.removals:
+            update["messages"] = self.removals
+        return Command(update=update)
 
 
 class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
-    """Assemble workmem context before every model call and record each finished run with `after_turn`."""
+    """Store, commit when due and assemble workmem's context at every model call of an agent."""
 
     state_schema = WorkmemAgentState
 
@@ -237,14 +121,16 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         token_budget: int | None = None,
         keep: Keep | None = None,
         trigger: Trigger | int | None = None,
+        low_water: float = DEFAULT_LOW_WATER,
         commit_mode: Literal["background", "sync"] = "background",
-        trim_state: bool = False,
+        trim_state: bool = True,
         tools: bool = True,
     ) -> None:
         """`session_id` pins one session (single-conversation scripts); by default each thread is one.
-        `token_budget` defaults to the agent model's `profile["max_input_tokens"]`, else the engine's
-        `context_window`. `keep` / `trigger` override the engine's. `trim_state=True` removes archived
-        messages from the agent's state once committed (its checkpoints stay bounded)."""
+        `token_budget` (the model's input limit) defaults to the agent model's `profile["max_input_tokens"]`,
+        else the engine's `context_window`. `keep` / `trigger` override the engine's; `low_water` (in (0, 1))
+        is the share of the trigger the call after a commit may carry. `trim_state=False` keeps archived
+        messages in the agent's state (its checkpoints then grow with the session)."""
         super().__init__()
         self.engine = engine
         self.session_id = session_id
@@ -252,20 +138,31 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         self.token_budget = None if token_budget is None else validate_budget(token_budget)
         self.keep = None if keep is None else keep_value(keep)
         self.trigger = None if trigger is None else trigger_value(trigger)
+        if isinstance(low_water, bool) or not isinstance(low_water, (int, float)) or not 0 < low_water < 1:
+            raise InvalidInput("low_water", low_water, "must be a number in (0, 1)")
+        self.low_water = float(low_water)
         if commit_mode not in ("background", "sync"):
             raise InvalidInput("commit_mode", commit_mode, "must be 'background' or 'sync'")
         self.commit_mode = commit_mode
-        self.trim_state = bool(trim_state)
+        if not isinstance(trim_state, bool):
+            raise InvalidInput("trim_state", trim_state, "must be a bool")
+        self.trim_state = trim_state
         self.tools = make_archive_tools(engine, session_id, default_session_id=default_session_id) if tools else []
         self._tool_tokens = schema_tokens(self.tools)  # carried by every call, so counted toward the trigger
+        self._schemas: dict[tuple[int, ...], int] = {}  # tokens of each set of bound tools seen
         self._input_limit: int | None = None  # the agent model's profile, seen at its first call
         self._archive_tails: dict[str, tuple[tuple[Any, ...], list[dict[str, Any]]]] = {}
         self._normalised = NormalisedCache()
+        self._calls: dict[str, SessionCalls] = {}
 
     # -- which session --------------------------------------------------------------------------
 
     def _session(self, runtime: Any) -> str:
         return session_from_run(self.session_id, runtime=runtime, default=self.default_session_id)
+
+    def calls_of(self, session_id: str) -> SessionCalls:
+        """This middleware's memory of a session's calls (created on first use)."""
+        return self._calls.setdefault(session_id, SessionCalls())
 
     def archive_tail(self, engine: WorkingMemoryEngine, session_id: str) -> list[dict[str, Any]]:
         """The newest archive's last messages, oldest first (cached per archive of this incarnation of the
@@ -277,25 +174,29 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         key = (meta.get("created_at"), last["id"], last.get("end_seq"))
         cached = self._archive_tails.get(session_id)
         if cached is None or cached[0] != key:
-            messages = engine.storage.sessions.archive_messages(session_id, last["id"])
+            messages = engine.archive_messages(session_id, last["id"])
             cached = (key, messages[-ARCHIVE_TAIL:])
             self._archive_tails[session_id] = cached
         return cached[1]
 
     def _view(self, engine: WorkingMemoryEngine, session_id: str, messages: list[Any],
-              run_from: str | None = None) -> StateView:
-        return StateView(engine, session_id, messages, lambda: self.archive_tail(engine, session_id), run_from,
-                         self._normalised)
+              state: dict[str, Any]) -> StateView:
+        return StateView(engine, session_id, messages, lambda: self.archive_tail(engine, session_id),
+                         state.get("workmem_run_from"), self._normalised, run_seq=state.get("workmem_run_seq"),
+                         stored_upto=state.get("workmem_prior_upto"))
 
-    # -- before each model call -----------------------------------------------------------------
+    # -- the model call -------------------------------------------------------------------------
 
-    def budget_for(self, request: ModelRequest, engine: WorkingMemoryEngine) -> int:
-        """The call's token budget: explicit, else the model profile's input limit, else `context_window`."""
+    def budget_for(self, request: ModelRequest, engine: WorkingMemoryEngine, session_id: str | None = None) -> int:
+        """The call's token budget (the model's input limit): explicit, else the model profile's, else
+        `context_window`; never over what a context overflow taught for the session."""
         profile = getattr(request.model, "profile", None)
         limit = profile.get("max_input_tokens") if isinstance(profile, dict) else None
         if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
             self._input_limit = limit
-        return self.token_budget or self._input_limit or engine.context_window
+        budget = self.token_budget or self._input_limit or engine.context_window
+        learned = self.calls_of(session_id).input_limit if session_id is not None else None
+        return min(budget, learned) if learned else budget
 
     def _check_tools(self, request: ModelRequest) -> None:
         if not self.tools:
@@ -307,19 +208,43 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
                 raise InvalidInput("tools", name, "is bound twice: the middleware contributes it; drop "
                                                   "make_archive_tools or pass tools=False to the middleware")
 
-    def assembled_request(self, request: ModelRequest) -> tuple[ModelRequest, dict[str, Any]]:
+    def _schema_tokens(self, request: ModelRequest) -> int:
+        """Tokens of every tool schema the call carries (cached per set of tools)."""
+        key = tuple(id(t) for t in request.tools)
+        if key not in self._schemas:
+            self._schemas[key] = schema_tokens(list(request.tools)) if request.tools else 0
+        return self._schemas[key]
+
+    def _store(self, engine: WorkingMemoryEngine, session_id: str, view: StateView,
+               events: list[dict[str, Any]]) -> StateView:
+        """Store the view's new messages (the view then holds them); when storage is down, go on with it."""
+        new = view.new_messages()
+        if not new:
+            return view
+        try:
+            stored = engine.add_messages(session_id, clip_oversized(new, engine.max_message_bytes, warn=True))
+        except (WorkmemError, OSError) as exc:
+            calls = self.calls_of(session_id)
+            if "storage" not in calls.warned:
+                calls.warned.add("storage")
+                log.warning("session %r: storing the run's messages failed (%s); the call goes out with the last "
+                            "good view and storing is retried at the next call", session_id, describe_error(exc))
+            events.append(emit("storage_unavailable", session_id, error=describe_error(exc)))
+            return view
+        view.absorb(stored)
+        return view
+
+    def _assemble(self, request: ModelRequest, engine: WorkingMemoryEngine, session_id: str,
+                  view: StateView) -> tuple[ModelRequest, dict[str, Any]]:
         """The request with its messages replaced by workmem's context, and what that context holds."""
-        self._check_tools(request)
-        engine, session_id = resolve_engine(self.engine), self._session(request.runtime)
-        view = self._view(engine, session_id, list(request.state.get("messages") or []),
-                          request.state.get("workmem_run_from"))
         own = request.system_message
-        budget = self.budget_for(request, engine) - (count_tokens(own.text) if own is not None else 0)
-        exists = engine.storage.sessions.session_exists(session_id)
+        own_tokens = count_tokens(own.text) if own is not None else 0
+        budget = self.budget_for(request, engine, session_id) - own_tokens
+        exists = engine.session_exists(session_id)
         wm, archives_total = engine.summary_of(session_id) if exists else ("", 0)
         try:
             entries = view.context_entries(engine, session_id, engine.max_message_bytes)
-            assembled = assemble_context(entries, wm, archives_total, budget)
+            assembled = assemble_context(entries, wm, archives_total, budget, pinned=view.pinned)
         except InvalidInput as exc:
             if exc.field != "token_budget":
                 raise
@@ -327,41 +252,234 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
             # its largest messages — at most half the window each, a token being at least one byte.
             view_cap = max(1024, (budget - reserve_for_reply(budget)) // 2)
             assembled = assemble_context(view.context_entries(engine, session_id, view_cap), wm, archives_total,
-                                         budget)
+                                         budget, pinned=view.pinned)
         addition, *messages = assembled["messages"]
         stats = assembled["stats"]
+        call_tokens = stats["total_tokens"] + own_tokens + self._schema_tokens(request)
         sent = {"session_id": session_id, "budget": stats["budget"], "total_tokens": stats["total_tokens"],
-                "working_memory_tokens": stats["summary_tokens"], "archives_total": archives_total,
+                "call_tokens": call_tokens, "working_memory_tokens": stats["summary_tokens"],
+                "archives_total": archives_total,
                 "live_messages_shown": stats["messages_included"] - stats["pending_included"],
                 "unstored_messages": stats["pending_included"], "messages_dropped": stats["messages_dropped"],
-                "state_messages": len(view.messages)}
+                "tail_tokens": stats["messages_tokens"], "pinned_tokens": stats["pinned_tokens"],
+                "pinned_user_message": view.pinned is not None, "state_messages": len(view.messages),
+                "empty_replies_skipped": view.empty_replies}
         return request.override(messages=messages, system_message=combine_system(own, addition)), sent
+
+    def assembled_request(self, request: ModelRequest) -> tuple[ModelRequest, dict[str, Any]]:
+        """The request with its messages replaced by workmem's context (no storing, no commit): what a call
+        would be sent now."""
+        self._check_tools(request)
+        engine, session_id = resolve_engine(self.engine), self._session(request.runtime)
+        state = dict(request.state)
+        view = self._view(engine, session_id, list(state.get("messages") or []), state)
+        return self._assemble(request, engine, session_id, view)
+
+    def _threshold(self, engine: WorkingMemoryEngine, request: ModelRequest, session_id: str) -> int:
+        limit = self.budget_for(request, engine, session_id)
+        return trigger_tokens(self.trigger or engine.trigger, limit)
+
+    @staticmethod
+    def _fixed_tokens(engine: WorkingMemoryEngine, sent: dict[str, Any], threshold: int) -> int:
+        """What the call after a commit carries besides its raw tail: the system prompts, the tool schemas and a
+        working memory at its budget (the new one is not written yet)."""
+        rest = sent["call_tokens"] - sent["tail_tokens"] - sent["pinned_tokens"] - sent["working_memory_tokens"]
+        return max(rest, 0) + engine.budget_for_trigger(threshold)
+
+    def _commit_keep(self, engine: WorkingMemoryEngine, session_id: str, view: StateView, target: int,
+                     fixed: int) -> tuple[Keep, int]:
+        """The keep that leaves at most `target` tokens in the next call (`fixed`: what rides on every call
+        besides the tail) and the pending tokens it would cover."""
+        keep = self.keep or engine.keep
+        tokens = [m["tokens"] for m in view.live]
+        starts = [m["role"] == "user" for m in view.live]
+        window = sum(tokens) - covered_tokens(tokens, starts, keep)
+        allowance = max(target - fixed - (view.pinned["tokens"] if view.pinned else 0), 0)
+        chosen, capped = low_water_keep(keep, window, allowance)
+        calls = self.calls_of(session_id)
+        if capped and "keep" not in calls.warned:
+            calls.warned.add("keep")
+            log.warning("session %r: the keep window %s (%d tokens) is larger than the low-water mark allows "
+                        "(%d tokens); commits keep %s instead", session_id, list(keep), window, allowance,
+                        list(chosen))
+        return chosen, covered_tokens(tokens, starts, chosen)
+
+    def _commit(self, engine: WorkingMemoryEngine, session_id: str, keep: Keep, threshold: int, wait: bool,
+                events: list[dict[str, Any]], reason: str) -> dict[str, Any]:
+        events.append(emit("commit_started", session_id, reason=reason, keep=list(keep)))
+        result = engine.commit_for_call(session_id, keep, threshold, wait=wait)
+        self._report(engine, session_id, result, events)
+        return result
+
+    def _report(self, engine: WorkingMemoryEngine, session_id: str, result: dict[str, Any],
+                events: list[dict[str, Any]]) -> None:
+        status = result.get("status")
+        calls = self.calls_of(session_id)
+        if status == "pending":
+            calls.background = result.get("task_id")
+            return
+        if status == "completed":
+            task = engine.task(result["task_id"]) or {}
+            degraded = bool((task.get("result") or {}).get("degraded"))
+            events.append(emit("commit_degraded" if degraded else "commit_finished", session_id,
+                               task_id=result["task_id"], archive_id=result.get("archive_id")))
+            if result.get("archive_id"):
+                calls.to_trim |= {i for m in engine.archive_messages(session_id, result["archive_id"])
+                                  if (i := lc_id(m))}
+        elif status == "skipped":
+            events.append(emit("commit_skipped", session_id, reason=result.get("reason")))
+        elif status != "busy":
+            events.append(emit("commit_failed", session_id, task_id=result.get("task_id"),
+                               reason=result.get("reason")))
+
+    def _background_outcome(self, engine: WorkingMemoryEngine, session_id: str,
+                            events: list[dict[str, Any]]) -> bool:
+        """Report a background commit a call started, once it ended; True when it completed."""
+        calls = self.calls_of(session_id)
+        if calls.background is None:
+            return False
+        task = engine.task(calls.background) or {}
+        if task.get("status") in ("pending", "running"):
+            return False
+        calls.background = None
+        result = {"status": task.get("status"), "task_id": task.get("task_id"), "archive_id": task.get("archive_id"),
+                  "reason": task.get("error")}
+        self._report(engine, session_id, result, events)
+        return task.get("status") == "completed"
+
+    def prepare_call(self, request: ModelRequest) -> Prepared:
+        """§12 per call: store the run's new messages, commit when due (before the call), assemble."""
+        self._check_tools(request)
+        engine, session_id = resolve_engine(self.engine), self._session(request.runtime)
+        state = dict(request.state)
+        messages = list(state.get("messages") or [])
+        events: list[dict[str, Any]] = []
+        calls = self.calls_of(session_id)
+        view = self._store(engine, session_id, self._view(engine, session_id, messages, state), events)
+        if self._background_outcome(engine, session_id, events):
+            view = self._view(engine, session_id, messages, state)
+        self._hide_dropped(engine, session_id, view, [])
+        assembled, sent = self._assemble(request, engine, session_id, view)
+        threshold = self._threshold(engine, request, session_id)
+        floor = engine.min_commit_tokens if engine.min_commit_tokens is not None else threshold // 4
+        fixed = self._fixed_tokens(engine, sent, threshold)
+        keep, pending = self._commit_keep(engine, session_id, view, int(self.low_water * threshold), fixed)
+        if judge_commit(calls, sent["call_tokens"], threshold, pending):
+            log.warning("session %r: %d commits in a row left the next call over the trigger (%d tokens); trigger "
+                        "commits pause until %d more tokens are stored", session_id, calls.ineffective, threshold,
+                        floor)
+            events.append(emit("loop_breaker_engaged", session_id, ineffective=calls.ineffective))
+        update: dict[str, Any] = {}
+        due = (sent["call_tokens"] >= threshold and pending >= max(floor, 1) and calls.background is None
+               and breaker_allows(calls, pending, floor))
+        if due:
+            over_limit = sent["call_tokens"] > self.budget_for(request, engine, session_id)
+            wait = self.commit_mode == "sync" or over_limit
+            result = self._commit(engine, session_id, keep, threshold, wait, events, "trigger")
+            update["workmem_commit_task"] = result.get("task_id")
+            if result.get("status") == "busy" and over_limit:
+                engine.wait()
+            if result.get("status") in ("completed", "busy"):
+                calls.check_next = result.get("status") == "completed"
+                view = self._view(engine, session_id, messages, state)
+                assembled, sent = self._assemble(request, engine, session_id, view)
+        elif calls.breaker_at is not None:
+            sent["breaker"] = "engaged: trigger commits pause until more tokens are stored"
+        removals = self._removals(session_id, messages, view) if self.trim_state else []
+        sent["events"] = events
+        sent["trigger"] = threshold
+        return Prepared(assembled, sent, removals, {**update, "workmem_stored_upto": engine.next_seq(session_id)})
+
+    def _removals(self, session_id: str, messages: list[Any], view: StateView) -> list[RemoveMessage]:
+        """`RemoveMessage`s for the state's messages a commit archived (the running turn's user message stays)."""
+        to_trim = self.calls_of(session_id).to_trim
+        if not to_trim:
+            return []
+        keep_id = lc_id(view.pinned) if view.pinned is not None else None
+        return [RemoveMessage(id=m.id) for m in messages
+                if getattr(m, "id", None) and m.id in to_trim and m.id != keep_id]
+
+    def _call(self, request: ModelRequest, prepared: Prepared, handler: Callable[[ModelRequest], ModelResponse]
+              ) -> tuple[ModelResponse, Prepared]:
+        try:
+            return handler(prepared.request), prepared
+        except Exception as exc:
+            if not is_context_overflow(exc):
+                raise
+            retry = self._after_overflow(request, prepared, exc)
+        try:
+            return handler(retry.request), retry
+        except Exception as exc:
+            if is_context_overflow(exc):
+                raise ContextOverflow(retry.sent["call_tokens"], retry.sent["budget"]) from exc
+            raise
+
+    def _after_overflow(self, request: ModelRequest, prepared: Prepared, exc: BaseException) -> Prepared:
+        """A context-length refusal: lower the session's input limit, commit aiming under it, re-assemble."""
+        engine, session_id = resolve_engine(self.engine), self._session(request.runtime)
+        calls = self.calls_of(session_id)
+        call_tokens = prepared.sent["call_tokens"]
+        calls.input_limit = max(int(call_tokens * OVERFLOW_MARGIN), 1)
+        log.warning("session %r: the model refused a call of %d tokens as too long (%s); its input limit is %d "
+                    "tokens from now on", session_id, call_tokens, describe_error(exc), calls.input_limit)
+        events = list(prepared.sent.get("events", []))
+        state = dict(request.state)
+        messages = list(state.get("messages") or [])
+        threshold = self._threshold(engine, request, session_id)
+        if calls.background is not None:
+            engine.wait()
+            self._background_outcome(engine, session_id, events)
+        view = self._view(engine, session_id, messages, state)
+        target = int(self.low_water * min(threshold, call_tokens))
+        fixed = self._fixed_tokens(engine, prepared.sent, threshold)
+        keep, _pending = self._commit_keep(engine, session_id, view, target, fixed)
+        result = self._commit(engine, session_id, keep, threshold, True, events, "overflow")
+        if result.get("status") == "busy":
+            engine.wait()
+        view = self._view(engine, session_id, messages, state)
+        assembled, sent = self._assemble(request, engine, session_id, view)
+        events.append(emit("overflow_recovered", session_id, call_tokens=call_tokens, limit=calls.input_limit))
+        sent["events"], sent["trigger"] = events, threshold
+        removals = self._removals(session_id, messages, view) if self.trim_state else []
+        update = {**prepared.update, "workmem_commit_task": result.get("task_id")}
+        return Prepared(assembled, sent, removals, update)
 
     def wrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
     ) -> ExtendedModelResponse:
-        """Call the model on the assembled context; record what it was sent in `workmem_last_call`."""
-        assembled, sent = self.assembled_request(request)
-        return ExtendedModelResponse(model_response=handler(assembled),
-                                     command=Command(update={"workmem_last_call": sent}))
+        """Store, commit when due, call the model on the assembled context; record what it was sent."""
+        response, prepared = self._call(request, self.prepare_call(request), handler)
+        return ExtendedModelResponse(model_response=response, command=prepared.command())
 
     async def awrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
     ) -> ExtendedModelResponse:
         """Async variant of `wrap_model_call` (the engine's file I/O runs in a worker thread)."""
-        assembled, sent = await asyncio.to_thread(self.assembled_request, request)
-        return ExtendedModelResponse(model_response=await handler(assembled),
-                                     command=Command(update={"workmem_last_call": sent}))
+        prepared = await asyncio.to_thread(self.prepare_call, request)
+        try:
+            response = await handler(prepared.request)
+        except Exception as exc:
+            if not is_context_overflow(exc):
+                raise
+            prepared = await asyncio.to_thread(self._after_overflow, request, prepared, exc)
+            try:
+                response = await handler(prepared.request)
+            except Exception as again:
+                if is_context_overflow(again):
+                    raise ContextOverflow(prepared.sent["call_tokens"], prepared.sent["budget"]) from again
+                raise
+        return ExtendedModelResponse(model_response=response, command=prepared.command())
 
     # -- around the run -------------------------------------------------------------------------
 
     def before_agent(self, state: WorkmemAgentState, runtime: Any) -> dict[str, Any] | None:
-        """Note the run's newest input message (what the agent adds after it is the run's own, never matched
-        by fingerprint); with `trim_state`, drop messages committed since the last run from the state."""
+        """Note where the run starts: its newest input message (what the agent adds after it is the run's own,
+        never matched by fingerprint) and the session's next seq (what this run stores is the run's own)."""
         messages = list(state.get("messages") or [])
-        update: dict[str, Any] = {}
+        engine, session_id = resolve_engine(self.engine), self._session(runtime)
+        update: dict[str, Any] = {"workmem_run_seq": engine.next_seq(session_id),
+                                  "workmem_prior_upto": state.get("workmem_stored_upto")}
         if self.trim_state:
-            engine, session_id = resolve_engine(self.engine), self._session(runtime)
             removals = self.archived_in_state(engine, session_id, messages)
             if removals:
                 update["messages"] = removals
@@ -374,23 +492,28 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         """Async variant of `before_agent`."""
         return await asyncio.to_thread(self.before_agent, state, runtime)
 
+    def _hide_dropped(self, engine: WorkingMemoryEngine, session_id: str, view: StateView,
+                      stored_seqs: list[int]) -> None:
+        hide, shown = view.hidden_changes(stored_seqs)
+        if not (hide or shown):
+            return
+        hidden = engine.hidden(session_id)
+        if hide - hidden or shown & hidden:
+            engine.set_hidden(session_id, hide, shown)
+
     def after_agent(self, state: WorkmemAgentState, runtime: Any) -> dict[str, Any] | None:
-        """Store this run's new messages once, hide what the state dropped, start a commit when due."""
+        """Store what the run added since its last model call, hide what the state dropped; trim the state.
+        No commit is decided here: the next model call decides, on the call it is about to send."""
         engine, session_id = resolve_engine(self.engine), self._session(runtime)
         messages: list[BaseMessage] = list(state.get("messages") or [])
-        view = self._view(engine, session_id, messages, state.get("workmem_run_from"))
+        view = self._view(engine, session_id, messages, dict(state))
         turn = clip_oversized(view.new_messages(), engine.max_message_bytes, warn=True)
-        result = engine.after_turn(session_id, turn, keep=self.keep, trigger=self.trigger,
-                                   input_limit=self._input_limit, tool_tokens=self._tool_tokens,
-                                   wait=self.commit_mode == "sync")
-        hide, shown = view.hidden_changes([m["seq"] for m in result["messages"]])
-        hidden = engine.storage.sessions.hidden(session_id) if (hide or shown) else set()
-        if hide - hidden or shown & hidden:
-            engine.storage.sessions.set_hidden(session_id, hide, shown)
-        update: dict[str, Any] = {"workmem_commit_task": result["task_id"]}
+        stored = engine.add_messages(session_id, turn) if turn else []
+        self._hide_dropped(engine, session_id, view, [m["seq"] for m in stored])
+        update: dict[str, Any] = {"workmem_stored_upto": engine.next_seq(session_id)}
         if self.trim_state:
             # Never this run's own messages: the caller reads its answer from the run's output. A commit that
-            # covered them (commit_mode="sync" with a small keep) has them trimmed at the next run's start.
+            # covered them has them trimmed at the next run's start.
             own = {getattr(m, "id", None) for m in [*messages[view.first_output_index:], *view.new_messages()]}
             removals = [r for r in self.archived_in_state(engine, session_id, messages) if r.id not in own]
             if removals:
@@ -405,15 +528,15 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
                           messages: list[BaseMessage]) -> list[RemoveMessage]:
         """`RemoveMessage`s for the state's messages a commit has archived, found by LangChain id in the
         archives from the newest back to the first that holds none of them (older ones were trimmed)."""
-        if not engine.storage.sessions.session_exists(session_id):
+        if not engine.session_exists(session_id):
             return []
-        live_ids = {lc_id(m) for m in engine.storage.sessions.live_messages(session_id)}
+        live_ids = {lc_id(m) for m in engine.live_messages(session_id)}
         wanted = {m.id for m in messages if m.id and m.id not in live_ids}
         last = engine.session_info(session_id).get("last_archive")
         found: set[str] = set()
         n = archive_number(last["id"]) if last else 0
         while wanted and n >= 1:
-            ids = {lc_id(m) for m in engine.storage.sessions.archive_messages(session_id, archive_name(n))} & wanted
+            ids = {lc_id(m) for m in engine.archive_messages(session_id, archive_name(n))} & wanted
             if not ids:
                 break
             found |= ids

@@ -98,9 +98,13 @@ def _tokens(unit: Unit) -> int:
 
 def assemble_context(
     live: list[dict[str, Any]], working_memory: str, archives_total: int, token_budget: int,
-    pending: list[dict[str, Any]] | None = None,
+    pending: list[dict[str, Any]] | None = None, pinned: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Pick what fits by priority (system, newest user turn, WM whole or not at all, older units)."""
+    """Pick what fits by priority (system, newest user turn, WM whole or not at all, older units).
+
+    `pinned`: the running turn's user message when a commit archived it (§12): shown verbatim right after the
+    WM, required like the newest turn. A stored entry with an `original` (the agent state's own message) is
+    sent as that object."""
     budget = validate_budget(token_budget)
     reserve = reserve_for_reply(budget)
     available = budget - reserve
@@ -109,7 +113,7 @@ def assemble_context(
     units = message_units(candidates)
     unstored = [i for i, unit in enumerate(units) if any("lc" in m for m in unit)]
     required = set(unstored) if unstored else set(range(newest_turn_start(units), len(units)))
-    newest_tokens = sum(_tokens(units[i]) for i in required)
+    newest_tokens = sum(_tokens(units[i]) for i in required) + (pinned["tokens"] if pinned else 0)
     if system_tokens + newest_tokens > available:
         what = "the messages not stored yet" if unstored else "the newest user turn"
         raise InvalidInput("token_budget", token_budget,
@@ -132,7 +136,9 @@ def assemble_context(
     messages: list[BaseMessage] = [SystemMessage(content=SYSTEM_ADDITION, additional_kwargs={"workmem": "system"})]
     if include_summary:
         messages.append(HumanMessage(content=summary_text, additional_kwargs={"workmem": "summary"}))
-    messages.extend(m["lc"] if "lc" in m else to_langchain_message(m) for m in kept)
+    if pinned:
+        messages.append(to_langchain_message(pinned))
+    messages.extend(m["lc"] if "lc" in m else m.get("original") or to_langchain_message(m) for m in kept)
     stats = {
         "budget": budget,
         "reserve": reserve,
@@ -144,6 +150,7 @@ def assemble_context(
         "newest_turn_tokens": newest_tokens,
         "messages_tokens": sum(m["tokens"] for m in kept),
         "messages_included": len(kept),
+        "pinned_tokens": pinned["tokens"] if pinned else 0,
         "messages_dropped": len(candidates) - len(kept),
         "pending_included": sum("lc" in m for m in kept),
         "total_tokens": used,

@@ -67,9 +67,9 @@ def answer_from_search(messages: list[BaseMessage]) -> AIMessage:
 
 
 def agent_with(engine: WorkingMemoryEngine, model: Any, session: str | None = "agent-s",
-               checkpointer: Any = None) -> Any:
-    return create_agent(model, tools=[read_file], middleware=[WorkingMemoryMiddleware(engine, session_id=session)],
-                        system_prompt=AGENT_PROMPT, checkpointer=checkpointer)
+               checkpointer: Any = None, trim_state: bool = True) -> Any:
+    return create_agent(model, tools=[read_file], system_prompt=AGENT_PROMPT, checkpointer=checkpointer,
+                        middleware=[WorkingMemoryMiddleware(engine, session_id=session, trim_state=trim_state)])
 
 
 def test_thirty_turns_with_tool_calls_and_automatic_commits(root):
@@ -77,7 +77,8 @@ def test_thirty_turns_with_tool_calls_and_automatic_commits(root):
     script += [search_call, answer_from_search]
     model = ReactiveScript(messages=iter(script))
     with WorkingMemoryEngine(root, durable=False, keep_recent_count=6, commit_token_threshold=1_200) as engine:
-        agent = agent_with(engine, model, checkpointer=InMemorySaver())
+        # the whole history stays in the state, to compare it with what was stored
+        agent = agent_with(engine, model, checkpointer=InMemorySaver(), trim_state=False)
         config = {"configurable": {"thread_id": "agent-s"}}
         commit_tasks = []
         for i in range(TURNS):
@@ -90,7 +91,7 @@ def test_thirty_turns_with_tool_calls_and_automatic_commits(root):
         engine.wait()
 
         archives = engine.storage.sessions.list_archives("agent-s")
-        started = [t for t in commit_tasks if t]
+        started = list(dict.fromkeys(t for t in commit_tasks if t))  # the state keeps the last one a call started
         assert len(archives) >= 2 and len(started) == len(archives)
         assert all(engine.task(t)["status"] == "completed" for t in started)
 
@@ -105,7 +106,7 @@ def test_thirty_turns_with_tool_calls_and_automatic_commits(root):
             assert isinstance(prompt[0], SystemMessage)
             assert prompt[0].text.startswith(AGENT_PROMPT) and SYSTEM_ADDITION in prompt[0].text
             assert pairing_problems(prompt) == []
-        assert max(len(p) for p in model.prompts) < len(state["messages"]) / 2
+        assert max(len(p) for p in model.prompts) < engine.session_info("agent-s")["total_message_count"] / 2
         assert any(p[1].additional_kwargs.get("workmem") == "summary" for p in model.prompts[-10:])
         question_prompt = model.prompts[-2]
         assert code(3) not in "\n".join(m.text for m in question_prompt[2:]), "file_3's turn is only in the archive"
@@ -157,7 +158,8 @@ def test_a_run_stored_before_a_crash_is_not_stored_again(root):
         state = agent.invoke({"messages": [HumanMessage(content="one")]}, config)
         # the same run again from a fresh process: nothing is new
         middleware = WorkingMemoryMiddleware(engine, session_id="agent-s")
-        assert middleware.after_agent(state, None)["workmem_commit_task"] is None
+        middleware.after_agent(state, None)
+        assert engine.session_info("agent-s")["total_message_count"] == 2, "the same run again stores nothing"
         agent.invoke({"messages": [HumanMessage(content="two")]}, config)
         assert [m["parts"][0]["text"] for m in engine.storage.sessions.live_messages("agent-s")] == [
             "one", "First.", "two", "Second."]
@@ -211,8 +213,9 @@ def test_a_tool_output_over_the_message_cap_is_clipped_and_the_agent_goes_on(roo
         assert clipped["meta"]["workmem_clipped_bytes"] > DEFAULT_MAX_MESSAGE_BYTES
         assert validate_message(clipped) <= DEFAULT_MAX_MESSAGE_BYTES
         assert ["workmem_clipped_bytes" in m["meta"] for m in stored] == [False, False, True, False, False, False]
-        warnings = [r for r in caplog.records if r.name == "workmem.agent" and r.levelno == logging.WARNING]
-        assert len(warnings) == 1 and "max_message_bytes" in warnings[0].getMessage()
+        warnings = [r for r in caplog.records if r.name == "workmem.agent" and r.levelno == logging.WARNING
+                    and "max_message_bytes" in r.getMessage()]
+        assert len(warnings) == 1
 
         # what the model saw: the clipped result right after its call, in the turn and on the next turn
         assert model.calls == 3
@@ -364,7 +367,11 @@ def test_the_async_path_stores_and_searches_too(root):
 
     with WorkingMemoryEngine(root, durable=False, keep_recent_count=1, commit_token_threshold=20) as engine:
         messages = asyncio.run(conversation(build_demo_agent(engine, checkpointer=InMemorySaver())))
-        assert engine.session_info("async-s")["total_message_count"] == len(messages)
+        ids = [m["meta"]["lc_id"] for a in engine.list_archives("async-s")
+               for m in engine.archive_messages("async-s", a["archive_id"])]
+        ids += [m["meta"]["lc_id"] for m in engine.live_messages("async-s")]
+        assert engine.session_info("async-s")["total_message_count"] == len(ids) == len(set(ids)), "each once"
+        assert {m.id for m in messages} <= set(ids), "the state (trimmed) holds only stored messages"
         assert_answered_from_memory(messages, "Gerald")
 
 

@@ -292,7 +292,8 @@ def test_bookkeeping_is_private_and_the_last_call_is_visible_in_the_state(root):
         out = agent.invoke(ask("hello"), thread("p"))
         assert set(out) == {"messages"}
         last = agent.get_state(thread("p")).values["workmem_last_call"]
-        assert last["session_id"] == "p" and last["unstored_messages"] == 1 and last["live_messages_shown"] == 0
+        assert last["session_id"] == "p" and last["unstored_messages"] == 0 and last["live_messages_shown"] == 1, \
+            "the run's message is stored before the call"
         assert last["budget"] == engine.context_window and last["working_memory_tokens"] == 0
 
 
@@ -340,23 +341,32 @@ def test_trim_state_keeps_the_agent_state_bounded_and_the_archive_reachable(root
         assert len(engine.storage.sessions.list_archives("trim")) >= 10
 
 
-def test_sync_commit_mode_commits_before_the_run_returns(root, caplog):
-    with WorkingMemoryEngine(root, durable=False, commit_token_threshold=40, keep=("turns", 1)) as engine:
-        agent = create_agent(scripted("A first answer.", "A second answer."), checkpointer=InMemorySaver(),
+def test_sync_commit_mode_commits_before_the_call_that_would_cross_the_trigger(root, caplog):
+    """§12: the commit runs before the model call, so that call already carries the new working memory; the
+    keep is honoured when it fits the low-water mark."""
+    def question(n: int) -> str:
+        return f"Question {n} about the release plan: " + " ".join(f"word{n} item" for i in range(1_000))
+
+    model = scripted("A first answer.", "A second answer.", "A third answer.")
+    with WorkingMemoryEngine(root, durable=False, commit_token_threshold=8_000, keep=("turns", 1)) as engine:
+        agent = create_agent(model, checkpointer=InMemorySaver(),
                              middleware=[WorkingMemoryMiddleware(engine, commit_mode="sync")])
-        agent.invoke(ask("A first question about the release plan for the spring."), thread("sync"))
-        agent.invoke(ask("A second question about the release plan for the summer."), thread("sync"))
+        for n in (1, 2):
+            agent.invoke(ask(question(n)), thread("sync"))
+        assert engine.session_info("sync")["commit_count"] == 0, "below the trigger"
+        agent.invoke(ask(question(3)), thread("sync"))
         info = engine.session_info("sync")
         assert info["commit_count"] == 1 and info["keep"] == ["turns", 1]
-        assert texts(engine.storage.sessions.live_messages("sync")) == [
-            "A second question about the release plan for the summer.", "A second answer."]
+        assert texts(engine.storage.sessions.live_messages("sync")) == [question(3), "A third answer."]
+        sent = prompt_texts(model)
+        assert sent[0].startswith("[Session History Summary]") and sent[1:] == [question(3)], "committed first"
         with caplog.at_level(logging.WARNING):
             with pytest.raises(InvalidInput, match="commit_mode"):
                 WorkingMemoryMiddleware(engine, commit_mode="later")
 
 
 def test_a_long_threads_history_is_normalised_once_not_on_every_model_call(root, monkeypatch):
-    import workmem.graphs.agent.middleware as middleware_module
+    import workmem.graphs.agent.view as middleware_module
 
     real, calls = middleware_module.normalize_message, []
 

@@ -23,16 +23,10 @@ from langchain_core.runnables import RunnableLambda
 from langgraph.runtime import Runtime
 
 import workmem.graphs.agent.middleware as middleware_module
-from workmem.graphs.agent.middleware import (
-    ARCHIVE_TAIL,
-    NormalisedCache,
-    StateView,
-    WorkingMemoryMiddleware,
-    carries_content,
-    clip_oversized,
-    combine_system,
-)
+import workmem.graphs.agent.view as view_module
+from workmem.graphs.agent.middleware import ARCHIVE_TAIL, WorkingMemoryMiddleware
 from workmem.graphs.agent.tools import make_archive_tools
+from workmem.graphs.agent.view import NormalisedCache, StateView, carries_content, clip_oversized, combine_system
 from workmem.graphs.context.assemble import SYSTEM_ADDITION
 from workmem.graphs.context.injected import SUMMARY_MARKER
 from workmem.state.errors import InvalidInput
@@ -134,13 +128,13 @@ def test_clip_oversized_replaces_only_messages_over_the_cap(caplog):
 @pytest.fixture
 def normalise_calls(monkeypatch):
     calls: list[Any] = []
-    real = middleware_module.normalize_message
+    real = view_module.normalize_message
 
     def counting(message, **kwargs):
         calls.append(message)
         return real(message, **kwargs)
 
-    monkeypatch.setattr(middleware_module, "normalize_message", counting)
+    monkeypatch.setattr(view_module, "normalize_message", counting)
     return calls
 
 
@@ -166,7 +160,7 @@ def test_an_edited_message_with_the_same_id_is_normalised_anew(normalise_calls, 
     cache = NormalisedCache()
     first, second = cache.normalize(before), cache.normalize(after)
     assert second is not first and len(normalise_calls) == 2
-    assert second == middleware_module.normalize_message(after)
+    assert second == view_module.normalize_message(after)
 
 
 def test_messages_without_an_id_and_dicts_are_never_cached(normalise_calls):
@@ -300,9 +294,9 @@ def test_a_model_call_gets_the_system_note_the_memory_and_the_new_messages(make_
     assert last.text == "What grows in the greenhouse?" and len(sent.messages) == 2
     update = out.command.update["workmem_last_call"]
     assert (update["session_id"], update["unstored_messages"], update["live_messages_shown"],
-            update["archives_total"], update["state_messages"]) == ("s", 1, 0, 1, 1)
+            update["archives_total"], update["state_messages"]) == ("s", 0, 1, 1, 1), "stored before the call"
     assert update["working_memory_tokens"] > 0 and update["budget"] == engine.context_window - count_tokens("Be brief.")
-    assert engine.session_info("s")["total_message_count"] == 2, "a model call stores nothing"
+    assert engine.session_info("s")["total_message_count"] == 3, "the call stored the run's new message (§12)"
     assert out.model_response.result[0].text == "ok"
 
 
@@ -316,9 +310,10 @@ def test_the_state_decides_which_live_messages_a_call_shows(make_engine):
     shown, _ = call_model(mw, request_for(scripted(), [history[2], history[3], HumanMessage("third", id="h3")],
                                           session_id="s"))
     assert [m.text for m in shown.messages] == ["second", "two", "third"], "the thread's own tail, in state order"
+    assert engine.hidden("s") == {1, 2}, "the agent's messages that state dropped are hidden at that call"
     fresh, _ = call_model(mw, request_for(scripted(), [HumanMessage("only new", id="n1")], session_id="s"))
-    assert [m.text for m in fresh.messages] == ["first", "one", "second", "two", "written by someone else",
-                                                "only new"], "holding no stored message: every live one"
+    assert [m.text for m in fresh.messages] == ["second", "two", "written by someone else", "third",
+                                                "only new"], "holding no stored message: every shown live one"
 
 
 def test_the_budget_is_explicit_else_the_model_profile_else_the_context_window(make_engine):
@@ -340,8 +335,10 @@ def test_the_budget_is_explicit_else_the_model_profile_else_the_context_window(m
 def test_before_agent_notes_the_runs_newest_input_message(make_engine):
     mw = WorkingMemoryMiddleware(make_engine(scripted()))
     messages = [HumanMessage(content="one", id="h1"), AIMessage(content="two", id="a1")]
-    assert mw.before_agent({"messages": messages}, runtime(session_id="s")) == {"workmem_run_from": "a1"}
-    assert mw.before_agent({"messages": []}, runtime(session_id="s")) == {"workmem_run_from": None}
+    assert mw.before_agent({"messages": messages}, runtime(session_id="s")) == {
+        "workmem_run_from": "a1", "workmem_run_seq": 1, "workmem_prior_upto": None}
+    assert mw.before_agent({"messages": [], "workmem_stored_upto": 4}, runtime(session_id="s")) == {
+        "workmem_run_from": None, "workmem_run_seq": 1, "workmem_prior_upto": 4}
 
 
 def test_after_agent_stores_a_run_once_and_hides_what_the_state_dropped(make_engine):
@@ -349,7 +346,7 @@ def test_after_agent_stores_a_run_once_and_hides_what_the_state_dropped(make_eng
     mw = WorkingMemoryMiddleware(engine)
     history = [HumanMessage(content="one", id="h1"), AIMessage(content="two", id="a1"),
                HumanMessage(content="three", id="h2"), AIMessage(content="four", id="a2")]
-    assert mw.after_agent({"messages": history}, runtime(session_id="s")) == {"workmem_commit_task": None}
+    assert mw.after_agent({"messages": history}, runtime(session_id="s")) == {"workmem_stored_upto": 5}
     mw.after_agent({"messages": history}, runtime(session_id="s"))
     assert engine.session_info("s")["total_message_count"] == 4, "the same state again stores nothing"
     dropped = [history[0], history[2], history[3], HumanMessage(content="five", id="h3")]

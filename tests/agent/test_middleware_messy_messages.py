@@ -29,8 +29,8 @@ def ask(text: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize("keep", [("tokens", 50), ("messages", 0)], ids=["tokens-keep-smaller-than-reply", "keep-0"])
 def test_trim_state_never_removes_the_answer_the_run_just_returned(root, keep):
-    """With `commit_mode="sync"` the commit can cover the run's own messages; `trim_state` then removed them
-    in `after_agent`, and `invoke` returned `{"messages": []}` — the caller never got its answer."""
+    """With `commit_mode="sync"` a commit can cover the run's own messages, its user message included;
+    `trim_state` must still leave the run its answer (an earlier build returned `{"messages": []}`)."""
     long_reply = "The deployment finished without errors. " * 30
     model = scripted("Hello.", long_reply, "You are welcome.")
     with WorkingMemoryEngine(root, durable=False, trigger=("tokens", 100), keep=keep) as engine:
@@ -38,10 +38,11 @@ def test_trim_state_never_removes_the_answer_the_run_just_returned(root, keep):
                              middleware=[WorkingMemoryMiddleware(engine, commit_mode="sync", trim_state=True)])
         agent.invoke(ask("hello"), thread("trim"))
         out = agent.invoke(ask("Deploy the service to production and report back."), thread("trim"))
-        assert engine.session_info("trim")["commit_count"] >= 1
         assert out["messages"] and out["messages"][-1].text == long_reply
-        # the next run trims them (the state stays bounded) and still stores only its own turn
-        agent.invoke(ask("Thanks."), thread("trim"))
+        # the next run's call commits (the long reply is past the trigger), trims, and still answers
+        out = agent.invoke(ask("Thanks."), thread("trim"))
+        assert engine.session_info("trim")["commit_count"] >= 1
+        assert out["messages"] and out["messages"][-1].text == "You are welcome."
         assert long_reply not in [m.text for m in agent.get_state(thread("trim")).values["messages"]]
         assert engine.session_info("trim")["total_message_count"] == 6
 

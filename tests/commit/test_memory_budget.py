@@ -17,7 +17,6 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from workmem.graphs.agent.middleware import WorkingMemoryMiddleware
 from workmem.graphs.agent.tools import schema_tokens
-from workmem.graphs.context.assemble import SYSTEM_ADDITION
 from workmem.nodes.extractive.answer import prompt_budgets
 from workmem.nodes.extractive.model import ExtractiveChatModel
 from workmem.nodes.merge import merge_with_spill, merge_working_memory
@@ -317,22 +316,13 @@ def test_an_agent_commit_runs_with_the_budget_of_its_trigger(make_engine, caplog
     assert archive["spilled"]["Files & Context"] == 60 - len(bullet_items(split_pointer(files)[0]))
 
 
-def test_the_middleware_counts_its_own_tool_schemas_toward_the_trigger(make_engine, monkeypatch):
+def test_the_middleware_counts_its_own_tool_schemas_toward_the_trigger(make_engine):
     engine = make_engine(ExtractiveChatModel(), keep=("messages", 1))
     middleware = WorkingMemoryMiddleware(engine, session_id="t")
     tool_tokens = middleware._tool_tokens
     assert tool_tokens == schema_tokens(middleware.tools) > 100, "the two archive tools' schemas"
     assert WorkingMemoryMiddleware(engine, tools=False)._tool_tokens == 0
-    passed = []
-    real_after_turn = engine.after_turn
-    monkeypatch.setattr(engine, "after_turn", lambda *a, **kw: passed.append(kw["tool_tokens"]) or real_after_turn(
-        *a, **kw))
     agent = create_agent(scripted("Fine."), middleware=[middleware], checkpointer=InMemorySaver())
     agent.invoke({"messages": [{"role": "user", "content": "hello"}]}, {"configurable": {"thread_id": "t"}})
-    assert passed == [tool_tokens]
-    engine.add_messages("t", [{"role": "user", "content": "word " * 300}, {"role": "assistant", "content": "ok"}])
-    meta = engine.session_info("t")
-    carried = meta["live_tokens"] + count_tokens(SYSTEM_ADDITION)
-    threshold = carried + tool_tokens // 2
-    assert not engine.commit_due("t", meta, threshold)
-    assert engine.commit_due("t", meta, threshold, tool_tokens)
+    last = agent.get_state({"configurable": {"thread_id": "t"}}).values["workmem_last_call"]
+    assert last["call_tokens"] == last["total_tokens"] + tool_tokens, "the call measured whole: tools included"

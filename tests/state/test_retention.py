@@ -156,26 +156,19 @@ def test_with_a_working_memory_larger_than_the_trigger_commits_wait_for_the_pend
 
 @pytest.mark.parametrize(("profile", "threshold"), [(None, 500), ({"max_input_tokens": 400}, 200)],
                          ids=["context-window", "model-profile"])
-def test_a_fraction_trigger_uses_the_model_profile_else_the_context_window(root, monkeypatch, profile, threshold):
+def test_a_fraction_trigger_uses_the_model_profile_else_the_context_window(root, profile, threshold):
     model = scripted(*(f"Answer number {i} with a few words." for i in range(12)))
     model.profile = profile
-    seen: list[tuple[int, int]] = []  # (threshold, tokens the next call would carry) of each check
-    real_due = WorkingMemoryEngine.commit_due
-
-    def spy(self, session_id, meta, limit, tool_tokens=0):
-        due = real_due(self, session_id, meta, limit, tool_tokens)
-        carried = self._working_memory_tokens(session_id, meta) + meta["live_tokens"]
-        seen.append((limit, carried, due))
-        return due
-
-    monkeypatch.setattr(WorkingMemoryEngine, "commit_due", spy)
     with WorkingMemoryEngine(root, durable=False, context_window=1_000, keep=("messages", 2)) as engine:
         middleware = WorkingMemoryMiddleware(engine, trigger=("fraction", 0.5), commit_mode="sync")
         agent = create_agent(model, middleware=[middleware], checkpointer=InMemorySaver())
+        calls = []  # (trigger, tokens of the call sent, commits so far) per run (one model call each)
         for i in range(12):
             question = f"Question {i}: " + " ".join(f"word{i}x{j}" for j in range(20))
             agent.invoke({"messages": [HumanMessage(content=question)]}, {"configurable": {"thread_id": "frac"}})
-        assert {limit for limit, _, _ in seen} == {threshold}
-        first = next(i for i, (_, _, due) in enumerate(seen) if due)
-        assert all(carried < threshold - 30 for _, carried, _ in seen[:first])  # 30: the system note, at most
+            last = agent.get_state({"configurable": {"thread_id": "frac"}}).values["workmem_last_call"]
+            calls.append((last["trigger"], last["call_tokens"], engine.session_info("frac")["commit_count"]))
+        assert {trigger for trigger, _, _ in calls} == {threshold}
+        first = next(i for i, (_, _, commits) in enumerate(calls) if commits)
+        assert all(sent < threshold for _, sent, _ in calls[:first]), "no commit while the calls stay under it"
         assert engine.session_info("frac")["commit_count"] >= 1

@@ -1,0 +1,238 @@
+"""The agent state seen by the middleware: its messages aligned with the stored session (SPEC §7, §12).
+
+`StateView` says which state messages are stored, live, new, and what the model may be shown; the view rules are
+judged on the messages stored before the run started (`run_seq`), so messages the run itself stored never make
+a client that sends only new messages look like one that holds its history, and a checkpointed thread whose
+state dropped every earlier stored message (a "clear") shows none of them.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
+
+from workmem.graphs.agent.alignment import Alignment, align
+from workmem.graphs.context.assemble import pending_entries
+from workmem.graphs.context.injected import clean_messages
+from workmem.state.errors import InvalidInput
+from workmem.state.messages import (
+    CLIPPED_BYTES_META,
+    NO_BYTE_CAP,
+    clip_to_cap,
+    lc_id,
+    message_text,
+    normalize_message,
+    prepare_message,
+)
+from workmem.state.tokens import count_tokens
+
+if TYPE_CHECKING:
+    from workmem.graphs.engine import WorkingMemoryEngine
+
+NORMALISED_CACHE_SIZE = 20_000  # messages: a few MB, and a long thread's history aligned without re-normalising
+
+log = logging.getLogger("workmem.agent")
+
+
+def combine_system(own: SystemMessage | None, addition: SystemMessage) -> SystemMessage:
+    """The agent's system message followed by workmem's addition, as one system message."""
+    if own is None:
+        return addition
+    if isinstance(own.content, str):
+        content: Any = f"{own.content}\n\n{addition.text}" if own.content else addition.text
+    else:
+        content = [*own.content, {"type": "text", "text": addition.text}]
+    return SystemMessage(content=content, additional_kwargs={**own.additional_kwargs, "workmem": "system"})
+
+
+def carries_content(message: Any) -> bool:
+    """False for an AI message with no text and no tool call (nothing to store or send)."""
+    if not isinstance(message, AIMessage):
+        return True
+    return bool(message.text.strip() or message.tool_calls or message.invalid_tool_calls or
+                (isinstance(message.content, list) and message.content))
+
+
+def clip_oversized(messages: list[Any], max_bytes: int, *, warn: bool = False) -> list[Any]:
+    """`messages` with each one whose stored size exceeds `max_bytes` replaced by a clipped workmem dict.
+
+    The others are returned as they are; a message that is invalid for another reason is left for the
+    engine to reject with its usual error. `warn` logs one warning per clipped message.
+    """
+    out = []
+    for message in messages:
+        try:
+            msg, body = prepare_message(message, max_bytes=NO_BYTE_CAP)
+        except InvalidInput:
+            out.append(message)
+            continue
+        if len(body) <= max_bytes:
+            out.append(message)
+            continue
+        clipped = clip_to_cap(msg, max_bytes)
+        if warn:
+            log.warning("workmem: a %s message (id %s) of %d bytes exceeds max_message_bytes (%d); "
+                        "a clipped copy is stored", clipped["role"], lc_id(msg),
+                        clipped["meta"][CLIPPED_BYTES_META], max_bytes)
+        out.append(clipped)
+    return out
+
+
+class NormalisedCache:
+    """Normalised forms of the agent state's messages, reused across model calls: a checkpointed thread's
+    whole history is aligned on every call, and normalising it is most of that cost. Keyed by LangChain
+    id and everything normalisation reads, so an edited message (same id, new content) is normalised anew."""
+
+    def __init__(self, size: int = NORMALISED_CACHE_SIZE) -> None:
+        self.size = size
+        self._items: OrderedDict[tuple[Any, ...], dict[str, Any]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def normalize(self, message: Any, *, field: str = "message", max_bytes: int = NO_BYTE_CAP) -> dict[str, Any]:
+        """`normalize_message(message)`, from the cache when the same message was normalised before."""
+        key = _cache_key(message)
+        if key is not None:
+            with self._lock:
+                hit = self._items.get(key)
+                if hit is not None:
+                    self._items.move_to_end(key)
+                    return hit
+        msg = normalize_message(message, field=field, max_bytes=max_bytes)
+        if key is not None:
+            with self._lock:
+                self._items[key] = msg
+                while len(self._items) > self.size:
+                    self._items.popitem(last=False)
+        return msg
+
+
+def _cache_key(message: Any) -> tuple[Any, ...] | None:
+    if not isinstance(message, BaseMessage) or not message.id:
+        return None
+    content = message.content if isinstance(message.content, str) else repr(message.content)
+    extra: tuple[Any, ...] = ()
+    if isinstance(message, AIMessage):
+        extra = (repr(message.tool_calls), repr(message.invalid_tool_calls))
+    elif isinstance(message, ToolMessage):
+        extra = (message.tool_call_id, message.status)
+    kwargs = repr(message.additional_kwargs) if message.additional_kwargs else ""
+    return (message.type, message.id, hash(content), len(content), message.name, kwargs, *extra)
+
+
+def clipped_entry(stored: dict[str, Any], max_bytes: int) -> dict[str, Any]:
+    """A stored message as the model may see it when it alone does not fit the window: clipped to `max_bytes`
+    (head and tail kept), its stored copy untouched."""
+    clipped = clip_to_cap({"role": stored["role"], "parts": stored["parts"], "meta": dict(stored.get("meta") or {})},
+                          max_bytes)
+    if clipped["parts"] is stored["parts"]:
+        return stored
+    return {**stored, "parts": clipped["parts"], "tokens": count_tokens(message_text(clipped))}
+
+
+class StateView:
+    """The agent state's messages aligned with the stored session (what is stored, live, new, shown).
+
+    `run_seq`: the session's next seq when the run started (messages stored from then on are the run's own);
+    `stored_upto`: its next seq when this thread last stored (None: the thread never did, or is not
+    checkpointed). Both None: every stored message counts as stored before the run.
+    """
+
+    def __init__(self, engine: WorkingMemoryEngine, session_id: str, messages: list[Any],
+                 newest_archive: Callable[[], list[dict[str, Any]]], run_from: str | None = None,
+                 cache: NormalisedCache | None = None, *, run_seq: int | None = None,
+                 stored_upto: int | None = None) -> None:
+        self.messages = messages
+        normalize = cache.normalize if cache is not None else normalize_message
+        # An empty model reply (no text, no tool call: cut or filtered output) is nothing to store or send:
+        # skipped before validation, which would refuse it. workmem's own injections never count.
+        contentful = [i for i, m in enumerate(messages) if carries_content(m)]
+        self.empty_replies = len(messages) - len(contentful)
+        kept = clean_messages([messages[i] for i in contentful], max_bytes=NO_BYTE_CAP, normalize=normalize)
+        self.indexes = [contentful[j] for j, _msg, _changed in kept]
+        normalised = {contentful[j]: msg for j, msg, _changed in kept}
+        exists = engine.session_exists(session_id)
+        self.live = engine.live_messages(session_id) if exists else []
+        last_input = next((i for i, m in enumerate(messages) if run_from and getattr(m, "id", None) == run_from),
+                          None)
+        first_output = (len(self.indexes) if last_input is None
+                        else sum(1 for i in self.indexes if i <= last_input))
+        # index into `messages` of the run's first own message (unknown: those stored by this run)
+        self.first_output_index = len(messages) if last_input is None else last_input + 1
+        self.alignment: Alignment = align([normalised[i] for i in self.indexes], self.live,
+                                          newest_archive if exists else list, first_output)
+        self.shown = self.alignment.shown({m["seq"] for m in self.live})
+        before_run = run_seq if run_seq is not None else float("inf")
+        holds_prior = any(m["seq"] < before_run for m in self.alignment.stored.values())
+        # The state decides the tail when it holds a message stored before the run, or when it is a checkpointed
+        # thread that stored before (`stored_upto`): then what it no longer holds was removed or cleared
+        # (`REMOVE_ALL_MESSAGES`) — or trimmed, being archived. Else a client sending only new messages sees every
+        # live message.
+        self.state_decides = holds_prior or stored_upto is not None
+        self._run_from = run_from
+        self.pinned = self._running_turn_message(run_from)
+
+    def _running_turn_message(self, run_from: str | None) -> dict[str, Any] | None:
+        """The stored copy of the running turn's user message when a commit archived it (it stays in view)."""
+        live_seqs = {m["seq"] for m in self.live}
+        for pos in range(len(self.indexes) - 1, -1, -1):
+            message = self.messages[self.indexes[pos]]
+            if self.indexes[pos] >= self.first_output_index and run_from is not None:
+                continue
+            if getattr(message, "type", None) == "human":
+                stored = self.alignment.stored.get(pos)
+                return stored if stored is not None and stored["seq"] not in live_seqs else None
+        return None
+
+    def new_messages(self) -> list[Any]:
+        """The state's messages to store, in order."""
+        return [self.messages[self.indexes[pos]] for pos in self.alignment.new]
+
+    def absorb(self, stored: list[dict[str, Any]]) -> None:
+        """The view after `new_messages()` were stored as `stored` (one each, in order): the same alignment,
+        those positions now stored and live (a fresh alignment would judge the run's own messages again)."""
+        for pos, msg in zip(self.alignment.new, stored, strict=True):
+            self.alignment.stored[pos] = msg
+        self.alignment.new = []
+        known = {m["seq"] for m in self.live}
+        self.live = sorted([*self.live, *(m for m in stored if m["seq"] not in known)], key=lambda m: m["seq"])
+        self.shown = self.alignment.shown({m["seq"] for m in self.live})
+        self.pinned = self._running_turn_message(self._run_from)
+
+    def context_entries(self, engine: WorkingMemoryEngine, session_id: str, max_view_bytes: int) -> list[Any]:
+        """What the model may see besides the WM, in order: live stored messages and unstored ones (entries
+        with `lc`). The state decides the tail when it holds a message stored before the run (live, or the
+        newest archived one: a fork from an archived checkpoint), or was cleared; else, a client sending only
+        new messages, every shown live one."""
+        unstored_positions = self.alignment.new
+        unstored = clip_oversized([self.messages[self.indexes[p]] for p in unstored_positions], max_view_bytes)
+        entries = dict(zip(unstored_positions, pending_entries(unstored, max_bytes=NO_BYTE_CAP), strict=True))
+        if not self.state_decides:
+            shown = engine.shown_live(session_id) if self.live else []
+            out = [*shown, *(entries[p] for p in sorted(entries))]
+        else:
+            out = [self.shown.get(p) or entries[p] for p in range(len(self.indexes))
+                   if p in self.shown or p in entries]
+        if max_view_bytes < engine.max_message_bytes:
+            return [entry if "lc" in entry else clipped_entry(entry, max_view_bytes) for entry in out]
+        # A stored message the state holds is sent as the state's own object (its artifact, its metadata),
+        # unless its stored copy was clipped.
+        originals = {m["seq"]: self.messages[self.indexes[pos]] for pos, m in self.alignment.stored.items()
+                     if CLIPPED_BYTES_META not in (m.get("meta") or {})}
+        return [{**entry, "original": originals[entry["seq"]]} if "lc" not in entry and entry.get("seq") in originals
+                else entry for entry in out]
+
+    def hidden_changes(self, stored_seqs: list[int]) -> tuple[set[int], set[int]]:
+        """(hide, unhide): live messages that came from an agent (they carry a LangChain id) and are no
+        longer in the state, older than the newest one it holds or just stored; and those back in it. Only
+        when the state decides the tail: a client sending only new messages hides nothing."""
+        if not self.state_decides or not self.alignment.by_ids:
+            return set(), set()  # a stateless client's history is partial: what it leaves out is not removed
+        present = {m["seq"] for m in self.shown.values()}
+        newest = max([*present, *stored_seqs], default=0)
+        hide = {m["seq"] for m in self.live if m["seq"] < newest and m["seq"] not in present and lc_id(m)}
+        return hide, present
