@@ -130,3 +130,12 @@ class DatabaseUnavailable(WorkmemError, ConnectionError):
 
     def __str__(self) -> str:
         return f"database {self.url} is unavailable: {self.reason}"
+
+
+class ContextOverflow(WorkmemError, RuntimeError):
+    """The model refused a call as too long twice in a row, after a commit made it smaller."""
+
+    def __init__(self, call_tokens: int, limit: int) -> None:
+        super().__init__(f"the model refused a call of {call_tokens} tokens as too long again, after a commit "
+                         f"brought the session's input limit to {limit} tokens")
+        self.call_tokens, self.limit = call_tokens, limit

@@ -29,12 +29,14 @@ _EXPORTS: dict[str, str] = {
     "CommitInProgress": "workmem.state.errors",
     "ArchiveConflict": "workmem.state.errors",
     "CorruptLine": "workmem.state.errors",
+    "ContextOverflow": "workmem.state.errors",
 }
 
 __all__ = [
     "ArchiveConflict",
     "ArchiveNotFound",
     "CommitInProgress",
+    "ContextOverflow",
     "CorruptLine",
     "InvalidInput",
     "SessionNotFound",
@@ -58,6 +60,7 @@ if TYPE_CHECKING:
         ArchiveConflict,
         ArchiveNotFound,
         CommitInProgress,
+        ContextOverflow,
         CorruptLine,
         InvalidInput,
         SessionNotFound,

@@ -2,7 +2,8 @@
 
 Pure rules and per-session bookkeeping, no I/O: when a commit is due on the whole call about to be sent, how
 much raw tail a commit keeps so the next call carries at most `low_water` × the trigger, the breaker that stops
-a compaction loop, which model errors are a context overflow, and the events a run streams.
+a compaction loop, which model errors are a context overflow (`state.errors.ContextOverflow` when it happens
+twice), and the events a run streams.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from workmem.state.errors import WorkmemError
 from workmem.state.retention import TOKENS, Keep
 
 DEFAULT_LOW_WATER = 0.5
@@ -20,15 +20,6 @@ OVERFLOW_MARGIN = 0.9  # an overflowing call's size less 10 %: the session's inp
 OVERFLOW_CODE = "context_length_exceeded"  # OpenAI's error code
 
 log = logging.getLogger("workmem.agent")
-
-
-class ContextOverflow(WorkmemError):
-    """The model refused a call as too long twice in a row, after a commit made it smaller."""
-
-    def __init__(self, call_tokens: int, limit: int) -> None:
-        super().__init__(f"the model refused a call of {call_tokens} tokens as too long again, after a commit "
-                         f"brought the session's input limit to {limit} tokens")
-        self.call_tokens, self.limit = call_tokens, limit
 
 
 @dataclass
@@ -50,6 +41,15 @@ def low_water_keep(keep: Keep, window_tokens: int, allowance: int) -> tuple[Keep
     if window_tokens <= allowance:
         return keep, False
     return (TOKENS, max(allowance, 0)), True
+
+
+def newest_step_tokens(live: list[dict[str, Any]]) -> int:
+    """Tokens of the newest step of the live messages: the last message, or, when it answers a tool call, the
+    assistant message that made the call and everything after it."""
+    for i in range(len(live) - 1, -1, -1):
+        if live[i]["role"] != "tool":
+            return sum(m["tokens"] for m in live[i:])
+    return sum(m["tokens"] for m in live)
 
 
 def breaker_allows(calls: SessionCalls, pending: int, floor: int) -> bool:

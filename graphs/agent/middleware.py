@@ -52,19 +52,25 @@ from workmem.graphs.agent.binding import resolve_engine, session_from_run
 from workmem.graphs.agent.in_run import (
     DEFAULT_LOW_WATER,
     OVERFLOW_MARGIN,
-    ContextOverflow,
     SessionCalls,
     breaker_allows,
     emit,
     is_context_overflow,
     judge_commit,
     low_water_keep,
+    newest_step_tokens,
 )
 from workmem.graphs.agent.tools import make_archive_tools, schema_tokens
 from workmem.graphs.agent.view import NormalisedCache, StateView, clip_oversized, combine_system
-from workmem.graphs.context.assemble import SYSTEM_ADDITION, assemble_context, reserve_for_reply, validate_budget
+from workmem.graphs.context.assemble import (
+    SUMMARY_PREFIX,
+    SYSTEM_ADDITION,
+    assemble_context,
+    reserve_for_reply,
+    validate_budget,
+)
 from workmem.state.archive_object import OWN_TOOLS
-from workmem.state.errors import InvalidInput, SessionNotFound, WorkmemError
+from workmem.state.errors import ContextOverflow, InvalidInput, SessionNotFound, WorkmemError
 from workmem.state.ids import archive_name, archive_number
 from workmem.state.messages import lc_id
 from workmem.state.redact import describe_error
@@ -279,12 +285,19 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         limit = self.budget_for(request, engine, session_id)
         return trigger_tokens(self.trigger or engine.trigger, limit)
 
-    @staticmethod
-    def _fixed_tokens(engine: WorkingMemoryEngine, sent: dict[str, Any], threshold: int) -> int:
-        """What the call after a commit carries besides its raw tail: the system prompts, the tool schemas and a
-        working memory at its budget (the new one is not written yet)."""
-        rest = sent["call_tokens"] - sent["tail_tokens"] - sent["pinned_tokens"] - sent["working_memory_tokens"]
-        return max(rest, 0) + engine.budget_for_trigger(threshold)
+    def _measure(self, request: ModelRequest, engine: WorkingMemoryEngine, session_id: str,
+                 view: StateView) -> dict[str, int]:
+        """The whole call as it would go out if nothing were dropped: `call_tokens` (system prompts, working
+        memory, the running turn's message, the tail, tool schemas) and `fixed_tokens` (what rides on every
+        call whatever is committed: the system prompts and the tool schemas)."""
+        own = request.system_message
+        own_tokens = count_tokens(own.text) if own is not None else 0
+        fixed = own_tokens + SYSTEM_ADDITION_TOKENS + self._schema_tokens(request)
+        wm = engine.summary_of(session_id)[0] if engine.session_exists(session_id) else ""
+        wm_tokens = count_tokens(SUMMARY_PREFIX + wm) if wm.strip() else 0
+        tail = sum(e["tokens"] for e in view.context_entries(engine, session_id, engine.max_message_bytes))
+        pinned = view.pinned["tokens"] if view.pinned is not None else 0
+        return {"call_tokens": fixed + wm_tokens + pinned + tail, "fixed_tokens": fixed}
 
     def _commit_keep(self, engine: WorkingMemoryEngine, session_id: str, view: StateView, target: int,
                      fixed: int) -> tuple[Keep, int]:
@@ -295,6 +308,8 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         starts = [m["role"] == "user" for m in view.live]
         window = sum(tokens) - covered_tokens(tokens, starts, keep)
         allowance = max(target - fixed - (view.pinned["tokens"] if view.pinned else 0), 0)
+        # never less than the newest step (a tool call and its results): the call about to go out answers it
+        allowance = max(allowance, newest_step_tokens(view.live))
         chosen, capped = low_water_keep(keep, window, allowance)
         calls = self.calls_of(session_id)
         if capped and "keep" not in calls.warned:
@@ -359,21 +374,29 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         if self._background_outcome(engine, session_id, events):
             view = self._view(engine, session_id, messages, state)
         self._hide_dropped(engine, session_id, view, [])
-        assembled, sent = self._assemble(request, engine, session_id, view)
         threshold = self._threshold(engine, request, session_id)
         floor = engine.min_commit_tokens if engine.min_commit_tokens is not None else threshold // 4
-        fixed = self._fixed_tokens(engine, sent, threshold)
+        measured = self._measure(request, engine, session_id, view)
+        fixed = measured["fixed_tokens"] + engine.budget_for_trigger(threshold)
         keep, pending = self._commit_keep(engine, session_id, view, int(self.low_water * threshold), fixed)
-        if judge_commit(calls, sent["call_tokens"], threshold, pending):
+        if judge_commit(calls, measured["call_tokens"], threshold, pending) and "breaker" not in calls.warned:
+            calls.warned.add("breaker")
             log.warning("session %r: %d commits in a row left the next call over the trigger (%d tokens); trigger "
                         "commits pause until %d more tokens are stored", session_id, calls.ineffective, threshold,
                         floor)
             events.append(emit("loop_breaker_engaged", session_id, ineffective=calls.ineffective))
         update: dict[str, Any] = {}
-        due = (sent["call_tokens"] >= threshold and pending >= max(floor, 1) and calls.background is None
+        budget = self.budget_for(request, engine, session_id)
+        over_limit = measured["call_tokens"] > budget - reserve_for_reply(budget)
+        due = (measured["call_tokens"] >= threshold and pending >= max(floor, 1)
                and breaker_allows(calls, pending, floor))
+        breaker = None
+        if due and calls.background is not None and over_limit:
+            engine.wait()  # a running background commit may be enough; see what it left
+            if self._background_outcome(engine, session_id, events):
+                view = self._view(engine, session_id, messages, state)
+            due = False
         if due:
-            over_limit = sent["call_tokens"] > self.budget_for(request, engine, session_id)
             wait = self.commit_mode == "sync" or over_limit
             result = self._commit(engine, session_id, keep, threshold, wait, events, "trigger")
             update["workmem_commit_task"] = result.get("task_id")
@@ -382,9 +405,11 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
             if result.get("status") in ("completed", "busy"):
                 calls.check_next = result.get("status") == "completed"
                 view = self._view(engine, session_id, messages, state)
-                assembled, sent = self._assemble(request, engine, session_id, view)
         elif calls.breaker_at is not None:
-            sent["breaker"] = "engaged: trigger commits pause until more tokens are stored"
+            breaker = "engaged: trigger commits pause until more tokens are stored"
+        assembled, sent = self._assemble(request, engine, session_id, view)
+        if breaker:
+            sent["breaker"] = breaker
         removals = self._removals(session_id, messages, view) if self.trim_state else []
         sent["events"] = events
         sent["trigger"] = threshold
@@ -395,7 +420,7 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         to_trim = self.calls_of(session_id).to_trim
         if not to_trim:
             return []
-        keep_id = lc_id(view.pinned) if view.pinned is not None else None
+        keep_id = view.pinned["lc"].id if view.pinned is not None else None
         return [RemoveMessage(id=m.id) for m in messages
                 if getattr(m, "id", None) and m.id in to_trim and m.id != keep_id]
 
@@ -431,7 +456,7 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
             self._background_outcome(engine, session_id, events)
         view = self._view(engine, session_id, messages, state)
         target = int(self.low_water * min(threshold, call_tokens))
-        fixed = self._fixed_tokens(engine, prepared.sent, threshold)
+        fixed = self._measure(request, engine, session_id, view)["fixed_tokens"] + engine.budget_for_trigger(threshold)
         keep, _pending = self._commit_keep(engine, session_id, view, target, fixed)
         result = self._commit(engine, session_id, keep, threshold, True, events, "overflow")
         if result.get("status") == "busy":

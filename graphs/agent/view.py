@@ -155,6 +155,7 @@ class StateView:
         kept = clean_messages([messages[i] for i in contentful], max_bytes=NO_BYTE_CAP, normalize=normalize)
         self.indexes = [contentful[j] for j, _msg, _changed in kept]
         normalised = {contentful[j]: msg for j, msg, _changed in kept}
+        self._normalised = normalised
         exists = engine.session_exists(session_id)
         self.live = engine.live_messages(session_id) if exists else []
         last_input = next((i for i, m in enumerate(messages) if run_from and getattr(m, "id", None) == run_from),
@@ -177,15 +178,21 @@ class StateView:
         self.pinned = self._running_turn_message(run_from)
 
     def _running_turn_message(self, run_from: str | None) -> dict[str, Any] | None:
-        """The stored copy of the running turn's user message when a commit archived it (it stays in view)."""
-        live_seqs = {m["seq"] for m in self.live}
+        """The running turn's user message when a commit archived it (it stays in view, §12): an entry of the
+        state's own message, or None while it is live, not stored yet, or not in the state."""
+        live_ids = {lc_id(m) for m in self.live}
+        new = set(self.alignment.new)
         for pos in range(len(self.indexes) - 1, -1, -1):
-            message = self.messages[self.indexes[pos]]
-            if self.indexes[pos] >= self.first_output_index and run_from is not None:
+            index = self.indexes[pos]
+            if run_from is not None and index >= self.first_output_index:
                 continue
-            if getattr(message, "type", None) == "human":
-                stored = self.alignment.stored.get(pos)
-                return stored if stored is not None and stored["seq"] not in live_seqs else None
+            message = self.messages[index]
+            if getattr(message, "type", None) != "human":
+                continue
+            if pos in new or not getattr(message, "id", None) or message.id in live_ids:
+                return None
+            msg = self._normalised[index]
+            return {**msg, "tokens": count_tokens(message_text(msg)), "lc": message}
         return None
 
     def new_messages(self) -> list[Any]:

@@ -112,7 +112,12 @@ def assemble_context(
     candidates = [*live, *(pending or [])]
     units = message_units(candidates)
     unstored = [i for i, unit in enumerate(units) if any("lc" in m for m in unit)]
-    required = set(unstored) if unstored else set(range(newest_turn_start(units), len(units)))
+    if unstored:
+        required = set(unstored)
+    elif pinned:  # the running turn's user message is archived: its newest step must go out, older ones may not
+        required = {len(units) - 1} if units else set()
+    else:
+        required = set(range(newest_turn_start(units), len(units)))
     newest_tokens = sum(_tokens(units[i]) for i in required) + (pinned["tokens"] if pinned else 0)
     if system_tokens + newest_tokens > available:
         what = "the messages not stored yet" if unstored else "the newest user turn"
@@ -137,7 +142,7 @@ def assemble_context(
     if include_summary:
         messages.append(HumanMessage(content=summary_text, additional_kwargs={"workmem": "summary"}))
     if pinned:
-        messages.append(to_langchain_message(pinned))
+        messages.append(pinned.get("lc") or to_langchain_message(pinned))
     messages.extend(m["lc"] if "lc" in m else m.get("original") or to_langchain_message(m) for m in kept)
     stats = {
         "budget": budget,

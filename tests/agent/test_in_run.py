@@ -1,0 +1,224 @@
+"""Context managed inside a run, at every model call (§12 *Context at run time*).
+
+A single-task coding run — one `invoke`, then many model → tool → model steps with large tool outputs — is the
+case the first builds missed: they stored and committed only in `after_agent`, so the whole run went out on
+every call. Here each call stores the run's messages, commits before the call that would cross the trigger,
+keeps the task's user message in view, never loops, and recovers from a provider's context-length error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from fakes import scripted
+from langchain.agents import create_agent
+from langchain_core.exceptions import ContextOverflowError
+from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph.message import REMOVE_ALL_MESSAGES
+
+from workmem.graphs.agent.middleware import WorkingMemoryMiddleware
+from workmem.graphs.context.injected import SUMMARY_MARKER
+from workmem.graphs.engine import WorkingMemoryEngine
+from workmem.state.errors import ContextOverflow, InvalidInput
+from workmem.state.tokens import count_tokens
+
+TASK = "Fix the flaky export job: find why jobs/export.py times out and patch it."
+STEPS = 14
+TRIGGER = 6_000
+
+
+def output(i: int) -> str:
+    """A tool output of ~600 tokens carrying one fact worth finding later."""
+    body = " ".join(f"line{i}_{j} ok" for j in range(180))
+    return f"read_file jobs/part_{i}.py -> marker M{i:03d}\n{body}"
+
+
+@tool
+def read_file(path: str) -> str:
+    """Read a file of the repository."""
+    return output(int(path.split("_")[1].split(".")[0]))
+
+
+def tool_steps(n: int = STEPS) -> list[Any]:
+    steps: list[Any] = [AIMessage(content="", tool_calls=[{"name": "read_file", "args": {"path": f"jobs/part_{i}.py"},
+                                                           "id": f"call_{i}", "type": "tool_call"}])
+                        for i in range(n)]
+    return [*steps, AIMessage(content="Patched jobs/export.py: the timeout was the retry loop.")]
+
+
+def texts(prompt: list[Any]) -> list[str]:
+    return [m.text for m in prompt[1:]]  # after the system message
+
+
+def prompt_tokens(prompt: list[Any]) -> int:
+    return sum(count_tokens(m.text) for m in prompt)
+
+
+def single_task(engine: WorkingMemoryEngine, model: Any, **settings: Any) -> tuple[Any, dict[str, Any]]:
+    middleware = WorkingMemoryMiddleware(engine, trigger=("tokens", TRIGGER), **settings)
+    agent = create_agent(model, tools=[read_file], middleware=[middleware], checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "task"}}
+    return agent.invoke({"messages": [HumanMessage(TASK)]}, config), config
+
+
+def test_a_single_task_run_commits_before_the_call_that_would_cross_the_trigger(root):
+    model = scripted(*tool_steps())
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        state, _ = single_task(engine, model, commit_mode="sync")
+        assert state["messages"][-1].text.startswith("Patched jobs/export.py")
+        assert engine.session_info("task")["commit_count"] >= 1, "commits inside the one invoke"
+        sizes = [prompt_tokens(p) for p in model.prompts]
+        assert max(sizes) < TRIGGER, f"no call reached the trigger: {sizes}"
+        first = next(i for i, p in enumerate(model.prompts) if p[1].text.startswith(SUMMARY_MARKER))
+        assert 0 < first < len(model.prompts) - 1
+        for prompt in model.prompts[first:]:  # the task stays in view, right after the working memory
+            assert prompt[1].text.startswith(SUMMARY_MARKER) and prompt[2].text == TASK
+        assert engine.session_info("task")["total_message_count"] == 2 * STEPS + 2, "every message stored once"
+        assert engine.archive_search("task", "M001")[0]["content"].startswith("read_file jobs/part_1.py")
+
+
+def test_the_call_after_a_commit_carries_at_most_the_low_water_share(root):
+    model = scripted(*tool_steps())
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        single_task(engine, model, commit_mode="sync", low_water=0.4)
+        after = [prompt_tokens(p) for i, p in enumerate(model.prompts)
+                 if p[1].text.startswith(SUMMARY_MARKER) and not model.prompts[i - 1][1].text == p[1].text]
+        assert after and all(size <= 0.4 * TRIGGER for size in after), after
+
+
+def test_a_background_commit_lands_at_a_later_call_and_the_state_stays_bounded(root):
+    waits: list[int] = []
+
+    @tool
+    def slow_read(path: str) -> str:
+        """Read a file (the test waits here for background commits, so their landing is deterministic)."""
+        engine.wait()
+        waits.append(1)
+        return output(int(path.split("_")[1].split(".")[0]))
+
+    steps = [AIMessage(content="", tool_calls=[{"name": "slow_read", "args": {"path": f"jobs/part_{i}.py"},
+                                                "id": f"call_{i}", "type": "tool_call"}]) for i in range(STEPS)]
+    model = scripted(*steps, AIMessage(content="Done."))
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        agent = create_agent(model, tools=[slow_read], checkpointer=InMemorySaver(),
+                             middleware=[WorkingMemoryMiddleware(engine, trigger=("tokens", TRIGGER))])
+        config = {"configurable": {"thread_id": "task"}}
+        state = agent.invoke({"messages": [HumanMessage(TASK)]}, config)
+        engine.wait()
+        assert engine.session_info("task")["commit_count"] >= 1
+        assert any(p[1].text.startswith(SUMMARY_MARKER) for p in model.prompts), "a later call used the new WM"
+        assert len(state["messages"]) < 2 * STEPS + 2, "archived messages left the state (trim_state default)"
+        assert state["messages"][0].text == TASK, "the running turn's user message stays"
+
+
+def test_over_the_input_limit_a_background_commit_is_waited_for(root):
+    model = scripted(*tool_steps())
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        single_task(engine, model, token_budget=TRIGGER + 800)  # background mode, a small window
+        sizes = [prompt_tokens(p) for p in model.prompts]
+        assert max(sizes) <= TRIGGER + 800, sizes
+
+
+def test_between_commits_each_call_begins_with_the_previous_calls_messages(root):
+    model = scripted(*tool_steps())
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        single_task(engine, model, commit_mode="sync")
+        pairs = 0
+        for before, after in zip(model.prompts, model.prompts[1:], strict=False):
+            if (before[1].text.startswith(SUMMARY_MARKER), before[1].text) != (after[1].text.startswith(
+                    SUMMARY_MARKER), after[1].text):
+                continue  # a commit changed the prefix
+            assert texts(after)[:len(texts(before))] == texts(before), "append-only between commits"
+            pairs += 1
+        assert pairs >= STEPS // 2
+
+
+def test_a_clear_holds_from_the_first_call(root):
+    model = scripted("Noted: the launch code is ORCA-7.", "I hold nothing from before.")
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        agent = create_agent(model, middleware=[WorkingMemoryMiddleware(engine)], checkpointer=InMemorySaver())
+        config = {"configurable": {"thread_id": "c"}}
+        agent.invoke({"messages": [HumanMessage("The launch code is ORCA-7.")]}, config)
+        agent.update_state(config, {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES)]})
+        agent.invoke({"messages": [HumanMessage("What do you know?")]}, config)
+        assert texts(model.prompts[-1]) == ["What do you know?"], "nothing of the cleared conversation"
+        assert engine.hidden("c") == {1, 2}
+        assert engine.session_info("c")["total_message_count"] == 4
+
+
+def test_a_context_overflow_gets_one_commit_and_one_retry(root):
+    limit = 4_000
+    answers = iter(tool_steps(10))
+
+    def provider(messages: list[Any]) -> Any:
+        if prompt_tokens(messages) > limit:
+            raise ContextOverflowError("This model's maximum context length is 4000 tokens")
+        return next(answers)
+
+    model = scripted(*[provider] * 40)
+    with WorkingMemoryEngine(root, durable=False) as engine:  # no profile: the engine assumes 128 k
+        state, _ = single_task(engine, model, commit_mode="sync")
+        assert state["messages"][-1].text.startswith("Patched")
+        assert engine.session_info("task")["commit_count"] >= 1
+        last = state.get("workmem_last_call") or {}
+        del last
+        learned = [p for p in model.prompts if prompt_tokens(p) > limit]
+        assert learned, "premise: at least one call overflowed"
+        assert all(prompt_tokens(p) <= limit for p in model.prompts[model.prompts.index(learned[-1]) + 1:]), \
+            "after the overflow the session's input limit is learned: no call overflows again"
+
+
+def test_a_second_overflow_raises_context_overflow(root):
+    model = scripted(*tool_steps(3)[:-1], *[ContextOverflowError("too long")] * 2)
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        with pytest.raises(ContextOverflow) as info:
+            single_task(engine, model, commit_mode="sync")
+        assert info.value.call_tokens > 0 and info.value.limit > 0
+        assert engine.session_info("task")["total_message_count"] >= 4, "every message of the run was stored"
+
+
+def test_three_ineffective_commits_engage_the_breaker(root, caplog):
+    """A system prompt larger than the trigger: no commit can bring a call under it. After three ineffective
+    commits in a row trigger commits stop (one WARNING), never a commit on every call."""
+    big_system = "You are careful. " * 2_000  # ~8 k tokens, over the trigger on every call
+    model = scripted(*tool_steps())
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        middleware = WorkingMemoryMiddleware(engine, trigger=("tokens", TRIGGER), commit_mode="sync")
+        agent = create_agent(model, tools=[read_file], middleware=[middleware], system_prompt=big_system,
+                             checkpointer=InMemorySaver())
+        agent.invoke({"messages": [HumanMessage(TASK)]}, {"configurable": {"thread_id": "loop"}})
+        commits = engine.session_info("loop")["commit_count"]
+        assert 3 <= commits < len(model.prompts) / 2, f"{commits} commits for {len(model.prompts)} calls"
+        assert sum("commits in a row left the next call over the trigger" in r.getMessage()
+                   for r in caplog.records) == 1, "one WARNING"
+
+
+def test_events_stream_as_custom_events(root):
+    async def run() -> list[dict[str, Any]]:
+        model = scripted(*tool_steps())
+        with WorkingMemoryEngine(root, durable=False) as engine:
+            agent = create_agent(model, tools=[read_file], checkpointer=InMemorySaver(),
+                                 middleware=[WorkingMemoryMiddleware(engine, trigger=("tokens", TRIGGER),
+                                                                     commit_mode="sync")])
+            seen = []
+            async for chunk in agent.astream({"messages": [HumanMessage(TASK)]},
+                                             {"configurable": {"thread_id": "ev"}}, stream_mode="custom"):
+                seen.append(chunk)
+            return seen
+
+    events = [c["workmem"] for c in asyncio.run(run()) if isinstance(c, dict) and "workmem" in c]
+    names = [e["event"] for e in events]
+    assert "commit_started" in names and "commit_finished" in names
+    assert all(e["session_id"] == "ev" for e in events)
+
+
+@pytest.mark.parametrize("bad", [0, 1, -0.5, 1.5, True, "0.5"])
+def test_a_low_water_outside_the_open_unit_interval_is_refused(root, bad):
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        with pytest.raises(InvalidInput) as info:
+            WorkingMemoryMiddleware(engine, low_water=bad)
+        assert info.value.field == "low_water"
