@@ -151,6 +151,8 @@ class CountingModel(BaseChatModel):
     parts: list[tuple[int, int]] = Field(default_factory=list)  # (memory message, tool schema) tokens per call
     seconds: float = 0.0
     last_prompt: list[BaseMessage] = Field(default_factory=list)
+    prompts_seen: list[list[BaseMessage]] = Field(default_factory=list)  # every call's messages
+    last_answer: Any = None
 
     @property
     def _llm_type(self) -> str:
@@ -171,6 +173,8 @@ class CountingModel(BaseChatModel):
         self.calls.append((sent, out))
         self.parts.append((message_tokens([m for m in messages if m.text.startswith(MEMORY_PREFIXES)]), schemas))
         self.last_prompt = list(messages)
+        self.prompts_seen.append(self.last_prompt)
+        self.last_answer = reply
         self.seconds += time.perf_counter() - start
         return ChatResult(generations=[ChatGeneration(message=reply)])
 

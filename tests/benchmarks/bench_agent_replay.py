@@ -1,0 +1,389 @@
+"""Real coding-agent sessions replayed through every memory layer (§12): tokens, cost, what is kept.
+
+Data: `../shared/data/agent_sessions_dev.json` (read in place, never copied; skipped with a note when absent):
+eleven real sessions — mini-swe-agent on SWE-bench (Gemini 3 Pro, DeepSeek) and one interactive Claude Code
+session — with probes (facts a continuing agent must still know). Each session is replayed through
+`create_agent`: a replay fake returns each recorded assistant message with its recorded tool calls, and a tool
+middleware returns the recorded results; every tool name of the session is bound as a stub tool (a permissive
+schema, the same for every layer). The session's system message is the agent's system prompt.
+
+Layers, the same trigger (8 000 and 32 000 tokens) and keep (10 messages) for all: the full history;
+`SummarizationMiddleware`; the same without `trim_tokens_to_summarize`; `ContextEditingMiddleware`
+(`ClearToolUsesEdit` at the trigger, keep 3) + `SummarizationMiddleware`; LangMem `summarize_messages`; workmem
+(`WorkingMemoryMiddleware(commit_mode="sync")`). Every summarising call of every layer — workmem's commits
+included — is served by the token benchmark's one deterministic extractor rule (`token_fakes.py`). Counts are
+cl100k of each call's messages plus `json.dumps` of its bound tool schemas.
+
+Two drives: one `invoke` per user turn, and one per model call (`interrupt_after=["tools"]`, resumed with
+`invoke(None)`). Per trigger and drive, per layer: tokens per call (mean, p95, max, max ÷ trigger, calls over the
+trigger), maintenance calls and tokens, total (agent input + output + maintenance), the cache-discounted cost (the
+messages a call shares with the previous call's start, as provider prompt caching bills them, at 0.1×) and the
+cacheable share, probes kept in the next call's context (the last call's prompt and its answer) / found only by
+`archive_search` (workmem) / lost, the memory layer's ms per call (median, the fakes' own time left out), and
+messages stored vs fed (workmem).
+Run: `python tests/benchmarks/bench_agent_replay.py [--quick] [--write-baseline]` or `run.py --only agent_replay`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+try:
+    from common import BenchRow, print_table
+except ImportError:  # imported as a module of the tests tree
+    from tests.benchmarks.common import BenchRow, print_table
+
+from langchain.agents import create_agent
+from langchain.agents.middleware import (
+    AgentMiddleware,
+    ClearToolUsesEdit,
+    ContextEditingMiddleware,
+    SummarizationMiddleware,
+)
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.tools import StructuredTool
+from langgraph.checkpoint.memory import InMemorySaver
+from rich.console import Console
+from rich.table import Table
+from token_fakes import CountingModel, commit_model, message_tokens, summary_model
+from token_layers import LangMemLayer
+
+from workmem.graphs.agent.middleware import WorkingMemoryMiddleware
+from workmem.graphs.engine import WorkingMemoryEngine
+
+HERE = Path(__file__).resolve().parent
+DATA = Path(os.environ.get("WORKMEM_AGENT_SESSIONS", HERE.parents[2] / "shared" / "data" / "agent_sessions_dev.json"))
+BASELINES = HERE / "baselines"
+TRIGGERS = (8_000, 32_000)
+KEEP = 10
+CACHED_PRICE = 0.1
+LAYERS = ("full history", "summarization", "summarization (no trim)", "context editing + summ.", "langmem",
+          "workmem")
+PEERS = LAYERS[1:5]
+DRIVES = ("per user turn", "per model call")
+SESSION = "replay"
+# Done-when of the in-run issue (one invoke per user turn): workmem ≤ this × the cheapest peer
+TOKEN_TARGETS = {8_000: 1.15, 32_000: 1.10}
+COST_TARGETS = {8_000: 1.30, 32_000: 1.25}
+
+
+@dataclass
+class Replay:
+    """One recorded session as the replay needs it."""
+
+    id: str
+    system: str | None
+    runs: list[list[dict[str, Any]]]  # each: the user message, then what the agent produced until the next one
+    tools: list[str]
+    probes: list[dict[str, Any]]
+    fed: int
+
+
+def load_sessions(path: Path = DATA) -> list[Replay] | None:
+    """The dev sessions (None when the file is absent)."""
+    if not path.is_file():
+        return None
+    out = []
+    for s in json.loads(path.read_text(encoding="utf-8")):
+        messages = s["messages"]
+        system = messages[0]["content"] if messages and messages[0]["role"] == "system" else None
+        body = messages[1:] if system is not None else messages
+        runs: list[list[dict[str, Any]]] = []
+        for m in body:
+            if m["role"] == "user" or not runs:
+                runs.append([])
+            runs[-1].append(m)
+        tools = sorted({c["function"]["name"] for m in body for c in m.get("tool_calls") or []})
+        out.append(Replay(s["id"], system, runs, tools, s["probes"], len(body)))
+    return out
+
+
+def assistant_message(m: dict[str, Any]) -> AIMessage:
+    """A recorded assistant message with its recorded tool calls (ids as recorded)."""
+    calls = []
+    for c in m.get("tool_calls") or []:
+        try:
+            args = json.loads(c["function"].get("arguments") or "{}")
+        except ValueError:
+            args = {"raw": c["function"].get("arguments")}
+        calls.append({"name": c["function"]["name"], "args": args if isinstance(args, dict) else {"value": args},
+                      "id": c["id"], "type": "tool_call"})
+    return AIMessage(content=m.get("content") or "", tool_calls=calls)
+
+
+def stub_tool(name: str) -> StructuredTool:
+    """A tool the recorded agent had: its schema is bound; the recorded result is returned by `Recorded`."""
+    return StructuredTool.from_function(func=lambda **kwargs: "", name=name, description=f"The agent's {name} tool.",
+                                        args_schema={"type": "object", "properties": {}, "additionalProperties": True})
+
+
+class Recorded(AgentMiddleware):
+    """Tool calls answered with the recorded results of the assistant message the replay model just returned."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.results: dict[str, str] = {}
+        self.seconds = 0.0
+
+    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        """The recorded result for this call id (an empty result when the session recorded none)."""
+        call = request.tool_call
+        return ToolMessage(content=self.results.get(call["id"], ""), tool_call_id=call["id"], name=call["name"])
+
+
+@dataclass
+class CallRecord:
+    tokens: int
+    out: int
+    prefix: int  # tokens of the messages this call shares with the start of the previous call
+
+
+@dataclass
+class LayerResult:
+    layer: str
+    calls: list[CallRecord] = field(default_factory=list)
+    maintenance: list[tuple[int, int]] = field(default_factory=list)
+    kept: int = 0
+    searched: int = 0
+    lost: int = 0
+    layer_ms: list[float] = field(default_factory=list)
+    stored: int = 0
+    fed: int = 0
+    commits: int = 0
+
+
+def _shared_prefix(previous: list[tuple[str, int]], current: list[tuple[str, int]]) -> int:
+    shared = 0
+    for a, b in zip(previous, current, strict=False):
+        if a[0] != b[0]:
+            break
+        shared += b[1]
+    return shared
+
+
+class ReplayModel(CountingModel):
+    """The agent fake: each call returns the next recorded assistant message of the current run and arms its
+    recorded tool results; a run whose recorded steps are spent (it ended on tool results, the next message being
+    the user's) gets an empty reply, which ends the agent's run and carries nothing (workmem skips it)."""
+
+    steps: list[list[tuple[AIMessage, dict[str, str]]]] = []
+    run_index: int = 0
+    step_index: int = 0
+
+
+def replay_model(session: Replay, recorded: Recorded) -> ReplayModel:
+    """The replay fake of `session` (see `ReplayModel`); `start_run(i)` before each run's first invoke."""
+    steps = []
+    for run in session.runs:
+        per_run = []
+        for i, m in enumerate(run):
+            if m["role"] == "assistant":
+                results = {}
+                for later in run[i + 1:]:
+                    if later["role"] != "tool":
+                        break
+                    results[later["tool_call_id"]] = later.get("content") or ""
+                per_run.append((assistant_message(m), results))
+        steps.append(per_run)
+
+    def answer(messages: list[BaseMessage], tools: list[Any], choice: Any) -> AIMessage:
+        run = model.steps[model.run_index]
+        if model.step_index >= len(run):
+            recorded.results = {}
+            return AIMessage(content="")
+        reply, recorded.results = run[model.step_index]
+        model.step_index += 1
+        return reply
+
+    model = ReplayModel(answer=answer, steps=steps)
+    return model
+
+
+def _middleware(layer: str, trigger: int, maintainer: CountingModel, root: str) -> tuple[list[Any], Any]:
+    summ = dict(trigger=("tokens", trigger), keep=("messages", KEEP), token_counter=message_tokens)
+    if layer == "summarization":
+        return [SummarizationMiddleware(maintainer, **summ)], None
+    if layer == "summarization (no trim)":
+        return [SummarizationMiddleware(maintainer, trim_tokens_to_summarize=None, **summ)], None
+    if layer == "context editing + summ.":
+        edit = ContextEditingMiddleware(edits=[ClearToolUsesEdit(trigger=trigger, keep=3)],
+                                        token_counter=message_tokens)
+        return [edit, SummarizationMiddleware(maintainer, **summ)], None
+    if layer == "langmem":
+        return [LangMemLayer(maintainer, trigger)], None
+    if layer == "workmem":
+        engine = WorkingMemoryEngine(root=root, model=maintainer, keep=("messages", KEEP), durable=False)
+        return [WorkingMemoryMiddleware(engine, session_id=SESSION, trigger=("tokens", trigger),
+                                        commit_mode="sync")], engine
+    return [], None
+
+
+def run_layer(layer: str, session: Replay, trigger: int, drive: str) -> LayerResult:
+    """Replay one session through one layer."""
+    recorded = Recorded()
+    agent_fake = replay_model(session, recorded)
+    maintainer = commit_model() if layer == "workmem" else summary_model()
+    result = LayerResult(layer, fed=session.fed)
+    with tempfile.TemporaryDirectory(prefix="workmem-replay-") as root:
+        middleware, engine = _middleware(layer, trigger, maintainer, root)
+        agent = create_agent(agent_fake, tools=[stub_tool(n) for n in session.tools], system_prompt=session.system,
+                             middleware=[*middleware, recorded], checkpointer=InMemorySaver())
+        config = {"configurable": {"thread_id": SESSION}}
+        previous: list[tuple[str, int]] = []
+
+        def account(start: float, calls_before: int, fake_before: float, maint_before: float) -> None:
+            wall = time.perf_counter() - start
+            fakes = (agent_fake.seconds - fake_before) + (maintainer.seconds - maint_before)
+            made = len(agent_fake.calls) - calls_before
+            if made:
+                result.layer_ms.extend([1000 * (wall - fakes) / made] * made)
+
+        for index, run in enumerate(session.runs):
+            agent_fake.run_index, agent_fake.step_index = index, 0
+            user = HumanMessage(content=run[0].get("content") or "") if run[0]["role"] == "user" else None
+            payload: Any = {"messages": [user] if user is not None else []}
+            interrupts = {"interrupt_after": ["tools"]} if drive == DRIVES[1] else {}
+            while True:
+                start, calls_before = time.perf_counter(), len(agent_fake.calls)
+                fake_before, maint_before = agent_fake.seconds, maintainer.seconds
+                agent.invoke(payload, config, **interrupts)
+                account(start, calls_before, fake_before, maint_before)
+                if not interrupts or not agent.get_state(config).next:
+                    break
+                payload = None
+        for (sent, out), prompt in zip(agent_fake.calls, agent_fake.prompts_seen, strict=True):
+            current = [(f"{type(m).__name__}:{m.text}", message_tokens([m])) for m in prompt]
+            result.calls.append(CallRecord(sent, out, _shared_prefix(previous, current)))
+            previous = current
+        result.maintenance = list(maintainer.calls)
+        final = "\n".join(m.text for m in agent_fake.last_prompt) + "\n" + (
+            agent_fake.last_answer.text if agent_fake.last_answer is not None else "")
+        for probe in session.probes:
+            text = probe["text"]
+            if text in final:
+                result.kept += 1
+            elif engine is not None and _found_by_search(engine, text):
+                result.searched += 1
+            else:
+                result.lost += 1
+        if engine is not None:
+            info = engine.session_info(SESSION)
+            result.stored, result.commits = info["total_message_count"], info["commit_count"]
+            engine.close()
+    return result
+
+
+def _found_by_search(engine: WorkingMemoryEngine, text: str) -> bool:
+    for hit in engine.archive_search(SESSION, text[:200], limit=12):
+        if hit.get("seq") is None:
+            if text in hit["content"]:
+                return True
+            continue
+        full = engine.archive_expand(SESSION, start_seq=hit["seq"], end_seq=hit["seq"])
+        if text in full["content"]:
+            return True
+    return False
+
+
+def _p95(values: list[int]) -> int:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, int(0.95 * len(ordered) + 0.5) - 1))] if ordered else 0
+
+
+def summarize(results: list[LayerResult], trigger: int) -> dict[str, Any]:
+    """Pooled figures of one layer over every session."""
+    calls = [c for r in results for c in r.calls]
+    tokens = [c.tokens for c in calls]
+    agent_in, agent_out = sum(tokens), sum(c.out for c in calls)
+    m_in = sum(i for r in results for i, _ in r.maintenance)
+    m_out = sum(o for r in results for _, o in r.maintenance)
+    cached = sum(c.prefix for c in calls)
+    cost = (agent_in - cached) + CACHED_PRICE * cached + agent_out + m_in + m_out
+    return {"layer": results[0].layer, "calls": len(calls), "mean": statistics.fmean(tokens) if tokens else 0,
+            "p95": _p95(tokens), "max": max(tokens, default=0), "max_ratio": max(tokens, default=0) / trigger,
+            "over": sum(t > trigger for t in tokens), "m_calls": sum(len(r.maintenance) for r in results),
+            "m_in": m_in, "m_out": m_out, "total": agent_in + agent_out + m_in + m_out, "cost": cost,
+            "cacheable": cached / agent_in if agent_in else 0.0, "kept": sum(r.kept for r in results),
+            "searched": sum(r.searched for r in results), "lost": sum(r.lost for r in results),
+            "ms": statistics.median([ms for r in results for ms in r.layer_ms] or [0.0]),
+            "stored": sum(r.stored for r in results), "fed": sum(r.fed for r in results),
+            "commits": sum(r.commits for r in results)}
+
+
+def table(title: str, rows: list[dict[str, Any]]) -> Table:
+    cheapest_total = min(r["total"] for r in rows if r["layer"] in PEERS)
+    cheapest_cost = min(r["cost"] for r in rows if r["layer"] in PEERS)
+    out = Table(title=title)
+    heads = ("layer", "calls", "tok/call mean", "p95", "max", "max÷trig", "over trig", "maint calls", "maint in/out",
+             "total", "× cheapest", "cached cost", "× cheapest", "cacheable", "probes kept/search/lost", "ms/call",
+             "stored/fed")
+    for head in heads:
+        out.add_column(head, justify="left" if head == "layer" else "right")
+    for r in rows:
+        out.add_row(r["layer"], f"{r['calls']:,}", f"{r['mean']:,.0f}", f"{r['p95']:,}", f"{r['max']:,}",
+                    f"{r['max_ratio']:.2f}", f"{r['over']:,}", f"{r['m_calls']:,}", f"{r['m_in']:,}/{r['m_out']:,}",
+                    f"{r['total']:,}", f"{r['total'] / cheapest_total:.2f}", f"{r['cost']:,.0f}",
+                    f"{r['cost'] / cheapest_cost:.2f}", f"{100 * r['cacheable']:.0f}%",
+                    f"{r['kept']}/{r['searched']}/{r['lost']}", f"{r['ms']:.1f}",
+                    f"{r['stored']}/{r['fed']}" if r["layer"] == "workmem" else "")
+    return out
+
+
+def measure(sessions: Sequence[Replay], trigger: int, drive: str,
+            layers: Sequence[str] = LAYERS) -> list[dict[str, Any]]:
+    """Every layer over every session at one trigger and drive → one row per layer."""
+    return [summarize([run_layer(layer, s, trigger, drive) for s in sessions], trigger) for layer in layers]
+
+
+def checked_rows(trigger: int, rows: list[dict[str, Any]]) -> list[BenchRow]:
+    by = {r["layer"]: r for r in rows}
+    wm = by["workmem"]
+    cheapest = min((by[p] for p in PEERS), key=lambda r: r["total"])
+    cheapest_cost = min((by[p] for p in PEERS), key=lambda r: r["cost"])
+    best_lost = min(by[p]["lost"] for p in PEERS)
+    return [BenchRow.of(f"replay @{trigger}: workmem tokens vs cheapest peer ({cheapest['layer']})", wm["total"],
+                        cheapest["total"], TOKEN_TARGETS[trigger], "tok"),
+            BenchRow.of(f"replay @{trigger}: workmem cached cost vs cheapest peer ({cheapest_cost['layer']})",
+                        wm["cost"], cheapest_cost["cost"], COST_TARGETS[trigger], "tok"),
+            BenchRow.of(f"replay @{trigger}: probes lost, workmem vs best peer", wm["lost"], max(best_lost, 1),
+                        1 / 3, "probes")]
+
+
+def run(quick: bool = False, write_baseline: bool = False) -> list[BenchRow]:
+    """Both triggers and both drives (`quick`: three sessions, 8 000, one invoke per user turn)."""
+    console = Console(width=None if sys.stdout.isatty() else 250)
+    sessions = load_sessions()
+    if sessions is None:
+        console.print(f"[yellow]agent replay skipped[/]: {DATA} not found")
+        return []
+    if quick:
+        sessions = sessions[1:4]
+    checked: list[BenchRow] = []
+    figures: dict[str, Any] = {}
+    for trigger in TRIGGERS[:1] if quick else TRIGGERS:
+        for drive in DRIVES[:1] if quick else DRIVES:
+            rows = measure(sessions, trigger, drive)
+            messages = sum(s.fed for s in sessions)
+            console.print(table(f"{len(sessions)} real sessions ({messages:,} messages), trigger {trigger:,}, keep "
+                                f"{KEEP}, one invoke {drive}", rows))
+            figures[f"{trigger}/{drive}"] = rows
+            if drive == DRIVES[0]:
+                checked += checked_rows(trigger, rows)
+    if write_baseline:
+        BASELINES.mkdir(exist_ok=True)
+        (BASELINES / "agent_replay.json").write_text(json.dumps(figures, indent=1) + "\n", encoding="utf-8")
+    return checked
+
+
+if __name__ == "__main__":
+    print_table(run(quick="--quick" in sys.argv, write_baseline="--write-baseline" in sys.argv),
+                title="agent replay")
