@@ -51,6 +51,7 @@ from workmem.state.validation import require_bool, require_int, require_list, re
 log = logging.getLogger("workmem.engine")
 MAX_SEARCH_HITS = 12
 MAX_SETTING = 10_000_000
+MIN_CLIP_TOKENS = 256  # the shortest a message is clipped to in a commit transcript
 _SYSTEM_NOTE_TOKENS = count_tokens(SYSTEM_ADDITION)
 
 
@@ -120,6 +121,7 @@ class WorkingMemoryEngine:
         self._wm_tokens: dict[str, tuple[Any, int]] = {}
         self.max_message_bytes = _positive_int("max_message_bytes", max_message_bytes)
         # Checked now (a bad model= or WORKMEM_MODEL fails before anything touches disk), built at the first commit.
+        self.clip_tokens = _positive_int("clip_tokens", clip_tokens)
         self.model = LazyModel(model_spec(model))
         context = CommitContext(chunk_tokens=_positive_int("chunk_tokens", chunk_tokens),
                                 clip_tokens=_positive_int("clip_tokens", clip_tokens), durable=durable)
@@ -195,7 +197,7 @@ class WorkingMemoryEngine:
         meta = self._meta_with_keep(session_id, keep)
         commit = None
         if self.commit_due(session_id, meta, threshold, tool_tokens):
-            commit = (self.runner.start(session_id, keep, wait=True, memory_budget=self.budget_for_trigger(threshold))
+            commit = (self._start_for_trigger(session_id, keep, threshold, wait=True)
                       if wait else self._commit_in_background(session_id, keep, threshold, tool_tokens))
         return {"stored": len(stored), "pending_tokens": meta["pending_tokens"],
                 "task_id": commit["task_id"] if commit else None, "commit": commit, "messages": stored}
@@ -241,9 +243,15 @@ class WorkingMemoryEngine:
         return cached[1]
 
     def _commit_in_background(self, session_id: str, keep: Keep, threshold: int, tool_tokens: int) -> dict[str, Any]:
-        return self.runner.start(
-            session_id, keep, wait=False, memory_budget=self.budget_for_trigger(threshold),
+        return self._start_for_trigger(
+            session_id, keep, threshold, wait=False,
             then=lambda result: self._commit_again_if_due(session_id, keep, threshold, tool_tokens, result))
+
+    def _start_for_trigger(self, session_id: str, keep: Keep, threshold: int, *, wait: bool,
+                           then: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+        """A commit a trigger of `threshold` tokens started: its memory budget and transcript clip follow it."""
+        return self.runner.start(session_id, keep, wait=wait, then=then, memory_budget=self.budget_for_trigger(
+            threshold), clip_tokens=self.clip_for_trigger(threshold))
 
     def _commit_again_if_due(self, session_id: str, keep: Keep, threshold: int, tool_tokens: int,
                              finished: dict[str, Any]) -> None:
@@ -276,8 +284,13 @@ class WorkingMemoryEngine:
         memory budget of the call's trigger; synchronous, or in the background (`wait=False`)."""
         chosen = keep_from_args(keep, None, default=self.keep)
         require_bool("wait", wait)
-        return self.runner.start(session_id, chosen, wait=wait, memory_budget=self.budget_for_trigger(
-            _positive_int("threshold", threshold)))
+        return self._start_for_trigger(session_id, chosen, _positive_int("threshold", threshold), wait=wait)
+
+    def clip_for_trigger(self, threshold: int) -> int:
+        """How long one message may be in the transcript of a commit started for a trigger of `threshold` tokens:
+        a sixteenth of the trigger (so a commit reads about what one call carries), at least 256 tokens, at most
+        the engine's `clip_tokens`; the archive keeps every message whole."""
+        return min(self.clip_tokens, max(MIN_CLIP_TOKENS, threshold // 16))
 
     def task(self, task_id: str) -> dict[str, Any] | None:
         """The commit task row (status, error, attempts, archive id, result), or None."""

@@ -18,14 +18,21 @@ from workmem.nodes.context import CommitContext, CommitNodeFailed
 from workmem.nodes.models import LazyModel
 from workmem.nodes.persist import finish_archived_commit
 from workmem.state.commit_state import keep_of
-from workmem.state.errors import ArchiveNotFound, DamagedFile, ModelUnavailable, StorageError, UnsafePath
+from workmem.state.errors import (
+    ArchiveNotFound,
+    DamagedFile,
+    DatabaseUnavailable,
+    ModelUnavailable,
+    StorageError,
+    UnsafePath,
+)
 from workmem.state.redact import clean_error, describe_error
 from workmem.state.retention import Keep, as_keep
 from workmem.state.storage import Storage, commit_thread_id
 
 log = logging.getLogger("workmem.runner")
 Progress = Callable[[str, dict[str, Any]], None]
-RunSettings = tuple[Keep, int | None]  # what a new run is started with: its keep and its memory budget
+RunSettings = tuple[Keep, int | None, int | None]  # a new run's keep, memory budget and transcript clip
 
 MAX_RESUMES = 3
 DEFAULT_KEEP_CHECKPOINTS = 20  # completed commit threads kept for debugging (Studio, notebooks)
@@ -68,13 +75,22 @@ class CommitRunner:
     # -- starting -------------------------------------------------------------------------------
 
     def start(self, session_id: str, keep: Keep, *, wait: bool, memory_budget: int | None = None,
-              then: Callable[[dict[str, Any]], None] | None = None, progress: Progress | None = None) -> dict[str, Any]:
+              then: Callable[[dict[str, Any]], None] | None = None, progress: Progress | None = None,
+              clip_tokens: int | None = None) -> dict[str, Any]:
         """Take the lease and run (or schedule) a commit; a held lease returns the running task.
 
         `memory_budget` (tokens of the whole WM, None → §5's table) is recorded in the run's input, so a
         resumed run keeps it. `then(result)` runs after a background commit has finished and released the lease;
         `progress(node, update)` is called after each node of a synchronous commit.
         """
+        try:
+            return self._start(session_id, keep, wait, (keep, memory_budget, clip_tokens), then, progress)
+        except DatabaseUnavailable as exc:  # a commit that cannot reach its database fails, with the reason
+            log.warning("commit of session %r could not start: %s", session_id, exc)
+            return {"status": "failed", "task_id": None, "archive_id": None, "reason": clean_error(exc)}
+
+    def _start(self, session_id: str, keep: Keep, wait: bool, settings: RunSettings,
+               then: Callable[[dict[str, Any]], None] | None, progress: Progress | None) -> dict[str, Any]:
         task_id = uuid.uuid4().hex
         holder = acquire(self.tasks, session_id, task_id, self.owner, ttl=self.lease_ttl)
         if holder is not None:
@@ -86,13 +102,13 @@ class CommitRunner:
         try:
             self.tasks.create_task(task_id=task_id, session_id=session_id, status="pending")
             if not wait:
-                self._futures.append(self._pool.submit(self._run_in_background, session_id, task_id,
-                                                       (keep, memory_budget), beat, then))
+                self._futures.append(self._pool.submit(self._run_in_background, session_id, task_id, settings,
+                                                       beat, then))
         except BaseException:
             beat.release()  # never leave a session locked by a commit that did not start
             raise
         if wait:
-            return self._run_leased(session_id, task_id, (keep, memory_budget), beat, progress)
+            return self._run_leased(session_id, task_id, settings, beat, progress)
         return {"status": "pending", "task_id": task_id, "archive_id": None, "reason": "started"}
 
     def _run_in_background(self, session_id: str, task_id: str, settings: RunSettings, beat: Heartbeat,
@@ -114,6 +130,8 @@ class CommitRunner:
                                        error=describe_error(exc))
             except Exception:  # the index itself may be what failed; the task is abandoned on resume
                 pass
+            if isinstance(exc, DatabaseUnavailable):  # resumed by a later commit once the database is back
+                return {"status": "failed", "task_id": task_id, "archive_id": None, "reason": clean_error(exc)}
             raise
         finally:
             beat.release()
@@ -142,10 +160,12 @@ class CommitRunner:
         archive_id = self.sessions.next_archive_id(session_id)
         thread_id = commit_thread_id(session_id, task_id)
         self.tasks.update_task(task_id, archive_id=archive_id, thread_id=thread_id, status="running")
-        keep, memory_budget = settings
+        keep, memory_budget, clip_tokens = settings
         graph_input = {"session_id": session_id, "archive_id": archive_id, "task_id": task_id, "keep": list(keep)}
         if memory_budget is not None:
             graph_input["memory_budget"] = memory_budget
+        if clip_tokens is not None:
+            graph_input["clip_tokens"] = clip_tokens
         result = self._invoke(task_id, thread_id, graph_input, context, progress)
         return {**result, "resumed": resumed} if resumed else result
 

@@ -140,3 +140,11 @@ def services(runtime: Runtime | None) -> Services:
         model = ctx.model if ctx.model is not None else _default_model()
     return Services(storage.sessions, storage.tasks, storage.search, model, ctx.chunk_tokens, ctx.clip_tokens,
                     tool_schema_setting(ctx.tool_schema))
+
+
+def clip_tokens_of(state: Any, svc: Services) -> int:
+    """How long one message may be in this run's transcripts: the run's own `clip_tokens` (a commit an agent's
+    call started sets it from its trigger), else the engine's."""
+    value = state.get("clip_tokens") if isinstance(state, dict) else None
+    valid = isinstance(value, int) and not isinstance(value, bool) and value > 0
+    return value if valid else svc.clip_tokens

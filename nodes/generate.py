@@ -15,7 +15,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
 
-from workmem.nodes.context import CommitContext, Services, context_of, services
+from workmem.nodes.context import CommitContext, Services, clip_tokens_of, context_of, services
 from workmem.nodes.formatting import format_messages
 from workmem.nodes.models import bind_commit_tool, is_api_refusal, is_transport_error, model_name
 from workmem.nodes.prompts import create_prompt, update_prompt
@@ -30,7 +30,8 @@ def build_prompt(state: CommitState, svc: Services) -> tuple[list[BaseMessage], 
     """The chat messages and the forced tool for the current chunk and prompt kind."""
     start_seq, end_seq = state["chunks"][state["chunk_index"]]
     messages = svc.sessions.messages_in_range(state["session_id"], start_seq, end_seq)
-    transcript = format_messages(messages, clip_tokens=svc.clip_tokens, hidden=set(state.get("hidden") or ()))
+    transcript = format_messages(messages, clip_tokens=clip_tokens_of(state, svc),
+                                 hidden=set(state.get("hidden") or ()))
     limits = budgets(memory_budget_of(state))
     if state.get("prompt_kind") == "update":
         wm = state.get("working_memory", "")

@@ -6,7 +6,7 @@ from typing import Any
 
 from langgraph.runtime import Runtime
 
-from workmem.nodes.context import CommitContext, services
+from workmem.nodes.context import CommitContext, clip_tokens_of, services
 from workmem.nodes.formatting import chunk_messages
 from workmem.nodes.prompts import create_prompt, update_prompt
 from workmem.state.commit_state import CommitState, keep_of
@@ -43,8 +43,8 @@ def slice_turns(state: CommitState, runtime: Runtime[CommitContext]) -> dict[str
         "covered_tokens": sum(m["tokens"] for m in covered),
         "tail": {**_tail_summary(tail), "keep": list(keep_of(state))},
         "hidden": hidden,
-        "chunks": [list(c) for c in chunk_messages(covered, budget_tokens=budget, clip_tokens=svc.clip_tokens,
-                                                   hidden=set(hidden))],
+        "chunks": [list(c) for c in chunk_messages(covered, budget_tokens=budget,
+                                                   clip_tokens=clip_tokens_of(state, svc), hidden=set(hidden))],
         "chunk_index": 0,
         "route": ["slice_turns"],
     }

@@ -79,6 +79,7 @@ class CommitInput(TypedDict, total=False):
     keep: list[Any]  # [unit, n]: the raw tail the commit keeps (§7 Retention)
     keep_recent_count: int  # first-build checkpoints: the messages unit
     memory_budget: int  # the WM's token budget (`state.memory.budgets`); absent → §5's table
+    clip_tokens: int  # how long one message may be in the commit's transcript; absent → the engine's
 
 
 class StudioInput(TypedDict, total=False):
@@ -129,6 +130,7 @@ class CommitState(TypedDict, total=False):
     keep: list[Any]  # [unit, n]
     keep_recent_count: int  # first-build checkpoints; `keep` wins when both are present
     memory_budget: int  # the WM's token budget for this run; absent (older checkpoints) → §5's table
+    clip_tokens: int  # one message's length in this run's transcripts; absent → the engine's `clip_tokens`
     messages: list[dict[str, Any]]  # optional Studio input, appended by take_lease then cleared
 
     status: CommitStatus

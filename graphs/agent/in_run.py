@@ -33,6 +33,8 @@ class SessionCalls:
     input_limit: int | None = None  # learned from a context overflow, for the engine's life
     to_trim: set[str] = field(default_factory=set)  # LangChain ids a commit archived, to leave the state
     warned: set[str] = field(default_factory=set)  # one WARNING per cause
+    # the system message and messages of the last call storage served, and the state's message ids then
+    last_good: tuple[Any, list[Any], set[str]] | None = None
 
 
 def low_water_keep(keep: Keep, window_tokens: int, allowance: int) -> tuple[Keep, bool]:

@@ -70,7 +70,13 @@ from workmem.graphs.context.assemble import (
     validate_budget,
 )
 from workmem.state.archive_object import OWN_TOOLS
-from workmem.state.errors import ContextOverflow, InvalidInput, SessionNotFound, WorkmemError
+from workmem.state.errors import (
+    ContextOverflow,
+    DatabaseUnavailable,
+    InvalidInput,
+    SessionNotFound,
+    StorageError,
+)
 from workmem.state.ids import archive_name, archive_number
 from workmem.state.messages import lc_id
 from workmem.state.redact import describe_error
@@ -96,6 +102,9 @@ class WorkmemAgentState(AgentState):
     workmem_stored_upto: NotRequired[Annotated[int | None, PrivateStateAttr]]  # its next seq after our last store
     # `workmem_stored_upto` as a previous run left it (None: no earlier run of this thread stored anything)
     workmem_prior_upto: NotRequired[Annotated[int | None, PrivateStateAttr]]
+
+
+STORAGE_DOWN = (DatabaseUnavailable, StorageError)  # storage that cannot be reached or written right now
 
 
 class Prepared:
@@ -221,22 +230,12 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
             self._schemas[key] = schema_tokens(list(request.tools)) if request.tools else 0
         return self._schemas[key]
 
-    def _store(self, engine: WorkingMemoryEngine, session_id: str, view: StateView,
-               events: list[dict[str, Any]]) -> StateView:
-        """Store the view's new messages (the view then holds them); when storage is down, go on with it."""
+    def _store(self, engine: WorkingMemoryEngine, session_id: str, view: StateView) -> StateView:
+        """Store the view's new messages (the view then holds them)."""
         new = view.new_messages()
         if not new:
             return view
-        try:
-            stored = engine.add_messages(session_id, clip_oversized(new, engine.max_message_bytes, warn=True))
-        except (WorkmemError, OSError) as exc:
-            calls = self.calls_of(session_id)
-            if "storage" not in calls.warned:
-                calls.warned.add("storage")
-                log.warning("session %r: storing the run's messages failed (%s); the call goes out with the last "
-                            "good view and storing is retried at the next call", session_id, describe_error(exc))
-            events.append(emit("storage_unavailable", session_id, error=describe_error(exc)))
-            return view
+        stored = engine.add_messages(session_id, clip_oversized(new, engine.max_message_bytes, warn=True))
         view.absorb(stored)
         return view
 
@@ -363,14 +362,46 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         return task.get("status") == "completed"
 
     def prepare_call(self, request: ModelRequest) -> Prepared:
-        """§12 per call: store the run's new messages, commit when due (before the call), assemble."""
+        """§12 per call: store the run's new messages, commit when due (before the call), assemble. When
+        storage is down the call goes out with the last good view and storing is retried at the next call."""
         self._check_tools(request)
         engine, session_id = resolve_engine(self.engine), self._session(request.runtime)
+        try:
+            prepared = self._prepare(request, engine, session_id)
+        except STORAGE_DOWN as exc:
+            return self._last_good(request, session_id, exc)
+        messages = list(request.state.get("messages") or [])
+        calls = self.calls_of(session_id)
+        calls.last_good = (prepared.request.system_message, list(prepared.request.messages),
+                           {m.id for m in messages if getattr(m, "id", None)})
+        calls.warned.discard("storage")  # a later outage is warned about again
+        return prepared
+
+    def _last_good(self, request: ModelRequest, session_id: str, exc: Exception) -> Prepared:
+        """The call as the last good one was sent, plus the state's messages that came after it (or the
+        state's own messages when there was none); nothing is recorded as stored."""
+        calls = self.calls_of(session_id)
+        if "storage" not in calls.warned:
+            calls.warned.add("storage")
+            log.warning("session %r: storage is unavailable (%s); the call goes out with the last good view and "
+                        "storing is retried at the next call", session_id, describe_error(exc))
+        events = [emit("storage_unavailable", session_id, error=describe_error(exc))]
+        messages = list(request.state.get("messages") or [])
+        if calls.last_good is None:
+            system, shown = request.system_message, messages
+        else:
+            system, before, ids = calls.last_good
+            shown = [*before, *(m for m in messages if getattr(m, "id", None) not in ids)]
+        sent = {"session_id": session_id, "storage_unavailable": True, "events": events,
+                "state_messages": len(messages), "messages_shown": len(shown)}
+        return Prepared(request.override(messages=shown, system_message=system), sent, [], {})
+
+    def _prepare(self, request: ModelRequest, engine: WorkingMemoryEngine, session_id: str) -> Prepared:
         state = dict(request.state)
         messages = list(state.get("messages") or [])
         events: list[dict[str, Any]] = []
         calls = self.calls_of(session_id)
-        view = self._store(engine, session_id, self._view(engine, session_id, messages, state), events)
+        view = self._store(engine, session_id, self._view(engine, session_id, messages, state))
         if self._background_outcome(engine, session_id, events):
             view = self._view(engine, session_id, messages, state)
         self._hide_dropped(engine, session_id, view, [])
@@ -533,9 +564,14 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         messages: list[BaseMessage] = list(state.get("messages") or [])
         view = self._view(engine, session_id, messages, dict(state))
         turn = clip_oversized(view.new_messages(), engine.max_message_bytes, warn=True)
-        stored = engine.add_messages(session_id, turn) if turn else []
-        self._hide_dropped(engine, session_id, view, [m["seq"] for m in stored])
-        update: dict[str, Any] = {"workmem_stored_upto": engine.next_seq(session_id)}
+        try:
+            stored = engine.add_messages(session_id, turn) if turn else []
+            self._hide_dropped(engine, session_id, view, [m["seq"] for m in stored])
+            update: dict[str, Any] = {"workmem_stored_upto": engine.next_seq(session_id)}
+        except STORAGE_DOWN as exc:  # the state keeps the run's messages: the next run's first call stores them
+            log.warning("session %r: storing the end of the run failed (%s); it is retried at the next call",
+                        session_id, describe_error(exc))
+            return None
         if self.trim_state:
             # Never this run's own messages: the caller reads its answer from the run's output. A commit that
             # covered them has them trimmed at the next run's start.

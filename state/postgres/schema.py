@@ -197,8 +197,10 @@ def open_pool(url: str, schema: str, *, max_size: int = POOL_MAX) -> Any:
         psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT, **connection_kwargs(url, schema)).close()
     except psycopg.Error as exc:
         raise DatabaseUnavailable(shown_url(url), " ".join(str(exc).split())) from None
+    # Each connection is checked as it is handed out: one the server dropped (a restart, a failover, an idle
+    # timeout) is replaced, never given to a statement.
     pool = ConnectionPool(url, min_size=1, max_size=max_size, kwargs=connection_kwargs(url, schema),
-                          open=False, name=f"workmem-{schema}")
+                          open=False, name=f"workmem-{schema}", check=ConnectionPool.check_connection)
     pool.open(wait=True, timeout=30)
     return pool
 
@@ -233,7 +235,9 @@ def _trigram_schema(conn: Any, schema: str) -> str:
 
 
 class Database:
-    """The pool of one schema, with the two ways workmem uses it: a transaction, or one statement."""
+    """The pool of one schema, with the two ways workmem uses it: a transaction, or one statement. A lost
+    connection, a timeout or a server that cannot take the work (psycopg's `OperationalError`, the pool's
+    timeouts) leaves here as `DatabaseUnavailable`, the URL shown without its password."""
 
     def __init__(self, pool: Any, schema: str, url: str) -> None:
         self.pool, self.schema, self.url = pool, schema, url
@@ -241,27 +245,38 @@ class Database:
     @contextmanager
     def transaction(self, *, durable: bool = True) -> Iterator[Any]:
         """A connection inside one transaction (`durable=False`: commit without waiting for the WAL flush)."""
-        with self.pool.connection() as conn, conn.transaction():
+        with self.unavailable_as_typed(), self.pool.connection() as conn, conn.transaction():
             if not durable:
                 conn.execute("SET LOCAL synchronous_commit = off")
             yield conn
 
     def rows(self, sql: str, args: Any = None, *, prepare: bool | None = None) -> list[dict[str, Any]]:
         """Every row of one statement, as dicts (`prepare=False`: planned for these values, never generic)."""
-        with self.pool.connection() as conn:
+        with self.unavailable_as_typed(), self.pool.connection() as conn:
             return conn.execute(sql, args, prepare=prepare).fetchall()
 
     def batch(self, statements: Sequence[tuple[str, Any]]) -> list[list[dict[str, Any]]]:
         """Every row of each statement, all sent in one round trip (a pipeline), each planned for its values."""
-        with self.pool.connection() as conn:
+        with self.unavailable_as_typed(), self.pool.connection() as conn:
             with conn.pipeline():
                 cursors = [conn.cursor().execute(sql, args, prepare=False) for sql, args in statements]
             return [cur.fetchall() for cur in cursors]
 
     def row(self, sql: str, args: Any = None) -> dict[str, Any] | None:
         """The first row of one statement, or None."""
-        with self.pool.connection() as conn:
+        with self.unavailable_as_typed(), self.pool.connection() as conn:
             return conn.execute(sql, args).fetchone()
+
+    @contextmanager
+    def unavailable_as_typed(self) -> Iterator[None]:
+        """Driver errors of an unreachable or failing server → `DatabaseUnavailable` (password-free)."""
+        import psycopg
+
+        try:
+            yield
+        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+            raise DatabaseUnavailable(shown_url(self.url), " ".join(str(exc).split()) or type(exc).__name__
+                                      ) from None
 
     def where(self, table: str, key: str) -> str:
         """`schema.table (key)`: where a row lives, for anomalies and messages."""

@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from workmem.state.errors import InvalidInput
+from workmem.state.errors import DatabaseUnavailable, InvalidInput
 from workmem.state.ids import canonical_archive_id
 from workmem.state.postgres.schema import Database, session_key
 from workmem.state.session_meta import now_iso
@@ -122,13 +122,11 @@ class PgTaskStore:
 
     def renew_lease(self, session_id: str, task_id: str, ttl: float = 60) -> bool:
         """Extend our lease; False when another task holds it (or the database could not be reached)."""
-        import psycopg
-
         args = {"now": self._now(), "ttl": check_ttl(ttl), "sid": session_id, "task": task_id}
         try:
             row = self.db.row(f"UPDATE leases SET expires_at = {NOW} + %(ttl)s WHERE session_id = %(sid)s "
                               "AND task_id = %(task)s RETURNING task_id", args)
-        except psycopg.OperationalError as exc:  # a heartbeat must outlive a dropped connection
+        except DatabaseUnavailable as exc:  # a heartbeat must outlive a dropped connection
             log.warning("could not renew the lease of %s: %s", task_id, exc)
             return False
         return row is not None

@@ -9,6 +9,7 @@ keeps the task's user message in view, never loops, and recovers from a provider
 from __future__ import annotations
 
 import asyncio
+import errno
 from typing import Any
 
 import pytest
@@ -23,7 +24,7 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from workmem.graphs.agent.middleware import WorkingMemoryMiddleware
 from workmem.graphs.context.injected import SUMMARY_MARKER
 from workmem.graphs.engine import WorkingMemoryEngine
-from workmem.state.errors import ContextOverflow, InvalidInput
+from workmem.state.errors import ContextOverflow, InvalidInput, StorageError
 from workmem.state.tokens import count_tokens
 
 TASK = "Fix the flaky export job: find why jobs/export.py times out and patch it."
@@ -222,3 +223,52 @@ def test_a_low_water_outside_the_open_unit_interval_is_refused(root, bad):
         with pytest.raises(InvalidInput) as info:
             WorkingMemoryMiddleware(engine, low_water=bad)
         assert info.value.field == "low_water"
+
+
+class Outage:
+    """The engine's storage, refusing every call while `down` (a disk gone read-only, a database restarting)."""
+
+    def __init__(self, sessions: Any) -> None:
+        self.sessions, self.down = sessions, False
+
+    def __getattr__(self, name: str) -> Any:
+        real = getattr(self.sessions, name)
+        if not callable(real):
+            return real
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if self.down:
+                raise StorageError(str(self.sessions.root), OSError(errno.EROFS, "Read-only file system"))
+            return real(*args, **kwargs)
+
+        return call
+
+
+def test_storage_down_inside_a_run_sends_the_last_good_view_and_stores_everything_later(root, caplog):
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        outage = Outage(engine.storage.sessions)
+        engine.storage.sessions = outage
+
+        @tool
+        def flaky_read(path: str) -> str:
+            """Read a file of the repository."""
+            outage.down = path.endswith(("_2.py", "_3.py"))  # down for the calls after these two reads
+            return output(int(path.split("_")[1].split(".")[0]))
+
+        steps = [AIMessage(content="", tool_calls=[{"name": "flaky_read", "args": {"path": f"jobs/part_{i}.py"},
+                                                    "id": f"call_{i}", "type": "tool_call"}]) for i in range(6)]
+        model = scripted(*steps, AIMessage(content="Patched jobs/export.py."))
+        middleware = WorkingMemoryMiddleware(engine, trigger=("tokens", 100_000))
+        agent = create_agent(model, tools=[flaky_read], middleware=[middleware], checkpointer=InMemorySaver())
+        config = {"configurable": {"thread_id": "down"}}
+        agent.invoke({"messages": [HumanMessage(TASK)]}, config)
+        assert outage.down is False
+        # the two calls made while storage was down still went out, with everything the run had so far
+        for i in (3, 4):
+            assert f"marker M{i - 1:03d}" in "\n".join(m.text for m in model.prompts[i])
+            assert texts(model.prompts[i])[:len(texts(model.prompts[2]))] == texts(model.prompts[2])
+        warnings = [r for r in caplog.records if "storage is unavailable" in r.getMessage()]
+        assert len(warnings) == 1, "one WARNING for the outage"
+        stored = engine.live_messages("down")
+        assert [m["role"] for m in stored] == ["user", *["assistant", "tool"] * 6, "assistant"]
+        assert len({m["seq"] for m in stored}) == len(stored) == 14, "every message once, stored after the outage"

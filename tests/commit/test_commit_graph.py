@@ -32,6 +32,7 @@ from workmem.nodes.extractive.model import ExtractiveChatModel
 from workmem.nodes.formatting import HEADER_RE
 from workmem.state.memory import SECTIONS, parse_sections
 from workmem.state.ops import update_tool
+from workmem.state.tokens import count_tokens
 
 HEAD = ["slice_turns", "load_memory"]
 TAIL = ["persist"]  # the archive records the route up to persist; the run then ends in `report`
@@ -468,6 +469,42 @@ def test_huge_message_is_clipped_in_the_prompt_only(make_engine):
     assert "value3000 " not in captured[0]
     stored = engine.storage.sessions.archive_messages("s", "archive_001")
     assert stored[1]["parts"][0]["text"] == huge
+
+
+class PromptSpy(ExtractiveChatModel):
+    """The extractive model, keeping the text of every prompt it is sent."""
+
+    prompts: list[str] = []
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+        self.prompts.append("\n".join(m.text for m in messages))
+        return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
+
+
+@pytest.mark.parametrize(("threshold", "clip"), [(8_000, 500), (1_000, 256), (10**6, 4_000)])
+def test_a_commit_a_trigger_started_clips_its_transcript_to_the_trigger(make_engine, threshold, clip):
+    # one 3,000-token tool output: whole in the archive, and in the prompt of an explicit commit (the engine's
+    # clip_tokens, 4,000), but cut to the trigger's share (a sixteenth, at least 256) in a commit a call started
+    body = " ".join(f"line{i}" for i in range(1500)) + " tail-marker-41"
+    assert 2_500 < count_tokens(body) < 3_900
+    model = PromptSpy(prompts=[])
+    engine = make_engine(model)
+    assert engine.clip_for_trigger(threshold) == clip
+    for name, commit in [("explicit", lambda s: engine.commit(s, keep_recent_count=0)),
+                         ("trigger", lambda s: engine.commit_for_call(s, ("messages", 0), threshold, wait=True))]:
+        engine.add_messages(name, [{"role": "user", "content": "Run the suite in tests/"},
+                                   {"role": "assistant", "content": body}])
+        model.prompts.clear()
+        assert commit(name)["status"] == "completed"
+        prompt = model.prompts[-1]
+        assert "tail-marker-41" in prompt  # the tail of a clipped message is kept
+        shown = prompt[prompt.index("line0"):prompt.index("tail-marker-41")]
+        if name == "explicit" or clip >= 4_000:
+            assert "…[clipped " not in shown
+        else:
+            assert "…[clipped " in shown and count_tokens(shown) <= clip + 40
+        archived = engine.storage.sessions.archive_messages(name, "archive_001")
+        assert archived[1]["parts"][0]["text"] == body
 
 
 def test_archive_object_records_route_model_and_tokens(make_engine):

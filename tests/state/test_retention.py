@@ -154,12 +154,12 @@ def test_with_a_working_memory_larger_than_the_trigger_commits_wait_for_the_pend
         assert len(warnings) == 1 and "'big'" in warnings[0].getMessage()
 
 
-@pytest.mark.parametrize(("profile", "threshold"), [(None, 500), ({"max_input_tokens": 400}, 200)],
+@pytest.mark.parametrize(("profile", "threshold"), [(None, 1_000), ({"max_input_tokens": 1_200}, 600)],
                          ids=["context-window", "model-profile"])
 def test_a_fraction_trigger_uses_the_model_profile_else_the_context_window(root, profile, threshold):
     model = scripted(*(f"Answer number {i} with a few words." for i in range(12)))
     model.profile = profile
-    with WorkingMemoryEngine(root, durable=False, context_window=1_000, keep=("messages", 2)) as engine:
+    with WorkingMemoryEngine(root, durable=False, context_window=2_000, keep=("messages", 2)) as engine:
         middleware = WorkingMemoryMiddleware(engine, trigger=("fraction", 0.5), commit_mode="sync")
         agent = create_agent(model, middleware=[middleware], checkpointer=InMemorySaver())
         calls = []  # (trigger, tokens of the call sent, commits so far) per run (one model call each)

@@ -14,6 +14,7 @@ from engine_helpers import assistant, user
 from oracles import compute_pending_tokens, source_turn_range
 
 from workmem.graphs.engine import WorkingMemoryEngine
+from workmem.nodes.extractive.model import ExtractiveChatModel
 from workmem.state.errors import (
     ArchiveNotFound,
     CommitInProgress,
@@ -443,3 +444,50 @@ def test_an_evaluation_on_postgres_runs_in_a_scratch_schema_it_drops(database_ur
     assert sql(database_url, "SELECT count(*) FROM workmem.sessions") == [(0,)]
     with pytest.raises(InvalidInput, match="pg_trgm"):
         drop_database_schema(database_url, "workmem")
+
+
+# -- a database that goes away during use -----------------------------------------------------------------
+
+def drop_connections(url: str) -> int:
+    """Terminate every other connection to the test database (what a failover or a restart does to a pool)."""
+    return len(sql(url, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        "WHERE datname = current_database() AND pid <> pg_backend_pid()"))
+
+
+class DroppingModel(ExtractiveChatModel):
+    """The offline model, cutting every connection of the database in the middle of its first call."""
+
+    url: str = ""
+    dropped: int = 0
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+        if not self.dropped:
+            self.dropped = drop_connections(self.url)
+        return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
+
+
+def test_connections_the_server_dropped_are_replaced_even_inside_a_commit(database_url):
+    model = DroppingModel(url=database_url)
+    with WorkingMemoryEngine(database_url=database_url, model=model, durable=False, keep=("messages", 2)) as engine:
+        engine.add_messages("s", [user(f"message {i} about src/app_{i}.py") for i in range(8)])
+        assert drop_connections(database_url) >= 1
+        engine.add_messages("s", [{**user("after the drop"), "id": "m-after"}])
+        assert engine.commit("s")["status"] == "completed" and model.dropped >= 1
+        engine.add_messages("s", [{**user("after the drop"), "id": "m-after"}])  # a retry: stored once
+        stored = engine.storage.sessions.messages_in_range("s", 1, 100)
+        assert [m["seq"] for m in stored] == list(range(1, 10)), "every message once, in order"
+        assert [m["parts"][0]["text"] for m in stored][-1] == "after the drop"
+        assert engine.working_memory("s")["archive_id"] == "archive_001"
+
+
+def test_a_database_that_is_gone_is_a_typed_error_and_a_failed_commit(database_url):
+    with WorkingMemoryEngine(database_url=database_url, durable=False, keep=("messages", 2)) as engine:
+        engine.add_messages("s", [user(f"message {i}") for i in range(6)])
+        engine.storage.db.pool.close()  # what a server that stays down looks like to the pool
+        with pytest.raises(DatabaseUnavailable) as err:
+            engine.add_messages("s", [user("lost?")])
+        assert not isinstance(err.value, psycopg.Error) and isinstance(err.value, ConnectionError)
+        assert "postgres@" in str(err.value) and err.value.reason
+        result = engine.runner.start("s", ("messages", 2), wait=True)
+        assert result["status"] == "failed" and "unavailable" in result["reason"], result
+    assert sql(database_url, "SELECT count(*) FROM workmem.messages") == [(6,)], "what was stored is intact"
