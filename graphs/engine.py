@@ -52,6 +52,7 @@ log = logging.getLogger("workmem.engine")
 MAX_SEARCH_HITS = 12
 MAX_SETTING = 10_000_000
 MIN_CLIP_TOKENS = 256  # the shortest a message is clipped to in a commit transcript
+TRIGGER_CLIP_SHARE = 128  # a trigger commit's transcript shows at most trigger / this tokens of one message
 _SYSTEM_NOTE_TOKENS = count_tokens(SYSTEM_ADDITION)
 
 
@@ -288,9 +289,9 @@ class WorkingMemoryEngine:
 
     def clip_for_trigger(self, threshold: int) -> int:
         """How long one message may be in the transcript of a commit started for a trigger of `threshold` tokens:
-        a sixteenth of the trigger (so a commit reads about what one call carries), at least 256 tokens, at most
-        the engine's `clip_tokens`; the archive keeps every message whole."""
-        return min(self.clip_tokens, max(MIN_CLIP_TOKENS, threshold // 16))
+        1/128 of the trigger (a commit reads the gist of each message; the archive keeps every message whole,
+        and `archive_search` reads it there), at least 256 tokens, at most the engine's `clip_tokens`."""
+        return min(self.clip_tokens, max(MIN_CLIP_TOKENS, threshold // TRIGGER_CLIP_SHARE))
 
     def task(self, task_id: str) -> dict[str, Any] | None:
         """The commit task row (status, error, attempts, archive id, result), or None."""

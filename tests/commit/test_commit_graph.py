@@ -481,10 +481,10 @@ class PromptSpy(ExtractiveChatModel):
         return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
 
 
-@pytest.mark.parametrize(("threshold", "clip"), [(8_000, 500), (1_000, 256), (10**6, 4_000)])
+@pytest.mark.parametrize(("threshold", "clip"), [(64_000, 500), (8_000, 256), (10**6, 4_000)])
 def test_a_commit_a_trigger_started_clips_its_transcript_to_the_trigger(make_engine, threshold, clip):
     # one 3,000-token tool output: whole in the archive, and in the prompt of an explicit commit (the engine's
-    # clip_tokens, 4,000), but cut to the trigger's share (a sixteenth, at least 256) in a commit a call started
+    # clip_tokens, 4,000), but cut to the trigger's share (1/128, at least 256) in a commit a call started
     body = " ".join(f"line{i}" for i in range(1500)) + " tail-marker-41"
     assert 2_500 < count_tokens(body) < 3_900
     model = PromptSpy(prompts=[])
