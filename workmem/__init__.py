@@ -30,6 +30,8 @@ _EXPORTS: dict[str, str] = {
     "ArchiveConflict": "workmem.state.errors",
     "CorruptLine": "workmem.state.errors",
     "ContextOverflow": "workmem.state.errors",
+    "DatabaseUnavailable": "workmem.state.errors",
+    "StorageError": "workmem.state.errors",
 }
 
 __all__ = [
@@ -38,8 +40,10 @@ __all__ = [
     "CommitInProgress",
     "ContextOverflow",
     "CorruptLine",
+    "DatabaseUnavailable",
     "InvalidInput",
     "SessionNotFound",
+    "StorageError",
     "WorkingMemoryEngine",
     "WorkingMemoryMiddleware",
     "WorkmemError",
@@ -62,8 +66,10 @@ if TYPE_CHECKING:
         CommitInProgress,
         ContextOverflow,
         CorruptLine,
+        DatabaseUnavailable,
         InvalidInput,
         SessionNotFound,
+        StorageError,
         WorkmemError,
     )
 
