@@ -23,6 +23,15 @@ from workmem.graphs.context.assemble import (
 )
 from workmem.graphs.context.injected import strip_injected
 from workmem.graphs.context.search_results import MAX_CONTEXT, with_context
+from workmem.graphs.context.tool_results import (
+    DEFAULT_OFFLOAD_TOKENS,
+    MAX_MATCHES,
+    find_in,
+    listing,
+    parse_ref,
+    read_window,
+    result_part,
+)
 from workmem.graphs.lease import acquire
 from workmem.graphs.runner import DEFAULT_KEEP_CHECKPOINTS, CommitRunner
 from workmem.nodes.context import DEFAULT_CHUNK_TOKENS, DEFAULT_CLIP_TOKENS, CommitContext
@@ -356,6 +365,33 @@ class WorkingMemoryEngine:
         wm = archive.get("working_summary", {}).get("markdown", "")
         return wm, archive_number(archive["archive_id"]) if archive else 0
 
+    def kept_tail_end(self, session_id: str) -> int:
+        """The seq of the last message the newest commit kept live (0 before the first commit): the commit
+        boundary at which older tool results of the kept tail are shown as their synopsis."""
+        archive = self.working_memory(session_id) or {}
+        return int((archive.get("preserved_tail") or {}).get("tail_seq") or 0)
+
+    def read_tool_result(self, session_id: str, ref: Any = None, *, offset: Any = None, limit: Any = None,
+                         query: Any = None, max_tokens: int = DEFAULT_OFFLOAD_TOKENS) -> dict[str, Any]:
+        """A stored tool result read by reference (§12 *Tool results*), live or archived: a window of it
+        (`offset`, `limit` in characters, at most `max_tokens` tokens), the windows around a literal `query` in
+        it — or, without `ref`, in every tool result of the session — or, with neither, the list of the
+        session's results over `max_tokens`."""
+        max_tokens = _positive_int("max_tokens", max_tokens)
+        if ref is None:
+            results = self.storage.sessions.messages_in_range(session_id, 1, max(self.next_seq(session_id) - 1, 1))
+            if query is None:
+                return {"results": listing(results, max_tokens)}
+            tool_results = [m for m in results if result_part(m) is not None]
+            return {"query": query, "matches": [w for m in tool_results for w in find_in(m, query)][:MAX_MATCHES]}
+        seq = parse_ref(ref)
+        found = self.storage.sessions.messages_in_range(session_id, seq, seq) if seq < self.next_seq(session_id) else []
+        if not found or result_part(found[0]) is None:
+            raise InvalidInput("ref", ref, "names no stored tool result of this session")
+        if query is not None:
+            return {"query": query, "matches": find_in(found[0], query)}
+        return read_window(found[0], offset, limit, max_tokens)
+
     def shown_live(self, session_id: str) -> list[dict[str, Any]]:
         """The live messages a model may be shown: all but the hidden ones, oldest first."""
         live = self.storage.sessions.live_messages(session_id)
@@ -530,6 +566,7 @@ class WorkingMemoryEngine:
     aassemble = _async_twin(assemble)
     aarchive_search = _async_twin(archive_search)
     aarchive_expand = _async_twin(archive_expand)
+    aread_tool_result = _async_twin(read_tool_result)
     aworking_memory = _async_twin(working_memory)
     adelete_session = _async_twin(delete_session)
     acheck = _async_twin(check)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import sqlite3
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from workmem.state.redact import describe_error
 from workmem.state.storage import TaskStorage
 
 LEASE_TTL_SECONDS = 60.0
@@ -80,8 +80,8 @@ class Heartbeat:
         while not self._stop.wait(self._interval):
             try:
                 self._tasks.renew_lease(self._session_id, self._task_id, ttl=self._ttl)
-            except sqlite3.Error as exc:  # a busy database must not end the renewals for good
-                log.warning("could not renew the lease of %s: %s", self._task_id, exc)
+            except Exception as exc:  # a busy, full or failed-over database must not end the renewals for good
+                log.warning("could not renew the lease of %s: %s", self._task_id, describe_error(exc))
 
 
 def hold(tasks: TaskStorage, session_id: str, task_id: str, *, ttl: float = LEASE_TTL_SECONDS) -> Heartbeat:

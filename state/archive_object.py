@@ -16,7 +16,8 @@ OVERVIEW = ".overview.md"
 ABSTRACT_CHARS = 200  # the abstract is one line of at most this many characters
 SEARCH_TOOL_NAME = "archive_search"
 EXPAND_TOOL_NAME = "archive_expand"
-OWN_TOOLS = frozenset((SEARCH_TOOL_NAME, EXPAND_TOOL_NAME))  # the names of workmem's own tools
+READ_TOOL_NAME = "read_tool_result"
+OWN_TOOLS = frozenset((SEARCH_TOOL_NAME, EXPAND_TOOL_NAME, READ_TOOL_NAME))  # the names of workmem's own tools
 
 
 def with_working_summary(archive: dict[str, Any], overview: str) -> dict[str, Any]:

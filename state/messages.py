@@ -528,9 +528,8 @@ def _from_openai(d: dict[str, Any], field: str) -> dict[str, Any]:
             raise InvalidInput(f"{field}.tool_calls", raw_calls, "must be a list")
         calls = [_openai_call(c, f"{field}.tool_calls[{i}]") for i, c in enumerate(raw_calls)]
         parts += calls or block_calls
-    if d.get("id") is not None:  # LangChain's dict form carries the message id: a retry is stored once
-        _need_str(d["id"], f"{field}.id")
-        meta.setdefault(LC_ID_META, d["id"])
+    if isinstance(d.get("id"), str) and d["id"]:  # LangChain's dict form carries the message id: a retry is
+        meta.setdefault(LC_ID_META, d["id"])             # stored once (any other "id" is the caller's own, ignored)
     if other:
         meta["content_blocks"] = other
     return {"role": role, "parts": _with_blocks_only(parts, other), "meta": meta}

@@ -11,6 +11,7 @@ either process. A root with a `<root>.url` file beside it runs on that Postgres 
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import sys
 from pathlib import Path
@@ -39,7 +40,9 @@ class StepModel(GenericFakeChatModel):
         return self
 
     def _generate(self, messages: list[Any], stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
-        done = [int(m.text.split()[1]) for m in messages if isinstance(m, ToolMessage) and m.text.startswith("step ")]
+        # a result shown as its synopsis (§12 *Tool results*) still shows its head: "step <i> done"
+        done = [int(found.group(1)) for m in messages if isinstance(m, ToolMessage)
+                and (found := re.search(r"^step (\d+) done", m.text, re.M))]
         step = max(done) + 1 if done else 0
         if step >= STEPS:
             reply = AIMessage(content="The report job is fixed.")

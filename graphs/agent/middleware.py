@@ -60,8 +60,14 @@ from workmem.graphs.agent.in_run import (
     low_water_keep,
     newest_step_tokens,
 )
-from workmem.graphs.agent.tools import make_archive_tools, schema_tokens
-from workmem.graphs.agent.view import NormalisedCache, StateView, clip_oversized, combine_system
+from workmem.graphs.agent.tools import make_archive_tools, make_tool_result_reader, schema_tokens
+from workmem.graphs.agent.view import (
+    NormalisedCache,
+    StateView,
+    carries_content,
+    clip_oversized,
+    combine_system,
+)
 from workmem.graphs.context.assemble import (
     SUMMARY_PREFIX,
     SYSTEM_ADDITION,
@@ -69,19 +75,28 @@ from workmem.graphs.context.assemble import (
     reserve_for_reply,
     validate_budget,
 )
+from workmem.graphs.context.tool_results import (
+    DEFAULT_KEEP_TOOL_RESULTS,
+    DEFAULT_OFFLOAD_TOKENS,
+    Synopses,
+    offload_tokens_for,
+    offloaded,
+    result_part,
+    shown_as_synopsis,
+)
 from workmem.state.archive_object import OWN_TOOLS
 from workmem.state.errors import (
     ContextOverflow,
     DatabaseUnavailable,
     InvalidInput,
     SessionNotFound,
-    StorageError,
 )
 from workmem.state.ids import archive_name, archive_number
 from workmem.state.messages import lc_id
 from workmem.state.redact import describe_error
 from workmem.state.retention import Keep, Trigger, covered_tokens, keep_value, trigger_tokens, trigger_value
-from workmem.state.tokens import count_tokens
+from workmem.state.tokens import DEFAULT_CONTEXT_WINDOW, count_tokens
+from workmem.state.validation import require_int
 
 if TYPE_CHECKING:
     from workmem.graphs.engine import WorkingMemoryEngine
@@ -104,7 +119,7 @@ class WorkmemAgentState(AgentState):
     workmem_prior_upto: NotRequired[Annotated[int | None, PrivateStateAttr]]
 
 
-STORAGE_DOWN = (DatabaseUnavailable, StorageError)  # storage that cannot be reached or written right now
+STORAGE_DOWN = (DatabaseUnavailable, OSError)  # storage that cannot be reached, read or written right now
 
 
 class Prepared:
@@ -140,12 +155,18 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         commit_mode: Literal["background", "sync"] = "background",
         trim_state: bool = True,
         tools: bool = True,
+        offload_tokens: int | None = None,
+        keep_tool_results: int = DEFAULT_KEEP_TOOL_RESULTS,
+        exclude_tools: list[str] | None = None,
     ) -> None:
         """`session_id` pins one session (single-conversation scripts); by default each thread is one.
         `token_budget` (the model's input limit) defaults to the agent model's `profile["max_input_tokens"]`,
         else the engine's `context_window`. `keep` / `trigger` override the engine's; `low_water` (in (0, 1))
         is the share of the trigger the call after a commit may carry. `trim_state=False` keeps archived
-        messages in the agent's state (its checkpoints then grow with the session)."""
+        messages in the agent's state (its checkpoints then grow with the session). A tool result over
+        `offload_tokens` (default min(3 000, trigger / 32), at least 256) is shown as its synopsis, read back with
+        `read_tool_result`; after a commit the kept tail's results but the newest `keep_tool_results` are shown so
+        too (never those of `exclude_tools` or workmem's own tools)."""
         super().__init__()
         self.engine = engine
         self.session_id = session_id
@@ -156,13 +177,25 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         if isinstance(low_water, bool) or not isinstance(low_water, (int, float)) or not 0 < low_water < 1:
             raise InvalidInput("low_water", low_water, "must be a number in (0, 1)")
         self.low_water = float(low_water)
+        self.offload_tokens = None if offload_tokens is None else require_int("offload_tokens", offload_tokens,
+                                                                                min=1)
+        self.keep_tool_results = require_int("keep_tool_results", keep_tool_results, min=1)
+        if exclude_tools is not None and (not isinstance(exclude_tools, list)
+                                          or not all(isinstance(t, str) for t in exclude_tools)):
+            raise InvalidInput("exclude_tools", exclude_tools, "must be a list of tool names")
+        self.exclude_tools = frozenset(exclude_tools or ()) | OWN_TOOLS
+        self._synopses = Synopses()
         if commit_mode not in ("background", "sync"):
             raise InvalidInput("commit_mode", commit_mode, "must be 'background' or 'sync'")
         self.commit_mode = commit_mode
         if not isinstance(trim_state, bool):
             raise InvalidInput("trim_state", trim_state, "must be a bool")
         self.trim_state = trim_state
-        self.tools = make_archive_tools(engine, session_id, default_session_id=default_session_id) if tools else []
+        self._offload_limit = self.offload_tokens or DEFAULT_OFFLOAD_TOKENS  # of the latest call
+        reader = make_tool_result_reader(engine, session_id, default_session_id=default_session_id,
+                                         max_tokens=lambda: self._offload_limit)
+        self.tools = [*make_archive_tools(engine, session_id, default_session_id=default_session_id),
+                      reader] if tools else []
         self._tool_tokens = schema_tokens(self.tools)  # carried by every call, so counted toward the trigger
         self._schemas: dict[tuple[int, ...], int] = {}  # tokens of each set of bound tools seen
         self._input_limit: int | None = None  # the agent model's profile, seen at its first call
@@ -239,6 +272,22 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         view.absorb(stored)
         return view
 
+    def _entries(self, request: ModelRequest, engine: WorkingMemoryEngine, session_id: str, view: StateView,
+                 max_bytes: int) -> list[dict[str, Any]]:
+        """The view's context entries, each large or (past a commit boundary) older tool result as its synopsis."""
+        entries = view.context_entries(engine, session_id, max_bytes)
+        limit = self.offload_tokens or offload_tokens_for(self._threshold(engine, request, session_id))
+        self._offload_limit = limit
+        boundary = engine.kept_tail_end(session_id) if engine.session_exists(session_id) else 0
+        kept = [m["seq"] for m in view.live if m["seq"] <= boundary and self._shrinkable(m)]
+        newest = set(kept[-self.keep_tool_results:])
+        return [offloaded(e, self._synopses, limit)
+                if self._shrinkable(e) and shown_as_synopsis(e, limit, boundary, newest) else e for e in entries]
+
+    def _shrinkable(self, entry: dict[str, Any]) -> bool:
+        part = result_part(entry) if "lc" not in entry else None
+        return part is not None and part.get("name") not in self.exclude_tools
+
     def _assemble(self, request: ModelRequest, engine: WorkingMemoryEngine, session_id: str,
                   view: StateView) -> tuple[ModelRequest, dict[str, Any]]:
         """The request with its messages replaced by workmem's context, and what that context holds."""
@@ -248,7 +297,7 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         exists = engine.session_exists(session_id)
         wm, archives_total = engine.summary_of(session_id) if exists else ("", 0)
         try:
-            entries = view.context_entries(engine, session_id, engine.max_message_bytes)
+            entries = self._entries(request, engine, session_id, view, engine.max_message_bytes)
             assembled = assemble_context(entries, wm, archives_total, budget, pinned=view.pinned)
         except InvalidInput as exc:
             if exc.field != "token_budget":
@@ -256,8 +305,8 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
             # The run itself does not fit (say, one huge tool output): show the model a clipped view of
             # its largest messages — at most half the window each, a token being at least one byte.
             view_cap = max(1024, (budget - reserve_for_reply(budget)) // 2)
-            assembled = assemble_context(view.context_entries(engine, session_id, view_cap), wm, archives_total,
-                                         budget, pinned=view.pinned)
+            assembled = assemble_context(self._entries(request, engine, session_id, view, view_cap), wm,
+                                         archives_total, budget, pinned=view.pinned)
         addition, *messages = assembled["messages"]
         stats = assembled["stats"]
         call_tokens = stats["total_tokens"] + own_tokens + self._schema_tokens(request)
@@ -294,7 +343,7 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         fixed = own_tokens + SYSTEM_ADDITION_TOKENS + self._schema_tokens(request)
         wm = engine.summary_of(session_id)[0] if engine.session_exists(session_id) else ""
         wm_tokens = count_tokens(SUMMARY_PREFIX + wm) if wm.strip() else 0
-        tail = sum(e["tokens"] for e in view.context_entries(engine, session_id, engine.max_message_bytes))
+        tail = sum(e["tokens"] for e in self._entries(request, engine, session_id, view, engine.max_message_bytes))
         pinned = view.pinned["tokens"] if view.pinned is not None else 0
         return {"call_tokens": fixed + wm_tokens + pinned + tail, "fixed_tokens": fixed}
 
@@ -367,15 +416,19 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         self._check_tools(request)
         engine, session_id = resolve_engine(self.engine), self._session(request.runtime)
         try:
-            prepared = self._prepare(request, engine, session_id)
+            return self._prepare(request, engine, session_id)
         except STORAGE_DOWN as exc:
             return self._last_good(request, session_id, exc)
+
+    def _sent_well(self, request: ModelRequest, prepared: Prepared) -> None:
+        """A call storage served went out and was answered: it is the view an outage falls back to."""
+        if prepared.sent.get("storage_unavailable"):
+            return
+        calls = self.calls_of(prepared.sent["session_id"])
         messages = list(request.state.get("messages") or [])
-        calls = self.calls_of(session_id)
         calls.last_good = (prepared.request.system_message, list(prepared.request.messages),
                            {m.id for m in messages if getattr(m, "id", None)})
         calls.warned.discard("storage")  # a later outage is warned about again
-        return prepared
 
     def _last_good(self, request: ModelRequest, session_id: str, exc: Exception) -> Prepared:
         """The call as the last good one was sent, plus the state's messages that came after it (or the
@@ -386,14 +439,18 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
             log.warning("session %r: storage is unavailable (%s); the call goes out with the last good view and "
                         "storing is retried at the next call", session_id, describe_error(exc))
         events = [emit("storage_unavailable", session_id, error=describe_error(exc))]
-        messages = list(request.state.get("messages") or [])
-        if calls.last_good is None:
+        messages = [m for m in request.state.get("messages") or [] if carries_content(m)]
+        present = {m.id for m in messages if getattr(m, "id", None)}
+        if calls.last_good is None or not calls.last_good[2] <= present:
+            # nothing sent yet, or the state dropped messages since (a clear, a trim): only what it holds now
             system, shown = request.system_message, messages
         else:
             system, before, ids = calls.last_good
             shown = [*before, *(m for m in messages if getattr(m, "id", None) not in ids)]
-        sent = {"session_id": session_id, "storage_unavailable": True, "events": events,
-                "state_messages": len(messages), "messages_shown": len(shown)}
+        budget = self.token_budget or self._input_limit or DEFAULT_CONTEXT_WINDOW
+        call_tokens = sum(count_tokens(m.text) for m in shown) + (count_tokens(system.text) if system else 0)
+        sent = {"session_id": session_id, "storage_unavailable": True, "events": events, "budget": budget,
+                "call_tokens": call_tokens, "state_messages": len(messages), "messages_shown": len(shown)}
         return Prepared(request.override(messages=shown, system_message=system), sent, [], {})
 
     def _prepare(self, request: ModelRequest, engine: WorkingMemoryEngine, session_id: str) -> Prepared:
@@ -458,17 +515,24 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
     def _call(self, request: ModelRequest, prepared: Prepared, handler: Callable[[ModelRequest], ModelResponse]
               ) -> tuple[ModelResponse, Prepared]:
         try:
-            return handler(prepared.request), prepared
+            response = handler(prepared.request)
         except Exception as exc:
             if not is_context_overflow(exc):
                 raise
+            if prepared.sent.get("storage_unavailable"):  # no commit can make it smaller now
+                raise ContextOverflow(prepared.sent["call_tokens"], prepared.sent["budget"]) from exc
             retry = self._after_overflow(request, prepared, exc)
+        else:
+            self._sent_well(request, prepared)
+            return response, prepared
         try:
-            return handler(retry.request), retry
+            response = handler(retry.request)
         except Exception as exc:
             if is_context_overflow(exc):
                 raise ContextOverflow(retry.sent["call_tokens"], retry.sent["budget"]) from exc
             raise
+        self._sent_well(request, retry)
+        return response, retry
 
     def _after_overflow(self, request: ModelRequest, prepared: Prepared, exc: BaseException) -> Prepared:
         """A context-length refusal: lower the session's input limit, commit aiming under it, re-assemble."""
@@ -517,6 +581,8 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         except Exception as exc:
             if not is_context_overflow(exc):
                 raise
+            if prepared.sent.get("storage_unavailable"):  # no commit can make it smaller now
+                raise ContextOverflow(prepared.sent["call_tokens"], prepared.sent["budget"]) from exc
             prepared = await asyncio.to_thread(self._after_overflow, request, prepared, exc)
             try:
                 response = await handler(prepared.request)
@@ -524,6 +590,7 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
                 if is_context_overflow(again):
                     raise ContextOverflow(prepared.sent["call_tokens"], prepared.sent["budget"]) from again
                 raise
+        self._sent_well(request, prepared)
         return ExtendedModelResponse(model_response=response, command=prepared.command())
 
     # -- around the run -------------------------------------------------------------------------
@@ -533,14 +600,18 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         never matched by fingerprint) and the session's next seq (what this run stores is the run's own)."""
         messages = list(state.get("messages") or [])
         engine, session_id = resolve_engine(self.engine), self._session(runtime)
-        update: dict[str, Any] = {"workmem_run_seq": engine.next_seq(session_id),
-                                  "workmem_prior_upto": state.get("workmem_stored_upto")}
-        if self.trim_state:
-            removals = self.archived_in_state(engine, session_id, messages)
-            if removals:
-                update["messages"] = removals
-                gone = {r.id for r in removals}
-                messages = [m for m in messages if m.id not in gone]
+        update: dict[str, Any] = {"workmem_prior_upto": state.get("workmem_stored_upto")}
+        try:
+            update["workmem_run_seq"] = engine.next_seq(session_id)
+            removals = self.archived_in_state(engine, session_id, messages) if self.trim_state else []
+        except STORAGE_DOWN as exc:  # the run goes on; its first call falls back to the last good view
+            log.warning("session %r: storage is unavailable at the start of a run (%s)", session_id,
+                        describe_error(exc))
+            removals = []
+        if removals:
+            update["messages"] = removals
+            gone = {r.id for r in removals}
+            messages = [m for m in messages if m.id not in gone]
         update["workmem_run_from"] = messages[-1].id if messages else None
         return update
 
@@ -562,9 +633,9 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         No commit is decided here: the next model call decides, on the call it is about to send."""
         engine, session_id = resolve_engine(self.engine), self._session(runtime)
         messages: list[BaseMessage] = list(state.get("messages") or [])
-        view = self._view(engine, session_id, messages, dict(state))
-        turn = clip_oversized(view.new_messages(), engine.max_message_bytes, warn=True)
         try:
+            view = self._view(engine, session_id, messages, dict(state))
+            turn = clip_oversized(view.new_messages(), engine.max_message_bytes, warn=True)
             stored = engine.add_messages(session_id, turn) if turn else []
             self._hide_dropped(engine, session_id, view, [m["seq"] for m in stored])
             update: dict[str, Any] = {"workmem_stored_upto": engine.next_seq(session_id)}
@@ -610,6 +681,8 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         at the next run: pass the agent's `checkpointer` to delete it here, or delete it yourself."""
         engine = resolve_engine(self.engine)
         session_id = self.session_id or thread_id
+        self._calls.pop(session_id, None)  # nothing of the deleted conversation is sent again, even in an outage
+        self._archive_tails.pop(session_id, None)
         try:
             engine.delete_session(session_id)
             deleted = True

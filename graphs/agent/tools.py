@@ -12,7 +12,8 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from workmem.graphs.agent.binding import resolve_engine, session_from_run
 from workmem.graphs.context.search_results import MAX_CONTEXT, format_hits
-from workmem.state.archive_object import EXPAND_TOOL_NAME, SEARCH_TOOL_NAME
+from workmem.graphs.context.tool_results import DEFAULT_OFFLOAD_TOKENS
+from workmem.state.archive_object import EXPAND_TOOL_NAME, READ_TOOL_NAME, SEARCH_TOOL_NAME
 from workmem.state.errors import WorkmemError
 from workmem.state.tokens import count_tokens
 
@@ -34,6 +35,13 @@ SEARCH_ARGS: dict[str, Any] = {
         "context": {"type": "integer", "description": f"0-{MAX_CONTEXT} messages around each hit"},
     },
     "required": ["query"],
+}
+READ_DESCRIPTION = ("Read a large tool result by its ref: a window (offset, limit: chars) or the lines matching "
+                    "query. No ref: query searches all; no arguments lists them.")
+READ_ARGS: dict[str, Any] = {
+    "type": "object",
+    "properties": {"ref": {"type": "string"}, "offset": {"type": "integer"}, "limit": {"type": "integer"},
+                   "query": {"type": "string"}},
 }
 EXPAND_ARGS: dict[str, Any] = {
     "type": "object",
@@ -115,3 +123,51 @@ def make_archive_tools(
                                           description=EXPAND_DESCRIPTION, args_schema=EXPAND_ARGS,
                                           handle_tool_error=True)
     return [search, expand]
+
+
+def format_read(found: dict[str, Any]) -> str:
+    """What the read tool answers: a window with where it lies, the windows around matches, or the list."""
+    if "results" in found:
+        if not found["results"]:
+            return "No large tool results in this session."
+        return "\n".join(f"{r['ref']} · {r['tool'] or 'tool'} · {r['kind']} · {r['chars']:,} chars, {r['tokens']:,} "
+                         f"tokens" + (f" · {r['archive_id']}" if r.get("archive_id") else "") for r in found["results"])
+    if "matches" in found:
+        if not found["matches"]:
+            return f"No match of {found['query']!r}."
+        return "\n\n".join(f"[{m['ref']} chars {m['offset']:,}-{m['end']:,}]\n{m['text']}" for m in found["matches"])
+    head = (f"[{found['ref']} · {found['tool'] or 'tool'} · chars {found['offset']:,}-{found['end']:,} of "
+            f"{found['chars']:,}]")
+    more = (f"\n[{found['chars'] - found['end']:,} more characters: offset={found['end']}]"
+            if found["end"] < found["chars"] else "")
+    return f"{head}\n{found['text']}{more}"
+
+
+def make_tool_result_reader(
+    engine: WorkingMemoryEngine | Callable[[], WorkingMemoryEngine],
+    session_id: str | None = None,
+    *,
+    default_session_id: str | None = None,
+    max_tokens: int | Callable[[], int] = DEFAULT_OFFLOAD_TOKENS,
+) -> BaseTool:
+    """`read_tool_result` for one session (None: the run's session): reads a large tool result by reference,
+    live or archived, one window of at most `max_tokens` tokens at a time (a callable: decided per call).
+    Bad arguments come back to the model as the tool's answer. Async-capable."""
+
+    def read_tool_result(ref: Any = None, offset: Any = None, limit: Any = None, query: Any = None,
+                         **unknown: Any) -> str:
+        _refuse(unknown)
+        cap = max_tokens() if callable(max_tokens) else max_tokens
+        try:
+            found = resolve_engine(engine).read_tool_result(
+                session_from_run(session_id, default=default_session_id), ref, offset=offset, limit=limit,
+                query=query, max_tokens=cap)
+        except WorkmemError as exc:
+            raise ToolException(str(exc)) from exc
+        return format_read(found)
+
+    async def aread_tool_result(**args: Any) -> str:
+        return await asyncio.to_thread(lambda: read_tool_result(**args))
+
+    return StructuredTool.from_function(read_tool_result, coroutine=aread_tool_result, name=READ_TOOL_NAME,
+                                        description=READ_DESCRIPTION, args_schema=READ_ARGS, handle_tool_error=True)

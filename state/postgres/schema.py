@@ -28,6 +28,7 @@ CONNECT_TIMEOUT = 10
 NUL_STANDIN = "\ufffd"
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _URL_SECRET = re.compile(r"(://[^:/@]*:)[^@]*@")
+_PARAM_SECRET = re.compile(r"(?i)(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&]*)")  # ?password=… and key=value
 
 # {schema}: our schema. `docs` is what a search sees, like the file backend's `fts_docs`: one row per archived
 # message with indexed text (`indexed_text`: workmem's own tool traffic left out) and per spilled WM item
@@ -174,7 +175,7 @@ def check_url(url: object) -> str:
 
 def shown_url(url: str) -> str:
     """The URL without its password, for messages and `location()`."""
-    return _URL_SECRET.sub(r"\1***@", url)
+    return _PARAM_SECRET.sub(r"\1***", _URL_SECRET.sub(r"\1***@", url))
 
 
 def connection_kwargs(url: str, schema: str) -> dict[str, Any]:
@@ -274,9 +275,11 @@ class Database:
 
         try:
             yield
+        except psycopg.errors.ProgramLimitExceeded:
+            raise  # a statement the server refuses for its size: no retry helps, it is not an outage
         except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
-            raise DatabaseUnavailable(shown_url(self.url), " ".join(str(exc).split()) or type(exc).__name__
-                                      ) from None
+            raise DatabaseUnavailable(shown_url(self.url), shown_url(" ".join(str(exc).split()))
+                                      or type(exc).__name__) from None
 
     def where(self, table: str, key: str) -> str:
         """`schema.table (key)`: where a row lives, for anomalies and messages."""

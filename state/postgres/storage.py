@@ -5,6 +5,7 @@ session. psycopg is imported here only, when this backend is opened.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Callable
@@ -61,6 +62,7 @@ class PostgresStorage:
         with self._lock:
             if self._saver is None:
                 saver = nul_safe_saver()(self.db.pool)
+                saver.typed = self.db.unavailable_as_typed  # its driver errors leave as DatabaseUnavailable
                 with self.db.pool.connection() as conn:  # one setup at a time across processes
                     key = [f"workmem-checkpoints:{self.schema}"]
                     # Polled, never waited for inside a statement: setup's CREATE INDEX CONCURRENTLY waits for
@@ -125,12 +127,31 @@ def nul_safe_saver() -> type:
     from langgraph.checkpoint.postgres import PostgresSaver
 
     class NulSafePostgresSaver(PostgresSaver):
+        typed: Any = contextlib.nullcontext  # the Database's `unavailable_as_typed`, set by `checkpointer()`
+
         def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
             values = checkpoint["channel_values"]
             if any(isinstance(v, str) and "\x00" in v for v in values.values()):
                 checkpoint = {**checkpoint, "channel_values": {k: without_nul(v) if isinstance(v, str) else v
                                                                for k, v in values.items()}}
-            return super().put(config, checkpoint, without_nul(metadata), new_versions)
+            with self.typed():
+                return super().put(config, checkpoint, without_nul(metadata), new_versions)
+
+        def put_writes(self, *args: Any, **kwargs: Any) -> Any:
+            with self.typed():
+                return super().put_writes(*args, **kwargs)
+
+        def get_tuple(self, config: Any) -> Any:
+            with self.typed():
+                return super().get_tuple(config)
+
+        def list(self, *args: Any, **kwargs: Any) -> Any:
+            with self.typed():
+                yield from super().list(*args, **kwargs)
+
+        def delete_thread(self, thread_id: str) -> Any:
+            with self.typed():
+                return super().delete_thread(thread_id)
 
     return NulSafePostgresSaver
 

@@ -217,22 +217,28 @@ def test_a_tool_output_over_the_message_cap_is_clipped_and_the_agent_goes_on(roo
                     and "max_message_bytes" in r.getMessage()]
         assert len(warnings) == 1
 
-        # what the model saw: the clipped result right after its call, in the turn and on the next turn
+        # what the model saw: the result's synopsis right after its call (head, tail, its reference), the
+        # same bytes in the turn and on the next turn (§12 *Tool results*)
         assert model.calls == 3
         for prompt in model.prompts:
             assert pairing_problems(prompt) == []
+        shown = []
         for prompt in model.prompts[1:]:
             sent = [m for m in prompt if isinstance(m, ToolMessage)]
-            assert [m.tool_call_id for m in sent] == ["call_dump"] and "…[workmem: clipped " in sent[0].content
+            assert [m.tool_call_id for m in sent] == ["call_dump"]
+            shown.append(sent[0].content)
+        assert shown[0] == shown[1] and shown[0].startswith("[tool result seq:3 · dump_log · ")
+        assert "\nLOG-HEAD\nline 000000" in shown[0] and shown[0].endswith("\nLOG-TAIL")
+        assert "read_tool_result(ref=\"seq:3\"" in shown[0] and count_tokens(shown[0]) <= 3_000
 
         # direct callers still get the typed error (§10)
         with pytest.raises(InvalidInput):
             engine.after_turn("huge", [state["messages"][2]])
 
 
-def test_a_turn_too_large_for_the_window_is_shown_clipped_to_the_model(root):
-    """With the default 128 000-token budget the clipped 1 MiB output still cannot fit: the model sees a
-    view clipped to half its window, the turn goes on, and the stored copy keeps its full clipped size."""
+def test_a_turn_too_large_for_the_window_is_shown_as_its_synopsis(root):
+    """With the default 128 000-token budget the clipped 1 MiB output cannot fit: the model sees its synopsis
+    (head, tail, reference; §12 *Tool results*), the turn goes on, and the stored copy keeps its full size."""
     model = ReactiveScript(messages=iter([
         AIMessage(content="", tool_calls=[{"name": "dump_log", "args": {}, "id": "call_dump", "type": "tool_call"}]),
         AIMessage(content="The log ends with LOG-TAIL."),
@@ -245,8 +251,9 @@ def test_a_turn_too_large_for_the_window_is_shown_clipped_to_the_model(root):
 
         assert state["messages"][-1].content == "The log ends with LOG-TAIL."
         sent = [m for m in model.prompts[1] if isinstance(m, ToolMessage)]
-        assert len(sent) == 1 and sent[0].content.startswith("LOG-HEAD") and sent[0].content.endswith("LOG-TAIL")
-        assert "…[workmem: clipped " in sent[0].content
+        assert len(sent) == 1 and sent[0].content.startswith("[tool result seq:3 · dump_log")
+        assert "\nLOG-HEAD\n" in sent[0].content and sent[0].content.endswith("LOG-TAIL")
+        assert count_tokens(sent[0].content) <= 3_000
         assert sum(count_tokens(m.text) for m in model.prompts[1]) <= 128_000 - reserve_for_reply(128_000)
         stored = engine.storage.sessions.live_messages("window")[2]["parts"][0]["content"]
         assert len(stored.encode()) > 4 * len(sent[0].content.encode())  # the view only: storage keeps more

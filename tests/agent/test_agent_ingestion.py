@@ -262,8 +262,8 @@ def test_the_middleware_alone_gives_the_model_working_archive_tools_per_thread(r
             engine.add_messages(session, [{"role": "user", "content": f"My favourite colour is {colour}."}])
             engine.commit(session)
         agent = create_agent(model, middleware=[WorkingMemoryMiddleware(engine)], checkpointer=InMemorySaver())
-        assert {t.name for t in agent.nodes["tools"].bound.tools_by_name.values()} == {"archive_search",
-                                                                                        "archive_expand"}
+        assert {t.name for t in agent.nodes["tools"].bound.tools_by_name.values()} == {
+            "archive_search", "archive_expand", "read_tool_result"}
         one = agent.invoke(ask("What is my favourite colour?"), thread("u1"))
         two = agent.invoke(ask("What is my favourite colour?"), thread("u2"))
         assert one["messages"][-1].text == "Found: My favourite colour is green."

@@ -203,9 +203,10 @@ def test_bad_settings_are_invalid_input_naming_the_setting(make_engine, settings
     assert err.value.field == field
 
 
-def test_the_middleware_contributes_both_archive_tools_unless_told_not_to(make_engine):
+def test_the_middleware_contributes_its_tools_unless_told_not_to(make_engine):
     engine = make_engine(scripted())
-    assert [t.name for t in WorkingMemoryMiddleware(engine).tools] == ["archive_search", "archive_expand"]
+    assert [t.name for t in WorkingMemoryMiddleware(engine).tools] == ["archive_search", "archive_expand",
+                                                                       "read_tool_result"]
     assert WorkingMemoryMiddleware(engine, tools=False).tools == []
     assert WorkingMemoryMiddleware(engine).state_schema is middleware_module.WorkmemAgentState
 
@@ -268,7 +269,8 @@ def test_a_second_copy_of_an_archive_tool_is_invalid_input_naming_it(make_engine
             call_model(mw, request_for(scripted(), question, tools=[*mw.tools, foreign], session_id="s"))
         assert (err.value.field, err.value.value) == ("tools", name)
     sent, _ = call_model(mw, request_for(scripted(), question, tools=[*mw.tools, read_file], session_id="s"))
-    assert [t.name for t in sent.tools] == ["archive_search", "archive_expand", "read_file"], "ours pass"
+    assert [t.name for t in sent.tools] == ["archive_search", "archive_expand", "read_tool_result", "read_file"], \
+        "ours pass"
     off = WorkingMemoryMiddleware(engine, tools=False)
     sent, _ = call_model(off, request_for(scripted(), question, tools=make_archive_tools(engine), session_id="s"))
     assert [t.name for t in sent.tools] == ["archive_search", "archive_expand"], "tools=False: the caller's own"

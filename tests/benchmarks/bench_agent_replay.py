@@ -283,6 +283,10 @@ def run_layer(layer: str, session: Replay, trigger: int, drive: str) -> LayerRes
 
 
 def _found_by_search(engine: WorkingMemoryEngine, text: str) -> bool:
+    """Whether workmem's tools reach the probe: `archive_search` (then `archive_expand`), or `read_tool_result`
+    searching the session's tool results (a live result shown as its synopsis)."""
+    if engine.read_tool_result(SESSION, query=text[:200])["matches"]:
+        return True
     for hit in engine.archive_search(SESSION, text[:200], limit=12):
         if hit.get("seq") is None:
             if text in hit["content"]:

@@ -22,6 +22,7 @@ from workmem.state.errors import (
     InvalidInput,
     SessionNotFound,
 )
+from workmem.state.postgres.schema import shown_url
 from workmem.state.postgres.storage import PostgresStorage
 from workmem.state.storage import database_url_for, open_storage
 
@@ -491,3 +492,22 @@ def test_a_database_that_is_gone_is_a_typed_error_and_a_failed_commit(database_u
         result = engine.runner.start("s", ("messages", 2), wait=True)
         assert result["status"] == "failed" and "unavailable" in result["reason"], result
     assert sql(database_url, "SELECT count(*) FROM workmem.messages") == [(6,)], "what was stored is intact"
+
+
+@pytest.mark.parametrize("url", ["postgresql://ada:s3cret@db/x", "postgresql://ada@db/x?password=s3cret&port=1",
+                                 "host=db dbname=x password=s3cret user=ada", "host=db password='s3 cret' user=a"])
+def test_every_form_of_a_password_is_masked(url):
+    shown = shown_url(url)
+    assert "s3cret" not in shown and "s3 cret" not in shown and "***" in shown
+
+
+def test_a_database_error_text_carries_no_password(database_url, caplog):
+    url = database_url + "&password=hunter2-SECRET"
+    with WorkingMemoryEngine(database_url=url, durable=False) as engine:
+        engine.add_messages("s", [user("hi")])
+        engine.storage.db.pool.close()
+        with pytest.raises(DatabaseUnavailable) as err:
+            engine.add_messages("s", [user("again")])
+        result = engine.runner.start("s", ("messages", 0), wait=True)
+    assert "hunter2" not in str(err.value) and "hunter2" not in result["reason"]
+    assert not [r for r in caplog.records if "hunter2" in r.getMessage()]

@@ -1,0 +1,126 @@
+"""Large tool results in the view as their synopsis, read back by reference (§12 *Tool results*)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fakes import scripted
+from langchain.agents import create_agent
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+
+from workmem.graphs.agent.middleware import WorkingMemoryMiddleware
+from workmem.graphs.engine import WorkingMemoryEngine
+from workmem.state.errors import InvalidInput
+from workmem.state.synopsis import kind_of, synopsis
+from workmem.state.tokens import count_tokens
+
+LOG = "\n".join(f"2026-11-30 10:{i // 60:02d}:{i % 60:02d} INFO request {i} served in {i % 97} ms"
+                for i in range(12_000)) + "\nERROR worker 7 crashed: KeyError 'tenant_id' at billing/export.py:88"
+
+
+@pytest.mark.parametrize(("text", "kind"), [
+    (json.dumps({"rows": [{"id": i, "name": f"n{i}"} for i in range(50)]}), "json"),
+    ("id,name,score\n" + "\n".join(f"{i},n{i},{i * 3}" for i in range(50)), "csv"),
+    (LOG, "log"),
+    ("import os\n\ndef main():\n    return os.getcwd()\n\nclass A:\n    pass\n", "code"),
+    ("name: svc\nreplicas: 3\nimage: app:1.2\nport: 8080\n", "yaml"),
+    ("<?xml version='1.0'?><root><a/></root>", "xml"),
+    ("\x00\x01\x02binary" * 50, "binary"),
+    ("The deploy went fine. Nothing else to report, the logs are clean.", "text"),
+])
+def test_the_kind_of_a_result(text, kind):
+    assert kind_of(text) == kind
+
+
+def test_a_synopsis_is_deterministic_bounded_and_shows_head_tail_and_reference():
+    first = synopsis(LOG, tool="read_log", ref="seq:7", limit_tokens=1_000)
+    assert first == synopsis(LOG, tool="read_log", ref="seq:7", limit_tokens=1_000), "same result, same bytes"
+    assert count_tokens(first) <= 1_000
+    assert first.startswith("[tool result seq:7 · read_log · log · ")
+    assert "request 0 served" in first and first.endswith("billing/export.py:88"), "head and tail (the error)"
+    assert 'read_tool_result(ref="seq:7", offset=' in first and "request 6000 served" not in first
+    binary = synopsis("\x00\x01" * 5_000, tool="dump", ref="seq:2", limit_tokens=500)
+    assert "\x00" not in binary and "never shown raw" in binary
+
+
+def big_session(engine: WorkingMemoryEngine) -> int:
+    engine.add_messages("s", [
+        {"role": "user", "content": "Why did billing crash?"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "read_log", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "name": "read_log", "content": LOG},
+    ])
+    return 3
+
+
+def test_reading_a_result_by_windows_gives_back_every_character(root):
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        seq = big_session(engine)
+        text, offset = [], 0
+        while True:
+            window = engine.read_tool_result("s", f"seq:{seq}", offset=offset, max_tokens=2_000)
+            assert count_tokens(window["text"]) <= 2_000 and window["offset"] == offset
+            text.append(window["text"])
+            offset = window["end"]
+            if offset >= window["chars"]:
+                break
+        assert "".join(text) == LOG
+        engine.commit("s", keep_recent_count=0)  # archived: read the same way
+        assert engine.read_tool_result("s", seq, offset=0, limit=40)["text"] == LOG[:40]
+
+
+def test_a_query_finds_the_line_and_shows_the_window_around_it(root):
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        seq = big_session(engine)
+        found = engine.read_tool_result("s", f"seq:{seq}", query="keyerror 'tenant_id'")["matches"]
+        assert len(found) == 1 and "worker 7 crashed" in found[0]["text"] and "request 11999" in found[0]["text"]
+        everywhere = engine.read_tool_result("s", query="worker 7 crashed")["matches"]
+        assert [m["ref"] for m in everywhere] == [f"seq:{seq}"]
+        listed = engine.read_tool_result("s")["results"]
+        assert [(r["ref"], r["tool"], r["kind"]) for r in listed] == [(f"seq:{seq}", "read_log", "log")]
+
+
+@pytest.mark.parametrize(("args", "field"), [
+    ({"ref": "seq:1"}, "ref"), ({"ref": "nope"}, "ref"), ({"ref": "seq:99"}, "ref"),
+    ({"ref": "seq:3", "offset": -1}, "offset"), ({"ref": "seq:3", "offset": 10**9}, "offset"),
+    ({"ref": "seq:3", "limit": 0}, "limit"), ({"ref": "seq:3", "query": " "}, "query"),
+])
+def test_bad_reads_are_typed_errors_and_change_nothing(root, args, field):
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        big_session(engine)
+        ref = args.pop("ref")
+        with pytest.raises(InvalidInput) as info:
+            engine.read_tool_result("s", ref, **args)
+        assert info.value.field == field
+        assert engine.session_info("s")["total_message_count"] == 3
+
+
+@tool
+def read_log() -> str:
+    """Read the service log."""
+    return LOG
+
+
+def test_an_agent_sees_the_synopsis_on_every_call_and_reads_the_result_through_its_tool(root):
+    def call(name: str, args: dict, i: int) -> AIMessage:
+        return AIMessage(content="", tool_calls=[{"name": name, "args": args, "id": f"c{i}", "type": "tool_call"}])
+
+    model = scripted(call("read_log", {}, 0), call("read_tool_result", {"ref": "seq:3", "offset": 0, "limit": 500}, 1),
+                     call("read_tool_result", {"query": "tenant_id"}, 2), AIMessage(content="KeyError in export."))
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        agent = create_agent(model, tools=[read_log], checkpointer=InMemorySaver(),
+                             middleware=[WorkingMemoryMiddleware(engine, trigger=("tokens", 16_000))])
+        agent.invoke({"messages": [HumanMessage("Why did billing crash?")]}, {"configurable": {"thread_id": "s"}})
+        shown = [[m.content for m in p if isinstance(m, ToolMessage) and m.tool_call_id == "c0"][0]
+                 for p in model.prompts[1:]]
+        assert len(set(shown)) == 1 and shown[0].startswith("[tool result seq:3 · read_log · log"), "same bytes"
+        assert count_tokens(shown[0]) <= 500  # min(3 000, 16 000 / 32)
+        page = [m.content for m in model.prompts[2] if isinstance(m, ToolMessage) and m.tool_call_id == "c1"][0]
+        assert LOG[:500] in page and "more characters: offset=500" in page
+        hit = [m.content for m in model.prompts[3] if isinstance(m, ToolMessage) and m.tool_call_id == "c2"][0]
+        assert "worker 7 crashed: KeyError 'tenant_id'" in hit and hit.startswith("[seq:3 chars ")
+        stored = engine.live_messages("s")[2]["parts"][0]["content"]
+        assert stored == LOG, "the log keeps the whole result"
