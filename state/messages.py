@@ -298,14 +298,26 @@ def clip_to_cap(msg: dict[str, Any], max_bytes: int) -> dict[str, Any]:
 
 
 def _clip_text(text: str, over: int) -> str:
-    """`text` without `over` bytes and room for the marker from its middle, the marker in their place
-    (a character takes at least one byte of JSON, so cutting that many characters is enough)."""
-    keep = max(0, len(text) - over - _MARKER_BYTES)
-    half = keep // 2
-    head = text[: keep - half]
-    tail = text[len(text) - half:] if half else ""
+    """`text` without `over` stored bytes (and room for the marker) from its middle, the marker in their place.
+
+    `over` counts bytes of the stored JSON, where a quote or a backslash takes two and a control character six:
+    the characters kept are chosen by that encoded size, so a quote-heavy JSON result keeps all it can."""
+    size = _stored_len(text)
+    target = max(0, size - over - _MARKER_BYTES)
+    keep = int(len(text) * target / size) if size else 0
+    while True:
+        half = keep // 2
+        head, tail = text[: keep - half], (text[len(text) - half:] if half else "")
+        if keep == 0 or _stored_len(head) + _stored_len(tail) <= target:
+            break
+        keep = int(keep * 0.98)
     removed = text[len(head): len(text) - len(tail)]
     return head + clip_marker(len(removed.encode("utf-8"))) + tail
+
+
+def _stored_len(text: str) -> int:
+    """Bytes of `text` inside the stored JSON body (escapes included, the quotes not)."""
+    return len(dumps(text)) - 2
 
 
 def _add_note(msg: dict[str, Any], note: str) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 from hypothesis import given, settings
@@ -14,7 +15,9 @@ from workmem.state.messages import (
     CLIPPED_BYTES_META,
     DROPPED_BLOCKS_META,
     DROPPED_BLOCKS_NOTE,
+    NO_BYTE_CAP,
     clip_to_cap,
+    encode_body,
     normalize_message,
 )
 
@@ -107,3 +110,16 @@ def test_the_result_always_fits_and_is_marked_when_clipped(text, cap):
         assert out["meta"][CLIPPED_BYTES_META] == size(msg) and MARKER in out["parts"][1]["text"]
         assert out["parts"][0]["text"] == "question"
         assert clip_to_cap(out, cap) is out
+
+
+def test_a_quote_heavy_result_keeps_all_the_cap_allows():
+    # JSON escapes each quote with a backslash: the clip is chosen by stored bytes, not characters, so a 3.8 MB
+    # JSON result clipped to 1 MiB keeps close to 1 MiB (an earlier count kept about a third of that)
+    big = json.dumps([{"id": i, "name": f'item "{i}"', "tags": ['a"b', "c"]} for i in range(60_000)])
+    msg = normalize_message({"role": "tool", "tool_call_id": "c", "name": "api", "content": big},
+                            max_bytes=NO_BYTE_CAP)
+    clipped = clip_to_cap(msg, 1 << 20)
+    stored = len(encode_body(clipped, max_bytes=NO_BYTE_CAP))
+    assert 0.95 * (1 << 20) <= stored <= 1 << 20
+    content = clipped["parts"][0]["content"]
+    assert content.startswith(big[:1000]) and content.endswith(big[-1000:]) and "…[workmem: clipped " in content
