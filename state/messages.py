@@ -22,6 +22,9 @@ DEFAULT_MAX_MESSAGE_BYTES = 1 << 20
 CLIPPED_BYTES_META = "workmem_clipped_bytes"
 LC_ID_META = "lc_id"  # the LangChain message id (first builds stored it as "source_id")
 FINGERPRINT_META = "fp"
+# A tool result the agent's state holds as its synopsis carries the stored original's fingerprint here, so the
+# state's copy is the stored message (not an edit of it)
+SYNOPSIS_FP = "workmem_fp"
 INTERNAL_FLAG = "internal"  # on a part of workmem's own tool traffic: stored, never indexed
 INVALID_CALL_NAME = "invalid_tool_call"  # the name kept for a malformed tool call that came without one
 DROPPED_BLOCKS_META = "workmem_dropped_blocks"
@@ -489,6 +492,8 @@ def _from_langchain(obj: Any, field: str) -> dict[str, Any]:
         meta["additional_kwargs"] = kept
     if getattr(obj, "id", None) is not None:
         meta[LC_ID_META] = obj.id
+    if role == "tool" and isinstance(kwargs, dict) and isinstance(kwargs.get(SYNOPSIS_FP), str):
+        meta[FINGERPRINT_META] = kwargs[SYNOPSIS_FP]
     if other:
         meta["content_blocks"] = other
     return {"role": role, "parts": _with_blocks_only(parts, other), "meta": meta}

@@ -45,7 +45,7 @@ from langchain.agents.middleware.types import (
     ModelResponse,
     PrivateStateAttr,
 )
-from langchain_core.messages import BaseMessage, RemoveMessage
+from langchain_core.messages import BaseMessage, RemoveMessage, ToolMessage
 from langgraph.types import Command
 
 from workmem.graphs.agent.binding import resolve_engine, session_from_run
@@ -92,7 +92,7 @@ from workmem.state.errors import (
     SessionNotFound,
 )
 from workmem.state.ids import archive_name, archive_number
-from workmem.state.messages import lc_id
+from workmem.state.messages import CLIPPED_BYTES_META, FINGERPRINT_META, SYNOPSIS_FP, lc_id
 from workmem.state.redact import describe_error
 from workmem.state.retention import Keep, Trigger, covered_tokens, keep_value, trigger_tokens, trigger_value
 from workmem.state.tokens import DEFAULT_CONTEXT_WINDOW, count_tokens
@@ -498,7 +498,7 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         assembled, sent = self._assemble(request, engine, session_id, view)
         if breaker:
             sent["breaker"] = breaker
-        removals = self._removals(session_id, messages, view) if self.trim_state else []
+        removals = [*self._removals(session_id, messages, view), *self._state_synopses(view)] if self.trim_state else []
         sent["events"] = events
         sent["trigger"] = threshold
         return Prepared(assembled, sent, removals, {**update, "workmem_stored_upto": engine.next_seq(session_id)})
@@ -511,6 +511,22 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         keep_id = view.pinned["lc"].id if view.pinned is not None else None
         return [RemoveMessage(id=m.id) for m in messages
                 if getattr(m, "id", None) and m.id in to_trim and m.id != keep_id]
+
+    def _state_synopses(self, view: StateView) -> list[ToolMessage]:
+        """The state's stored large tool results as their synopsis (same id: the reducer replaces them), so the
+        agent's checkpoints do not carry megabytes; the log keeps each whole (never one it stored clipped)."""
+        out = []
+        for pos, stored in view.alignment.stored.items():
+            message = view.messages[view.indexes[pos]]
+            if (not isinstance(message, ToolMessage) or SYNOPSIS_FP in message.additional_kwargs
+                    or stored["tokens"] <= self._offload_limit or not self._shrinkable(stored)
+                    or CLIPPED_BYTES_META in (stored.get("meta") or {})):
+                continue
+            text, _tokens = self._synopses.of(stored, self._offload_limit)
+            out.append(ToolMessage(content=text, id=message.id, tool_call_id=message.tool_call_id, name=message.name,
+                                   status=message.status, additional_kwargs={
+                                       **message.additional_kwargs, SYNOPSIS_FP: stored["meta"][FINGERPRINT_META]}))
+        return out
 
     def _call(self, request: ModelRequest, prepared: Prepared, handler: Callable[[ModelRequest], ModelResponse]
               ) -> tuple[ModelResponse, Prepared]:

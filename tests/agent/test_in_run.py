@@ -60,6 +60,8 @@ def prompt_tokens(prompt: list[Any]) -> int:
 
 
 def single_task(engine: WorkingMemoryEngine, model: Any, **settings: Any) -> tuple[Any, dict[str, Any]]:
+    # the tool outputs are shown whole (no synopsis): these tests are about when commits happen
+    settings.setdefault("offload_tokens", 10_000)
     middleware = WorkingMemoryMiddleware(engine, trigger=("tokens", TRIGGER), **settings)
     agent = create_agent(model, tools=[read_file], middleware=[middleware], checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": "task"}}
@@ -106,7 +108,8 @@ def test_a_background_commit_lands_at_a_later_call_and_the_state_stays_bounded(r
     model = scripted(*steps, AIMessage(content="Done."))
     with WorkingMemoryEngine(root, durable=False) as engine:
         agent = create_agent(model, tools=[slow_read], checkpointer=InMemorySaver(),
-                             middleware=[WorkingMemoryMiddleware(engine, trigger=("tokens", TRIGGER))])
+                             middleware=[WorkingMemoryMiddleware(engine, trigger=("tokens", TRIGGER),
+                                                                 offload_tokens=10_000)])
         config = {"configurable": {"thread_id": "task"}}
         state = agent.invoke({"messages": [HumanMessage(TASK)]}, config)
         engine.wait()
@@ -204,7 +207,7 @@ def test_events_stream_as_custom_events(root):
         with WorkingMemoryEngine(root, durable=False) as engine:
             agent = create_agent(model, tools=[read_file], checkpointer=InMemorySaver(),
                                  middleware=[WorkingMemoryMiddleware(engine, trigger=("tokens", TRIGGER),
-                                                                     commit_mode="sync")])
+                                                                     commit_mode="sync", offload_tokens=10_000)])
             seen = []
             async for chunk in agent.astream({"messages": [HumanMessage(TASK)]},
                                              {"configurable": {"thread_id": "ev"}}, stream_mode="custom"):

@@ -98,6 +98,9 @@ def test_bad_reads_are_typed_errors_and_change_nothing(root, args, field):
         assert engine.session_info("s")["total_message_count"] == 3
 
 
+READ_CALL = AIMessage(content="", tool_calls=[{"name": "read_log", "args": {}, "id": "c0", "type": "tool_call"}])
+
+
 @tool
 def read_log() -> str:
     """Read the service log."""
@@ -124,3 +127,32 @@ def test_an_agent_sees_the_synopsis_on_every_call_and_reads_the_result_through_i
         assert "worker 7 crashed: KeyError 'tenant_id'" in hit and hit.startswith("[seq:3 chars ")
         stored = engine.live_messages("s")[2]["parts"][0]["content"]
         assert stored == LOG, "the log keeps the whole result"
+
+
+def test_the_agent_state_holds_a_stored_large_result_as_its_synopsis_and_the_log_holds_it_whole(root):
+    model = scripted(READ_CALL,
+                     AIMessage(content="KeyError in export."), AIMessage(content="Yes, worker 7."))
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        agent = create_agent(model, tools=[read_log], checkpointer=InMemorySaver(),
+                             middleware=[WorkingMemoryMiddleware(engine, trigger=("tokens", 16_000))])
+        config = {"configurable": {"thread_id": "s"}}
+        state = agent.invoke({"messages": [HumanMessage("Why did billing crash?")]}, config)
+        in_state = [m for m in state["messages"] if isinstance(m, ToolMessage)]
+        assert len(in_state) == 1 and in_state[0].content.startswith("[tool result seq:3 · read_log")
+        assert len(in_state[0].content) < len(LOG) // 20, "the checkpoints carry the synopsis, not the log"
+        agent.invoke({"messages": [HumanMessage("Which worker?")]}, config)
+        stored = engine.live_messages("s")
+        assert [m["role"] for m in stored] == ["user", "assistant", "tool", "assistant", "user", "assistant"]
+        assert stored[2]["parts"][0]["content"] == LOG, "stored once, whole"
+        shown = {m.content for p in model.prompts[1:] for m in p if isinstance(m, ToolMessage)}
+        assert shown == {in_state[0].content}, "the model sees the same bytes on every call"
+
+
+def test_trim_state_off_keeps_the_whole_result_in_the_state(root):
+    model = scripted(READ_CALL,
+                     AIMessage(content="KeyError in export."))
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        agent = create_agent(model, tools=[read_log], checkpointer=InMemorySaver(), middleware=[
+            WorkingMemoryMiddleware(engine, trigger=("tokens", 16_000), trim_state=False)])
+        state = agent.invoke({"messages": [HumanMessage("Why?")]}, {"configurable": {"thread_id": "s"}})
+        assert [m.content for m in state["messages"] if isinstance(m, ToolMessage)] == [LOG]
