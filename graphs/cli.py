@@ -17,6 +17,7 @@ from rich.progress import Progress
 from rich.table import Table
 from rich.text import Text
 
+from workmem.graphs.context.tool_results import DEFAULT_OFFLOAD_TOKENS
 from workmem.graphs.eval.cli import add_eval_parser
 from workmem.state.errors import InvalidInput, WorkmemError
 from workmem.state.redact import clean_error, describe_error
@@ -203,8 +204,15 @@ def _render_hits(query: str, hits: list[dict[str, Any]]) -> None:
 
 
 def cmd_expand(args: argparse.Namespace) -> int:
-    """Print an archive (by id) or a seq / turn range of a session verbatim."""
+    """Print an archive (by id) or a seq / turn range of a session verbatim; or read a tool result by reference."""
     with _engine(args) as engine:
+        if args.ref is not None or args.query is not None:
+            from workmem.graphs.agent.tools import format_read
+
+            found = engine.read_tool_result(args.session, args.ref, offset=args.offset, limit=args.limit,
+                                            query=args.query, max_tokens=args.max_tokens)
+            _emit(args, found, lambda data: console.print(Text(format_read(data))))
+            return 0
         found = engine.archive_expand(args.session, args.archive_id, start_seq=args.start_seq, end_seq=args.end_seq,
                                       start_turn_id=args.start_turn, end_turn_id=args.end_turn)
     _emit(args, found, _render_expansion)
@@ -344,6 +352,12 @@ def build_parser() -> argparse.ArgumentParser:
     expand.add_argument("--end-seq", type=int)
     expand.add_argument("--start-turn", help="first turn id, e.g. t3")
     expand.add_argument("--end-turn", help="last turn id (default: the start turn)")
+    expand.add_argument("--ref", help="a tool result's reference, e.g. seq:12 (read by window)")
+    expand.add_argument("--offset", type=int, help="with --ref: the first character (default 0)")
+    expand.add_argument("--limit", type=int, help="with --ref: how many characters")
+    expand.add_argument("--query", help="with --ref: the windows around this text; alone: in every tool result")
+    expand.add_argument("--max-tokens", type=int, default=DEFAULT_OFFLOAD_TOKENS,
+                        help="with --ref: the most one read shows")
 
     tasks = command("tasks", cmd_tasks)
     tasks.add_argument("--session")

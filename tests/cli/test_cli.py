@@ -8,6 +8,7 @@ import pytest
 
 from workmem.graphs.cli import main
 from workmem.graphs.context.assemble import SUMMARY_PREFIX, SYSTEM_ADDITION
+from workmem.graphs.engine import WorkingMemoryEngine
 
 MESSAGES = [
     {"role": "user", "content": "Please read config/app.toml and tell me the port."},
@@ -107,3 +108,18 @@ def test_global_and_trailing_json_flags_agree(capsys, root, session):
     first = json.loads(capsys.readouterr().out)
     assert main(["tasks", "--root", str(root), "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == first == []
+
+
+def test_expand_reads_a_tool_result_by_reference(capsys, root):
+    log = "\n".join(f"line {i}: ok" for i in range(3_000)) + "\nFATAL: disk quota exceeded on /var/data"
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        engine.add_messages("t", [
+            {"role": "user", "content": "Why did the job stop?"},
+            {"role": "assistant", "content": "", "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "tail_log", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "name": "tail_log", "content": log}])
+    code, window = run(capsys, root, "expand", "t", "--ref", "seq:3", "--offset", "10", "--limit", "30")
+    assert code == 0 and window["text"] == log[10:40] and window["chars"] == len(log)
+    code, found = run(capsys, root, "expand", "t", "--query", "disk quota")
+    assert code == 0 and [m["ref"] for m in found["matches"]] == ["seq:3"]
+    assert main(["--root", str(root), "expand", "t", "--ref", "seq:1"]) == 2  # not a tool result: a clear error
