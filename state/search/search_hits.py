@@ -63,17 +63,34 @@ def ranked_hits(source: CandidateSource, query: str, limit: int) -> list[dict[st
     dated = set(found.stamps)
     final = {seq: fused[seq] * search_rank.length_prior(rows[seq][1], found.avg_length)
              * (search_rank.OPENER_PRIOR if seq - 1 in dated else 1.0) for seq in head if seq in rows}
-    return [hit(rows[seq]) for seq in search_rank.top(final, limit)]
+    words = fts_query.WORD_RUN.findall(query)
+    return [hit(rows[seq], words) for seq in search_rank.top(final, limit)]
 
 
-def hit(row: Row) -> dict[str, Any]:
-    """A row as a hit `{archive_id, seq, turn_id, role, content}` (content cut to HIT_CHARS); a spilled WM
-    item → role `memory`, seq and turn_id None, and its `section`."""
-    content = row[5] if len(row[5]) <= HIT_CHARS else row[5][: HIT_CHARS - 1] + "…"
+def hit(row: Row, words: Sequence[str] = ()) -> dict[str, Any]:
+    """A row as a hit `{archive_id, seq, turn_id, role, content}` (content at most HIT_CHARS: a long message
+    shows the window around the first match of the query's `words`); a spilled WM item → role `memory`, seq
+    and turn_id None, and its `section`."""
+    content = shown_window(row[5], words)
     if row[4] == MEMORY_ROLE:  # a spilled WM item: its section rides in the turn_id column
         return {"archive_id": row[0], "seq": None, "turn_id": None, "role": MEMORY_ROLE, "section": row[3],
                 "content": content}
     return {"archive_id": row[0], "seq": row[2], "turn_id": row[3], "role": row[4], "content": content}
+
+
+def shown_window(text: str, words: Sequence[str]) -> str:
+    """`text` when it fits HIT_CHARS; else its head, or — when the first match of a query word lies past the
+    head — the window around that match, cut ends marked `…`."""
+    if len(text) <= HIT_CHARS:
+        return text
+    lowered = text.lower()
+    found = [i for w in words if len(w) >= 2 and (i := lowered.find(w.lower())) >= 0]
+    at = min(found, default=0)
+    if at + HIT_CHARS // 3 < HIT_CHARS - 1:
+        return text[: HIT_CHARS - 1] + "…"
+    start = max(0, at - HIT_CHARS // 3)
+    body = text[start: start + HIT_CHARS - 2]
+    return "…" + body + ("…" if start + len(body) < len(text) else "")
 
 
 def doc_fields(text: str) -> tuple[int, bool, bool]:

@@ -87,3 +87,17 @@ def test_engine_search_with_context_and_spilled_items_through_a_real_spill(root)
         search = make_archive_tools(engine, "big")[0]
         text = search.invoke({"query": "Look at module 7", "context": 1})
         assert "(context) [#21" in text and "(context) [#23" in text
+
+
+def test_a_hit_deep_inside_a_long_message_shows_the_window_around_the_match(backend):
+    log = "\n".join(f"line {i}: request served" for i in range(2_000)) + "\nFATAL quota_exceeded on /var/data\n" + \
+        "\n".join(f"after {i}" for i in range(200))
+    with backend.engine(durable=False) as engine:
+        engine.add_messages("s", [{"role": "user", "content": "Why did it stop?"},
+                                  {"role": "assistant", "content": log}, {"role": "user", "content": "ok"}])
+        engine.commit("s", keep_recent_count=0)
+        hit = engine.archive_search("s", "quota_exceeded")[0]
+        assert hit["seq"] == 2 and "FATAL quota_exceeded on /var/data" in hit["content"]
+        assert len(hit["content"]) <= 1_500 and hit["content"].startswith("…")
+        head = engine.archive_search("s", "request served")[0]
+        assert head["seq"] == 2 and head["content"].startswith("line 0: request served") and head["content"][-1] == "…"
