@@ -22,9 +22,12 @@ DEFAULT_MAX_MESSAGE_BYTES = 1 << 20
 CLIPPED_BYTES_META = "workmem_clipped_bytes"
 LC_ID_META = "lc_id"  # the LangChain message id (first builds stored it as "source_id")
 FINGERPRINT_META = "fp"
-# A tool result the agent's state holds as its synopsis carries the stored original's fingerprint here, so the
-# state's copy is the stored message (not an edit of it)
+# A tool result the agent's state holds as its synopsis carries the stored original's fingerprint and the hash
+# of the synopsis (`synopsis_mark`); an unedited copy is then aligned as the stored message (`SYNOPSIS_OF_META`),
+# while its own fingerprint stays its content's, so a copy stored anew is never taken for the result
 SYNOPSIS_FP = "workmem_fp"
+SYNOPSIS_HASH = "workmem_synopsis"
+SYNOPSIS_OF_META = "synopsis_of"
 INTERNAL_FLAG = "internal"  # on a part of workmem's own tool traffic: stored, never indexed
 INVALID_CALL_NAME = "invalid_tool_call"  # the name kept for a malformed tool call that came without one
 DROPPED_BLOCKS_META = "workmem_dropped_blocks"
@@ -82,6 +85,11 @@ def prepare_message(obj: Any, *, field: str = "message",
     if FINGERPRINT_META not in msg["meta"] and isinstance(msg["parts"], list):
         msg["meta"][FINGERPRINT_META] = fingerprint(msg)
     return msg, encode_body(msg, field=field, max_bytes=max_bytes)
+
+
+def synopsis_hash(text: str) -> str:
+    """16 hex digits of a synopsis text: an edited copy no longer matches its mark."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 def fingerprint(msg: dict[str, Any]) -> str:
@@ -492,8 +500,9 @@ def _from_langchain(obj: Any, field: str) -> dict[str, Any]:
         meta["additional_kwargs"] = kept
     if getattr(obj, "id", None) is not None:
         meta[LC_ID_META] = obj.id
-    if role == "tool" and isinstance(kwargs, dict) and isinstance(kwargs.get(SYNOPSIS_FP), str):
-        meta[FINGERPRINT_META] = kwargs[SYNOPSIS_FP]
+    if role == "tool" and isinstance(kwargs, dict) and isinstance(kwargs.get(SYNOPSIS_FP), str) and \
+            kwargs.get(SYNOPSIS_HASH) == synopsis_hash(_joined(texts)):
+        meta[SYNOPSIS_OF_META] = kwargs[SYNOPSIS_FP]
     if other:
         meta["content_blocks"] = other
     return {"role": role, "parts": _with_blocks_only(parts, other), "meta": meta}

@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from workmem.state.messages import FINGERPRINT_META, fingerprint, lc_id
+from workmem.state.messages import FINGERPRINT_META, SYNOPSIS_OF_META, fingerprint, lc_id
 
 Stored = dict[str, Any]
 MIN_FINGERPRINT_RUN = 2  # messages a stateless client's history must repeat to be aligned
@@ -65,8 +65,12 @@ class Alignment:
 
 
 def fingerprint_of(msg: dict[str, Any]) -> str:
-    """A message's fingerprint: the one recorded when it was stored, else computed from its parts."""
-    recorded = (msg.get("meta") or {}).get(FINGERPRINT_META)
+    """A message's fingerprint: the one recorded when it was stored, else computed from its parts; a state
+    message that is the unedited synopsis of a stored result (no seq: not a stored record) has the result's."""
+    meta = msg.get("meta") or {}
+    if "seq" not in msg and isinstance(meta.get(SYNOPSIS_OF_META), str):
+        return meta[SYNOPSIS_OF_META]
+    recorded = meta.get(FINGERPRINT_META)
     return recorded if isinstance(recorded, str) else fingerprint(msg)
 
 

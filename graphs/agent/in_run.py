@@ -12,6 +12,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from workmem.graphs.context.tool_results import DEFAULT_OFFLOAD_TOKENS
 from workmem.state.retention import TOKENS, Keep
 
 DEFAULT_LOW_WATER = 0.5
@@ -35,6 +36,7 @@ class SessionCalls:
     warned: set[str] = field(default_factory=set)  # one WARNING per cause
     # the system message and messages of the last call storage served, and the state's message ids then
     last_good: tuple[Any, list[Any], set[str]] | None = None
+    offload_limit: int = DEFAULT_OFFLOAD_TOKENS  # the session's latest `offload_tokens` (the read tool's cap)
 
 
 def low_water_keep(keep: Keep, window_tokens: int, allowance: int) -> tuple[Keep, bool]:

@@ -77,7 +77,6 @@ from workmem.graphs.context.assemble import (
 )
 from workmem.graphs.context.tool_results import (
     DEFAULT_KEEP_TOOL_RESULTS,
-    DEFAULT_OFFLOAD_TOKENS,
     Synopses,
     offload_tokens_for,
     offloaded,
@@ -92,7 +91,14 @@ from workmem.state.errors import (
     SessionNotFound,
 )
 from workmem.state.ids import archive_name, archive_number
-from workmem.state.messages import CLIPPED_BYTES_META, FINGERPRINT_META, SYNOPSIS_FP, lc_id
+from workmem.state.messages import (
+    CLIPPED_BYTES_META,
+    FINGERPRINT_META,
+    SYNOPSIS_FP,
+    SYNOPSIS_HASH,
+    lc_id,
+    synopsis_hash,
+)
 from workmem.state.redact import describe_error
 from workmem.state.retention import Keep, Trigger, covered_tokens, keep_value, trigger_tokens, trigger_value
 from workmem.state.tokens import DEFAULT_CONTEXT_WINDOW, count_tokens
@@ -191,9 +197,8 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         if not isinstance(trim_state, bool):
             raise InvalidInput("trim_state", trim_state, "must be a bool")
         self.trim_state = trim_state
-        self._offload_limit = self.offload_tokens or DEFAULT_OFFLOAD_TOKENS  # of the latest call
         reader = make_tool_result_reader(engine, session_id, default_session_id=default_session_id,
-                                         max_tokens=lambda: self._offload_limit)
+                                         max_tokens=lambda session: self.calls_of(session).offload_limit)
         self.tools = [*make_archive_tools(engine, session_id, default_session_id=default_session_id),
                       reader] if tools else []
         self._tool_tokens = schema_tokens(self.tools)  # carried by every call, so counted toward the trigger
@@ -277,7 +282,7 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         """The view's context entries, each large or (past a commit boundary) older tool result as its synopsis."""
         entries = view.context_entries(engine, session_id, max_bytes)
         limit = self.offload_tokens or offload_tokens_for(self._threshold(engine, request, session_id))
-        self._offload_limit = limit
+        self.calls_of(session_id).offload_limit = limit
         boundary = engine.kept_tail_end(session_id) if engine.session_exists(session_id) else 0
         kept = [m["seq"] for m in view.live if m["seq"] <= boundary and self._shrinkable(m)]
         newest = set(kept[-self.keep_tool_results:])
@@ -498,7 +503,12 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         assembled, sent = self._assemble(request, engine, session_id, view)
         if breaker:
             sent["breaker"] = breaker
-        removals = [*self._removals(session_id, messages, view), *self._state_synopses(view)] if self.trim_state else []
+        removals = self._removals(session_id, messages, view) if self.trim_state else []
+        if self.trim_state and state.get("workmem_prior_upto") is not None:
+            # only a thread whose state persists between runs (a checkpointer): a stateless client re-sends
+            # plain dicts, which would lose the synopsis mark
+            gone = {r.id for r in removals}
+            removals += [m for m in self._state_synopses(view, calls.offload_limit) if m.id not in gone]
         sent["events"] = events
         sent["trigger"] = threshold
         return Prepared(assembled, sent, removals, {**update, "workmem_stored_upto": engine.next_seq(session_id)})
@@ -512,20 +522,21 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         return [RemoveMessage(id=m.id) for m in messages
                 if getattr(m, "id", None) and m.id in to_trim and m.id != keep_id]
 
-    def _state_synopses(self, view: StateView) -> list[ToolMessage]:
+    def _state_synopses(self, view: StateView, limit: int) -> list[ToolMessage]:
         """The state's stored large tool results as their synopsis (same id: the reducer replaces them), so the
-        agent's checkpoints do not carry megabytes; the log keeps each whole (never one it stored clipped)."""
+        agent's checkpoints do not carry megabytes; the log keeps each whole (never one it stored clipped), and
+        the copy's mark makes it align as the stored result while unedited."""
         out = []
         for pos, stored in view.alignment.stored.items():
             message = view.messages[view.indexes[pos]]
-            if (not isinstance(message, ToolMessage) or SYNOPSIS_FP in message.additional_kwargs
-                    or stored["tokens"] <= self._offload_limit or not self._shrinkable(stored)
-                    or CLIPPED_BYTES_META in (stored.get("meta") or {})):
+            if (not isinstance(message, ToolMessage) or not isinstance(message.content, str)
+                    or SYNOPSIS_FP in message.additional_kwargs or stored["tokens"] <= limit
+                    or not self._shrinkable(stored) or CLIPPED_BYTES_META in (stored.get("meta") or {})):
                 continue
-            text, _tokens = self._synopses.of(stored, self._offload_limit)
-            out.append(ToolMessage(content=text, id=message.id, tool_call_id=message.tool_call_id, name=message.name,
-                                   status=message.status, additional_kwargs={
-                                       **message.additional_kwargs, SYNOPSIS_FP: stored["meta"][FINGERPRINT_META]}))
+            text, _tokens = self._synopses.of(stored, limit)
+            mark = {SYNOPSIS_FP: stored["meta"][FINGERPRINT_META], SYNOPSIS_HASH: synopsis_hash(text)}
+            out.append(message.model_copy(update={"content": text,
+                                                  "additional_kwargs": {**message.additional_kwargs, **mark}}))
         return out
 
     def _call(self, request: ModelRequest, prepared: Prepared, handler: Callable[[ModelRequest], ModelResponse]

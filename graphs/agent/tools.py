@@ -148,20 +148,21 @@ def make_tool_result_reader(
     session_id: str | None = None,
     *,
     default_session_id: str | None = None,
-    max_tokens: int | Callable[[], int] = DEFAULT_OFFLOAD_TOKENS,
+    max_tokens: int | Callable[[str], int] = DEFAULT_OFFLOAD_TOKENS,
 ) -> BaseTool:
     """`read_tool_result` for one session (None: the run's session): reads a large tool result by reference,
-    live or archived, one window of at most `max_tokens` tokens at a time (a callable: decided per call).
+    live or archived, one window of at most `max_tokens` tokens at a time (a callable of the session: decided
+    per call).
     Bad arguments come back to the model as the tool's answer. Async-capable."""
 
     def read_tool_result(ref: Any = None, offset: Any = None, limit: Any = None, query: Any = None,
                          **unknown: Any) -> str:
         _refuse(unknown)
-        cap = max_tokens() if callable(max_tokens) else max_tokens
+        session = session_from_run(session_id, default=default_session_id)
+        cap = max_tokens(session) if callable(max_tokens) else max_tokens
         try:
-            found = resolve_engine(engine).read_tool_result(
-                session_from_run(session_id, default=default_session_id), ref, offset=offset, limit=limit,
-                query=query, max_tokens=cap)
+            found = resolve_engine(engine).read_tool_result(session, ref, offset=offset, limit=limit, query=query,
+                                                            max_tokens=cap)
         except WorkmemError as exc:
             raise ToolException(str(exc)) from exc
         return format_read(found)

@@ -23,6 +23,7 @@ from workmem.state.errors import InvalidInput
 from workmem.state.messages import (
     CLIPPED_BYTES_META,
     NO_BYTE_CAP,
+    SYNOPSIS_FP,
     clip_to_cap,
     lc_id,
     message_text,
@@ -229,7 +230,8 @@ class StateView:
         # A stored message the state holds is sent as the state's own object (its artifact, its metadata),
         # unless its stored copy was clipped.
         originals = {m["seq"]: self.messages[self.indexes[pos]] for pos, m in self.alignment.stored.items()
-                     if CLIPPED_BYTES_META not in (m.get("meta") or {})}
+                     if CLIPPED_BYTES_META not in (m.get("meta") or {})
+                     and SYNOPSIS_FP not in getattr(self.messages[self.indexes[pos]], "additional_kwargs", {})}
         return [{**entry, "original": originals[entry["seq"]]} if "lc" not in entry and entry.get("seq") in originals
                 else entry for entry in out]
 

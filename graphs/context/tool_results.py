@@ -44,7 +44,7 @@ def parse_ref(ref: Any) -> int:
         return ref
     text = ref.strip() if isinstance(ref, str) else ""
     digits = text.removeprefix(REF_PREFIX).removeprefix("#")
-    if not digits.isdigit() or int(digits) < 1:
+    if not re.fullmatch(r"[0-9]{1,18}", digits) or int(digits) < 1:
         raise InvalidInput("ref", ref, f"must be a tool result's reference, like '{REF_PREFIX}12'")
     return int(digits)
 

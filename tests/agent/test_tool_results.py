@@ -130,22 +130,67 @@ def test_an_agent_sees_the_synopsis_on_every_call_and_reads_the_result_through_i
 
 
 def test_the_agent_state_holds_a_stored_large_result_as_its_synopsis_and_the_log_holds_it_whole(root):
-    model = scripted(READ_CALL,
-                     AIMessage(content="KeyError in export."), AIMessage(content="Yes, worker 7."))
+    model = scripted(READ_CALL, AIMessage(content="KeyError in export."), READ_CALL.model_copy(update={
+        "tool_calls": [{"name": "read_log", "args": {}, "id": "c1", "type": "tool_call"}]}),
+        AIMessage(content="Yes, worker 7."), AIMessage(content="Done."))
     with WorkingMemoryEngine(root, durable=False) as engine:
         agent = create_agent(model, tools=[read_log], checkpointer=InMemorySaver(),
                              middleware=[WorkingMemoryMiddleware(engine, trigger=("tokens", 16_000))])
         config = {"configurable": {"thread_id": "s"}}
-        state = agent.invoke({"messages": [HumanMessage("Why did billing crash?")]}, config)
+        agent.invoke({"messages": [HumanMessage("Why did billing crash?")]}, config)
+        agent.invoke({"messages": [HumanMessage("Read it again.")]}, config)
+        state = agent.invoke({"messages": [HumanMessage("Thanks.")]}, config)
         in_state = [m for m in state["messages"] if isinstance(m, ToolMessage)]
-        assert len(in_state) == 1 and in_state[0].content.startswith("[tool result seq:3 · read_log")
-        assert len(in_state[0].content) < len(LOG) // 20, "the checkpoints carry the synopsis, not the log"
-        agent.invoke({"messages": [HumanMessage("Which worker?")]}, config)
+        assert len(in_state) == 2 and all(m.content.startswith("[tool result seq:") for m in in_state)
+        assert all(len(m.content) < len(LOG) // 20 for m in in_state), "the checkpoints carry synopses, not logs"
         stored = engine.live_messages("s")
-        assert [m["role"] for m in stored] == ["user", "assistant", "tool", "assistant", "user", "assistant"]
-        assert stored[2]["parts"][0]["content"] == LOG, "stored once, whole"
-        shown = {m.content for p in model.prompts[1:] for m in p if isinstance(m, ToolMessage)}
-        assert shown == {in_state[0].content}, "the model sees the same bytes on every call"
+        assert [m["role"] for m in stored] == ["user", "assistant", "tool", "assistant", "user", "assistant", "tool",
+                                               "assistant", "user", "assistant"], "each message stored once"
+        assert stored[2]["parts"][0]["content"] == LOG and stored[6]["parts"][0]["content"] == LOG
+        shown = {m.content for p in model.prompts[1:] for m in p
+                 if isinstance(m, ToolMessage) and m.tool_call_id == "c0"}
+        assert len(shown) == 1, "the model sees the same bytes on every call"
+
+
+def test_a_stateless_client_re_sending_the_history_stores_nothing_twice(root):
+    from langchain_core.messages import convert_to_openai_messages
+
+    model = scripted(READ_CALL, AIMessage(content="KeyError in export."), AIMessage(content="Worker 7."))
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        agent = create_agent(model, tools=[read_log],
+                             middleware=[WorkingMemoryMiddleware(engine, trigger=("tokens", 16_000))])
+        config = {"configurable": {"thread_id": "web"}}
+        out = agent.invoke({"messages": [{"role": "user", "content": "Why did billing crash?"}]}, config)
+        history = [*convert_to_openai_messages(out["messages"]), {"role": "user", "content": "Which worker?"}]
+        agent.invoke({"messages": history}, config)
+        assert [m["role"] for m in engine.live_messages("web")] == ["user", "assistant", "tool", "assistant", "user",
+                                                                    "assistant"]
+
+
+def test_an_edited_synopsis_copy_is_an_edit_and_a_grown_limit_shows_the_whole_result(root):
+    model = scripted(READ_CALL, AIMessage(content="KeyError."), AIMessage(content="ok"), AIMessage(content="ok2"))
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        agent = create_agent(model, tools=[read_log], checkpointer=InMemorySaver(),
+                             middleware=[WorkingMemoryMiddleware(engine, trigger=("tokens", 16_000))])
+        config = {"configurable": {"thread_id": "s"}}
+        agent.invoke({"messages": [HumanMessage("Why?")]}, config)
+        agent.invoke({"messages": [HumanMessage("And?")]}, config)
+        copy = next(m for m in agent.get_state(config).values["messages"] if isinstance(m, ToolMessage))
+        assert copy.content.startswith("[tool result seq:3")
+        agent.update_state(config, {"messages": [copy.model_copy(update={"content": "REDACTED by the user"})]})
+        agent.invoke({"messages": [HumanMessage("Now?")]}, config)
+        assert "REDACTED by the user" in [m.text for m in model.prompts[-1]]
+        assert "REDACTED by the user" in [m["parts"][0].get("content") for m in engine.live_messages("s")
+                                          if m["role"] == "tool"], "the edit is stored"
+        assert LOG in [m["parts"][0].get("content") for m in engine.storage.sessions.messages_in_range("s", 3, 3)]
+
+
+def test_a_bad_reference_from_the_model_is_the_tools_answer(root):
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        big_session(engine)
+        for ref in ("seq:²", "seq:1e3", "seq:" + "9" * 40):
+            with pytest.raises(InvalidInput):
+                engine.read_tool_result("s", ref)
 
 
 def test_trim_state_off_keeps_the_whole_result_in_the_state(root):
