@@ -129,14 +129,19 @@ def test_an_agent_sees_the_synopsis_on_every_call_and_reads_the_result_through_i
         assert stored == LOG, "the log keeps the whole result"
 
 
+def checkpointed_agent(engine: WorkingMemoryEngine, model: object) -> tuple[object, dict]:
+    """An agent reading the log, checkpointed on thread "s", trigger 16k."""
+    agent = create_agent(model, tools=[read_log], checkpointer=InMemorySaver(),
+                         middleware=[WorkingMemoryMiddleware(engine, trigger=("tokens", 16_000))])
+    return agent, {"configurable": {"thread_id": "s"}}
+
+
 def test_the_agent_state_holds_a_stored_large_result_as_its_synopsis_and_the_log_holds_it_whole(root):
     model = scripted(READ_CALL, AIMessage(content="KeyError in export."), READ_CALL.model_copy(update={
         "tool_calls": [{"name": "read_log", "args": {}, "id": "c1", "type": "tool_call"}]}),
         AIMessage(content="Yes, worker 7."), AIMessage(content="Done."))
     with WorkingMemoryEngine(root, durable=False) as engine:
-        agent = create_agent(model, tools=[read_log], checkpointer=InMemorySaver(),
-                             middleware=[WorkingMemoryMiddleware(engine, trigger=("tokens", 16_000))])
-        config = {"configurable": {"thread_id": "s"}}
+        agent, config = checkpointed_agent(engine, model)
         agent.invoke({"messages": [HumanMessage("Why did billing crash?")]}, config)
         agent.invoke({"messages": [HumanMessage("Read it again.")]}, config)
         state = agent.invoke({"messages": [HumanMessage("Thanks.")]}, config)
@@ -170,9 +175,7 @@ def test_a_stateless_client_re_sending_the_history_stores_nothing_twice(root):
 def test_an_edited_synopsis_copy_is_an_edit_and_a_grown_limit_shows_the_whole_result(root):
     model = scripted(READ_CALL, AIMessage(content="KeyError."), AIMessage(content="ok"), AIMessage(content="ok2"))
     with WorkingMemoryEngine(root, durable=False) as engine:
-        agent = create_agent(model, tools=[read_log], checkpointer=InMemorySaver(),
-                             middleware=[WorkingMemoryMiddleware(engine, trigger=("tokens", 16_000))])
-        config = {"configurable": {"thread_id": "s"}}
+        agent, config = checkpointed_agent(engine, model)
         agent.invoke({"messages": [HumanMessage("Why?")]}, config)
         agent.invoke({"messages": [HumanMessage("And?")]}, config)
         copy = next(m for m in agent.get_state(config).values["messages"] if isinstance(m, ToolMessage))
