@@ -128,7 +128,7 @@ class WorkingMemoryEngine:
                               require_int("memory_budget", memory_budget, min=MIN_MEMORY_BUDGET,
                                                                    max=MAX_MEMORY_BUDGET))
         self._warned_floor: set[str] = set()
-        self._wm_tokens: dict[str, tuple[Any, int]] = {}
+        self._wm_tokens: dict[str, tuple[Any, tuple[int, int]]] = {}  # per session: its newest archive's facts
         self.max_message_bytes = _positive_int("max_message_bytes", max_message_bytes)
         # Checked now (a bad model= or WORKMEM_MODEL fails before anything touches disk), built at the first commit.
         self.clip_tokens = _positive_int("clip_tokens", clip_tokens)
@@ -240,15 +240,21 @@ class WorkingMemoryEngine:
 
     def _working_memory_tokens(self, session_id: str, meta: dict[str, Any]) -> int:
         """Tokens of the summary message the next call would carry (cached per last archive)."""
+        return self._newest_archive_facts(session_id, meta)[0]
+
+    def _newest_archive_facts(self, session_id: str, meta: dict[str, Any]) -> tuple[int, int]:
+        """(tokens of the summary message, seq of the last message the commit kept live) of the newest
+        archive, read once per archive: (0, 0) before the first commit."""
         last = meta.get("last_archive")
         if not last:
-            return 0
+            return 0, 0
         key = (meta.get("created_at"), last.get("id"))  # a deleted and re-created session starts over
         cached = self._wm_tokens.get(session_id)
         if cached is None or cached[0] != key:
             archive = self.working_memory(session_id) or {}
             wm = archive.get("working_summary", {}).get("markdown", "")
-            cached = (key, count_tokens(SUMMARY_PREFIX + wm) if wm.strip() else 0)
+            tail_end = int((archive.get("preserved_tail") or {}).get("tail_seq") or 0)
+            cached = (key, (count_tokens(SUMMARY_PREFIX + wm) if wm.strip() else 0, tail_end))
             self._wm_tokens[session_id] = cached
         return cached[1]
 
@@ -368,8 +374,7 @@ class WorkingMemoryEngine:
     def kept_tail_end(self, session_id: str) -> int:
         """The seq of the last message the newest commit kept live (0 before the first commit): the commit
         boundary at which older tool results of the kept tail are shown as their synopsis."""
-        archive = self.working_memory(session_id) or {}
-        return int((archive.get("preserved_tail") or {}).get("tail_seq") or 0)
+        return self._newest_archive_facts(session_id, self.storage.sessions.meta(session_id))[1]
 
     def read_tool_result(self, session_id: str, ref: Any = None, *, offset: Any = None, limit: Any = None,
                          query: Any = None, max_tokens: int = DEFAULT_OFFLOAD_TOKENS) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from workmem.state.errors import InvalidInput
 from workmem.state.messages import FINGERPRINT_META
 from workmem.state.synopsis import kind_of, synopsis
 from workmem.state.tokens import count_tokens
+from workmem.state.validation import require_int, require_text
 
 REF_PREFIX = "seq:"
 DEFAULT_OFFLOAD_TOKENS = 3_000
@@ -101,8 +102,8 @@ def offloaded(entry: dict[str, Any], synopses: Synopses, limit_tokens: int) -> d
 def read_window(msg: dict[str, Any], offset: Any, limit: Any, max_tokens: int) -> dict[str, Any]:
     """Characters `offset`…`offset + limit` of a stored tool result, at most `max_tokens` tokens."""
     text = (result_part(msg) or {}).get("content") or ""
-    offset = _non_negative("offset", 0 if offset is None else offset)
-    limit = _positive("limit", max_tokens * 4 if limit is None else limit)
+    offset = require_int("offset", 0 if offset is None else offset, min=0)
+    limit = require_int("limit", max_tokens * 4 if limit is None else limit, min=1)
     if offset >= len(text) and text:
         raise InvalidInput("offset", offset, f"past the end of the result ({len(text):,} characters)")
     piece = text[offset:offset + min(limit, max_tokens * 4)]
@@ -114,7 +115,7 @@ def read_window(msg: dict[str, Any], offset: Any, limit: Any, max_tokens: int) -
 
 def find_in(msg: dict[str, Any], query: Any) -> list[dict[str, Any]]:
     """Windows of a stored tool result around each match of `query` (literal, case-insensitive)."""
-    needle = _query(query)
+    needle = require_text("query", query).strip()
     text = (result_part(msg) or {}).get("content") or ""
     out = []
     for match in re.finditer(re.escape(needle), text, re.I):
@@ -138,21 +139,3 @@ def _about(msg: dict[str, Any], text: str) -> dict[str, Any]:
     part = result_part(msg) or {}
     return {"tool": part.get("name"), "kind": kind_of(text), "chars": len(text), "tokens": msg["tokens"],
             "archive_id": msg.get("archive_id")}
-
-
-def _query(query: Any) -> str:
-    if not isinstance(query, str) or not query.strip():
-        raise InvalidInput("query", query, "must be a non-empty string")
-    return query.strip()
-
-
-def _non_negative(field: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InvalidInput(field, value, "must be an integer >= 0")
-    return value
-
-
-def _positive(field: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidInput(field, value, "must be an integer >= 1")
-    return value

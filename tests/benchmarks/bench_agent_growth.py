@@ -148,19 +148,18 @@ class TimedWorkmem(WorkingMemoryMiddleware):
         finally:
             self.call_seconds.append(time.perf_counter() - start - inner - (self.commit_seconds - commits))
 
-    def before_agent(self, state: Any, runtime: Any) -> Any:
+    def _timed_turn_hook(self, hook: Callable[..., Any], *args: Any) -> Any:
         start = time.perf_counter()
         try:
-            return super().before_agent(state, runtime)
+            return hook(*args)
         finally:
             self.turn_seconds += time.perf_counter() - start
 
+    def before_agent(self, state: Any, runtime: Any) -> Any:
+        return self._timed_turn_hook(super().before_agent, state, runtime)
+
     def after_agent(self, state: Any, runtime: Any) -> Any:
-        start = time.perf_counter()
-        try:
-            return super().after_agent(state, runtime)
-        finally:
-            self.turn_seconds += time.perf_counter() - start
+        return self._timed_turn_hook(super().after_agent, state, runtime)
 
 
 class TimedSummarization(SummarizationMiddleware):
