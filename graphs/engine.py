@@ -40,7 +40,8 @@ from workmem.nodes.models import LazyModel, model_spec
 from workmem.state.errors import CommitInProgress, DamagedFile, InvalidInput, WorkmemError
 from workmem.state.ids import archive_number
 from workmem.state.memory import MAX_MEMORY_BUDGET, MIN_MEMORY_BUDGET, memory_budget_for
-from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES
+from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES, message_text
+from workmem.state.payloads import DIGEST_MARK, MAX_PAYLOAD_BYTES, PAYLOAD_BYTES, PayloadLimits, is_digest
 from workmem.state.redact import describe_error
 from workmem.state.retention import (
     DEFAULT_TRIGGER,
@@ -52,6 +53,7 @@ from workmem.state.retention import (
     trigger_tokens,
     trigger_value,
 )
+from workmem.state.search.search_hits import from_message
 from workmem.state.storage import DELETE_TASK_PREFIX, open_storage
 from workmem.state.tokens import DEFAULT_CONTEXT_WINDOW, count_tokens
 from workmem.state.turns import DEFAULT_KEEP_RECENT, parse_turn_id, turn_number
@@ -91,6 +93,9 @@ class WorkingMemoryEngine:
     Sections past their share spill their oldest items into the archive (`state.memory.budgets`).
     Storage: files under `root`, or PostgreSQL for many replicas with `database_url=` (in schema
     `database_schema`, default `WORKMEM_DATABASE_SCHEMA` or `workmem`; see `open_storage` for the precedence).
+    Tool results over `payload_bytes` (64 KiB) are stored whole as content-addressed payloads, up to
+    `max_payload_bytes` (256 MiB; beyond, head and tail around a marker); other messages are capped at
+    `max_message_bytes` (1 MiB).
     """
 
     def __init__(
@@ -108,6 +113,8 @@ class WorkingMemoryEngine:
         chunk_tokens: int = DEFAULT_CHUNK_TOKENS,
         clip_tokens: int = DEFAULT_CLIP_TOKENS,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        payload_bytes: int = PAYLOAD_BYTES,
+        max_payload_bytes: int = MAX_PAYLOAD_BYTES,
         durable: bool = True,
         max_workers: int = 2,
         keep_checkpoints: int = DEFAULT_KEEP_CHECKPOINTS,
@@ -130,6 +137,7 @@ class WorkingMemoryEngine:
         self._warned_floor: set[str] = set()
         self._wm_tokens: dict[str, tuple[Any, tuple[int, int]]] = {}  # per session: its newest archive's facts
         self.max_message_bytes = _positive_int("max_message_bytes", max_message_bytes)
+        self.payload_limits = PayloadLimits(payload_bytes, max_payload_bytes)
         # Checked now (a bad model= or WORKMEM_MODEL fails before anything touches disk), built at the first commit.
         self.clip_tokens = _positive_int("clip_tokens", clip_tokens)
         self.model = LazyModel(model_spec(model))
@@ -139,7 +147,7 @@ class WorkingMemoryEngine:
         kept = require_int("keep_checkpoints", keep_checkpoints, min=0, max=MAX_SETTING)
         require_bool("durable", durable)
         self.storage = open_storage(root, database_url=database_url, database_schema=database_schema, durable=durable,
-                                    max_message_bytes=max_message_bytes)
+                                    max_message_bytes=max_message_bytes, payload_limits=self.payload_limits)
         self.root = getattr(self.storage, "root", None)
         self.runner = CommitRunner(self.storage, context, self.model, max_workers=workers, keep_checkpoints=kept)
         try:
@@ -200,7 +208,7 @@ class WorkingMemoryEngine:
         limit = self.context_window if input_limit is None else _positive_int("input_limit", input_limit)
         threshold = trigger_tokens(self.trigger if trigger is None else trigger_value(trigger), limit)
         new = strip_injected(list(messages[pre_prompt_count:]), offset=pre_prompt_count,
-                             max_bytes=self.max_message_bytes)
+                             max_bytes=self.max_message_bytes, payloads=self.payload_limits)
         stored = self.storage.sessions.append(session_id, new) if new else []
         if not stored and not self.storage.sessions.session_exists(session_id):
             return {"stored": 0, "pending_tokens": 0, "task_id": None, "commit": None, "messages": []}
@@ -359,7 +367,8 @@ class WorkingMemoryEngine:
         does not exist yet is simply empty. Hidden messages (§7) are left out.
         """
         budget = self.context_window if token_budget is None else validate_budget(token_budget)
-        extra = pending_entries(require_list("pending", pending), max_bytes=self.max_message_bytes) if pending else []
+        extra = (pending_entries(require_list("pending", pending), max_bytes=self.max_message_bytes,
+                                 payloads=self.payload_limits) if pending else [])
         if pending is not None and not self.storage.sessions.session_exists(session_id):
             return assemble_context([], "", 0, budget, pending=extra)
         wm, archives_total = self.summary_of(session_id)
@@ -446,10 +455,22 @@ class WorkingMemoryEngine:
         self.storage.sessions.meta(session_id)  # SessionNotFound for unknown sessions
         if archive_id is not None:
             self.storage.sessions.read_archive(session_id, archive_id)  # ArchiveNotFound for unknown ids
-        hits = self.storage.search.search(session_id, query, archive_id=archive_id, limit=limit)
+        hits = self._windows_of_digests(session_id, query,
+                                        self.storage.search.search(session_id, query, archive_id=archive_id,
+                                                                   limit=limit))
         if not context:
             return hits
         return with_context(hits, context, lambda lo, hi: self.storage.sessions.messages_in_range(session_id, lo, hi))
+
+    def _windows_of_digests(self, session_id: str, query: str, hits: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Hits on a long message (the index holds a digest of it) show the window around the match in the
+        message itself."""
+        for hit in hits:
+            if is_digest(hit["content"]) and hit.get("seq") is not None:
+                found = self.storage.sessions.messages_in_range(session_id, hit["seq"], hit["seq"])
+                hit["content"] = (from_message(hit["content"], message_text(found[0]), query) if found
+                                  else hit["content"][len(DIGEST_MARK):])
+        return hits
 
     def archive_expand(self, session_id: str, archive_id: str | None = None, *,
                        start_seq: int | None = None, end_seq: int | None = None,

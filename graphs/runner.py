@@ -23,8 +23,10 @@ from workmem.state.errors import (
     DamagedFile,
     DatabaseUnavailable,
     ModelUnavailable,
+    SessionNotFound,
     StorageError,
     UnsafePath,
+    WorkmemError,
 )
 from workmem.state.redact import clean_error, describe_error
 from workmem.state.retention import Keep, as_keep
@@ -304,8 +306,23 @@ class CommitRunner:
             with heartbeat(self.tasks, session_id, task["task_id"], ttl=self.lease_ttl):
                 task = self.tasks.get_task(task["task_id"]) or task  # it may have finished meanwhile
                 if task["status"] in RESUMABLE_STATUSES:
-                    results.append(self._resume_task(task, context))
+                    results.append(self._resume_or_report(task, context))
         return results
+
+    def _resume_or_report(self, task: dict[str, Any], context: CommitContext) -> dict[str, Any]:
+        """`_resume_task`, or what stopped it: a task whose session is gone is abandoned, another error is
+        reported as `failed` (the task stays resumable), and `resume_all` goes on with the next task."""
+        try:
+            if not self.sessions.session_exists(task["session_id"]):
+                raise SessionNotFound(task["session_id"])
+            return self._resume_task(task, context)
+        except SessionNotFound as exc:
+            log.warning("task %s: %s; abandoned", task["task_id"], describe_error(exc))
+            return self._abandon(task, clean_error(f"its session is gone: {exc}"))
+        except (WorkmemError, OSError) as exc:
+            log.warning("task %s could not be resumed: %s", task["task_id"], describe_error(exc))
+            return {"status": "failed", "task_id": task["task_id"], "archive_id": task.get("archive_id"),
+                    "reason": clean_error(exc)}
 
     def wait(self) -> None:
         """Block until every background commit (and any follow-up it started) has finished."""

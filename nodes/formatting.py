@@ -29,6 +29,8 @@ from typing import Any
 
 from workmem.state.archive_object import SEARCH_TOOL_NAME
 from workmem.state.messages import INTERNAL_FLAG
+from workmem.state.payloads import is_payload
+from workmem.state.synopsis import synopsis
 from workmem.state.tokens import count_tokens, encoder
 from workmem.state.turns import message_units
 
@@ -103,17 +105,27 @@ def header(message: Mapping[str, Any]) -> str:
     return f"[#{message.get('seq', 0)} {message.get('role', 'user')}]"
 
 
+LONGEST_TOKEN_CHARS = 16  # of text encoded per token kept, at each end of a long text (cl100k averages ~4)
+
+
 def clip_text(text: str, clip_tokens: int) -> str:
     """Clip `text` to about `clip_tokens` tokens: head + `…[clipped N tokens]…` + tail."""
-    tokens = encoder().encode(text, disallowed_special=())
-    if len(tokens) <= clip_tokens:
+    window = max(clip_tokens, 64) * LONGEST_TOKEN_CHARS
+    if len(text) > 2 * window:  # a long text: only its ends are encoded, the middle's tokens estimated
+        first = encoder().encode(text[:window], disallowed_special=())
+        last = encoder().encode(text[-window:], disallowed_special=())
+        total = len(first) + len(last) + round((len(text) - 2 * window) * (len(first) + len(last)) / (2 * window))
+    else:
+        first = last = encoder().encode(text, disallowed_special=())
+        total = len(first)
+    if total <= clip_tokens:
         return text
     keep = max(clip_tokens - 12, 2)  # room for the marker line
     head_n = keep * 2 // 3
     tail_n = keep - head_n
-    head = encoder().decode(tokens[:head_n]).rstrip("\ufffd")
-    tail = encoder().decode(tokens[len(tokens) - tail_n :]).lstrip("\ufffd")
-    removed = len(tokens) - head_n - tail_n
+    head = encoder().decode(first[:head_n]).rstrip("\ufffd")
+    tail = encoder().decode(last[len(last) - tail_n:]).lstrip("\ufffd")
+    removed = total - head_n - tail_n
     return f"{head}\n{CLIP_MARKER.format(n=removed)}\n{tail}"
 
 
@@ -123,13 +135,24 @@ def format_message(message: Mapping[str, Any], *, clip_tokens: int = 4000, brief
     lines: list[str] = []
     parts = [p for p in message.get("parts") or [] if isinstance(p, Mapping)]
     for part in parts:
-        lines.extend(_part_lines(part, brief_own_tools))
+        if clip_tokens > 0 and is_payload(part) and isinstance(part.get("content"), str):
+            lines.extend(_payload_lines(part, message.get("seq"), clip_tokens))
+        else:
+            lines.extend(_part_lines(part, brief_own_tools))
     body = "\n".join(lines)
     if not body and brief_own_tools and parts and all(p.get(INTERNAL_FLAG) for p in parts):
         return ""
     if clip_tokens > 0 and body:
         body = clip_text(body, clip_tokens)
     return f"{header(message)}\n{body}" if body else header(message)
+
+
+def _payload_lines(part: Mapping[str, Any], seq: Any, clip_tokens: int) -> list[str]:
+    """A payload's result in a transcript: its synopsis (head, tail, reference `seq:N`), never the whole text."""
+    flag = " (error)" if part.get("is_error") else ""
+    text = synopsis(part["content"], tool=part.get("name"), ref=f"seq:{seq}", limit_tokens=max(clip_tokens - 16, 64),
+                    tokens=part.get("tokens") if isinstance(part.get("tokens"), int) else None)
+    return [f"{RESULT_PREFIX}{part.get('name') or 'tool'}{flag}", _escape_text(text)]
 
 
 def format_messages(messages: Sequence[Mapping[str, Any]], *, clip_tokens: int = 4000,

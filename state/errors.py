@@ -139,3 +139,14 @@ class ContextOverflow(WorkmemError, RuntimeError):
         super().__init__(f"the model refused a call of {call_tokens} tokens as too long again, after a commit "
                          f"brought the session's input limit to {limit} tokens")
         self.call_tokens, self.limit = call_tokens, limit
+
+
+class UnsupportedFormat(WorkmemError, RuntimeError):
+    """Stored data written by a newer workmem in a format this build cannot read (refused, never misread)."""
+
+    def __init__(self, where: str, found: object, supported: int) -> None:
+        self.where = where
+        self.found = found
+        self.supported = supported
+        super().__init__(f"{where} has storage format {found!r}; this workmem reads formats up to {supported}: "
+                         "upgrade workmem")

@@ -16,10 +16,11 @@ from typing import Any
 from workmem.state.archive_object import OWN_TOOLS
 from workmem.state.errors import InvalidInput
 from workmem.state.jsonutil import dumps
+from workmem.state.payloads import CLIPPED_META, PayloadLimits, externalize, index_text, stored_parts
 
 ROLES = ("user", "assistant", "tool", "system")
 DEFAULT_MAX_MESSAGE_BYTES = 1 << 20
-CLIPPED_BYTES_META = "workmem_clipped_bytes"
+CLIPPED_BYTES_META = CLIPPED_META
 LC_ID_META = "lc_id"  # the LangChain message id (first builds stored it as "source_id")
 FINGERPRINT_META = "fp"
 # A tool result the agent's state holds as its synopsis carries the stored original's fingerprint and the hash
@@ -58,17 +59,20 @@ _SKIPPED_BLOCKS = {"tool_call_chunk", "invalid_tool_call"}
 _DROPPED_KWARGS = {"tool_calls", "function_call"}
 
 
-def normalize_message(
-    obj: Any, *, field: str = "message", max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
-) -> dict[str, Any]:
-    """A LangChain message, OpenAI-style dict or workmem dict as a validated `{role, parts, meta}`."""
-    return prepare_message(obj, field=field, max_bytes=max_bytes)[0]
+def normalize_message(obj: Any, *, field: str = "message", max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+                      payloads: PayloadLimits | None = None) -> dict[str, Any]:
+    """A LangChain message, OpenAI-style dict or workmem dict as a validated `{role, parts, meta}` (with
+    `payloads`, a large tool result is checked against `max_bytes` as storage will store it)."""
+    return prepare_message(obj, field=field, max_bytes=max_bytes, payloads=payloads)[0]
 
 
 
-def prepare_message(obj: Any, *, field: str = "message",
-                    max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> tuple[dict[str, Any], bytes]:
-    """Normalise and validate one message; also return its stored JSON body (`"meta":…,"parts":…`)."""
+def prepare_message(obj: Any, *, field: str = "message", max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+                    payloads: PayloadLimits | None = None) -> tuple[dict[str, Any], bytes]:
+    """Normalise and validate one message; also return its stored JSON body (`"meta":…,"parts":…`).
+
+    With `payloads`, a tool result over its `payload_bytes` becomes a payload (`payloads.externalize`): the
+    body leaves its text out, so only the rest of the message counts toward `max_bytes`."""
     check_nesting(obj, field)
     if isinstance(obj, dict):
         if "parts" in obj:
@@ -84,6 +88,8 @@ def prepare_message(obj: Any, *, field: str = "message",
     _mark_own_tool_parts(msg)
     if FINGERPRINT_META not in msg["meta"] and isinstance(msg["parts"], list):
         msg["meta"][FINGERPRINT_META] = fingerprint(msg)
+    if payloads is not None:
+        externalize(msg, payloads)
     return msg, encode_body(msg, field=field, max_bytes=max_bytes)
 
 
@@ -139,10 +145,11 @@ def _mark_own_tool_parts(msg: dict[str, Any]) -> None:
 
 
 def indexed_text(msg: dict[str, Any]) -> str:
-    """What the full-text index holds of a message: its text without workmem's own tool traffic."""
+    """What the full-text index holds of a message: its text without workmem's own tool traffic, bounded by
+    `payloads.index_text` (a long message's head, then each further distinct word once)."""
     if not any(p.get(INTERNAL_FLAG) for p in msg["parts"]):
-        return message_text(msg)
-    return message_text({**msg, "parts": [p for p in msg["parts"] if not p.get(INTERNAL_FLAG)]}) \
+        return index_text(message_text(msg))
+    return index_text(message_text({**msg, "parts": [p for p in msg["parts"] if not p.get(INTERNAL_FLAG)]})) \
         if any(not p.get(INTERNAL_FLAG) for p in msg["parts"]) else ""
 
 
@@ -160,8 +167,8 @@ def check_nesting(obj: Any, field: str, limit: int = MAX_NESTING) -> None:
         stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list, tuple)))
 
 
-def prepare_messages(objs: Any, *,
-                     max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> list[tuple[dict[str, Any], bytes | None]]:
+def prepare_messages(objs: Any, *, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+                     payloads: PayloadLimits | None = None) -> list[tuple[dict[str, Any], bytes | None]]:
     """Normalise and validate a batch (fields named `messages[i]`): `(msg, body)` per message.
 
     `body` is the stored JSON body encoded during validation (see `prepare_message`), or None for a
@@ -185,7 +192,7 @@ def prepare_messages(objs: Any, *,
                 msg["meta"][FINGERPRINT_META] = fingerprint(msg)
                 out.append((msg, None))
                 continue
-        out.append(prepare_message(obj, field=f"messages[{i}]", max_bytes=max_bytes))
+        out.append(prepare_message(obj, field=f"messages[{i}]", max_bytes=max_bytes, payloads=payloads))
     _mark_nameless_own_results(out, max_bytes)
     return out
 
@@ -215,7 +222,8 @@ _MAX_JSON_BYTES_PER_ASCII_CHAR = 6
 
 
 def encode_body(msg: dict[str, Any], *, field: str = "message", max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> bytes:
-    """Validate a normalised message and encode `"meta":…,"parts":…` as UTF-8 JSON (one encode per message)."""
+    """Validate a normalised message and encode its stored `"meta":…,"parts":…` as UTF-8 JSON (one encode per
+    message; a payload's text is left out, `payloads.stored_parts`)."""
     role = msg.get("role")
     if role not in ROLES:
         raise InvalidInput(f"{field}.role", role, f"must be one of {', '.join(ROLES)}")
@@ -230,7 +238,7 @@ def encode_body(msg: dict[str, Any], *, field: str = "message", max_bytes: int =
     if not isinstance(meta, dict):
         raise InvalidInput(f"{field}.meta", meta, "must be a dict")
     try:
-        body = dumps({"meta": meta, "parts": parts})[1:-1]
+        body = dumps({"meta": meta, "parts": stored_parts(parts)})[1:-1]
     except (TypeError, ValueError) as exc:  # UnicodeEncodeError is a ValueError
         path, value, reason = _find_bad_value(msg, field)
         raise InvalidInput(path or field, value, reason or str(exc)) from exc
@@ -283,14 +291,15 @@ def clip_to_cap(msg: dict[str, Any], max_bytes: int) -> dict[str, Any]:
     InvalidInput when the message is invalid for another reason, or when what cannot be clipped
     (ids, names, structure) alone exceeds the cap.
     """
-    size = len(encode_body(msg, max_bytes=NO_BYTE_CAP))
+    encode_body(msg, max_bytes=NO_BYTE_CAP)  # valid, whatever its size
+    size = _whole_len(msg)
     if size <= max_bytes:
         return msg
     out = copy.deepcopy(msg)
     out["meta"][CLIPPED_BYTES_META] = size
     pieces = sorted(_clippable(out), key=lambda piece: -len(dumps(piece[0][piece[1]])))
     for container, key in pieces:
-        over = len(encode_body(out, max_bytes=NO_BYTE_CAP)) - max_bytes
+        over = _whole_len(out) - max_bytes
         if over <= 0:
             break
         if isinstance(container[key], str):
@@ -306,6 +315,11 @@ def clip_to_cap(msg: dict[str, Any], max_bytes: int) -> dict[str, Any]:
             out["meta"]["content_blocks"] = kept
     encode_body(out, max_bytes=max_bytes)  # still too large: only ids, names and structure are left
     return out
+
+
+def _whole_len(msg: dict[str, Any]) -> int:
+    """Bytes of a message's body with every text in it (a payload's included)."""
+    return len(dumps({"meta": msg["meta"], "parts": msg["parts"]})) - 2
 
 
 def _clip_text(text: str, over: int) -> str:

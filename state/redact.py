@@ -12,7 +12,7 @@ _PATTERNS: list[tuple[re.Pattern[str], str]] = [
      "-----PRIVATE KEY " + MASK + "-----"),
     (re.compile(r"\bsk-[A-Za-z0-9_\-]{8,}"), "sk-" + MASK),
     (re.compile(r"\b(Bearer|Basic|Token)\s+[A-Za-z0-9._~+/=\-]{8,}", re.I), r"\1 " + MASK),
-    (re.compile(r"\bAKIA[0-9A-Z]{16}\b"), "AKIA" + MASK),
+    (re.compile(r"\b(AKIA|ASIA)[0-9A-Z]{16}\b"), r"\1" + MASK),
     (re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})"), "gh_" + MASK),
     (re.compile(r"\bxox[a-z]-[A-Za-z0-9\-]{10,}"), "xox-" + MASK),
     (re.compile(r"\bglpat-[A-Za-z0-9_\-]{16,}"), "glpat-" + MASK),
@@ -22,7 +22,9 @@ _PATTERNS: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"\bAIza[0-9A-Za-z_\-]{30,}"), "AIza" + MASK),
     (re.compile(r"\beyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}"), "jwt-" + MASK),
     (re.compile(r"(://[^/\s:@]+):[^/\s@]+@"), r"\1:" + MASK + "@"),
-    (re.compile(r"(?i)\b((?:api[_-]?key|access[_-]?token|auth[_-]?token|secret|password|passwd|pwd|token)"
+    # key=value and key: value of any name ending in a secret word (aws_secret_access_key, DB_PASSWORD, x-api-key…)
+    (re.compile(r"(?i)\b([A-Za-z0-9_.-]*(?:api[_-]?key|apikey|access[_-]?key|secret[_-]?key|private[_-]?key|"
+                r"access[_-]?token|auth[_-]?token|secret|password|passwd|pwd|token|authorization|credentials?)"
                 r"[\"']?\s*[:=]\s*[\"']?)[^\s\"',;}]{4,}"), r"\1" + MASK),
 ]
 

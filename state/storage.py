@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from workmem.state.errors import InvalidInput
 from workmem.state.ids import safe_session_id
 from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES
+from workmem.state.payloads import DEFAULT_LIMITS, PayloadLimits
 
 ENV_HOME = "WORKMEM_HOME"
 ENV_DATABASE_URL = "WORKMEM_DATABASE_URL"
@@ -214,14 +215,16 @@ def database_url_for(root: str | os.PathLike[str] | None = None, url: str | None
 
 def open_storage(root: str | os.PathLike[str] | None = None, *, database_url: str | None = None,
                  database_schema: str | None = None, durable: bool = True,
-                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> Storage:
+                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+                 payload_limits: PayloadLimits = DEFAULT_LIMITS) -> Storage:
     """The storage of a Postgres database or of a data root, chosen by `database_url` (precedence above);
     `database_schema` names the schema on Postgres (default `WORKMEM_DATABASE_SCHEMA`, else `workmem`)."""
     url = database_url_for(root, database_url)
     if url is not None:
         from workmem.state.postgres.storage import PostgresStorage
 
-        return PostgresStorage(url, schema=database_schema, durable=durable, max_message_bytes=max_message_bytes)
+        return PostgresStorage(url, schema=database_schema, durable=durable, max_message_bytes=max_message_bytes,
+                               payload_limits=payload_limits)
     from workmem.state.files.storage import FileStorage
 
     if root is not None and (not isinstance(root, (str, os.PathLike)) or not str(root)):
@@ -229,7 +232,7 @@ def open_storage(root: str | os.PathLike[str] | None = None, *, database_url: st
     path = Path(root).resolve() if root is not None else default_root()
     if path.exists() and not path.is_dir():
         raise InvalidInput("root", str(path), "is not a directory")
-    return FileStorage(path, durable=durable, max_message_bytes=max_message_bytes)
+    return FileStorage(path, durable=durable, max_message_bytes=max_message_bytes, payload_limits=payload_limits)
 
 
 def drop_database_schema(database_url: str, schema: str) -> None:

@@ -3,22 +3,42 @@ of stored messages applies, whichever backend holds them."""
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any
 
 from workmem.state.errors import InvalidInput
-from workmem.state.messages import FINGERPRINT_META, ROLES, lc_id, message_text, prepare_messages
+from workmem.state.messages import CLIPPED_BYTES_META, FINGERPRINT_META, ROLES, lc_id, message_text, prepare_messages
+from workmem.state.payloads import DEFAULT_LIMITS, PayloadLimits, is_payload
 from workmem.state.tokens import count_tokens_each
 
+log = logging.getLogger("workmem.store")
+Prepared = list[tuple[dict[str, Any], bytes | None]]
 
-def prepared_batch(messages: list[Any], durable: bool | None,
-                   max_bytes: int) -> tuple[list[tuple[dict[str, Any], bytes | None]], list[int]]:
-    """An append's messages validated and normalised (§10), with their token counts; `durable` must be a bool
-    or None. Every backend's `append` starts here, before it touches storage."""
+
+def prepared_batch(messages: list[Any], durable: bool | None, max_bytes: int,
+                   limits: PayloadLimits = DEFAULT_LIMITS) -> tuple[Prepared, list[int]]:
+    """An append's messages validated and normalised (§10), large tool results made payloads (§12), with their
+    token counts (a payload's counted once, by `externalize`); `durable` must be a bool or None. Every
+    backend's `append` starts here, before it touches storage."""
     if durable is not None and not isinstance(durable, bool):
         raise InvalidInput("durable", durable, "must be a bool or None")
-    prepared = prepare_messages(messages, max_bytes=max_bytes)
-    return prepared, count_tokens_each([message_text(m) for m, _body in prepared]) if prepared else []
+    prepared = prepare_messages(messages, max_bytes=max_bytes, payloads=limits)
+    if not prepared:
+        return prepared, []
+    for msg, _body in prepared:
+        if is_payload(msg["parts"][0]) and CLIPPED_BYTES_META in msg["meta"]:
+            log.warning("a tool result of %d bytes exceeds max_payload_bytes (%d): its head and tail are stored",
+                        msg["meta"][CLIPPED_BYTES_META], limits.max_payload_bytes)
+    counts = count_tokens_each(["" if _payload_tokens(m) is not None else message_text(m) for m, _body in prepared])
+    return prepared, [c if (t := _payload_tokens(m)) is None else t for c, (m, _body) in zip(counts, prepared,
+                                                                                               strict=True)]
+
+
+def _payload_tokens(msg: dict[str, Any]) -> int | None:
+    """The token count a payload part carries (a tool message has one part), else None."""
+    part = msg["parts"][0]
+    return part["tokens"] if is_payload(part) else None
 
 
 def stored_records(prepared: list[tuple[dict[str, Any], bytes | None]], counts: list[int], first_seq: int, turn: int,

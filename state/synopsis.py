@@ -78,8 +78,7 @@ def synopsis(text: str, *, tool: str | None, ref: str, limit_tokens: int, tokens
     """The synopsis of tool result `text` within about `limit_tokens` tokens (see the module docstring)."""
     kind = kind_of(text)
     total = count_tokens(text) if tokens is None else tokens
-    header = (f"[tool result {ref} · {tool or 'tool'} · {kind} · {len(text):,} chars, {total:,} tokens · "
-              f"shown: head and tail]")
+    header = f"[tool result {ref} · {tool or 'tool'} · {kind} · {len(text):,} chars, {total:,} tokens]"
     if kind == "binary":
         return (f"{header}\n… binary content, never shown raw — {READ_TOOL}(ref=\"{ref}\", offset=0, limit=2000) "
                 f"reads it as text")
@@ -88,8 +87,8 @@ def synopsis(text: str, *, tool: str | None, ref: str, limit_tokens: int, tokens
     head = _fit(text, room - tail_room, from_end=False)
     tail = _fit(text[len(head):], tail_room, from_end=True)
     omitted_from, omitted = len(head), len(text) - len(head) - len(tail)
-    more = (f"… [{omitted:,} chars omitted — {READ_TOOL}(ref=\"{ref}\", offset={omitted_from}, limit=…) reads "
-            f"them; {READ_TOOL}(ref=\"{ref}\", query=\"…\") finds a line]")
+    more = (f"… [{omitted:,} chars omitted: {READ_TOOL}(ref=\"{ref}\", offset={omitted_from}) reads on, "
+            f"query=\"…\" finds]")
     return "\n".join(part for part in (header, head, more, tail) if part)
 
 

@@ -32,6 +32,8 @@ _EXPORTS: dict[str, str] = {
     "ContextOverflow": "workmem.state.errors",
     "DatabaseUnavailable": "workmem.state.errors",
     "StorageError": "workmem.state.errors",
+    "DamagedFile": "workmem.state.errors",
+    "UnsupportedFormat": "workmem.state.errors",
 }
 
 __all__ = [
@@ -40,10 +42,12 @@ __all__ = [
     "CommitInProgress",
     "ContextOverflow",
     "CorruptLine",
+    "DamagedFile",
     "DatabaseUnavailable",
     "InvalidInput",
     "SessionNotFound",
     "StorageError",
+    "UnsupportedFormat",
     "WorkingMemoryEngine",
     "WorkingMemoryMiddleware",
     "WorkmemError",
@@ -66,10 +70,12 @@ if TYPE_CHECKING:
         CommitInProgress,
         ContextOverflow,
         CorruptLine,
+        DamagedFile,
         DatabaseUnavailable,
         InvalidInput,
         SessionNotFound,
         StorageError,
+        UnsupportedFormat,
         WorkmemError,
     )
 

@@ -170,7 +170,7 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         else the engine's `context_window`. `keep` / `trigger` override the engine's; `low_water` (in (0, 1))
         is the share of the trigger the call after a commit may carry. `trim_state=False` keeps archived
         messages in the agent's state (its checkpoints then grow with the session). A tool result over
-        `offload_tokens` (default min(3 000, trigger / 32), at least 256) is shown as its synopsis, read back with
+        `offload_tokens` (default (trigger − 2 000) ÷ 37.5, 128 … 3 000) is shown as its synopsis, read back with
         `read_tool_result`; after a commit the kept tail's results but the newest `keep_tool_results` are shown so
         too (never those of `exclude_tools` or workmem's own tools)."""
         super().__init__()
@@ -273,7 +273,8 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         new = view.new_messages()
         if not new:
             return view
-        stored = engine.add_messages(session_id, clip_oversized(new, engine.max_message_bytes, warn=True))
+        stored = engine.add_messages(session_id, clip_oversized(new, engine.max_message_bytes, warn=True,
+                                                                payloads=engine.payload_limits))
         view.absorb(stored)
         return view
 
@@ -662,7 +663,8 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         messages: list[BaseMessage] = list(state.get("messages") or [])
         try:
             view = self._view(engine, session_id, messages, dict(state))
-            turn = clip_oversized(view.new_messages(), engine.max_message_bytes, warn=True)
+            turn = clip_oversized(view.new_messages(), engine.max_message_bytes, warn=True,
+                                  payloads=engine.payload_limits)
             stored = engine.add_messages(session_id, turn) if turn else []
             self._hide_dropped(engine, session_id, view, [m["seq"] for m in stored])
             update: dict[str, Any] = {"workmem_stored_upto": engine.next_seq(session_id)}

@@ -30,6 +30,7 @@ from workmem.state.messages import (
     normalize_message,
     prepare_message,
 )
+from workmem.state.payloads import PayloadLimits
 from workmem.state.tokens import count_tokens
 
 if TYPE_CHECKING:
@@ -59,8 +60,10 @@ def carries_content(message: Any) -> bool:
                 (isinstance(message.content, list) and message.content))
 
 
-def clip_oversized(messages: list[Any], max_bytes: int, *, warn: bool = False) -> list[Any]:
-    """`messages` with each one whose stored size exceeds `max_bytes` replaced by a clipped workmem dict.
+def clip_oversized(messages: list[Any], max_bytes: int, *, warn: bool = False,
+                   payloads: PayloadLimits | None = None) -> list[Any]:
+    """`messages` with each one whose stored size exceeds `max_bytes` replaced by a clipped workmem dict (with
+    `payloads`, a large tool result is measured as stored: its text is a payload, not part of the message).
 
     The others are returned as they are; a message that is invalid for another reason is left for the
     engine to reject with its usual error. `warn` logs one warning per clipped message.
@@ -68,7 +71,7 @@ def clip_oversized(messages: list[Any], max_bytes: int, *, warn: bool = False) -
     out = []
     for message in messages:
         try:
-            msg, body = prepare_message(message, max_bytes=NO_BYTE_CAP)
+            msg, body = prepare_message(message, max_bytes=NO_BYTE_CAP, payloads=payloads)
         except InvalidInput:
             out.append(message)
             continue
@@ -94,7 +97,8 @@ class NormalisedCache:
         self._items: OrderedDict[tuple[Any, ...], dict[str, Any]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def normalize(self, message: Any, *, field: str = "message", max_bytes: int = NO_BYTE_CAP) -> dict[str, Any]:
+    def normalize(self, message: Any, *, field: str = "message", max_bytes: int = NO_BYTE_CAP,
+                  payloads: PayloadLimits | None = None) -> dict[str, Any]:
         """`normalize_message(message)`, from the cache when the same message was normalised before."""
         key = _cache_key(message)
         if key is not None:
@@ -103,7 +107,7 @@ class NormalisedCache:
                 if hit is not None:
                     self._items.move_to_end(key)
                     return hit
-        msg = normalize_message(message, field=field, max_bytes=max_bytes)
+        msg = normalize_message(message, field=field, max_bytes=max_bytes, payloads=payloads)
         if key is not None:
             with self._lock:
                 self._items[key] = msg

@@ -19,6 +19,7 @@ from workmem.graphs.context.injected import SUMMARY_MARKER, clean_messages
 from workmem.graphs.context.lc_messages import to_langchain_message
 from workmem.state.errors import InvalidInput
 from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES, message_text
+from workmem.state.payloads import PayloadLimits
 from workmem.state.tokens import count_tokens
 from workmem.state.turns import message_units as unit_spans
 from workmem.state.turns import tool_pairs
@@ -50,13 +51,14 @@ def validate_budget(token_budget: Any) -> int:
     return token_budget
 
 
-def pending_entries(messages: list[Any], *, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> list[dict[str, Any]]:
+def pending_entries(messages: list[Any], *, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+                    payloads: PayloadLimits | None = None) -> list[dict[str, Any]]:
     """Not-yet-stored messages (e.g. the agent's current turn) as entries `assemble_context` can budget.
 
     Injected content is stripped as `after_turn` would; an unchanged LangChain message is sent as is.
     """
     entries = []
-    for i, msg, changed in clean_messages(list(messages), max_bytes=max_bytes):
+    for i, msg, changed in clean_messages(list(messages), max_bytes=max_bytes, payloads=payloads):
         original = messages[i]
         entry = {**msg, "tokens": count_tokens(message_text(msg))}
         entry["lc"] = original if isinstance(original, BaseMessage) and not changed else to_langchain_message(msg)

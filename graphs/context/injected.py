@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES, normalize_message
+from workmem.state.payloads import PayloadLimits
 
 SUMMARY_MARKER = "[Session History Summary]"
 _RELEVANT_MEMORIES = re.compile(r"<relevant-memories>.*?</relevant-memories>", re.DOTALL)
@@ -25,7 +26,7 @@ def is_tagged(message: Any) -> bool:
 
 def clean_messages(
     messages: list[Any], *, offset: int = 0, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-    normalize: Callable[..., dict[str, Any]] = normalize_message,
+    normalize: Callable[..., dict[str, Any]] = normalize_message, payloads: PayloadLimits | None = None,
 ) -> list[tuple[int, dict[str, Any], bool]]:
     """`(index, normalised message, changed)` for every message that survives stripping.
 
@@ -35,7 +36,7 @@ def clean_messages(
     `<relevant-memories>` blocks are removed. `changed` is True when a block was cut out. `normalize` may
     be a caching stand-in for `normalize_message` (same signature; its results are not modified here).
     """
-    normalized = [normalize(m, field=f"messages[{offset + i}]", max_bytes=max_bytes)
+    normalized = [normalize(m, field=f"messages[{offset + i}]", max_bytes=max_bytes, payloads=payloads)
                   for i, m in enumerate(messages)]
     kept: list[tuple[int, dict[str, Any], bool]] = []
     for i, (message, msg) in enumerate(zip(messages, normalized, strict=True)):
@@ -58,7 +59,7 @@ def clean_messages(
     return kept
 
 
-def strip_injected(messages: list[Any], *, offset: int = 0,
-                   max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> list[dict[str, Any]]:
+def strip_injected(messages: list[Any], *, offset: int = 0, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+                   payloads: PayloadLimits | None = None) -> list[dict[str, Any]]:
     """Normalise `messages`, dropping workmem-tagged ones, summaries and <relevant-memories> blocks."""
-    return [msg for _, msg, _ in clean_messages(messages, offset=offset, max_bytes=max_bytes)]
+    return [msg for _, msg, _ in clean_messages(messages, offset=offset, max_bytes=max_bytes, payloads=payloads)]

@@ -15,14 +15,19 @@ from typing import Any
 from workmem.state.errors import InvalidInput
 from workmem.state.messages import FINGERPRINT_META
 from workmem.state.synopsis import kind_of, synopsis
-from workmem.state.tokens import count_tokens
+from workmem.state.tokens import count_tokens, encoder
 from workmem.state.validation import require_int, require_text
 
 REF_PREFIX = "seq:"
 DEFAULT_OFFLOAD_TOKENS = 3_000
-# A result over trigger / this (at most DEFAULT_OFFLOAD_TOKENS) is shown as its synopsis. §12 suggests 8; on the
-# replay of the real sessions 32 sent 3-4 % fewer tokens and cost 4-10 % less than 8, and lost fewer probes.
-OFFLOAD_SHARE = 32
+# A result over (trigger - OFFLOAD_OVERHEAD) / OFFLOAD_SHARE tokens (at least MIN_OFFLOAD_TOKENS, at most
+# DEFAULT_OFFLOAD_TOKENS) is shown as its synopsis: 160 at an 8 000-token trigger, 800 at 32 000, 3 000 from
+# 114 500 on. §12 suggests trigger / 8. Chosen on the replay of the real sessions (one invoke per user turn): at 8k,
+# 128 lost a probe more, 176-256 sent 1-4 % more tokens; at 32k, 711 lost three probes more, 906-1 000 had a
+# lower cacheable share. The overhead is about what every call carries besides its messages.
+OFFLOAD_OVERHEAD = 2_000
+OFFLOAD_SHARE = 37.5
+MIN_OFFLOAD_TOKENS = 128
 DEFAULT_KEEP_TOOL_RESULTS = 3
 MATCH_WINDOW = 400  # characters shown around a match
 MAX_MATCHES = 8
@@ -30,8 +35,8 @@ SYNOPSIS_CACHE_SIZE = 4_096
 
 
 def offload_tokens_for(threshold: int) -> int:
-    """The default `offload_tokens` of a trigger: min(3 000, trigger / 32), at least 256."""
-    return max(256, min(DEFAULT_OFFLOAD_TOKENS, threshold // OFFLOAD_SHARE))
+    """The default `offload_tokens` of a trigger: (trigger − 2 000) ÷ 37.5, at least 128, at most 3 000."""
+    return max(MIN_OFFLOAD_TOKENS, min(DEFAULT_OFFLOAD_TOKENS, int((threshold - OFFLOAD_OVERHEAD) / OFFLOAD_SHARE)))
 
 
 def ref_of(seq: int) -> str:
@@ -106,11 +111,26 @@ def read_window(msg: dict[str, Any], offset: Any, limit: Any, max_tokens: int) -
     limit = require_int("limit", max_tokens * 4 if limit is None else limit, min=1)
     if offset >= len(text) and text:
         raise InvalidInput("offset", offset, f"past the end of the result ({len(text):,} characters)")
-    piece = text[offset:offset + min(limit, max_tokens * 4)]
-    while piece and count_tokens(piece) > max_tokens:
-        piece = piece[:-max(len(piece) // 8, 1)]
+    piece = _within(text[offset:offset + min(limit, max_tokens * 4)], max_tokens)
     return {"ref": ref_of(msg["seq"]), **_about(msg, text), "offset": offset, "end": offset + len(piece),
             "text": piece}
+
+
+def _within(piece: str, max_tokens: int) -> str:
+    """The head of `piece` its first `max_tokens` tokens spell (one encode; re-encoding a token prefix never
+    takes more tokens)."""
+    if len(piece) <= max_tokens:  # a token is at least one character
+        return piece
+    tokens = encoder().encode(piece, disallowed_special=())
+    if len(tokens) <= max_tokens:
+        return piece
+    head = encoder().decode(tokens[:max_tokens]).rstrip("\ufffd")
+    if piece.startswith(head):
+        return head
+    cut = len(head)  # the decoded text differs from the piece (invalid UTF-8 inside): cut by characters
+    while cut and count_tokens(piece[:cut]) > max_tokens:
+        cut -= max(cut // 16, 1)
+    return piece[:cut]
 
 
 def find_in(msg: dict[str, Any], query: Any) -> list[dict[str, Any]]:
@@ -137,5 +157,8 @@ def listing(messages: list[dict[str, Any]], min_tokens: int) -> list[dict[str, A
 
 def _about(msg: dict[str, Any], text: str) -> dict[str, Any]:
     part = result_part(msg) or {}
-    return {"tool": part.get("name"), "kind": kind_of(text), "chars": len(text), "tokens": msg["tokens"],
-            "archive_id": msg.get("archive_id")}
+    about = {"tool": part.get("name"), "kind": kind_of(text), "chars": len(text), "tokens": msg["tokens"],
+             "archive_id": msg.get("archive_id")}
+    if "sha256" in part:  # stored as a payload (§12)
+        about["sha256"] = part["sha256"]
+    return about

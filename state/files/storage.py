@@ -17,6 +17,7 @@ from workmem.state.files.sqlite import BUSY_TIMEOUT_SECONDS, connect, is_corrupt
 from workmem.state.files.store import SessionStore
 from workmem.state.files.tasks import INDEX_FILE, TaskStore
 from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES
+from workmem.state.payloads import DEFAULT_LIMITS, PayloadLimits
 from workmem.state.session_meta import now_iso
 from workmem.state.storage import COMMIT_THREAD_MARK, STUDIO_THREAD_PREFIX
 
@@ -83,10 +84,11 @@ def delete_studio_thread(root: Path, thread_id: str) -> None:
 class FileStorage:
     """Sessions in files, tasks / leases / full text in `index.sqlite`, commit checkpoints in SQLite."""
 
-    def __init__(self, root: Path, *, durable: bool = True,
-                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
+    def __init__(self, root: Path, *, durable: bool = True, max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+                 payload_limits: PayloadLimits = DEFAULT_LIMITS) -> None:
         self.root = root
-        self.sessions = SessionStore(root, durable=durable, max_message_bytes=max_message_bytes)
+        self.sessions = SessionStore(root, durable=durable, max_message_bytes=max_message_bytes,
+                                     payload_limits=payload_limits)
         self.tasks = TaskStore(root)
         self.search = SearchIndex(root)
         self._saver: Any = None

@@ -29,7 +29,7 @@ from workmem.state.errors import (
     UnsafePath,
     WorkmemError,
 )
-from workmem.state.files import archives, fsutil, jsonl
+from workmem.state.files import archives, fsutil, jsonl, payload_files
 from workmem.state.files.locks import DEFAULT_TIMEOUT, FileMutex, session_lock
 from workmem.state.files.meta import (
     HIDDEN_FILE,
@@ -48,6 +48,7 @@ from workmem.state.files.meta import (
 )
 from workmem.state.ids import archive_name, archive_number, check_seq_range, safe_session_id
 from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES
+from workmem.state.payloads import DEFAULT_LIMITS, PayloadCache, PayloadLimits, payloads_of, resolve
 from workmem.state.retention import Keep, as_keep
 from workmem.state.session_meta import now_iso, public
 from workmem.state.stored import batch_ids, merge_repeats, prepared_batch, repeats
@@ -63,7 +64,7 @@ class SessionStore:
 
     def __init__(self, root: str | os.PathLike[str], *, durable: bool = True,
                  max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, meta_refresh_seconds: float = 1.0,
-                 lock_timeout: float = DEFAULT_TIMEOUT) -> None:
+                 lock_timeout: float = DEFAULT_TIMEOUT, payload_limits: PayloadLimits = DEFAULT_LIMITS) -> None:
         if not isinstance(root, (str, os.PathLike)) or not str(root):
             raise InvalidInput("root", root, "must be a non-empty path")
         if not isinstance(durable, bool):
@@ -74,6 +75,10 @@ class SessionStore:
         self.sessions_dir = self.root / "sessions"
         self.durable = durable
         self.max_message_bytes = max_message_bytes
+        if not isinstance(payload_limits, PayloadLimits):
+            raise InvalidInput("payload_limits", payload_limits, "must be a PayloadLimits")
+        self.payload_limits = payload_limits
+        self._payload_texts = PayloadCache()
         self.meta_refresh_seconds = float(meta_refresh_seconds)
         self.lock_timeout = float(lock_timeout)
         self._paths_by_id: dict[str, SessionPaths] = {}
@@ -129,6 +134,7 @@ class SessionStore:
             fsutil.publish_dir(p.dir, tombstone, durable=self.durable)
             self._live.pop(p.dir, None)
             self._problems.forget(p.dir)
+            self._payload_texts.forget(p.safe_id)
         return tombstone
 
     def tombstones(self) -> list[tuple[dict[str, Any], Path]]:
@@ -183,7 +189,7 @@ class SessionStore:
     def append(self, session_id: str, messages: list[Any], *, durable: bool | None = None) -> list[dict[str, Any]]:
         """Validate every message, then append the batch with one write and one fsync; returns the stored messages."""
         p = self._paths(session_id)
-        prepared, counts = prepared_batch(messages, durable, self.max_message_bytes)
+        prepared, counts = prepared_batch(messages, durable, self.max_message_bytes, self.payload_limits)
         if not prepared:
             return []
         sync = self.durable if durable is None else durable
@@ -211,9 +217,10 @@ class SessionStore:
             fresh = [i for i, copy in enumerate(found) if copy is None]
             prepared, counts = [prepared[i] for i in fresh], [counts[i] for i in fresh]
             if not prepared:
-                return merge_repeats(found, [])
+                return self._resolved(p, merge_repeats(found, []))
         seq = live.meta["next_seq"]
         stored, data, turn = jsonl.stored_lines(prepared, counts, seq, live.last_turn, now)
+        payload_files.write(p.dir, payloads_of(stored))  # always durable, before the line that refers to them
         ino, start = fsutil.append_bytes(p.messages, data, durable=sync)
         # The batch is stored: what follows only refreshes caches, and never fails the append (a retry by
         # the caller would store the batch twice). A failed refresh is logged and redone later.
@@ -222,7 +229,7 @@ class SessionStore:
         live.file_stamp = (ino, start + len(data))
         if time.monotonic() - live.saved_at >= self.meta_refresh_seconds:
             self._refresh_meta(p, live)
-        return merge_repeats(found, stored) if found is not None else stored
+        return self._resolved(p, merge_repeats(found, stored)) if found is not None else stored
 
     def _recent(self, p: SessionPaths, live: LiveState) -> list[dict[str, Any]]:
         """The newest archive's messages (cached per archive) and the live ones: what an append may repeat."""
@@ -244,7 +251,8 @@ class SessionStore:
 
     def live_messages(self, session_id: str, *, strict: bool = False) -> list[dict[str, Any]]:
         """Messages not yet archived, oldest first (bad lines skipped and recorded; strict → CorruptLine)."""
-        return self._live_snapshot(self._existing(session_id), strict)[0]
+        p = self._existing(session_id)
+        return self._resolved(p, self._live_snapshot(p, strict)[0])
 
     def messages_in_range(self, session_id: str, start_seq: int, end_seq: int) -> list[dict[str, Any]]:
         """Messages with start_seq ≤ seq ≤ end_seq, from the archives and/or the live file."""
@@ -257,7 +265,7 @@ class SessionStore:
             out.extend(m for m in self._archive_messages(p, k) if start_seq <= m["seq"] <= end_seq)
             k += 1
         out.extend(m for m in live if start_seq <= m["seq"] <= end_seq)
-        return out
+        return self._resolved(p, out)
 
     def problems(self, session_id: str) -> list[Anomaly]:
         """What the latest reads of the session's files found wrong (corrupt, repeated or out-of-order lines,
@@ -272,8 +280,9 @@ class SessionStore:
         with self._lock(p):
             live, parsed, _, found = load(p, self._archives, durable=self.durable)
             self._live[p.dir] = live
-        _, disorder = jsonl.ordered(parsed, str(p.messages), after=live.archive_end)
+        picked, disorder = jsonl.ordered(parsed, str(p.messages), after=live.archive_end)
         found = [*parsed.problems, *disorder, *found]
+        found += payload_files.anomalies(p.dir, [parsed.messages[i] for i in picked], str(p.messages))
         previous_end = 0
         numbers = archives.archive_numbers(p.dir)
         for n in numbers:
@@ -283,6 +292,10 @@ class SessionStore:
                     found.append(Anomaly(str(folder), 0, "has no .done although later archives are complete"))
                 continue
             found += archives.check_archive_files(folder, n, previous_end)
+            try:
+                found += payload_files.anomalies(p.dir, self._archive_messages(p, n), str(folder / archives.MESSAGES))
+            except (DamagedFile, Anomaly):
+                pass  # the archive's own findings above say why its messages cannot be read
             try:
                 previous_end = archives.seq_range(self._archives.get(p.dir, n))[1]
             except DamagedFile:
@@ -360,7 +373,7 @@ class SessionStore:
     def archive_messages(self, session_id: str, archive_id: str, *, strict: bool = False) -> list[dict[str, Any]]:
         """The messages one complete archive covers."""
         p, n = self._complete(session_id, archive_id)
-        return self._archive_messages(p, n, strict)
+        return self._resolved(p, self._archive_messages(p, n, strict))
 
     def latest_overview(self, session_id: str) -> str | None:
         """The working-memory document of the newest complete archive, or None."""
@@ -455,6 +468,7 @@ class SessionStore:
             if not (p.meta.exists() or p.messages.exists()):
                 raise SessionNotFound(session_id)
             check_owner(p, read_meta(p.meta))
+            payload_files.check_format(p.dir)
             with self._lock(p):
                 self._sync(p)
         return p
@@ -507,6 +521,11 @@ class SessionStore:
             raise found[0]
         self._problems.note(p.dir, path, found, replace=True)
         return parsed, picked
+
+    def _resolved(self, p: SessionPaths, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Stored messages with their payloads' texts (`DamagedFile` for a missing or altered payload)."""
+        return resolve(messages, lambda shas: payload_files.read(p.dir, shas), p.safe_id, self._payload_texts,
+                       lambda sha: str(payload_files.path_of(p.dir, sha)))
 
     def _archive_messages(self, p: SessionPaths, n: int, strict: bool = False) -> list[dict[str, Any]]:
         """The messages of archive `n` by the readers' rules; a seq of its range that is missing is reported."""

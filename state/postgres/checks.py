@@ -61,11 +61,36 @@ def session_anomalies(db: Database, row: dict[str, Any]) -> list[Anomaly]:
         if counts[key]:
             found.append(Anomaly(db.where("messages", f"session_id={sid!r}"), 0, f"{counts[key]} message(s) {what}"))
     found += _archive_anomalies(db, row)
+    found += _payload_anomalies(db, sid)
     with db.pool.connection() as conn:
         pending, live = live_pending(conn, sid, (row["keep_unit"], row["keep_n"]))
     for field, value in (("pending_tokens", pending), ("live_tokens", live)):
         if value != row[field]:
             found.append(Anomaly(session_key, 0, f"{field} is {row[field]}, the live messages imply {value}"))
+    return found
+
+
+# Each payload reference of the session's messages, with what its row holds (size and sha256 computed by the
+# server, so the payloads never travel): a missing row, a size or a digest that differs is an anomaly.
+_PAYLOAD_REFS = """
+SELECT m.seq, r.part->>'sha256' AS sha, (r.part->>'size')::bigint AS size, p.size AS stored_size,
+       octet_length(p.data) AS length, encode(sha256(p.data), 'hex') AS digest
+FROM messages m CROSS JOIN LATERAL jsonb_array_elements(m.parts) AS r(part)
+LEFT JOIN payloads p ON p.session_id = m.session_id AND p.sha256 = r.part->>'sha256'
+WHERE m.session_id = %s AND r.part ? 'content_ref' ORDER BY m.seq
+"""
+
+
+def _payload_anomalies(db: Database, sid: str) -> list[Anomaly]:
+    """A payload a message refers to that is missing or whose bytes differ from the reference."""
+    found = []
+    for r in db.rows(_PAYLOAD_REFS, [sid]):
+        key = db.where("payloads", f"session_id={sid!r}, sha256={r['sha']!r}")
+        if r["length"] is None:
+            found.append(Anomaly(key, 0, f"seq {r['seq']}: payload {r['sha']} is missing"))
+        elif (r["length"], r["digest"]) != (r["size"], r["sha"]):
+            found.append(Anomaly(key, 0, f"seq {r['seq']}: payload {r['sha']} does not match its reference "
+                                         f"(size {r['length']}, expected {r['size']})"))
     return found
 
 

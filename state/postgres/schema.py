@@ -15,14 +15,14 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from workmem.state.errors import DatabaseUnavailable, InvalidInput
+from workmem.state.errors import DatabaseUnavailable, InvalidInput, UnsupportedFormat
 from workmem.state.ids import check_session_id
 from workmem.state.search import fts_query
 from workmem.state.search.search_hits import MEMORY_ROLE
 
 ENV_SCHEMA = "WORKMEM_DATABASE_SCHEMA"
 DEFAULT_SCHEMA = "workmem"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: payloads (§12); a build that knows an older version refuses the schema
 POOL_MAX = 8
 CONNECT_TIMEOUT = 10
 NUL_STANDIN = "\ufffd"
@@ -140,6 +140,12 @@ CREATE TABLE IF NOT EXISTS tasks (
 CREATE INDEX IF NOT EXISTS tasks_by_session ON tasks (session_id, status);
 CREATE INDEX IF NOT EXISTS tasks_keeping_a_thread ON tasks (updated_at) WHERE status = 'completed'
     AND thread_id IS NOT NULL;
+CREATE TABLE IF NOT EXISTS payloads (
+    session_id text NOT NULL,
+    sha256 text NOT NULL,
+    size bigint NOT NULL,
+    data bytea NOT NULL,
+    PRIMARY KEY (session_id, sha256));
 CREATE TABLE IF NOT EXISTS leases (
     session_id text PRIMARY KEY,
     task_id text NOT NULL,
@@ -214,6 +220,7 @@ def ensure_schema(pool: Any, schema: str) -> None:
         exists = conn.execute("SELECT 1 FROM pg_tables WHERE schemaname = %s AND tablename = 'workmem_schema'",
                               [schema]).fetchone()
         if exists:
+            _upgrade(conn, schema)
             return
         trgm_schema = _trigram_schema(conn, schema)
         words = {"content_words": WORDS.format(schema=schema, column="content")}
@@ -223,6 +230,19 @@ def ensure_schema(pool: Any, schema: str) -> None:
                 if statement.strip():
                     conn.execute(statement)
         conn.execute("INSERT INTO workmem_schema (version) VALUES (%s)", [SCHEMA_VERSION])
+
+
+def _upgrade(conn: Any, schema: str) -> None:
+    """Bring an existing schema to `SCHEMA_VERSION` (1 → 2 adds `payloads`); a newer one is refused."""
+    row = conn.execute(f'SELECT max(version) AS v FROM "{schema}".workmem_schema').fetchone()
+    version = row["v"] if row else None
+    if version is not None and version > SCHEMA_VERSION:
+        raise UnsupportedFormat(f"schema {schema}", version, SCHEMA_VERSION)
+    if version == SCHEMA_VERSION:
+        return
+    conn.execute(f'CREATE TABLE IF NOT EXISTS "{schema}".payloads (session_id text NOT NULL, sha256 text NOT NULL, '
+                 'size bigint NOT NULL, data bytea NOT NULL, PRIMARY KEY (session_id, sha256))')
+    conn.execute(f'UPDATE "{schema}".workmem_schema SET version = %s', [SCHEMA_VERSION])
 
 
 def _trigram_schema(conn: Any, schema: str) -> str:

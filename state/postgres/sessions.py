@@ -17,6 +17,7 @@ from workmem.state.archive_object import with_working_summary
 from workmem.state.errors import ArchiveNotFound, InvalidInput, SessionNotFound
 from workmem.state.ids import archive_name, archive_number, check_seq_range
 from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES, indexed_text, message_text
+from workmem.state.payloads import DEFAULT_LIMITS, PayloadCache, PayloadLimits, payloads_of, resolve, stored_parts
 from workmem.state.postgres.checks import live_pending, session_anomalies
 from workmem.state.postgres.schema import NUL_STANDIN, Database, index_documents, session_key, shown_url, without_nul
 from workmem.state.retention import MESSAGES, Keep, as_keep
@@ -38,12 +39,17 @@ class PgSessionStore:
     """Sessions of one Postgres schema; safe for many threads, processes and machines at once."""
 
     def __init__(self, db: Database, *, durable: bool = True,
-                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> None:
+                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+                 payload_limits: PayloadLimits = DEFAULT_LIMITS) -> None:
         if not isinstance(durable, bool):
             raise InvalidInput("durable", durable, "must be a bool")
         if isinstance(max_message_bytes, bool) or not isinstance(max_message_bytes, int) or max_message_bytes < 1:
             raise InvalidInput("max_message_bytes", max_message_bytes, "must be a positive integer")
+        if not isinstance(payload_limits, PayloadLimits):
+            raise InvalidInput("payload_limits", payload_limits, "must be a PayloadLimits")
         self.db, self.durable, self.max_message_bytes = db, durable, max_message_bytes
+        self.payload_limits = payload_limits
+        self._payload_texts = PayloadCache()
 
     # -- sessions -----------------------------------------------------------------------------------
 
@@ -110,7 +116,7 @@ class PgSessionStore:
     def append(self, session_id: str, messages: list[Any], *, durable: bool | None = None) -> list[dict[str, Any]]:
         """Validate every message, then append the batch in one transaction; returns the stored messages."""
         session_key(session_id)
-        prepared, counts = prepared_batch(messages, durable, self.max_message_bytes)
+        prepared, counts = prepared_batch(messages, durable, self.max_message_bytes, self.payload_limits)
         if not prepared:
             return []
         now = now_iso()
@@ -120,11 +126,16 @@ class PgSessionStore:
                 fresh = [i for i, copy in enumerate(found) if copy is None]
                 prepared, counts = [prepared[i] for i in fresh], [counts[i] for i in fresh]
                 if not prepared:
-                    return merge_repeats(found, [])
+                    return self._resolved(session_id, merge_repeats(found, []))
             row = self._reserve(conn, session_id, len(prepared), sum(counts), now)
             first = row["next_seq"] - len(prepared)
             stored, turn = stored_records(prepared, counts, first, row["last_turn"], now)
             with conn.cursor() as cur:
+                payloads = payloads_of(stored)
+                if payloads:
+                    cur.executemany("INSERT INTO payloads (session_id, sha256, size, data) VALUES (%s, %s, %s, %s) "
+                                    "ON CONFLICT DO NOTHING",
+                                    [(session_id, sha, len(data), data) for sha, data in payloads.items()])
                 cur.executemany(_INSERT, [_message_row(session_id, m, body) for m, (_msg, body)
                                           in zip(stored, prepared, strict=True)])
             if row["keep_unit"] == MESSAGES:
@@ -133,7 +144,17 @@ class PgSessionStore:
             else:  # turns and tokens: the window's edge moves by whole turns, recounted over the live messages
                 conn.execute("UPDATE sessions SET last_turn = %s WHERE session_id = %s", [turn, session_id])
                 _recount(conn, session_id, (row["keep_unit"], row["keep_n"]))
-        return merge_repeats(found, stored) if found is not None else stored
+        return self._resolved(session_id, merge_repeats(found, stored)) if found is not None else stored
+
+    def _resolved(self, session_id: str, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Stored messages with their payloads' texts (`DamagedFile` for a missing or altered payload row)."""
+        return resolve(messages, lambda shas: self._payloads(session_id, shas), session_id, self._payload_texts,
+                       lambda sha: self.db.where("payloads", f"session_id={session_id!r}, sha256={sha!r}"))
+
+    def _payloads(self, session_id: str, shas: list[str]) -> dict[str, bytes]:
+        rows = self.db.rows("SELECT sha256, data FROM payloads WHERE session_id = %s AND sha256 = ANY(%s)",
+                            [session_id, shas])
+        return {r["sha256"]: bytes(r["data"]) for r in rows}
 
     @staticmethod
     def _repeats(conn: Any, session_id: str, prepared: list[tuple[dict[str, Any], bytes | None]]) -> list[Any]:
@@ -165,15 +186,17 @@ class PgSessionStore:
     def live_messages(self, session_id: str) -> list[dict[str, Any]]:
         """Messages not yet archived (archive_id is null), oldest first."""
         self._existing(session_id)
-        return _messages(self.db.rows(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = %s "
-                                      "AND archive_id IS NULL ORDER BY seq", [session_id]))
+        return self._resolved(session_id, _messages(self.db.rows(
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = %s AND archive_id IS NULL ORDER BY seq",
+            [session_id])))
 
     def messages_in_range(self, session_id: str, start_seq: int, end_seq: int) -> list[dict[str, Any]]:
         """Messages with start_seq ≤ seq ≤ end_seq, archived or live."""
         check_seq_range(start_seq, end_seq)
         self._existing(session_id)
-        return _messages(self.db.rows(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = %s "
-                                      "AND seq BETWEEN %s AND %s ORDER BY seq", [session_id, start_seq, end_seq]))
+        return self._resolved(session_id, _messages(self.db.rows(
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = %s AND seq BETWEEN %s AND %s ORDER BY seq",
+            [session_id, start_seq, end_seq])))
 
     # -- archives -----------------------------------------------------------------------------------
 
@@ -216,9 +239,9 @@ class PgSessionStore:
     def archive_messages(self, session_id: str, archive_id: str) -> list[dict[str, Any]]:
         """The messages one archive covers."""
         row = self._archive(session_id, archive_id, "archive_id, start_seq, end_seq")
-        return _messages(self.db.rows(
+        return self._resolved(session_id, _messages(self.db.rows(
             f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = %s AND seq BETWEEN %s AND %s "
-            "AND archive_id = %s ORDER BY seq", [session_id, row["start_seq"], row["end_seq"], row["archive_id"]]))
+            "AND archive_id = %s ORDER BY seq", [session_id, row["start_seq"], row["end_seq"], row["archive_id"]])))
 
     def write_archive(self, session_id: str, archive: dict[str, Any], messages: list[dict[str, Any]],
                       overview: str, abstract: str, spilled: list[dict[str, str]] | None = None) -> str:
@@ -354,10 +377,11 @@ def _message_row(session_id: str, msg: dict[str, Any], body: bytes | None) -> tu
 
     text = indexed_text(msg)
     has_nul = b"\\u0000" in body if body is not None else "\x00" in message_text(msg)
-    exact = Json({"meta": msg["meta"], "parts": msg["parts"]}) if has_nul else None
-    meta, parts = (without_nul(msg["meta"]), without_nul(msg["parts"])) if has_nul else (msg["meta"], msg["parts"])
+    stored = stored_parts(msg["parts"])
+    exact = Json({"meta": msg["meta"], "parts": stored}) if has_nul else None
+    meta, parts = (without_nul(msg["meta"]), without_nul(stored)) if has_nul else (msg["meta"], stored)
     return (session_id, msg["seq"], msg["id"], msg["turn_id"], msg["role"], Jsonb(parts), Jsonb(meta), exact,
-            msg["tokens"], msg["created_at"], text.replace("\x00", NUL_STANDIN) if has_nul else text,
+            msg["tokens"], msg["created_at"], text.replace("\x00", NUL_STANDIN) if "\x00" in text else text,
             *doc_fields(text))
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from workmem.state.errors import DatabaseUnavailable, InvalidInput, SessionNotFound
 from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES
+from workmem.state.payloads import DEFAULT_LIMITS, PayloadLimits
 from workmem.state.postgres.schema import (
     CONNECT_TIMEOUT,
     Database,
@@ -30,7 +31,7 @@ from workmem.state.postgres.tasks import PgTaskStore
 from workmem.state.storage import DELETE_TASK_PREFIX
 
 CHECKPOINT_TABLES = ("checkpoints", "checkpoint_blobs", "checkpoint_writes")
-SESSION_TABLES = ("docs", "stems", "messages", "spilled_items", "archives", "sessions")
+SESSION_TABLES = ("docs", "stems", "payloads", "messages", "spilled_items", "archives", "sessions")
 SETUP_POLL_SECONDS = 0.05
 
 
@@ -41,7 +42,7 @@ class PostgresStorage:
     root = None  # no data root: everything is in the database
 
     def __init__(self, url: str, *, schema: str | None = None, durable: bool = True,
-                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, payload_limits: PayloadLimits = DEFAULT_LIMITS,
                  clock: Callable[[], float] | None = None) -> None:
         self.url, self.schema = check_url(url), schema_name(schema)
         pool = open_pool(self.url, self.schema)
@@ -51,7 +52,8 @@ class PostgresStorage:
             pool.close()
             raise
         self.db = Database(pool, self.schema, self.url)
-        self.sessions = PgSessionStore(self.db, durable=durable, max_message_bytes=max_message_bytes)
+        self.sessions = PgSessionStore(self.db, durable=durable, max_message_bytes=max_message_bytes,
+                                       payload_limits=payload_limits)
         self.tasks = PgTaskStore(self.db, clock=clock)
         self.search = PgSearchIndex(self.db)
         self._saver: Any = None

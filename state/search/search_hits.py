@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from workmem.state.errors import InvalidInput
 from workmem.state.ids import archive_number, canonical_archive_id
+from workmem.state.payloads import DIGEST_MARK, is_digest
 from workmem.state.search import fts_query, search_dates, search_rank, search_terms
 
 HIT_CHARS = 1500
@@ -71,7 +72,8 @@ def hit(row: Row, words: Sequence[str] = ()) -> dict[str, Any]:
     """A row as a hit `{archive_id, seq, turn_id, role, content}` (content at most HIT_CHARS: a long message
     shows the window around the first match of the query's `words`); a spilled WM item → role `memory`, seq
     and turn_id None, and its `section`."""
-    content = shown_window(row[5], words)
+    text = row[5]
+    content = DIGEST_MARK + shown_window(text[1:], words) if is_digest(text) else shown_window(text, words)
     if row[4] == MEMORY_ROLE:  # a spilled WM item: its section rides in the turn_id column
         return {"archive_id": row[0], "seq": None, "turn_id": None, "role": MEMORY_ROLE, "section": row[3],
                 "content": content}
@@ -91,6 +93,14 @@ def shown_window(text: str, words: Sequence[str]) -> str:
     start = max(0, at - HIT_CHARS // 3)
     body = text[start: start + HIT_CHARS - 2]
     return "…" + body + ("…" if start + len(body) < len(text) else "")
+
+
+def from_message(hit_content: str, text: str, query: str) -> str:
+    """A hit's content when the index held a digest of its message (`payloads.index_text`; the content starts
+    with `DIGEST_MARK`): the window of the message's own `text` around the match; else the content as it is."""
+    if not is_digest(hit_content):
+        return hit_content
+    return shown_window(text, fts_query.WORD_RUN.findall(query))
 
 
 def doc_fields(text: str) -> tuple[int, bool, bool]:

@@ -186,36 +186,41 @@ def dump_log() -> str:
     return ("LOG-HEAD\n" + lines)[: HUGE_OUTPUT_BYTES - 9] + "\nLOG-TAIL"
 
 
-def test_a_tool_output_over_the_message_cap_is_clipped_and_the_agent_goes_on(root, caplog):
+@pytest.mark.parametrize("max_payload_bytes", [None, HUGE_OUTPUT_BYTES // 2], ids=["payload", "over-max-payload"])
+def test_a_tool_output_over_the_message_cap_is_stored_whole_or_clipped_past_the_payload_limit(
+        root, caplog, max_payload_bytes):
     model = ReactiveScript(messages=iter([
         AIMessage(content="", tool_calls=[{"name": "dump_log", "args": {}, "id": "call_dump", "type": "tool_call"}]),
         AIMessage(content="The log ends with LOG-TAIL."),
         AIMessage(content="Second answer."),
     ]))
-    with WorkingMemoryEngine(root, durable=False) as engine:
+    limits = {} if max_payload_bytes is None else {"max_payload_bytes": max_payload_bytes}
+    with WorkingMemoryEngine(root, durable=False, **limits) as engine:
         agent = create_agent(model, tools=[dump_log], checkpointer=InMemorySaver(), middleware=[
             WorkingMemoryMiddleware(engine, session_id="huge", token_budget=1_000_000)])
         config = {"configurable": {"thread_id": "huge"}}
-        with caplog.at_level(logging.WARNING, logger="workmem.agent"):
+        with caplog.at_level(logging.WARNING):
             agent.invoke({"messages": [HumanMessage(content="Show me the log.")]}, config)
             state = agent.invoke({"messages": [HumanMessage(content="Thanks. Anything else?")]}, config)
 
-        assert len(state["messages"][2].content) == HUGE_OUTPUT_BYTES, "the agent's own history is left alone"
         stored = engine.storage.sessions.live_messages("huge")
         assert [m["meta"]["lc_id"] for m in stored] == [m.id for m in state["messages"]], "both turns stored"
         assert len(state["messages"]) == 6
         assert stored_pairing_problems(stored) == []
-        clipped = stored[2]
-        result = clipped["parts"][0]
-        assert (clipped["role"], result["tool_call_id"], result["name"]) == ("tool", "call_dump", "dump_log")
+        result = stored[2]["parts"][0]
+        assert (stored[2]["role"], result["tool_call_id"], result["name"]) == ("tool", "call_dump", "dump_log")
         assert result["content"].startswith("LOG-HEAD\nline 000000") and result["content"].endswith("\nLOG-TAIL")
-        assert "…[workmem: clipped " in result["content"] and "exceeded max_message_bytes]…" in result["content"]
-        assert clipped["meta"]["workmem_clipped_bytes"] > DEFAULT_MAX_MESSAGE_BYTES
-        assert validate_message(clipped) <= DEFAULT_MAX_MESSAGE_BYTES
-        assert ["workmem_clipped_bytes" in m["meta"] for m in stored] == [False, False, True, False, False, False]
-        warnings = [r for r in caplog.records if r.name == "workmem.agent" and r.levelno == logging.WARNING
-                    and "max_message_bytes" in r.getMessage()]
-        assert len(warnings) == 1
+        assert validate_message(stored[2]) <= DEFAULT_MAX_MESSAGE_BYTES, "the line refers to the payload"
+        warnings = [r for r in caplog.records if r.levelno == logging.WARNING and "max_" in r.getMessage()]
+        if max_payload_bytes is None:
+            assert result["content"] == dump_log.invoke({}), "stored whole, beyond the message cap"
+            assert ["workmem_clipped_bytes" in m["meta"] for m in stored] == [False] * 6 and warnings == []
+        else:
+            assert "…[workmem: clipped " in result["content"] and "exceeded max_payload_bytes]…" in result["content"]
+            assert stored[2]["meta"]["workmem_clipped_bytes"] == HUGE_OUTPUT_BYTES
+            assert result["size"] <= max_payload_bytes
+            assert ["workmem_clipped_bytes" in m["meta"] for m in stored] == [False, False, True, False, False, False]
+            assert len(warnings) == 1
 
         # what the model saw: the result's synopsis right after its call (head, tail, its reference), the
         # same bytes in the turn and on the next turn (§12 *Tool results*)
@@ -231,9 +236,9 @@ def test_a_tool_output_over_the_message_cap_is_clipped_and_the_agent_goes_on(roo
         assert "\nLOG-HEAD\nline 000000" in shown[0] and shown[0].endswith("\nLOG-TAIL")
         assert "read_tool_result(ref=\"seq:3\"" in shown[0] and count_tokens(shown[0]) <= 3_000
 
-        # direct callers still get the typed error (§10)
+        # direct callers get the typed error for any other message over the cap (§10)
         with pytest.raises(InvalidInput):
-            engine.after_turn("huge", [state["messages"][2]])
+            engine.after_turn("huge", [HumanMessage(content=dump_log.invoke({}))])
 
 
 def test_a_turn_too_large_for_the_window_is_shown_as_its_synopsis(root):

@@ -20,7 +20,9 @@ trigger), maintenance calls and tokens, total (agent input + output + maintenanc
 messages a call shares with the previous call's start, as provider prompt caching bills them, at 0.1×) and the
 cacheable share, probes kept in the next call's context (the last call's prompt and its answer) / found only by
 `archive_search` (workmem) / lost, the memory layer's ms per call (median, the fakes' own time left out), and
-messages stored vs fed (workmem).
+messages stored vs fed (workmem). A stress row replays the sessions with every tool output ×10 through workmem
+(model input limit 128 000, the engine's default; results over 64 KiB become payloads), and workmem's rows are
+checked against the figures the in-run issue committed (`baselines/agent_replay_issue24.json`).
 Run: `python tests/benchmarks/bench_agent_replay.py [--quick] [--write-baseline]` or `run.py --only agent_replay`.
 """
 
@@ -71,6 +73,13 @@ LAYERS = ("full history", "summarization", "summarization (no trim)", "context e
 PEERS = LAYERS[1:5]
 DRIVES = ("per user turn", "per model call")
 SESSION = "replay"
+STRESS = 10  # the stress row: every tool output of the sessions this many times over (payloads, synopses)
+INPUT_LIMIT = 128_000  # the model input limit of the stress row (the engine's default context window)
+STRESS_TARGET = 1.10  # tokens per call of the stress row ≤ this × the unstressed row's
+# Done-when of the large-tool-results issue, against the figures the in-run issue committed (one invoke per user
+# turn): (tokens, cached cost) ≤ these × those figures; cacheable share no lower, probes lost no more
+PREVIOUS = BASELINES / "agent_replay_issue24.json"
+PREVIOUS_TARGETS = {8_000: (0.93, 0.95), 32_000: (1.0, None)}
 # Done-when of the in-run issue (one invoke per user turn): workmem ≤ this × the cheapest peer
 TOKEN_TARGETS = {8_000: 1.15, 32_000: 1.10}
 COST_TARGETS = {8_000: 1.30, 32_000: 1.25}
@@ -105,6 +114,17 @@ def load_sessions(path: Path = DATA) -> list[Replay] | None:
         tools = sorted({c["function"]["name"] for m in body for c in m.get("tool_calls") or []})
         out.append(Replay(s["id"], system, runs, tools, s["probes"], len(body)))
     return out
+
+
+def stressed(sessions: Sequence[Replay], factor: int = STRESS) -> list[Replay]:
+    """The sessions with every tool output `factor` times over (a 30 KB result becomes 300 KB: a payload)."""
+    def grown(m: dict[str, Any]) -> dict[str, Any]:
+        if m["role"] != "tool" or not isinstance(m.get("content"), str):
+            return m
+        return {**m, "content": m["content"] * factor}
+
+    return [Replay(s.id, s.system, [[grown(m) for m in run] for run in s.runs], s.tools,
+                   s.probes, s.fed) for s in sessions]
 
 
 def assistant_message(m: dict[str, Any]) -> AIMessage:
@@ -362,6 +382,23 @@ def checked_rows(trigger: int, rows: list[dict[str, Any]]) -> list[BenchRow]:
                         1 / 3, "probes")]
 
 
+def against_previous(trigger: int, wm: dict[str, Any]) -> list[BenchRow]:
+    """workmem's row against the in-run issue's committed figures at the same trigger (per user turn)."""
+    if not PREVIOUS.is_file():
+        return []
+    before = next(r for r in json.loads(PREVIOUS.read_text(encoding="utf-8"))[f"{trigger}/{DRIVES[0]}"]
+                  if r["layer"] == "workmem")
+    tokens, cost = PREVIOUS_TARGETS[trigger]
+    return [BenchRow.of(f"replay @{trigger}: workmem tokens vs the in-run issue's", wm["total"], before["total"],
+                        tokens, "tok"),
+            BenchRow.of(f"replay @{trigger}: workmem cached cost vs the in-run issue's", wm["cost"], before["cost"],
+                        cost, "tok"),
+            BenchRow.of(f"replay @{trigger}: uncached share vs the in-run issue's", 1 - wm["cacheable"],
+                        1 - before["cacheable"], 1.0, "share"),
+            BenchRow.of(f"replay @{trigger}: probes lost vs the in-run issue's", wm["lost"], max(before["lost"], 1),
+                        1.0, "probes")]
+
+
 def run(quick: bool = False, write_baseline: bool = False) -> list[BenchRow]:
     """Both triggers and both drives (`quick`: three sessions, 8 000, one invoke per user turn)."""
     console = Console(width=None if sys.stdout.isatty() else 250)
@@ -382,6 +419,19 @@ def run(quick: bool = False, write_baseline: bool = False) -> list[BenchRow]:
             figures[f"{trigger}/{drive}"] = rows
             if drive == DRIVES[0]:
                 checked += checked_rows(trigger, rows)
+                if not quick:
+                    checked += against_previous(trigger, next(r for r in rows if r["layer"] == "workmem"))
+            if drive == DRIVES[0] and trigger == TRIGGERS[0]:
+                stress = measure(stressed(sessions), trigger, drive, layers=("workmem",))[0]
+                stress["layer"] = f"workmem, tool outputs ×{STRESS}"
+                plain = next(r for r in rows if r["layer"] == "workmem")
+                console.print(table(f"stress: every tool output ×{STRESS}, model input limit {INPUT_LIMIT:,}, "
+                                    f"trigger {trigger:,}, one invoke {drive}", [*rows[1:5], plain, stress]))
+                figures[f"{trigger}/{drive}/stress x{STRESS}"] = [stress]
+                checked += [BenchRow.of(f"stress ×{STRESS} @{trigger}: tokens per call vs unstressed", stress["mean"],
+                                        plain["mean"], STRESS_TARGET, "tok"),
+                            BenchRow.of(f"stress ×{STRESS} @{trigger}: largest call vs the input limit", stress["max"],
+                                        INPUT_LIMIT, 1.0, "tok")]
     if write_baseline:
         BASELINES.mkdir(exist_ok=True)
         (BASELINES / "agent_replay.json").write_text(json.dumps(figures, indent=1) + "\n", encoding="utf-8")

@@ -88,6 +88,30 @@ def test_a_failed_background_commit_is_visible_and_its_messages_stay_live(backen
         assert [m["seq"] for m in engine.storage.sessions.live_messages("fails")] == [7, 8]
 
 
+SECRETS = {"aws_secret_access_key=wJalrXUtnFEMI/K7MDENG/bPxRfiCYzz": "wJalrXUtnFEMI",
+           "DB_PASSWORD: correct-horse-battery": "correct-horse", "ASIAIOSFODNN7EXAMPLE": "IOSFODNN7",
+           "postgresql://app:s3cr3tpass@db/x": "s3cr3tpass", "Authorization: Basic dXNlcjpwYXNzd29yZA==": "dXNlcjpw"}
+
+
+def test_secrets_in_a_failure_reach_no_file_and_no_log(backend, monkeypatch, caplog):
+    import logging
+
+    with backend.engine(durable=False, keep_recent_count=2) as engine:
+        def broken_write(*args, **kwargs):
+            raise OSError("upload failed: " + "; ".join(SECRETS))
+
+        monkeypatch.setattr(engine.storage.sessions, "write_archive", broken_write)
+        engine.add_messages("leaky", conversation(4))
+        with caplog.at_level(logging.DEBUG):
+            result = engine.commit("leaky", keep_recent_count=2)
+        assert result["status"] == "failed" and "upload failed" in result["reason"]
+        stored = [engine.task(result["task_id"])["error"], result["reason"], caplog.text]
+    if backend.url is None:
+        stored += [p.read_bytes().decode("utf-8", "replace") for p in backend.root.rglob("*") if p.is_file()]
+    for leak in SECRETS.values():
+        assert all(leak not in text for text in stored), leak
+
+
 def test_compact_frees_tokens(backend):
     with backend.engine(durable=False) as engine:
         engine.add_messages("c", conversation(6, size=80))

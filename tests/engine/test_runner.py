@@ -308,3 +308,24 @@ def test_completed_threads_beyond_keep_checkpoints_are_pruned(storage, make_runn
     assert [r["thread_id"] for r in rows] == [None, None, commit_thread_id("s", tasks[2])]
     assert [checkpoint_of(runner, commit_thread_id("s", t)) is not None for t in tasks] == [False, False, True]
     assert runner.prune_checkpoints() == 0, "nothing more to prune"
+
+
+def test_resume_all_goes_on_past_a_task_whose_session_folder_is_gone(storage, make_runner, monkeypatch, root):
+    import shutil
+
+    FailingPersist(monkeypatch, times=2)
+    runner = make_runner(scripted(created("First."), created("Second."), created("Second, resumed.")))
+    for session in ("gone", "kept"):
+        storage.sessions.append(session, conversation())
+    failed = [runner.start(session, KEEP_NONE, wait=True) for session in ("gone", "kept")]
+    assert [r["status"] for r in failed] == ["failed", "failed"]
+    shutil.rmtree(root / "sessions" / "gone")  # removed by hand, behind the engine's back
+    resumer = make_runner(scripted(created("Resumed.")))
+
+    results = {r["task_id"]: r for r in resumer.resume_all()}
+
+    assert results[failed[1]["task_id"]]["status"] == "completed", "the other session is resumed"
+    assert results[failed[0]["task_id"]]["status"] == "abandoned"
+    assert "its session is gone" in results[failed[0]["task_id"]]["reason"]
+    assert len(storage.sessions.list_archives("kept")) == 1
+    assert resumer.resume_all() == [], "nothing is left to retry"

@@ -29,6 +29,15 @@ from workmem.state.redact import redact_secrets
         ("Slack xoxe-1234567890-abcdefghij", "1234567890-abcdef"),
         ("Google AIzaSyA0123456789abcdefghijklmnopqrstuv", "0123456789abcdef"),
         ("token=abcd1234efgh", "abcd1234efgh"),
+        ("aws_secret_access_key=wJalrXUtnFEMI/K7MDENG/bPxRfiCY", "wJalrXUtnFEMI"),
+        ("AWS_SECRET_ACCESS_KEY: wJalrXUtnFEMI/K7MDENG/bPxRfiCY", "wJalrXUtnFEMI"),
+        ("secret_key = 'hunter2hunter2'", "hunter2"),
+        ("DB_PASSWORD=correct-horse-battery", "correct-horse"),
+        ("x-api-key: 9f8e7d6c5b4a39281706", "9f8e7d6c5b4a"),
+        ("Authorization: Basic dXNlcjpwYXNzd29yZA==", "dXNlcjpwYXNzd29yZA"),
+        ("authorization=opaque-credential-42", "opaque-credential"),
+        ("temporary ASIAIOSFODNN7EXAMPLE", "IOSFODNN7"),
+        ("postgresql://app:s3cr3tpass@db:5432/x", "s3cr3tpass"),
     ],
 )
 def test_redact_secrets(text, leak):
@@ -37,3 +46,4 @@ def test_redact_secrets(text, leak):
 
 def test_redact_keeps_ordinary_text():
     assert redact_secrets("tokens: 12, the task-runner failed") == "tokens: 12, the task-runner failed"
+    assert redact_secrets("max_tokens=4000 and secrets_found: none") == "max_tokens=4000 and secrets_found: none"

@@ -1,0 +1,99 @@
+"""Payload files of a session (SPEC §12): `sessions/<id>/payloads/<sha256>`, content-addressed.
+
+A payload is written (temp → fsync → rename → fsync of the folder) before the message line that refers to it,
+whatever `durable` says: it is the only copy of its text. A crash leaves at worst a payload no line refers to,
+which a retried append reuses. Payloads go with their session's folder and never before. `FORMAT` beside the
+log says the session holds payloads; a build that knows an older format refuses the session.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from workmem.state.errors import Anomaly, DamagedFile, UnsafePath, UnsupportedFormat
+from workmem.state.files import fsutil, jsonl
+from workmem.state.payloads import PAYLOAD_FORMAT, check_payload
+
+FOLDER = "payloads"
+FORMAT_FILE = "FORMAT"
+
+
+def folder(session_dir: Path) -> Path:
+    """Where a session's payloads live."""
+    return session_dir / FOLDER
+
+
+def path_of(session_dir: Path, sha256: str) -> Path:
+    """The file of one payload (`sha256` is 64 hex digits, checked by the caller's reference)."""
+    if len(sha256) != 64 or any(c not in "0123456789abcdef" for c in sha256):
+        raise DamagedFile(str(folder(session_dir)), f"bad payload reference {sha256!r}")
+    return folder(session_dir) / sha256
+
+
+def write(session_dir: Path, payloads: dict[str, bytes]) -> None:
+    """Store each payload not already stored whole, durably, and the session's format marker first."""
+    if not payloads:
+        return
+    where = folder(session_dir)
+    if where.is_symlink():
+        raise UnsafePath(str(where))
+    if not where.exists():
+        fsutil.make_dirs(where, durable=True)
+    marker = session_dir / FORMAT_FILE
+    if not marker.exists():
+        fsutil.atomic_write(marker, f"{PAYLOAD_FORMAT}\n".encode(), durable=True)
+    for sha, data in payloads.items():
+        path = path_of(session_dir, sha)
+        try:
+            if os.lstat(path).st_size == len(data) and not path.is_symlink():
+                continue  # content-addressed: the same name holds the same bytes (check() verifies them)
+        except FileNotFoundError:
+            pass
+        fsutil.atomic_write(path, data, durable=True)
+
+
+def read(session_dir: Path, shas: list[str]) -> dict[str, bytes]:
+    """sha256 → bytes of the payloads found (a missing one is simply absent; a symlink is `UnsafePath`)."""
+    out = {}
+    for sha in shas:
+        data = jsonl.read_bytes(path_of(session_dir, sha))
+        if data is not None:
+            out[sha] = data
+    return out
+
+
+def check_format(session_dir: Path) -> None:
+    """`UnsupportedFormat` when the session was written in a format newer than this build's."""
+    data = jsonl.read_bytes(session_dir / FORMAT_FILE)
+    if data is None:
+        return
+    try:
+        found: object = int(data.decode().strip())
+    except ValueError:
+        found = data[:40]
+    if not isinstance(found, int) or found > PAYLOAD_FORMAT:
+        raise UnsupportedFormat(str(session_dir), found, PAYLOAD_FORMAT)
+
+
+def anomalies(session_dir: Path, messages: list[dict], where: str) -> list[Anomaly]:
+    """A missing payload or one whose bytes differ from its reference, for each stored message referring to one."""
+    found = []
+    checked: dict[str, str] = {}
+    for msg in messages:
+        for part in (p for p in msg.get("parts") or () if isinstance(p, dict) and "content_ref" in p):
+            sha = str(part.get("sha256"))
+            if sha not in checked:
+                try:
+                    data = read(session_dir, [sha]).get(sha)
+                    if data is None:
+                        checked[sha] = "is missing"
+                    else:
+                        check_payload(data, part, str(path_of(session_dir, sha)))
+                        checked[sha] = ""
+                except (DamagedFile, UnsafePath) as exc:
+                    checked[sha] = str(exc)
+            if checked[sha]:
+                found.append(Anomaly(where, 0, f"seq {msg.get('seq')}: payload {sha} {checked[sha]}"))
+    return found
+

@@ -1,0 +1,245 @@
+"""Payloads (SPEC §12 *Tool results*): a large tool result stored whole, content-addressed, beside its message.
+
+A tool result over `payload_bytes` keeps its text out of the message's stored line: the part carries
+`content_ref` (`sha256:<hex>`), `size` (UTF-8 bytes), `chars`, `sha256`, its token count (counted once, here)
+and a preview, and the text itself is one payload per distinct content of a session (a file, or a row). In
+memory a stored message always holds the whole text in `content` (a reader resolves it, `resolve`), so every
+read path sees what was sent; only the stored form leaves it out (`stored_parts`). Beyond `max_payload_bytes`
+the result is stored clipped, head and tail around a marker, and flagged (`workmem_clipped_bytes`).
+
+The search index holds at most `INDEX_CHARS` of any message (`index_text`): its head verbatim, then each
+further distinct word once, so a Postgres `tsvector` stays far under its 1 MB limit and every word of a large
+result up to that size is found.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from workmem.state.errors import DamagedFile, InvalidInput
+from workmem.state.tokens import count_tokens
+
+PAYLOAD_BYTES = 64 * 1024
+MAX_PAYLOAD_BYTES = 256 * 1024 * 1024
+PAYLOAD_FORMAT = 2  # a session holding payloads; a build that knows only format 1 cannot read such a session
+REF_PREFIX = "sha256:"
+PAYLOAD_FIELDS = ("content_ref", "size", "chars", "sha256", "tokens", "preview")
+PREVIEW_CHARS = 1_000  # of the head and of the tail, in the stored line (what a reader without the payload sees)
+EXACT_TOKENS_CHARS = 4 << 20  # larger texts get an estimate from a sample: tiktoken over 30 MB takes seconds
+SAMPLE_CHARS = 1 << 20
+INDEX_CHARS = 128 * 1024  # the most of one message the search index holds
+INDEX_HEAD_CHARS = 16 * 1024  # of which the head is verbatim
+DIGEST_MARK = "\u2063"  # starts an index text that is a digest (invisible, never a word to either tokenizer)
+CACHE_CHARS = 96 << 20  # resolved payload texts kept per store
+CLIPPED_META = "workmem_clipped_bytes"  # = messages.CLIPPED_BYTES_META (messages imports this module)
+_WORDS = re.compile(r"\w+")
+_DIGIT = re.compile(r"\d")
+
+
+@dataclass(frozen=True)
+class PayloadLimits:
+    """When a tool result becomes a payload (`payload_bytes`) and the most one payload holds (`max_payload_bytes`)."""
+
+    payload_bytes: int = PAYLOAD_BYTES
+    max_payload_bytes: int = MAX_PAYLOAD_BYTES
+
+    def __post_init__(self) -> None:
+        for name in ("payload_bytes", "max_payload_bytes"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidInput(name, value, "must be a positive integer")
+        if self.payload_bytes > self.max_payload_bytes:
+            raise InvalidInput("payload_bytes", self.payload_bytes,
+                               f"must not exceed max_payload_bytes ({self.max_payload_bytes})")
+
+
+DEFAULT_LIMITS = PayloadLimits()
+
+
+def is_payload(part: Any) -> bool:
+    """True for a tool-result part whose text is a payload."""
+    return isinstance(part, dict) and "content_ref" in part
+
+
+def ref_of(sha256: str) -> str:
+    """The `content_ref` of a payload."""
+    return REF_PREFIX + sha256
+
+
+def externalize(msg: dict[str, Any], limits: PayloadLimits) -> None:
+    """Make a normalised tool message's large result a payload: add the payload fields to its part (the text
+    stays in `content`), clipping it first when it exceeds `max_payload_bytes`. Anything else is left as is."""
+    if msg.get("role") != "tool" or len(msg.get("parts") or ()) != 1:
+        return
+    part = msg["parts"][0]
+    text = part.get("content") if isinstance(part, dict) else None
+    if not isinstance(text, str) or len(text) * 4 <= limits.payload_bytes:  # UTF-8: at most 4 bytes a character
+        return
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate: left for validation to reject with its usual error
+        return
+    if len(data) <= limits.payload_bytes:
+        return
+    if len(data) > limits.max_payload_bytes:
+        msg["meta"][CLIPPED_META] = len(data)
+        text = clipped_to(data, limits.max_payload_bytes)
+        part["content"] = text
+        data = text.encode("utf-8")
+    digest = hashlib.sha256(data).hexdigest()
+    part.update({"content_ref": ref_of(digest), "size": len(data), "chars": len(text), "sha256": digest,
+                 "tokens": payload_tokens(text), "preview": preview(text)})
+
+
+def clipped_to(data: bytes, limit: int) -> str:
+    """UTF-8 `data` as text of at most `limit` bytes: its head and tail (errors sit at the tail) around a marker."""
+    marker = f"\n…[workmem: clipped {len(data) - limit} bytes — the result exceeded max_payload_bytes]…\n"
+    room = max(0, limit - len(marker.encode("utf-8")))
+    head = data[: room // 2].decode("utf-8", "ignore")
+    tail = data[len(data) - (room - room // 2):].decode("utf-8", "ignore") if room else ""
+    return head + marker + tail
+
+
+def payload_tokens(text: str) -> int:
+    """cl100k tokens of a payload's text: exact up to a few MiB, beyond from a sample of its head and tail."""
+    if len(text) <= EXACT_TOKENS_CHARS:
+        return count_tokens(text)
+    half = SAMPLE_CHARS // 2
+    sample = count_tokens(text[:half]) + count_tokens(text[-half:])
+    return round(sample * len(text) / SAMPLE_CHARS)
+
+
+def preview(text: str) -> str:
+    """The head and tail a stored line keeps of its payload."""
+    if len(text) <= 2 * PREVIEW_CHARS:
+        return text
+    return f"{text[:PREVIEW_CHARS]}\n…[{len(text) - 2 * PREVIEW_CHARS} characters in the payload]…\n" \
+           f"{text[-PREVIEW_CHARS:]}"
+
+
+def stored_parts(parts: list[Any]) -> list[Any]:
+    """Parts as stored: a payload part without its text (the payload holds it)."""
+    if not any(is_payload(p) for p in parts):
+        return parts
+    return [{k: v for k, v in p.items() if k != "content"} if is_payload(p) else p for p in parts]
+
+
+def payloads_of(messages: list[dict[str, Any]]) -> dict[str, bytes]:
+    """sha256 → bytes of every payload the (in-memory) messages carry."""
+    out: dict[str, bytes] = {}
+    for msg in messages:
+        for part in msg["parts"]:
+            if is_payload(part) and part["sha256"] not in out:
+                out[part["sha256"]] = part["content"].encode("utf-8")
+    return out
+
+
+def refs_of(msg: dict[str, Any]) -> list[str]:
+    """sha256 of each payload a stored message refers to."""
+    return [p["sha256"] for p in msg.get("parts") or () if is_payload(p) and isinstance(p.get("sha256"), str)]
+
+
+def check_payload(data: bytes, part: dict[str, Any], where: str) -> str:
+    """A payload's text, checked against the part that refers to it; DamagedFile on a size or sha256 mismatch."""
+    if len(data) != part.get("size") or hashlib.sha256(data).hexdigest() != part.get("sha256"):
+        raise DamagedFile(where, f"payload {part.get('sha256')} does not match its reference "
+                                 f"(size {len(data)}, expected {part.get('size')})")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise DamagedFile(where, f"payload {part.get('sha256')} is not UTF-8: {exc}") from None
+
+
+class PayloadCache:
+    """Checked payload texts by (session, sha256), least recently used first out, at most `CACHE_CHARS` in all."""
+
+    def __init__(self, limit: int = CACHE_CHARS) -> None:
+        self.limit = limit
+        self._texts: OrderedDict[tuple[str, str], str] = OrderedDict()
+        self._chars = 0
+
+    def get(self, key: tuple[str, str]) -> str | None:
+        text = self._texts.get(key)
+        if text is not None:
+            self._texts.move_to_end(key)
+        return text
+
+    def put(self, key: tuple[str, str], text: str) -> None:
+        if len(text) > self.limit or key in self._texts:
+            return
+        self._texts[key] = text
+        self._chars += len(text)
+        while self._chars > self.limit:
+            _, old = self._texts.popitem(last=False)
+            self._chars -= len(old)
+
+    def forget(self, session: str) -> None:
+        """Drop a session's texts (it was deleted)."""
+        for key in [k for k in self._texts if k[0] == session]:
+            self._chars -= len(self._texts.pop(key))
+
+
+def resolve(messages: list[dict[str, Any]], fetch: Callable[[list[str]], dict[str, bytes]], session: str,
+            cache: PayloadCache, where: Callable[[str], str]) -> list[dict[str, Any]]:
+    """Stored messages with the text of every payload part filled in (copies of those that change; a cached
+    list of the caller is never altered).
+
+    `fetch(shas)` returns the bytes of the payloads it has; a missing one or a mismatch is `DamagedFile` at
+    `where(sha)`. Checked texts are cached, so a session's payloads are read and hashed once."""
+    wanted = [p for m in messages for p in m["parts"] if is_payload(p) and "content" not in p]
+    if not wanted:
+        return messages
+    texts: dict[str, str] = {}
+    missing = []
+    for part in wanted:
+        sha = str(part.get("sha256"))
+        text = cache.get((session, sha))
+        if text is None:
+            missing.append(sha)
+        else:
+            texts[sha] = text
+    if missing:
+        found = fetch(sorted(set(missing)))
+        for part in wanted:
+            sha = str(part.get("sha256"))
+            if sha in texts:
+                continue
+            if sha not in found:
+                raise DamagedFile(where(sha), f"payload {sha} is missing")
+            texts[sha] = check_payload(found[sha], part, where(sha))
+            cache.put((session, sha), texts[sha])
+    return [m if not any(is_payload(p) and "content" not in p for p in m["parts"]) else
+            {**m, "parts": [{**p, "content": texts[str(p["sha256"])]} if is_payload(p) and "content" not in p else p
+                            for p in m["parts"]]} for m in messages]
+
+
+def index_text(text: str) -> str:
+    """What the search index holds of a message's text: the text itself up to `INDEX_CHARS`; beyond, a digest —
+    `DIGEST_MARK`, the head and the tail verbatim, then each further distinct word once (words without digits
+    first, then ids, hashes and numbers), in order of first use, within `INDEX_CHARS`. A hit on a digest is shown
+    from the message itself (`search_hits.from_message`)."""
+    if len(text) <= INDEX_CHARS:
+        return text
+    head, tail = text[:INDEX_HEAD_CHARS // 2], text[-(INDEX_HEAD_CHARS // 2):]
+    seen = set(_WORDS.findall((head + " " + tail).lower()))
+    middle = text[INDEX_HEAD_CHARS // 2: len(text) - INDEX_HEAD_CHARS // 2].lower()
+    distinct = [w for w in dict.fromkeys(_WORDS.findall(middle)) if w not in seen and len(w) <= 64]
+    plain = [w for w in distinct if not _DIGIT.search(w)]
+    room = INDEX_CHARS - len(head) - len(tail) - 3
+    words = []
+    for word in (*plain, *(w for w in distinct if _DIGIT.search(w))):
+        room -= len(word) + 1
+        if room < 0:
+            break
+        words.append(word)
+    return f"{DIGEST_MARK}{head}\n{tail}\n{' '.join(words)}"
+
+
+def is_digest(text: str) -> bool:
+    """True when an indexed text is a digest of a longer message (see `index_text`)."""
+    return text.startswith(DIGEST_MARK)
