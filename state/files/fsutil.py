@@ -13,15 +13,46 @@ import shutil
 import uuid
 from pathlib import Path
 
-from workmem.state.errors import UnsafePath
+from workmem.state.errors import InvalidInput, UnsafePath
 
 # Files under the data root are never opened through a symlink (§2): O_NOFOLLOW makes the open fail.
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+ENV_FILE_MODE = "WORKMEM_FILE_MODE"
+DEFAULT_FILE_MODE = 0o600  # the data root holds whole conversations: owner-only unless configured
+
+
+def file_mode() -> int:
+    """The mode new files under a data root get: `WORKMEM_FILE_MODE` (octal, e.g. 640), else 600."""
+    raw = os.environ.get(ENV_FILE_MODE, "").strip()
+    if not raw:
+        return DEFAULT_FILE_MODE
+    try:
+        mode = int(raw, 8)
+    except ValueError:
+        mode = -1
+    if not 0o400 <= mode <= 0o666 or not mode & 0o200:
+        raise InvalidInput(ENV_FILE_MODE, raw, "must be an octal file mode the owner can read and write, e.g. 600")
+    return mode
+
+
+def dir_mode() -> int:
+    """The mode new folders get: the file mode with search (x) wherever it can read (600 → 700, 640 → 750)."""
+    mode = file_mode()
+    return mode | ((mode & 0o444) >> 2)
+
+
+def create_file(path: str | Path) -> None:
+    """Create `path` empty with `file_mode()` if it does not exist (before a library such as SQLite opens it,
+    so its files inherit the mode); a symlink is `UnsafePath`."""
+    try:
+        os.close(_open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL))
+    except FileExistsError:
+        pass
 
 
 def _open(path: str | Path, flags: int) -> int:
     try:
-        return os.open(path, flags | NOFOLLOW, 0o644)
+        return os.open(path, flags | NOFOLLOW, file_mode())
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise UnsafePath(str(path)) from None
@@ -114,19 +145,28 @@ def remove_tree(path: str | Path) -> None:
 
 def make_dirs(path: str | Path, *, durable: bool = True) -> None:
     """Create `path` and missing parents; fsync each parent whose entry list changed."""
+    for d in ensure_dirs(path):
+        if durable:
+            fsync_dir(d.parent)
+
+
+def ensure_dirs(path: str | Path) -> list[Path]:
+    """Create `path` and missing parents with `dir_mode()`, not synced (a lock's or a database's folder);
+    returns the folders created, outermost first."""
     path = Path(path)
     missing = []
     p = path
     while not p.exists():
         missing.append(p)
         p = p.parent
+    created = []
     for d in reversed(missing):
         try:
-            d.mkdir()
+            d.mkdir(mode=dir_mode())
         except FileExistsError:
             continue
-        if durable:
-            fsync_dir(d.parent)
+        created.append(d)
+    return created
 
 
 def _write_all(fd: int, data: bytes) -> None:

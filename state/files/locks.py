@@ -18,6 +18,8 @@ from types import TracebackType
 
 from filelock import Timeout, lock_descriptor, unlock_descriptor
 
+from workmem.state.files import fsutil
+
 try:
     import fcntl
 except ImportError:  # pragma: no cover - Windows
@@ -111,8 +113,8 @@ class FileMutex:
         if self._fd is None:
             nofollow = getattr(os, "O_NOFOLLOW", 0)
             try:
-                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | nofollow, 0o644)
+                fsutil.ensure_dirs(Path(self.path).parent)
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | nofollow, fsutil.file_mode())
             except OSError as exc:
                 if exc.errno != errno.EROFS:
                     raise

@@ -20,6 +20,7 @@ from typing import Any
 from sqlite_utils import Database
 
 from workmem.state.errors import DamagedFile, StorageError
+from workmem.state.files import fsutil
 
 BUSY_TIMEOUT_SECONDS = 30
 _WAL_ATTEMPTS = 300
@@ -67,7 +68,8 @@ def connect(path: Path, *, isolation_level: str | None = "", synchronous: str = 
     """Open `path` (creating its folder) with `check_same_thread=False`, `timeout=30` and WAL; a damaged
     file is `DamagedFile` naming it."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        fsutil.ensure_dirs(path.parent)
+        fsutil.create_file(path)  # with the data root's file mode, which SQLite's -wal and -shm files copy
         conn = sqlite3.connect(path, check_same_thread=False, timeout=BUSY_TIMEOUT_SECONDS,
                                isolation_level=isolation_level, factory=CheckedConnection)
         conn.path = path  # type: ignore[attr-defined]

@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+from workmem.state.files import fsutil
 from workmem.state.files.search_index import SearchIndex
 from workmem.state.files.sqlite import BUSY_TIMEOUT_SECONDS, connect, is_corruption
 from workmem.state.files.store import SessionStore
@@ -33,7 +34,8 @@ async def open_studio_saver(root: Path) -> AsyncIterator[Any]:
     import aiosqlite
     from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 
-    root.mkdir(parents=True, exist_ok=True)
+    fsutil.ensure_dirs(root)
+    fsutil.create_file(root / STUDIO_FILE)
     async with aiosqlite.connect(root / STUDIO_FILE, timeout=BUSY_TIMEOUT_SECONDS, check_same_thread=False) as conn:
         await conn.execute("PRAGMA journal_mode=WAL")
         saver = AsyncSqliteSaver(conn)

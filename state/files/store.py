@@ -56,6 +56,7 @@ from workmem.state.stored import batch_ids, merge_repeats, prepared_batch, repea
 log = logging.getLogger("workmem.store")
 TOMBSTONE_PREFIX = ".deleted-"
 TOMBSTONE_MARKER = ".tombstone.json"
+_WARNED_ROOTS: set[Path] = set()
 NEWEST_ARCHIVES_CACHED = 64  # sessions whose newest archive an append can check repeats against without a read
 
 
@@ -129,9 +130,9 @@ class SessionStore:
         """
         p = self._existing(session_id)
         with self._lock(p):
-            fsutil.atomic_write(p.dir / TOMBSTONE_MARKER, encode_meta(marker), durable=self.durable)
+            fsutil.atomic_write(p.dir / TOMBSTONE_MARKER, encode_meta(marker), durable=True)
             tombstone = self.sessions_dir / f"{TOMBSTONE_PREFIX}{p.safe_id}-{os.urandom(4).hex()}"
-            fsutil.publish_dir(p.dir, tombstone, durable=self.durable)
+            fsutil.publish_dir(p.dir, tombstone, durable=True)
             self._live.pop(p.dir, None)
             self._problems.forget(p.dir)
             self._payload_texts.forget(p.safe_id)
@@ -194,8 +195,8 @@ class SessionStore:
             return []
         sync = self.durable if durable is None else durable
         try:
+            self._check_safe(p)  # at every access: a link planted since the last call is refused too
             if p.dir not in self._live:
-                self._check_safe(p)
                 if not p.dir.exists():
                     fsutil.make_dirs(p.dir, durable=self.durable)
             with self._lock(p):
@@ -277,6 +278,7 @@ class SessionStore:
         (its `.done`, archive.json, messages, range) and the chain of archives (a missing or overlapping
         one). Reads everything: O(archives), never on a hot path."""
         p = self._existing(session_id)
+        self._warn_if_exposed()
         with self._lock(p):
             live, parsed, _, found = load(p, self._archives, durable=self.durable)
             self._live[p.dir] = live
@@ -306,6 +308,18 @@ class SessionStore:
             found.append(Anomaly(str(p.messages), 0, f"the live messages start at seq {live.seqs[0]}, "
                                                      f"not {live.archive_end + 1}: seqs in between are nowhere"))
         return found
+
+    def _warn_if_exposed(self) -> None:
+        """One WARNING when the data root is open to group or others (new roots are owner-only); its mode is
+        never changed behind the owner's back."""
+        try:
+            mode = os.stat(self.root).st_mode & 0o777
+        except OSError:
+            return
+        if mode & 0o077 and self.root not in _WARNED_ROOTS:
+            _WARNED_ROOTS.add(self.root)
+            log.warning("the data root %s is open to group or others (mode %o) and holds whole conversations; "
+                        "`chmod 700` it unless it is meant to be shared", self.root, mode)
 
     # -- hidden messages ----------------------------------------------------------------------------
 
@@ -409,7 +423,7 @@ class SessionStore:
             self._archives.forget(p.dir, n)
             self._live.pop(p.dir, None)  # the live set changes (or may have): reload next time
             archives.write_archive_dir(p.dir, n, b"".join(raw + b"\n" for _, raw in covered), overview,
-                                       abstract, archive, durable=self.durable, spilled=spilled)
+                                       abstract, archive, durable=True, spilled=spilled)
         return folder
 
     def drop_covered(self, session_id: str, end_seq: int) -> int:
@@ -428,7 +442,8 @@ class SessionStore:
             if dropped:
                 kept += parsed.bad_lines  # never delete what we cannot read; it stays reported
                 self._live.pop(p.dir, None)
-                fsutil.atomic_write(p.messages, b"".join(raw + b"\n" for raw in kept), durable=self.durable)
+                # durable whatever `durable` says: this replaces the only copy of the live messages (§2, r3)
+                fsutil.atomic_write(p.messages, b"".join(raw + b"\n" for raw in kept), durable=True)
             return dropped
 
     def record_commit(self, session_id: str, archive: dict[str, Any], keep: Keep) -> dict[str, Any]:
@@ -463,8 +478,8 @@ class SessionStore:
         """The paths of a session that exists; the first access of this store derives its state from the
         files under the lock (`meta.load`), which settles what a crash or a damaged file left behind."""
         p = self._paths(session_id)
+        self._check_safe(p)  # at every access: a link planted since the last call is refused too
         if p.dir not in self._live:
-            self._check_safe(p)
             if not (p.meta.exists() or p.messages.exists()):
                 raise SessionNotFound(session_id)
             check_owner(p, read_meta(p.meta))
@@ -474,9 +489,10 @@ class SessionStore:
         return p
 
     def _check_safe(self, p: SessionPaths) -> None:
-        """No path of the session may be a symlink: the sessions folder, the session's folder, its history."""
-        for path in (self.sessions_dir, p.dir, p.dir / archives.HISTORY):
-            if path.is_symlink():
+        """No folder of the session may be a symlink: the sessions folder, the session's folder, its history and
+        payloads (files below are opened with O_NOFOLLOW, archive folders checked when read)."""
+        for path in (self.sessions_dir, p.dir, p.dir / archives.HISTORY, payload_files.folder(p.dir)):
+            if os.path.islink(path):
                 raise UnsafePath(str(path))
 
     def _complete(self, session_id: str, archive_id: Any) -> tuple[SessionPaths, int]:
@@ -530,6 +546,8 @@ class SessionStore:
     def _archive_messages(self, p: SessionPaths, n: int, strict: bool = False) -> list[dict[str, Any]]:
         """The messages of archive `n` by the readers' rules; a seq of its range that is missing is reported."""
         folder = archives.archive_dir(p.dir, n)
+        if os.path.islink(folder):
+            raise UnsafePath(str(folder))
         path = folder / archives.MESSAGES
         data = jsonl.read_bytes(path)
         if data is None:
@@ -548,7 +566,7 @@ class SessionStore:
     def _create(self, p: SessionPaths, now: str) -> None:
         """First write of a session (or of a lost meta): directory, empty live file, durable meta."""
         fsutil.make_dirs(p.dir, durable=self.durable)
-        os.close(os.open(p.messages, os.O_WRONLY | os.O_CREAT, 0o644))
+        fsutil.create_file(p.messages)
         live, parsed, _, found = load(p, self._archives, durable=self.durable)
         self._problems.note(p.dir, p.messages, parsed.problems, replace=True)
         self._problems.note(p.dir, p.dir, found, replace=True)

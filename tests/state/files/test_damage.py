@@ -164,6 +164,37 @@ def test_a_symlinked_messages_file_is_refused(root, tmp_path):
     assert target.read_bytes() == before
 
 
+@pytest.mark.parametrize("planted", ["session", "history", "archive", "payloads", "messages"])
+def test_a_link_planted_between_two_calls_of_one_engine_is_refused(root, tmp_path, planted):
+    """§2 (r3): the check holds at every access, not only the first one of an engine."""
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        engine.add_messages("s", turns(0, 4))
+        engine.add_messages("s", [{"role": "assistant", "content": "", "tool_calls": [
+            {"id": "big", "type": "function", "function": {"name": "dump", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "big", "name": "dump", "content": "x" * 100_000}])
+        engine.commit("s", keep_recent_count=2)
+        folder = root / "sessions" / "s"
+        target = {"session": folder, "history": folder / "history", "archive": folder / "history" / "archive_001",
+                  "payloads": folder / "payloads", "messages": folder / "messages.jsonl"}[planted]
+        outside = tmp_path / "elsewhere"
+        target.rename(outside)
+        target.symlink_to(outside, target_is_directory=outside.is_dir())
+        before = contents(outside)
+        refused = 0
+        for call in (lambda: engine.add_messages("s", turns(50, 1)), lambda: engine.archive_expand("s", "archive_001"),
+                     lambda: engine.read_tool_result("s", "seq:10")):
+            try:
+                call()
+            except UnsafePath:
+                refused += 1
+        assert refused >= 1 and contents(outside) == before, "refused, and nothing written through the link"
+
+
+def contents(path):
+    """bytes of every file at or under `path`."""
+    return {p: p.read_bytes() for p in ([path] if path.is_file() else path.rglob("*")) if p.is_file()}
+
+
 def test_a_symlinked_history_directory_is_refused(root, tmp_path):
     folder = committed_root(root, rounds=1)
     outside = tmp_path / "history-elsewhere"

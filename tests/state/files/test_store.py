@@ -387,3 +387,35 @@ def test_other_process_appends_are_seen_by_a_cached_store(root):
     archive_oldest(b, "s", 4)
     assert a.meta("s")["message_count"] == 4
     assert a.append("s", texts(1))[0]["seq"] == 17
+
+
+def test_durable_false_skips_only_the_appends_fsync(tmp_path, monkeypatch):
+    """§2 (r3): `durable=False` leaves out the append's fsync; a commit's steps that replace or remove data
+    (the archive, the live file's rewrite, a delete's tombstone) stay durable — they hold the only copy."""
+    from workmem.state.files import fsutil
+
+    store = SessionStore(tmp_path, durable=False)
+    seen: list[tuple[str, bool]] = []
+    for name in ("append_bytes", "atomic_write", "write_file", "publish_dir", "make_dirs"):
+        real = getattr(fsutil, name)
+
+        def spy(path, *args, _real=real, _name=name, durable=True, **kwargs):
+            if os.path.basename(path) != ".meta.json":  # a cache of what the files imply, rebuilt from them
+                seen.append((_name, durable))
+            return _real(path, *args, durable=durable, **kwargs)
+
+        monkeypatch.setattr(fsutil, name, spy)
+    store.append("s", [{"role": "user", "content": f"message {i}"} for i in range(6)])
+    appended = list(seen)
+    seen.clear()
+    messages = store.messages_in_range("s", 1, 4)
+    archive = {"archive_id": "archive_001", "session_id": "s", "created_at": "2026-01-01T00:00:00+00:00",
+               "source_turn_range": source_turn_range(messages)}
+    store.write_archive("s", archive, messages, "# Working Memory\n\n## Session Title\nT\n", "T")
+    store.drop_covered("s", 4)
+    committed = list(seen)
+    seen.clear()
+    store.entomb("s", {"reason": "test"})
+    assert ("append_bytes", False) in appended, "the append itself is not synced"
+    assert committed and all(durable for _, durable in committed), [c for c in committed if not c[1]]
+    assert seen and all(durable for _, durable in seen), seen
