@@ -287,7 +287,7 @@ def cmd_repair(args: argparse.Namespace) -> int:
 def cmd_check(args: argparse.Namespace) -> int:
     """List every anomaly of a session's files, with file and line (exit 1 when there is one)."""
     with _engine(args) as engine:
-        found = engine.check(args.session)
+        found = engine.check(args.session, deep=args.deep)
     _emit(args, found, _render_check)
     return 1 if found else 0
 
@@ -370,6 +370,8 @@ def build_parser() -> argparse.ArgumentParser:
     command("repair", cmd_repair)
     check = command("check", cmd_check)
     check.add_argument("session")
+    check.add_argument("--deep", action="store_true",
+                       help="also compare the search index with every archive's messages (reads them all)")
     add_eval_parser(subparsers, parents=[common])
     return parser
 

@@ -39,6 +39,7 @@ from workmem.nodes.formatting import format_messages
 from workmem.nodes.models import LazyModel, model_spec
 from workmem.state.errors import CommitInProgress, DamagedFile, InvalidInput, WorkmemError
 from workmem.state.ids import archive_number
+from workmem.state.index_checks import index_anomalies
 from workmem.state.memory import MAX_MEMORY_BUDGET, MIN_MEMORY_BUDGET, memory_budget_for
 from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES, message_text
 from workmem.state.payloads import DIGEST_MARK, MAX_PAYLOAD_BYTES, PAYLOAD_BYTES, PayloadLimits, is_digest
@@ -540,10 +541,16 @@ class WorkingMemoryEngine:
             self.storage.tasks.release_lease(session_id, lease)
         return {"deleted": True, "session_id": session_id}
 
-    def check(self, session_id: str) -> list[dict[str, Any]]:
-        """Every anomaly of the session's stored data: `{file, line, problem}` (line 0: the whole file)."""
-        return [{"file": a.path, "line": a.line_no, "problem": a.reason}
-                for a in self.storage.sessions.check(session_id)]
+    def check(self, session_id: str, *, deep: bool = False) -> list[dict[str, Any]]:
+        """Every anomaly of the session's stored data: `{file, line, problem}` (line 0: the whole file), the
+        search index compared with the archives included (`deep=True` also reads every archive's messages)."""
+        require_bool("deep", deep)
+        found = self.storage.sessions.check(session_id)
+        where = str(self.root / "index.sqlite") if self.root is not None else "the search index (docs)"
+        found += index_anomalies(
+            self.storage.search.indexed_seqs(session_id), self.storage.sessions.list_archives(session_id), where,
+            archive_messages=(lambda a: self.storage.sessions.archive_messages(session_id, a)) if deep else None)
+        return [{"file": a.path, "line": a.line_no, "problem": a.reason} for a in found]
 
     def reindex(self, session_id: str | None = None, progress: Callable[[str, str], None] | None = None
                 ) -> dict[str, Any]:

@@ -258,8 +258,7 @@ class CommitRunner:
         recorded = values.get("keep") or "keep_recent_count" in values
         keep = keep_of(values) if recorded else as_keep(tail.get("keep") or tail.get("message_count", 0))
         try:
-            finish_archived_commit(self.sessions, self.tasks, self.storage.search, archive,
-                                   self.sessions.archive_messages(session_id, archive_id), keep)
+            finish_archived_commit(self.sessions, self.tasks, self.storage.search, archive, keep)
         except Exception as exc:
             return self._abandon(task, clean_error(f"finishing its complete archive failed: {exc}"))
         self.prune_checkpoints()

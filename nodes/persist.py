@@ -126,19 +126,20 @@ def persist(state: CommitState, runtime: Runtime[CommitContext]) -> dict[str, An
     written = svc.sessions.read_archive(session_id, archive_id)  # this run's, or an earlier attempt's
     _check_ownership(written, state)
     holder = svc.tasks.lease_holder(session_id)
-    finish_archived_commit(svc.sessions, svc.tasks, svc.search, written, messages, keep_of(state),
+    finish_archived_commit(svc.sessions, svc.tasks, svc.search, written, keep_of(state),
                            collect_garbage=holder is None or holder.get("task_id") == state.get("task_id"))
     return {"status": "completed", "route": ["persist"]}
 
 
 def finish_archived_commit(sessions: SessionStorage, tasks: TaskStorage, search: SearchStorage,
-                           archive: dict[str, Any], messages: list[dict[str, Any]], keep: tuple[str, int], *,
-                           collect_garbage: bool = True) -> None:
-    """The steps after `.done`, each idempotent: index the archive, let the live file forget its messages,
-    update the meta, mark the task completed. Also how an interrupted commit whose archive is already
-    complete is finished without its graph."""
+                           archive: dict[str, Any], keep: tuple[str, int], *, collect_garbage: bool = True) -> None:
+    """The steps after `.done`, each idempotent: index the archive — what the archive itself holds, never what
+    a (resumed) run believes it covered — let the live file forget its messages, update the meta, mark the
+    task completed. Also how an interrupted commit whose archive is already complete is finished without its
+    graph."""
     session_id, archive_id = archive["session_id"], archive["archive_id"]
-    search.index_messages(session_id, archive_id, messages, sessions.spilled_items(session_id, archive_id))
+    search.index_messages(session_id, archive_id, sessions.archive_messages(session_id, archive_id),
+                          sessions.spilled_items(session_id, archive_id))
     if collect_garbage:
         sessions.drop_covered(session_id, archive["source_turn_range"]["end_seq"])
     sessions.record_commit(session_id, archive, keep)

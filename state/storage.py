@@ -158,6 +158,9 @@ class SearchStorage(Protocol):
     def reindex(self, sessions: SessionStorage, session_id: str | None = None, progress: Any = None) -> int:
         """Rebuild the index from the archives."""
 
+    def indexed_seqs(self, session_id: str) -> dict[str, list[int]]:
+        """archive_id → the seqs of the messages the index holds for it, ascending (spilled items left out)."""
+
     def close(self) -> None:
         """Close connections."""
 

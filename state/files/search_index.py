@@ -206,6 +206,15 @@ class SearchIndex:
         args = [session_id, archive] if archive else [session_id]
         return search_hits.ranked_hits(search_candidates.SqliteCandidates(self.db, scope, args), query, limit)
 
+    def indexed_seqs(self, session_id: str) -> dict[str, list[int]]:
+        """archive_id → the seqs of the messages the index holds for it, ascending (spilled items left out)."""
+        check_session_id(session_id)
+        out: dict[str, list[int]] = {}
+        for archive_id, seq in self.db.execute("SELECT archive_id, seq FROM fts_docs WHERE session_id = ? AND seq > 0 "
+                                               "ORDER BY seq", [session_id]).fetchall():
+            out.setdefault(archive_id, []).append(seq)
+        return out
+
     def reindex(self, store: SessionStore, session_id: str | None = None,
                 progress: Callable[[str, str], None] | None = None) -> int:
         """Rebuild the full-text index from the complete archives on disk; returns messages indexed."""

@@ -80,6 +80,15 @@ class PgSearchIndex:
                 count += archive["end_seq"] - archive["start_seq"] + 1
         return count
 
+    def indexed_seqs(self, session_id: str) -> dict[str, list[int]]:
+        """archive_id → the seqs of the messages the index holds for it, ascending (spilled items left out)."""
+        session_key(session_id)
+        out: dict[str, list[int]] = {}
+        for r in self.db.rows("SELECT archive_id, seq FROM docs WHERE session_id = %s AND seq > 0 ORDER BY seq",
+                              [session_id]):
+            out.setdefault(r["archive_id"], []).append(r["seq"])
+        return out
+
     def search(self, session_id: str, query: str, archive_id: str | None = None,
                limit: int = 12) -> list[dict[str, Any]]:
         """Literal ranked search of archived messages → hits `{archive_id, seq, turn_id, role, content}`
