@@ -135,7 +135,8 @@ def format_message(message: Mapping[str, Any], *, clip_tokens: int = 4000, brief
     lines: list[str] = []
     parts = [p for p in message.get("parts") or [] if isinstance(p, Mapping)]
     for part in parts:
-        if clip_tokens > 0 and is_payload(part) and isinstance(part.get("content"), str):
+        if (clip_tokens > 0 and is_payload(part) and isinstance(part.get("content"), str)
+                and not (brief_own_tools and part.get(INTERNAL_FLAG))):
             lines.extend(_payload_lines(part, message.get("seq"), clip_tokens))
         else:
             lines.extend(_part_lines(part, brief_own_tools))

@@ -16,7 +16,7 @@ from typing import Any
 from workmem.state.archive_object import OWN_TOOLS
 from workmem.state.errors import InvalidInput
 from workmem.state.jsonutil import dumps
-from workmem.state.payloads import CLIPPED_META, PayloadLimits, externalize, index_text, stored_parts
+from workmem.state.payloads import CLIPPED_META, PayloadLimits, externalize, index_text, is_payload, stored_parts
 
 ROLES = ("user", "assistant", "tool", "system")
 DEFAULT_MAX_MESSAGE_BYTES = 1 << 20
@@ -280,7 +280,7 @@ _META_KEYS_KEPT = frozenset((LC_ID_META, FINGERPRINT_META, "name", "content_bloc
                              DROPPED_BLOCKS_META))
 
 
-def clip_to_cap(msg: dict[str, Any], max_bytes: int) -> dict[str, Any]:
+def clip_to_cap(msg: dict[str, Any], max_bytes: int, *, stored: bool = False) -> dict[str, Any]:
     """A copy of a normalised message whose stored body fits `max_bytes` (a message that fits is returned as is).
 
     The largest pieces go first until it fits: a long string (text, tool-result content, context
@@ -289,17 +289,18 @@ def clip_to_cap(msg: dict[str, Any], max_bytes: int) -> dict[str, Any]:
     `meta["workmem_dropped_blocks"]` and noted in the text. `meta["workmem_clipped_bytes"]` records the
     original size. Roles, part order, tool-call ids and names are kept, so tool pairing survives.
     InvalidInput when the message is invalid for another reason, or when what cannot be clipped
-    (ids, names, structure) alone exceeds the cap.
+    (ids, names, structure) alone exceeds the cap. `stored`: the size is the stored body's, where a payload's
+    text does not count (and is never clipped: storage keeps it whole beside the line).
     """
-    encode_body(msg, max_bytes=NO_BYTE_CAP)  # valid, whatever its size
-    size = _whole_len(msg)
+    measure = (lambda m: len(encode_body(m, max_bytes=NO_BYTE_CAP))) if stored else _whole_len
+    size = len(encode_body(msg, max_bytes=NO_BYTE_CAP)) if stored else _whole_len(msg)  # valid, whatever its size
     if size <= max_bytes:
         return msg
     out = copy.deepcopy(msg)
     out["meta"][CLIPPED_BYTES_META] = size
-    pieces = sorted(_clippable(out), key=lambda piece: -len(dumps(piece[0][piece[1]])))
+    pieces = sorted(_clippable(out, skip_payloads=stored), key=lambda piece: -len(dumps(piece[0][piece[1]])))
     for container, key in pieces:
-        over = _whole_len(out) - max_bytes
+        over = measure(out) - max_bytes
         if over <= 0:
             break
         if isinstance(container[key], str):
@@ -354,7 +355,7 @@ def _add_note(msg: dict[str, Any], note: str) -> None:
         msg["parts"].append({"type": "text", "text": note})
 
 
-def _clippable(msg: dict[str, Any]) -> list[tuple[Any, Any]]:
+def _clippable(msg: dict[str, Any], *, skip_payloads: bool = False) -> list[tuple[Any, Any]]:
     """`(container, key)` of every piece `clip_to_cap` may shorten: strings long enough that a marker
     in their middle saves room, and whole content blocks."""
     found: list[tuple[Any, Any]] = []
@@ -369,6 +370,8 @@ def _clippable(msg: dict[str, Any]) -> list[tuple[Any, Any]]:
                 walk(value, k)
 
     for part in msg["parts"]:
+        if skip_payloads and is_payload(part):
+            continue
         for key in part:
             if key not in _PART_KEYS_KEPT:
                 walk(part, key)

@@ -28,7 +28,7 @@ PAYLOAD_BYTES = 64 * 1024
 MAX_PAYLOAD_BYTES = 256 * 1024 * 1024
 PAYLOAD_FORMAT = 2  # a session holding payloads; a build that knows only format 1 cannot read such a session
 REF_PREFIX = "sha256:"
-PAYLOAD_FIELDS = ("content_ref", "size", "chars", "sha256", "tokens", "preview")
+PAYLOAD_FIELDS = ("content_ref", "size", "chars", "sha256", "tokens", "preview", "clipped")
 PREVIEW_CHARS = 1_000  # of the head and of the tail, in the stored line (what a reader without the payload sees)
 EXACT_TOKENS_CHARS = 4 << 20  # larger texts get an estimate from a sample: tiktoken over 30 MB takes seconds
 SAMPLE_CHARS = 1 << 20
@@ -86,7 +86,8 @@ def externalize(msg: dict[str, Any], limits: PayloadLimits) -> None:
         return
     if len(data) <= limits.payload_bytes:
         return
-    if len(data) > limits.max_payload_bytes:
+    clipped = len(data) > limits.max_payload_bytes
+    if clipped:
         msg["meta"][CLIPPED_META] = len(data)
         text = clipped_to(data, limits.max_payload_bytes)
         part["content"] = text
@@ -94,6 +95,8 @@ def externalize(msg: dict[str, Any], limits: PayloadLimits) -> None:
     digest = hashlib.sha256(data).hexdigest()
     part.update({"content_ref": ref_of(digest), "size": len(data), "chars": len(text), "sha256": digest,
                  "tokens": payload_tokens(text), "preview": preview(text)})
+    if clipped:
+        part["clipped"] = True
 
 
 def clipped_to(data: bytes, limit: int) -> str:
@@ -139,6 +142,21 @@ def payloads_of(messages: list[dict[str, Any]]) -> dict[str, bytes]:
     return out
 
 
+def with_given_texts(result: list[dict[str, Any]], given: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """An append's result (`merge_repeats`, in batch order) with each repeat's payload text taken from the
+    message the caller gave in its place: same fingerprint, same text — so a repeat needs no payload read (and
+    a damaged stored payload never fails a retry that carries the text)."""
+    out = []
+    for msg, mine in zip(result, given, strict=True):
+        texts = {p["sha256"]: p["content"] for p in mine["parts"] if is_payload(p) and "content" in p}
+        if texts and any(is_payload(p) and "content" not in p for p in msg["parts"]):
+            msg = {**msg, "parts": [{**p, "content": texts[p["sha256"]]}
+                                    if is_payload(p) and "content" not in p and p.get("sha256") in texts else p
+                                    for p in msg["parts"]]}
+        out.append(msg)
+    return out
+
+
 def refs_of(msg: dict[str, Any]) -> list[str]:
     """sha256 of each payload a stored message refers to."""
     return [p["sha256"] for p in msg.get("parts") or () if is_payload(p) and isinstance(p.get("sha256"), str)]
@@ -156,7 +174,8 @@ def check_payload(data: bytes, part: dict[str, Any], where: str) -> str:
 
 
 class PayloadCache:
-    """Checked payload texts by (session, sha256), least recently used first out, at most `CACHE_CHARS` in all."""
+    """Checked payload texts by (session, sha256), least recently used first out, at most `CACHE_CHARS` in all
+    (but always the newest one, however large: a huge result read on every call is read once)."""
 
     def __init__(self, limit: int = CACHE_CHARS) -> None:
         self.limit = limit
@@ -170,11 +189,11 @@ class PayloadCache:
         return text
 
     def put(self, key: tuple[str, str], text: str) -> None:
-        if len(text) > self.limit or key in self._texts:
+        if key in self._texts:
             return
         self._texts[key] = text
         self._chars += len(text)
-        while self._chars > self.limit:
+        while self._chars > self.limit and len(self._texts) > 1:  # the newest stays, however large
             _, old = self._texts.popitem(last=False)
             self._chars -= len(old)
 
@@ -185,12 +204,13 @@ class PayloadCache:
 
 
 def resolve(messages: list[dict[str, Any]], fetch: Callable[[list[str]], dict[str, bytes]], session: str,
-            cache: PayloadCache, where: Callable[[str], str]) -> list[dict[str, Any]]:
+            cache: PayloadCache, where: Callable[[str], str], *, damaged_ok: bool = False) -> list[dict[str, Any]]:
     """Stored messages with the text of every payload part filled in (copies of those that change; a cached
     list of the caller is never altered).
 
     `fetch(shas)` returns the bytes of the payloads it has; a missing one or a mismatch is `DamagedFile` at
-    `where(sha)`. Checked texts are cached, so a session's payloads are read and hashed once."""
+    `where(sha)` (with `damaged_ok`, its preview and a marker instead). Checked texts are cached, so a session's
+    payloads are read and hashed once."""
     wanted = [p for m in messages for p in m["parts"] if is_payload(p) and "content" not in p]
     if not wanted:
         return messages
@@ -209,9 +229,15 @@ def resolve(messages: list[dict[str, Any]], fetch: Callable[[list[str]], dict[st
             sha = str(part.get("sha256"))
             if sha in texts:
                 continue
-            if sha not in found:
-                raise DamagedFile(where(sha), f"payload {sha} is missing")
-            texts[sha] = check_payload(found[sha], part, where(sha))
+            try:
+                if sha not in found:
+                    raise DamagedFile(where(sha), f"payload {sha} is missing")
+                texts[sha] = check_payload(found[sha], part, where(sha))
+            except DamagedFile as exc:
+                if not damaged_ok:
+                    raise
+                texts[sha] = f"{part.get('preview') or ''}\n…[workmem: {exc.reason} — see `workmem check`]…"
+                continue
             cache.put((session, sha), texts[sha])
     return [m if not any(is_payload(p) and "content" not in p for p in m["parts"]) else
             {**m, "parts": [{**p, "content": texts[str(p["sha256"])]} if is_payload(p) and "content" not in p else p

@@ -27,7 +27,7 @@ def prepared_batch(messages: list[Any], durable: bool | None, max_bytes: int,
     if not prepared:
         return prepared, []
     for msg, _body in prepared:
-        if is_payload(msg["parts"][0]) and CLIPPED_BYTES_META in msg["meta"]:
+        if is_payload(msg["parts"][0]) and msg["parts"][0].get("clipped"):
             log.warning("a tool result of %d bytes exceeds max_payload_bytes (%d): its head and tail are stored",
                         msg["meta"][CLIPPED_BYTES_META], limits.max_payload_bytes)
     counts = count_tokens_each(["" if _payload_tokens(m) is not None else message_text(m) for m, _body in prepared])

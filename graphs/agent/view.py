@@ -78,7 +78,7 @@ def clip_oversized(messages: list[Any], max_bytes: int, *, warn: bool = False,
         if len(body) <= max_bytes:
             out.append(message)
             continue
-        clipped = clip_to_cap(msg, max_bytes)
+        clipped = clip_to_cap(msg, max_bytes, stored=payloads is not None)
         if warn:
             log.warning("workmem: a %s message (id %s) of %d bytes exceeds max_message_bytes (%d); "
                         "a clipped copy is stored", clipped["role"], lc_id(msg),

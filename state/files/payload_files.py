@@ -8,7 +8,9 @@ log says the session holds payloads; a build that knows an older format refuses 
 
 from __future__ import annotations
 
+import hashlib
 import os
+import stat
 from pathlib import Path
 
 from workmem.state.errors import Anomaly, DamagedFile, UnsafePath, UnsupportedFormat
@@ -45,12 +47,34 @@ def write(session_dir: Path, payloads: dict[str, bytes]) -> None:
         fsutil.atomic_write(marker, f"{PAYLOAD_FORMAT}\n".encode(), durable=True)
     for sha, data in payloads.items():
         path = path_of(session_dir, sha)
-        try:
-            if os.lstat(path).st_size == len(data) and not path.is_symlink():
-                continue  # content-addressed: the same name holds the same bytes (check() verifies them)
-        except FileNotFoundError:
-            pass
-        fsutil.atomic_write(path, data, durable=True)
+        if not _holds(path, sha, len(data)):  # a missing or damaged copy is replaced by the caller's
+            fsutil.atomic_write(path, data, durable=True)
+            _VERIFIED.pop(str(path), None)
+
+
+# Payload files found whole, by path → (inode, mtime, size): an unchanged file is not hashed again.
+_VERIFIED: dict[str, tuple[int, int, int]] = {}
+_VERIFIED_MAX = 4096
+
+
+def _holds(path: Path, sha: str, size: int) -> bool:
+    """Whether `path` is a regular file holding exactly the payload `sha` of `size` bytes."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    if not stat.S_ISREG(st.st_mode) or st.st_size != size:
+        return False
+    stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
+    if _VERIFIED.get(str(path)) == stamp:
+        return True
+    data = jsonl.read_bytes(path)
+    if data is None or hashlib.sha256(data).hexdigest() != sha:
+        return False
+    if len(_VERIFIED) >= _VERIFIED_MAX:
+        _VERIFIED.clear()
+    _VERIFIED[str(path)] = stamp
+    return True
 
 
 def read(session_dir: Path, shas: list[str]) -> dict[str, bytes]:

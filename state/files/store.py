@@ -48,7 +48,7 @@ from workmem.state.files.meta import (
 )
 from workmem.state.ids import archive_name, archive_number, check_seq_range, safe_session_id
 from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES
-from workmem.state.payloads import DEFAULT_LIMITS, PayloadCache, PayloadLimits, payloads_of, resolve
+from workmem.state.payloads import DEFAULT_LIMITS, PayloadCache, PayloadLimits, payloads_of, resolve, with_given_texts
 from workmem.state.retention import Keep, as_keep
 from workmem.state.session_meta import now_iso, public
 from workmem.state.stored import batch_ids, merge_repeats, prepared_batch, repeats
@@ -213,15 +213,17 @@ class SessionStore:
         if p.dir not in self._live and not p.meta.exists():
             self._create(p, now)
         live = self._sync(p)
+        given = [msg for msg, _body in prepared]
+        # always durable, before the line that refers to them; a repeat's too (it heals a damaged stored copy)
+        payload_files.write(p.dir, payloads_of(given))
         found = repeats(prepared, self._recent(p, live)) if batch_ids(prepared) else None
         if found is not None and any(copy is not None for copy in found):
             fresh = [i for i, copy in enumerate(found) if copy is None]
             prepared, counts = [prepared[i] for i in fresh], [counts[i] for i in fresh]
             if not prepared:
-                return self._resolved(p, merge_repeats(found, []))
+                return with_given_texts(merge_repeats(found, []), given)
         seq = live.meta["next_seq"]
         stored, data, turn = jsonl.stored_lines(prepared, counts, seq, live.last_turn, now)
-        payload_files.write(p.dir, payloads_of(stored))  # always durable, before the line that refers to them
         ino, start = fsutil.append_bytes(p.messages, data, durable=sync)
         # The batch is stored: what follows only refreshes caches, and never fails the append (a retry by
         # the caller would store the batch twice). A failed refresh is logged and redone later.
@@ -230,7 +232,7 @@ class SessionStore:
         live.file_stamp = (ino, start + len(data))
         if time.monotonic() - live.saved_at >= self.meta_refresh_seconds:
             self._refresh_meta(p, live)
-        return self._resolved(p, merge_repeats(found, stored)) if found is not None else stored
+        return with_given_texts(merge_repeats(found, stored), given) if found is not None else stored
 
     def _recent(self, p: SessionPaths, live: LiveState) -> list[dict[str, Any]]:
         """The newest archive's messages (cached per archive) and the live ones: what an append may repeat."""
@@ -384,10 +386,13 @@ class SessionStore:
         p, n = self._complete(session_id, archive_id)
         return archives.parse_spilled(archives.read_text(archives.archive_dir(p.dir, n) / archives.SPILLED))
 
-    def archive_messages(self, session_id: str, archive_id: str, *, strict: bool = False) -> list[dict[str, Any]]:
-        """The messages one complete archive covers."""
+    def archive_messages(self, session_id: str, archive_id: str, *, strict: bool = False,
+                         damaged_ok: bool = False) -> list[dict[str, Any]]:
+        """The messages one complete archive covers (`damaged_ok`: a missing or altered payload reads as its
+        preview and a marker instead of raising `DamagedFile` — what `reindex` indexes, so one damaged payload
+        never leaves the rest of the index empty; `check()` reports it)."""
         p, n = self._complete(session_id, archive_id)
-        return self._resolved(p, self._archive_messages(p, n, strict))
+        return self._resolved(p, self._archive_messages(p, n, strict), damaged_ok=damaged_ok)
 
     def latest_overview(self, session_id: str) -> str | None:
         """The working-memory document of the newest complete archive, or None."""
@@ -483,7 +488,6 @@ class SessionStore:
             if not (p.meta.exists() or p.messages.exists()):
                 raise SessionNotFound(session_id)
             check_owner(p, read_meta(p.meta))
-            payload_files.check_format(p.dir)
             with self._lock(p):
                 self._sync(p)
         return p
@@ -494,6 +498,7 @@ class SessionStore:
         for path in (self.sessions_dir, p.dir, p.dir / archives.HISTORY, payload_files.folder(p.dir)):
             if os.path.islink(path):
                 raise UnsafePath(str(path))
+        payload_files.check_format(p.dir)  # a session a newer build wrote is refused, for writes as for reads
 
     def _complete(self, session_id: str, archive_id: Any) -> tuple[SessionPaths, int]:
         p = self._existing(session_id)
@@ -538,10 +543,11 @@ class SessionStore:
         self._problems.note(p.dir, path, found, replace=True)
         return parsed, picked
 
-    def _resolved(self, p: SessionPaths, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def _resolved(self, p: SessionPaths, messages: list[dict[str, Any]], *,
+                  damaged_ok: bool = False) -> list[dict[str, Any]]:
         """Stored messages with their payloads' texts (`DamagedFile` for a missing or altered payload)."""
         return resolve(messages, lambda shas: payload_files.read(p.dir, shas), p.safe_id, self._payload_texts,
-                       lambda sha: str(payload_files.path_of(p.dir, sha)))
+                       lambda sha: str(payload_files.path_of(p.dir, sha)), damaged_ok=damaged_ok)
 
     def _archive_messages(self, p: SessionPaths, n: int, strict: bool = False) -> list[dict[str, Any]]:
         """The messages of archive `n` by the readers' rules; a seq of its range that is missing is reported."""

@@ -17,7 +17,15 @@ from workmem.state.archive_object import with_working_summary
 from workmem.state.errors import ArchiveNotFound, InvalidInput, SessionNotFound
 from workmem.state.ids import archive_name, archive_number, check_seq_range
 from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES, indexed_text, message_text
-from workmem.state.payloads import DEFAULT_LIMITS, PayloadCache, PayloadLimits, payloads_of, resolve, stored_parts
+from workmem.state.payloads import (
+    DEFAULT_LIMITS,
+    PayloadCache,
+    PayloadLimits,
+    payloads_of,
+    resolve,
+    stored_parts,
+    with_given_texts,
+)
 from workmem.state.postgres.checks import live_pending, session_anomalies
 from workmem.state.postgres.schema import NUL_STANDIN, Database, index_documents, session_key, shown_url, without_nul
 from workmem.state.retention import MESSAGES, Keep, as_keep
@@ -31,6 +39,11 @@ _RESERVE = ("UPDATE sessions SET next_seq = next_seq + %(n)s, message_count = me
             "live_tokens = live_tokens + %(tokens)s, updated_at = greatest(updated_at, %(now)s) "
             "WHERE session_id = %(sid)s RETURNING next_seq, message_count, keep_unit, keep_n, last_archive_end, "
             "last_turn")
+# A payload row: content-addressed, so an existing row is kept — unless its bytes no longer match their digest
+# (altered by hand or damaged), when the caller's copy replaces it.
+_PAYLOAD = ("INSERT INTO payloads (session_id, sha256, size, data) VALUES (%s, %s, %s, %s) ON CONFLICT (session_id, "
+            "sha256) DO UPDATE SET size = excluded.size, data = excluded.data "
+            "WHERE encode(sha256(payloads.data), 'hex') <> payloads.sha256")
 _INSERT = ("INSERT INTO messages (session_id, seq, id, turn_id, role, parts, meta, exact_body, tokens, created_at, "
            "content, length, asks, stamp) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)")
 
@@ -120,22 +133,22 @@ class PgSessionStore:
         if not prepared:
             return []
         now = now_iso()
+        given = [msg for msg, _body in prepared]
         with self.db.transaction(durable=self.durable if durable is None else durable) as conn:
             found = self._repeats(conn, session_id, prepared) if batch_ids(prepared) else None
+            payloads = payloads_of(given)  # a repeat's too: it heals a damaged stored copy
+            if payloads:
+                with conn.cursor() as cur:
+                    cur.executemany(_PAYLOAD, [(session_id, sha, len(data), data) for sha, data in payloads.items()])
             if found is not None and any(copy is not None for copy in found):
                 fresh = [i for i, copy in enumerate(found) if copy is None]
                 prepared, counts = [prepared[i] for i in fresh], [counts[i] for i in fresh]
                 if not prepared:
-                    return self._resolved(session_id, merge_repeats(found, []))
+                    return with_given_texts(merge_repeats(found, []), given)
             row = self._reserve(conn, session_id, len(prepared), sum(counts), now)
             first = row["next_seq"] - len(prepared)
             stored, turn = stored_records(prepared, counts, first, row["last_turn"], now)
             with conn.cursor() as cur:
-                payloads = payloads_of(stored)
-                if payloads:
-                    cur.executemany("INSERT INTO payloads (session_id, sha256, size, data) VALUES (%s, %s, %s, %s) "
-                                    "ON CONFLICT DO NOTHING",
-                                    [(session_id, sha, len(data), data) for sha, data in payloads.items()])
                 cur.executemany(_INSERT, [_message_row(session_id, m, body) for m, (_msg, body)
                                           in zip(stored, prepared, strict=True)])
             if row["keep_unit"] == MESSAGES:
@@ -144,12 +157,14 @@ class PgSessionStore:
             else:  # turns and tokens: the window's edge moves by whole turns, recounted over the live messages
                 conn.execute("UPDATE sessions SET last_turn = %s WHERE session_id = %s", [turn, session_id])
                 _recount(conn, session_id, (row["keep_unit"], row["keep_n"]))
-        return self._resolved(session_id, merge_repeats(found, stored)) if found is not None else stored
+        return with_given_texts(merge_repeats(found, stored), given) if found is not None else stored
 
-    def _resolved(self, session_id: str, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def _resolved(self, session_id: str, messages: list[dict[str, Any]], *,
+                  damaged_ok: bool = False) -> list[dict[str, Any]]:
         """Stored messages with their payloads' texts (`DamagedFile` for a missing or altered payload row)."""
         return resolve(messages, lambda shas: self._payloads(session_id, shas), session_id, self._payload_texts,
-                       lambda sha: self.db.where("payloads", f"session_id={session_id!r}, sha256={sha!r}"))
+                       lambda sha: self.db.where("payloads", f"session_id={session_id!r}, sha256={sha!r}"),
+                       damaged_ok=damaged_ok)
 
     def _payloads(self, session_id: str, shas: list[str]) -> dict[str, bytes]:
         rows = self.db.rows("SELECT sha256, data FROM payloads WHERE session_id = %s AND sha256 = ANY(%s)",
@@ -236,10 +251,10 @@ class PgSessionStore:
         return self.db.rows("SELECT section, item FROM spilled_items WHERE session_id = %s AND archive_id = %s "
                             "ORDER BY ord", [session_id, row["archive_id"]])
 
-    def archive_messages(self, session_id: str, archive_id: str) -> list[dict[str, Any]]:
-        """The messages one archive covers."""
+    def archive_messages(self, session_id: str, archive_id: str, *, damaged_ok: bool = False) -> list[dict[str, Any]]:
+        """The messages one archive covers (`damaged_ok`: a damaged payload reads as its preview and a marker)."""
         row = self._archive(session_id, archive_id, "archive_id, start_seq, end_seq")
-        return self._resolved(session_id, _messages(self.db.rows(
+        return self._resolved(session_id, damaged_ok=damaged_ok, messages=_messages(self.db.rows(
             f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = %s AND seq BETWEEN %s AND %s "
             "AND archive_id = %s ORDER BY seq", [session_id, row["start_seq"], row["end_seq"], row["archive_id"]])))
 

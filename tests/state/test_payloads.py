@@ -283,3 +283,115 @@ def test_an_agent_sees_a_3mb_result_as_its_synopsis_pages_it_and_finds_a_line(ro
         assert '"the-lost-widget", "warehouse": "B7"' in hit
         stored = engine.live_messages("s")[2]["parts"][0]
         assert stored["content"] == BIG_JSON and stored["sha256"] == hashlib.sha256(BIG_JSON.encode()).hexdigest()
+
+
+# -- review regressions -----------------------------------------------------------------------------------
+
+def test_a_result_with_a_large_block_keeps_its_payload_text_and_drops_the_block(root):
+    from langchain_core.messages import ToolMessage as LcTool
+
+    from workmem.graphs.agent.view import clip_oversized
+    from workmem.graphs.engine import WorkingMemoryEngine
+
+    text = log_output(3 * MB)
+    image = {"type": "image", "source_type": "base64", "mime_type": "image/png", "data": "A" * (1200 * 1024)}
+    message = LcTool(content=[{"type": "text", "text": text}, image], tool_call_id="c1", name="shot", id="t1")
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        clipped = clip_oversized([message], engine.max_message_bytes, payloads=engine.payload_limits)
+        engine.add_messages("s", [{"role": "assistant", "content": "", "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "shot", "arguments": "{}"}}]}, *clipped])
+        part = engine.live_messages("s")[1]["parts"][0]
+        assert part["content"].startswith(text) and "content_ref" in part, "the text is stored whole"
+        assert engine.live_messages("s")[1]["meta"].get("workmem_dropped_blocks") == 1
+
+
+def test_reindex_with_one_damaged_payload_keeps_every_other_session_searchable(root):
+    from workmem.graphs.engine import WorkingMemoryEngine
+
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        for session in ("damaged", "fine"):
+            session_with(engine, log_output(MB), session)
+            engine.add_messages(session, [{"role": "user", "content": f"{session} heron survey"},
+                                          {"role": "assistant", "content": "ok"}] * 3)
+            engine.commit(session, keep_recent_count=2)
+        [payload] = (root / "sessions" / "damaged" / "payloads").glob("[0-9a-f]" * 64)
+        payload.unlink()
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        engine.reindex()
+        assert engine.archive_search("fine", "quorum ETIMEDOUT"), "the other session is indexed whole"
+        assert engine.archive_search("damaged", "heron survey"), "the damaged one too, its payload by preview"
+        assert any("missing" in f["problem"] for f in engine.check("damaged"))
+
+
+def test_a_session_in_a_newer_format_is_refused_for_writes_by_a_warm_engine(root):
+    from workmem.graphs.engine import WorkingMemoryEngine
+
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        session_with(engine, json_output(100 * 1024))
+        (root / "sessions" / "s" / payload_files.FORMAT_FILE).write_text("3\n")
+        with pytest.raises(UnsupportedFormat):
+            engine.add_messages("s", [{"role": "user", "content": "more"}])
+    lines = (root / "sessions" / "s" / "messages.jsonl").read_bytes().count(b"\n")
+    assert lines == 4, "nothing appended"
+
+
+def batch_with_ids(text: str) -> list[dict]:
+    return [{"role": "assistant", "content": "", "id": "a1", "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "run", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "name": "run", "content": text, "id": "t1"}]
+
+
+def damage_payload(backend, sha: str, how: str) -> None:
+    if backend.url is None:
+        path = payload_files.path_of(backend.root / "sessions" / "s", sha)
+        if how == "remove":
+            path.unlink()
+        else:
+            path.write_bytes(b"\x00" * path.stat().st_size)  # same size, other bytes
+        return
+    import psycopg
+
+    with psycopg.connect(backend.url, autocommit=True) as conn:
+        if how == "remove":
+            conn.execute("DELETE FROM workmem.payloads")
+        else:
+            conn.execute("UPDATE workmem.payloads SET data = overlay(data placing '\\x00'::bytea from 10)")
+
+
+@pytest.mark.parametrize("how", ["remove", "same-size"])
+def test_a_retry_carrying_the_text_heals_a_damaged_payload_and_never_raises(backend, how):
+    text = json_output(200 * 1024)
+    with backend.engine(durable=False) as engine:
+        engine.add_messages("s", [{"role": "user", "content": "go"}])
+        first = engine.add_messages("s", batch_with_ids(text))
+        sha = first[1]["parts"][0]["sha256"]
+    damage_payload(backend, sha, how)
+    with backend.engine(durable=False) as engine:
+        again = engine.add_messages("s", [*batch_with_ids(text), {"role": "assistant", "content": "done"}])
+        assert [m["seq"] for m in again] == [2, 3, 4], "the repeats are not stored again"
+        assert again[1]["parts"][0]["content"] == text
+        assert engine.check("s") == [], "the caller's copy replaced the damaged payload"
+        assert engine.live_messages("s")[2]["parts"][0]["content"] == text
+
+
+def test_concurrent_retries_on_postgres_do_not_wait_on_the_pool(backend):
+    if backend.url is None:
+        pytest.skip("a Postgres pool")
+    from concurrent.futures import ThreadPoolExecutor
+
+    text = json_output(200 * 1024)
+    with backend.engine(durable=False) as engine:
+        engine.add_messages("s", batch_with_ids(text))
+    with backend.engine(durable=False) as engine, ThreadPoolExecutor(16) as pool:
+        results = list(pool.map(lambda _: engine.add_messages("s", batch_with_ids(text)), range(16)))
+        assert all([m["seq"] for m in r] == [1, 2] and r[1]["parts"][0]["content"] == text for r in results)
+
+
+def test_workmem_own_large_results_stay_out_of_the_commit_transcript():
+    from workmem.nodes.formatting import format_message
+    from workmem.state.messages import normalize_message
+
+    msg = normalize_message({"role": "tool", "tool_call_id": "c1", "name": "archive_expand", "content": "y" * 90_000},
+                            payloads=PayloadLimits())
+    assert "content_ref" in msg["parts"][0]
+    assert "y" * 100 not in format_message({**msg, "seq": 5}, clip_tokens=400)
