@@ -9,6 +9,7 @@ can undo it), which is how the unqualified names of `PostgresSaver` land there a
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Iterator, Sequence
@@ -20,6 +21,7 @@ from workmem.state.ids import check_session_id
 from workmem.state.search import fts_query
 from workmem.state.search.search_hits import MEMORY_ROLE
 
+log = logging.getLogger("workmem.postgres")
 ENV_SCHEMA = "WORKMEM_DATABASE_SCHEMA"
 DEFAULT_SCHEMA = "workmem"
 SCHEMA_VERSION = 2  # 2: payloads (§12); a build that knows an older version refuses the schema
@@ -298,8 +300,17 @@ class Database:
         except psycopg.errors.ProgramLimitExceeded:
             raise  # a statement the server refuses for its size: no retry helps, it is not an outage
         except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+            self._drop_broken()
             raise DatabaseUnavailable(shown_url(self.url), shown_url(" ".join(str(exc).split()))
                                       or type(exc).__name__) from None
+
+    def _drop_broken(self) -> None:
+        """After a lost connection, check every idle one at once (a restart drops them all): the pool replaces the
+        broken ones now, instead of a caller finding them one by one on later checkouts."""
+        try:
+            self.pool.check()
+        except Exception as exc:  # noqa: BLE001 - a server still down: the next call reports it, typed
+            log.debug("pool check after a lost connection failed: %s", exc)
 
     def where(self, table: str, key: str) -> str:
         """`schema.table (key)`: where a row lives, for anomalies and messages."""

@@ -511,3 +511,65 @@ def test_a_database_error_text_carries_no_password(database_url, caplog):
         result = engine.runner.start("s", ("messages", 0), wait=True)
     assert "hunter2" not in str(err.value) and "hunter2" not in result["reason"]
     assert not [r for r in caplog.records if "hunter2" in r.getMessage()]
+
+
+def test_an_in_doubt_commit_retried_by_the_caller_stores_once(database_url, monkeypatch):
+    """The server committed, the connection died before the client heard it (§12 *Idempotent appends*, r3):
+    the caller sees DatabaseUnavailable, retries the batch with its ids, and every message is stored once."""
+    from contextlib import contextmanager
+
+    with WorkingMemoryEngine(database_url=database_url, durable=False) as engine:
+        db = engine.storage.db
+        real, lost = db.transaction, []
+
+        @contextmanager
+        def committed_then_lost(*args, **kwargs):
+            with real(*args, **kwargs) as conn:
+                yield conn
+            if not lost:
+                lost.append(1)
+                raise DatabaseUnavailable(shown_url(db.url), "server closed the connection unexpectedly")
+
+        monkeypatch.setattr(db, "transaction", committed_then_lost)
+        batch = [{**user(f"question {i}"), "id": f"q{i}"} for i in range(3)]
+        with pytest.raises(DatabaseUnavailable):
+            engine.add_messages("s", batch)
+        again = engine.add_messages("s", batch)
+        assert [m["seq"] for m in again] == [1, 2, 3]
+        assert sql(database_url, "SELECT count(*) FROM workmem.messages") == [(3,)], "stored once"
+
+
+def test_connections_dropped_again_and_again_under_load_lose_nothing_and_every_error_is_typed(database_url):
+    """What a restart does to a loaded pool, eight times over: writers retry each batch (with ids) until it
+    is stored; afterwards every batch is there once, in order, and nothing but DatabaseUnavailable was seen."""
+    errors: list[BaseException] = []
+    stop = threading.Event()
+    with WorkingMemoryEngine(database_url=database_url, durable=False) as engine:
+        def writer(w: int) -> None:
+            for b in range(15):
+                batch = [{**user(f"writer {w} batch {b} msg {i}"), "id": f"w{w}-b{b}-m{i}"} for i in range(3)]
+                while True:
+                    try:
+                        engine.add_messages(f"s{w}", batch)
+                        break
+                    except Exception as exc:  # noqa: BLE001 - every error is recorded and checked below
+                        errors.append(exc)
+
+        def dropper() -> None:
+            for _ in range(8):
+                if stop.wait(0.05):
+                    return
+                drop_connections(database_url)
+
+        threads = [threading.Thread(target=writer, args=(w,)) for w in range(4)]
+        killer = threading.Thread(target=dropper)
+        for t in [*threads, killer]:
+            t.start()
+        for t in threads:
+            t.join(120)
+        stop.set()
+        killer.join()
+        for w in range(4):
+            texts = [m["parts"][0]["text"] for m in engine.storage.sessions.live_messages(f"s{w}")]
+            assert texts == [f"writer {w} batch {b} msg {i}" for b in range(15) for i in range(3)], w
+    assert all(isinstance(e, DatabaseUnavailable) for e in errors), {type(e).__name__ for e in errors}
