@@ -50,7 +50,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from workmem.graphs.demo.run import run_demo
 
     summary = run_demo(root=args.root, threshold=args.threshold, keep=args.keep, console=console,
-                       quiet=args.json)
+                       quiet=args.json, model=args.model or "extractive")
     if args.json:
         print(json.dumps(summary, indent=2, ensure_ascii=False, default=str))
     return 0
@@ -325,6 +325,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo = command("demo", cmd_demo)
     demo.add_argument("--threshold", type=int, default=2500, help="pending tokens that trigger a commit")
     demo.add_argument("--keep", type=int, default=DEFAULT_KEEP_RECENT, help="recent messages kept raw")
+    demo.add_argument("--model", metavar="PROVIDER:MODEL",
+                      help="commit with this model (default: the offline extractive one, whatever WORKMEM_MODEL says)")
 
     add = command("add", cmd_add)
     add.add_argument("session")

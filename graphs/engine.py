@@ -37,7 +37,7 @@ from workmem.graphs.runner import DEFAULT_KEEP_CHECKPOINTS, CommitRunner
 from workmem.nodes.context import DEFAULT_CHUNK_TOKENS, DEFAULT_CLIP_TOKENS, CommitContext
 from workmem.nodes.formatting import format_messages
 from workmem.nodes.models import LazyModel, model_spec
-from workmem.state.errors import CommitInProgress, DamagedFile, InvalidInput, WorkmemError
+from workmem.state.errors import Anomaly, CommitInProgress, DamagedFile, InvalidInput, WorkmemError
 from workmem.state.ids import archive_number
 from workmem.state.index_checks import index_anomalies
 from workmem.state.memory import MAX_MEMORY_BUDGET, MIN_MEMORY_BUDGET, memory_budget_for
@@ -547,9 +547,14 @@ class WorkingMemoryEngine:
         require_bool("deep", deep)
         found = self.storage.sessions.check(session_id)
         where = str(self.root / "index.sqlite") if self.root is not None else "the search index (docs)"
-        found += index_anomalies(
-            self.storage.search.indexed_seqs(session_id), self.storage.sessions.list_archives(session_id), where,
-            archive_messages=(lambda a: self.storage.sessions.archive_messages(session_id, a)) if deep else None)
+        try:
+            listed = self.storage.sessions.list_archives(session_id)
+        except DamagedFile as exc:  # the archive's own findings above say what is wrong with it
+            found.append(Anomaly(where, 0, f"not compared with the archives: {exc}"))
+        else:
+            found += index_anomalies(
+                self.storage.search.indexed_seqs(session_id), listed, where,
+                archive_messages=(lambda a: self.storage.sessions.archive_messages(session_id, a)) if deep else None)
         return [{"file": a.path, "line": a.line_no, "problem": a.reason} for a in found]
 
     def reindex(self, session_id: str | None = None, progress: Callable[[str, str], None] | None = None

@@ -36,14 +36,16 @@ def split_turns(messages: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
 
 
 def run_demo(root: str | None = None, *, threshold: int = 2500, keep: int = 10,
-             console: Console | None = None, quiet: bool = False) -> dict[str, Any]:
-    """Ingest the demo session, committing whenever pending tokens pass `threshold`; return a summary."""
+             console: Console | None = None, quiet: bool = False, model: Any = "extractive") -> dict[str, Any]:
+    """Ingest the demo session, committing whenever pending tokens pass `threshold`; return a summary.
+
+    Offline whatever `WORKMEM_MODEL` says: the demo uses the extractive model unless `model` names another."""
     from workmem.graphs.engine import WorkingMemoryEngine
 
     console = console or Console()
     root_path = Path(root) if root else Path(tempfile.mkdtemp(prefix="workmem-demo-"))
     commits: list[dict[str, Any]] = []
-    with WorkingMemoryEngine(root=root_path, keep_recent_count=keep) as engine:
+    with WorkingMemoryEngine(root=root_path, model=model, keep_recent_count=keep) as engine:
         turns = split_turns(demo_conversation())
         with Progress(console=console, transient=True, disable=quiet) as progress:
             bar = progress.add_task("ingesting turns", total=len(turns))

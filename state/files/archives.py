@@ -89,7 +89,10 @@ class ArchiveCache:
         key = os.path.join(session_dir, HISTORY, archive_name(n))
         obj = self._objects.get(key)
         if obj is None:
-            obj = read_archive_json(Path(key))
+            try:
+                obj = read_archive_json(Path(key))
+            except DamagedFile as exc:
+                obj = rebuilt_archive_json(Path(key), n, exc)
             self._objects[key] = obj
             if len(self._objects) > self._size:
                 self._objects.popitem(last=False)
@@ -117,6 +120,24 @@ class ArchiveCache:
         key = os.path.join(session_dir, HISTORY, archive_name(n))
         self._objects.pop(key, None)
         self._ends.pop(key, None)
+
+
+def rebuilt_archive_json(folder: Path, n: int, damage: DamagedFile) -> dict[str, Any]:
+    """The archive object of a complete archive whose archive.json is unreadable (a power cut, a disk error),
+    rebuilt in memory from what it holds: its messages run without a gap up to the end its `.done` names.
+    Read paths go on (its messages, the WM in its overview, the archives before it); `check()` still reports
+    the file. When the messages do not settle the range, the original `DamagedFile` is raised."""
+    from workmem.state.files.jsonl import ordered, parse, read_bytes
+
+    data = read_bytes(folder / MESSAGES)
+    parsed = parse(data or b"", str(folder / MESSAGES))
+    picked, _ = ordered(parsed, str(folder / MESSAGES))
+    seqs = [parsed.messages[i]["seq"] for i in picked]
+    done_end = _end_from_done(folder)
+    if not seqs or seqs != list(range(seqs[0], seqs[-1] + 1)) or (done_end and done_end != seqs[-1]):
+        raise damage
+    return {"archive_id": archive_name(n), "source_turn_range": {"start_seq": seqs[0], "end_seq": seqs[-1]},
+            "rebuilt": f"archive.json {damage.reason}: range rebuilt from the archive's messages"}
 
 
 def _end_from_done(folder: Path) -> int:

@@ -206,12 +206,33 @@ def open_pool(url: str, schema: str, *, max_size: int = POOL_MAX) -> Any:
         psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT, **connection_kwargs(url, schema)).close()
     except psycopg.Error as exc:
         raise DatabaseUnavailable(shown_url(url), " ".join(str(exc).split())) from None
-    # Each connection is checked as it is handed out: one the server dropped (a restart, a failover, an idle
-    # timeout) is replaced, never given to a statement.
+    opened: list[Any] = []
+
+    def check(conn: Any) -> None:
+        """Each connection is checked as it is handed out: one the server dropped (a restart, a failover, an idle
+        timeout) is replaced, never given to a statement. The first broken one also checks every idle one at
+        once: the pool waits 1 s, 2 s, 4 s … between broken connections, so finding a restart's dead
+        connections one by one stalled a caller for the whole 30 s timeout."""
+        try:
+            ConnectionPool.check_connection(conn)
+        except Exception:
+            if opened:
+                _check_idle(opened[0])
+            raise
+
     pool = ConnectionPool(url, min_size=1, max_size=max_size, kwargs=connection_kwargs(url, schema),
-                          open=False, name=f"workmem-{schema}", check=ConnectionPool.check_connection)
+                          open=False, name=f"workmem-{schema}", check=check)
+    opened.append(pool)
     pool.open(wait=True, timeout=30)
     return pool
+
+
+def _check_idle(pool: Any) -> None:
+    """Check every idle connection of `pool` now: broken ones are replaced (a restart drops them all)."""
+    try:
+        pool.check()
+    except Exception as exc:  # noqa: BLE001 - a server still down: the next call reports it, typed
+        log.debug("pool check after a lost connection failed: %s", exc)
 
 
 def ensure_schema(pool: Any, schema: str) -> None:
@@ -300,17 +321,10 @@ class Database:
         except psycopg.errors.ProgramLimitExceeded:
             raise  # a statement the server refuses for its size: no retry helps, it is not an outage
         except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
-            self._drop_broken()
+            _check_idle(self.pool)  # a connection lost mid-statement: the idle ones likely went with it
             raise DatabaseUnavailable(shown_url(self.url), shown_url(" ".join(str(exc).split()))
                                       or type(exc).__name__) from None
 
-    def _drop_broken(self) -> None:
-        """After a lost connection, check every idle one at once (a restart drops them all): the pool replaces the
-        broken ones now, instead of a caller finding them one by one on later checkouts."""
-        try:
-            self.pool.check()
-        except Exception as exc:  # noqa: BLE001 - a server still down: the next call reports it, typed
-            log.debug("pool check after a lost connection failed: %s", exc)
 
     def where(self, table: str, key: str) -> str:
         """`schema.table (key)`: where a row lives, for anomalies and messages."""

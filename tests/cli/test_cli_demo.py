@@ -72,3 +72,20 @@ def test_demo_every_message_is_in_exactly_one_place(demo):
     assert len(live) == out["live_messages"]
     assert Path(out["session_dir"]).is_dir()
     assert (Path(out["session_dir"]) / "history" / "archive_001" / ".done").exists()
+
+
+def test_demo_stays_offline_when_workmem_model_names_a_paid_model(tmp_path):
+    """Issue 27: `WORKMEM_MODEL` set (with or without a key) must not make the demo call out or come back empty;
+    only `--model` changes the demo's model."""
+    root = tmp_path / "wm"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "WORKMEM_", "LANGCHAIN_"))}
+    env |= {"HOME": str(tmp_path), "WORKMEM_MODEL": "openai:gpt-4.1-mini", "OPENAI_API_KEY": "sk-not-used"}
+    proc = subprocess.run([sys.executable, "-c", CHILD, "--root", str(root), "demo", "--json"],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout)
+    assert len(summary["commits"]) >= 2 and all(not c.get("degraded") for c in summary["commits"]), summary["commits"]
+    archive = json.loads(next((root / "sessions").glob("*/history/archive_001/archive.json")).read_text())
+    assert archive["model"]["name"] == "workmem-extractive"
+    wm = parse_sections(summary["working_memory"])
+    assert all(wm.get(name, "").strip() for name in ("Session Title", "Current State")), summary["working_memory"]

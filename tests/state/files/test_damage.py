@@ -244,15 +244,49 @@ def test_meta_nested_ten_thousand_levels_deep_is_a_typed_error(root):
         assert not engine.storage.sessions.session_exists("s")
 
 
-def test_a_garbled_archive_json_names_the_file_and_blocks_nothing_else(root):
+def test_a_garbled_archive_json_is_rebuilt_from_its_messages_and_reported(root):
     folder = committed_root(root, rounds=2)
     (folder / "history/archive_002/archive.json").write_text("{not json")
     with WorkingMemoryEngine(root, durable=False) as engine:
         assert [m["seq"] for m in engine.add_messages("s", turns(200, 1))] == [25, 26], "appends go on"
         assert [m["seq"] for m in engine.storage.sessions.live_messages("s")] == [21, 22, 23, 24, 25, 26]
-        with pytest.raises(DamagedFile, match="archive_002/archive.json"):
-            engine.archive_expand("s", "archive_002")
+        assert engine.archive_expand("s", "archive_002")["message_count"] == 10, "its range comes from its messages"
         assert engine.archive_expand("s", "archive_001")["message_count"] == 10, "other archives read on"
+        assert [(a["start_seq"], a["end_seq"]) for a in engine.list_archives("s")] == [(1, 10), (11, 20)]
+        assert any("archive_002/archive.json" in p["file"] for p in engine.check("s"))
+        assert engine.commit("s", keep_recent_count=0)["status"] == "completed"
+        assert all_seqs(engine) == list(range(1, 27))
+
+
+def test_a_newest_archive_with_no_messages_is_reported_and_hides_no_older_one(root):
+    """What a power cut left of an archive whose writes were never synced: check() names it, the archives
+    before it and the live messages read on, and the next commit neither fails nor loses anything."""
+    folder = committed_root(root, rounds=2)
+    (folder / "history/archive_002/messages.jsonl").write_bytes(b"")
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        found = engine.check("s")
+        assert any("archive_002/messages.jsonl" in p["file"] and "10 seq(s) of 11..20 missing" in p["problem"]
+                   for p in found), found
+        assert engine.archive_expand("s", "archive_001")["message_count"] == 10
+        assert [(a["start_seq"], a["end_seq"]) for a in engine.list_archives("s")] == [(1, 10), (11, 20)]
+        assert engine.commit("s", keep_recent_count=0)["status"] == "completed"
+        assert [m["seq"] for a in ("archive_001", "archive_003") for m in engine.archive_messages("s", a)] == [
+            *range(1, 11), *range(21, 25)]
+
+
+def test_an_archive_emptied_whole_is_a_typed_error_that_check_reports(root):
+    folder = committed_root(root, rounds=2)
+    for path in (folder / "history/archive_002").iterdir():
+        path.write_bytes(b"")
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        found = engine.check("s")  # reports, never raises
+        assert any("archive_002/archive.json" in p["file"] for p in found), found
+        with pytest.raises(DamagedFile, match="archive_002/archive.json"):
+            engine.list_archives("s")
+        result = engine.commit("s", keep_recent_count=0)
+        assert result["status"] == "failed" and "archive_002/archive.json" in result["reason"], result
+        assert engine.archive_expand("s", "archive_001")["message_count"] == 10, "older archives read on"
+        assert [m["seq"] for m in engine.live_messages("s")] == [21, 22, 23, 24]
 
 
 def test_a_missing_archive_directory_is_a_typed_error_naming_it(root):
