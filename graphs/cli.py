@@ -1,6 +1,7 @@
 """The `workmem` command line: demo, add, commit, context, search, expand, tasks, resume, reindex.
 
-Rich output for people, `--json` (before or after the subcommand) for scripts. Typed errors exit with 2.
+Rich output for people, `--json` (before or after the subcommand) for scripts. Typed errors exit with 2; a
+degraded commit (the extractive model stood in for the configured one) exits with 3 unless `--allow-degraded`.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from rich.text import Text
 
 from workmem.graphs.context.tool_results import DEFAULT_OFFLOAD_TOKENS
 from workmem.graphs.eval.cli import add_eval_parser
+from workmem.graphs.help_format import DefaultsFormatter
 from workmem.state.errors import InvalidInput, WorkmemError
 from workmem.state.redact import clean_error, describe_error
 from workmem.state.retention import keep_value
@@ -26,6 +28,7 @@ from workmem.state.tokens import DEFAULT_CONTEXT_WINDOW
 from workmem.state.turns import DEFAULT_KEEP_RECENT
 
 console = Console()
+EXIT_DEGRADED = 3  # a commit completed, but the extractive model stood in for the configured one (2: bad input)
 
 
 class CommandFailed(Exception):
@@ -113,12 +116,16 @@ def cmd_commit(args: argparse.Namespace) -> int:
     if result["status"] == "failed":
         raise CommandFailed(f"commit {result['task_id']} failed: {result.get('reason') or 'unknown reason'}")
     _emit(args, result, _render_commit)
+    if result.get("degraded") and not args.allow_degraded:
+        return EXIT_DEGRADED
     return 0 if result["status"] in ("completed", "skipped") else 1  # busy: another commit runs
 
 
 def _render_commit(r: dict[str, Any]) -> None:
-    console.print(f"[bold]{r['status']}[/] task {r['task_id']} archive {r.get('archive_id') or '-'} "
-                  f"{r.get('reason') or ''}".rstrip())
+    reason = "" if r.get("degraded") else (r.get("reason") or "")
+    console.print(f"[bold]{r['status']}[/] task {r['task_id']} archive {r.get('archive_id') or '-'} {reason}".rstrip())
+    if r.get("degraded"):
+        console.print(Text(f"degraded: {r.get('reason') or 'the extractive model stood in'}"), style="yellow")
     covered = r.get("covered")
     if covered:
         console.print(f"covered seqs {covered['start_seq']}–{covered['end_seq']} ({covered['messages']} messages); "
@@ -197,10 +204,13 @@ def _render_hits(query: str, hits: list[dict[str, Any]]) -> None:
     if not hits:
         console.print(Text(f"no archived message matches {query!r}"))
         return
-    table = Table("archive", "seq", "turn", "role", "content")
+    from workmem.graphs.context.search_results import count_phrase
+
+    table = Table("archive", "seq", "turn", "role", "match", "content")
     for h in hits:
-        table.add_row(h["archive_id"], str(h["seq"]), h["turn_id"], h["role"], Text(h["content"][:300]))
+        table.add_row(h["archive_id"], str(h["seq"]), h["turn_id"], h["role"], h["match"], Text(h["content"][:300]))
     console.print(table)
+    console.print(Text(f"{count_phrase(hits)} for {query!r}"))
 
 
 def cmd_expand(args: argparse.Namespace) -> int:
@@ -213,6 +223,9 @@ def cmd_expand(args: argparse.Namespace) -> int:
                                             query=args.query, max_tokens=args.max_tokens)
             _emit(args, found, lambda data: console.print(Text(format_read(data))))
             return 0
+        if args.archive_id is None and args.start_seq is None and args.start_turn is None:
+            raise CommandFailed("say what to expand: an archive id (e.g. archive_001), --start-seq N [--end-seq M], "
+                                "--start-turn tN [--end-turn tM], or --ref / --query for tool results")
         found = engine.archive_expand(args.session, args.archive_id, start_seq=args.start_seq, end_seq=args.end_seq,
                                       start_turn_id=args.start_turn, end_turn_id=args.end_turn)
     _emit(args, found, _render_expansion)
@@ -237,11 +250,14 @@ def cmd_tasks(args: argparse.Namespace) -> int:
 
 
 def _render_tasks(rows: list[dict[str, Any]]) -> None:
-    table = Table("task", "session", "archive", "status", "attempts", "updated", "error")
+    table = Table("task", "session", "archive", "status", "tries", "updated")
     for row in rows:
-        table.add_row(row["task_id"][:12], row["session_id"], row.get("archive_id") or "-", row["status"],
-                      str(row.get("attempts", 0)), str(row.get("updated_at", "")), (row.get("error") or "")[:60])
+        table.add_row(row["task_id"][:8], row["session_id"], row.get("archive_id") or "-", row["status"],
+                      str(row.get("attempts", 0)), str(row.get("updated_at", ""))[:16].replace("T", " "))
     console.print(table)
+    for row in rows:  # below the table, so a long error wraps as a paragraph at any terminal width
+        if row.get("error"):
+            console.print(Text(f"{row['task_id'][:8]} {row['status']}: {row['error']}"))
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
@@ -260,6 +276,17 @@ def cmd_delete(args: argparse.Namespace) -> int:
     with _engine(args) as engine:
         result = engine.delete_session(args.session)
     _emit(args, result, lambda r: console.print(f"deleted session {r['session_id']!r}"))
+    return 0
+
+
+def cmd_forget_messages(args: argparse.Namespace) -> int:
+    """Remove the verbatim text of stored messages, by seq (their place stays; the working memory is not rewritten)."""
+    with _engine(args) as engine:
+        result = engine.forget_messages(args.session, args.seqs)
+    _emit(args, result, lambda r: console.print(Text(
+        f"forgot {len(r['forgotten'])} message(s) of {r['session_id']!r}; removed {r['payloads_removed']} payload(s), "
+        f"{r['index_rows_removed']} index row(s), {r['checkpoint_threads_removed']} checkpoint thread(s)\n"
+        f"note: {r['note']}")))
     return 0
 
 
@@ -305,7 +332,7 @@ def _render_check(found: list[dict[str, Any]]) -> None:
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
     parser = argparse.ArgumentParser(prog="workmem", description="Working memory for long agent sessions.",
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                     formatter_class=DefaultsFormatter)
     parser.add_argument("--root", help="data root (default: $WORKMEM_HOME or ./.workmem)")
     parser.add_argument("--database-url", help="PostgreSQL URL, for many replicas (default: $WORKMEM_DATABASE_URL, "
                                                "else $POSTGRES_URI unless $WORKMEM_HOME is set)")
@@ -318,7 +345,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     def command(name: str, func: Any) -> argparse.ArgumentParser:
         cmd = subparsers.add_parser(name, help=func.__doc__, description=func.__doc__, parents=[common],
-                                    formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                    formatter_class=DefaultsFormatter)
         cmd.set_defaults(func=func)
         return cmd
 
@@ -335,7 +362,10 @@ def build_parser() -> argparse.ArgumentParser:
     commit = command("commit", cmd_commit)
     commit.add_argument("session")
     commit.add_argument("--keep", type=keep_arg, default=f"messages:{DEFAULT_KEEP_RECENT}", metavar="UNIT:N",
-                        help="what stays raw: messages:10, turns:3 or tokens:4000 (a bare number counts messages)")
+                        help="what stays raw: messages:10, turns:3, tokens:4000 or fraction:0.1 of the context window "
+                             "(a bare number counts messages)")
+    commit.add_argument("--allow-degraded", action="store_true",
+                        help=f"exit 0, not {EXIT_DEGRADED}, when the extractive model had to stand in for the model")
 
     context = command("context", cmd_context)
     context.add_argument("session")
@@ -368,6 +398,9 @@ def build_parser() -> argparse.ArgumentParser:
     delete = command("delete", cmd_delete)
     delete.add_argument("session")
     delete.add_argument("--yes", action="store_true", help="confirm: the session cannot be restored")
+    forget = command("forget-messages", cmd_forget_messages)
+    forget.add_argument("session")
+    forget.add_argument("seqs", nargs="+", type=int, metavar="SEQ", help="seqs of the messages to forget")
     command("reindex", cmd_reindex)
     command("repair", cmd_repair)
     check = command("check", cmd_check)

@@ -1,5 +1,6 @@
 """The commit graph, wired top to bottom like its diagram. No logic lives here.
 
+    START ─(valid: the Studio input checked, Studio graph only)→ take_lease → slice_turns …
     START → slice_turns ─(nothing_to_cover)→ report → END
               └(covered)→ load_memory → generate ─(answered)→ validate
     generate ─(retry)→ generate                                        (transport errors, 3 attempts)
@@ -38,6 +39,7 @@ from workmem.nodes.routing import (
     route_after_validate,
 )
 from workmem.nodes.slice_turns import slice_turns
+from workmem.nodes.studio_input import check_studio_input
 from workmem.nodes.studio_lease import release_lease, take_lease
 from workmem.nodes.validate import validate
 from workmem.state.commit_state import CommitInput, CommitOutput, CommitState, StudioInput
@@ -67,7 +69,7 @@ def build_commit_graph(*, with_lease: bool = False) -> StateGraph:
     if with_lease:
         builder.add_node("take_lease", redacted(take_lease))
         builder.add_node("release_lease", redacted(release_lease))
-        builder.add_edge(START, "take_lease")
+        builder.add_conditional_edges(START, check_studio_input, {"valid": "take_lease"})
         builder.add_conditional_edges("take_lease", route_after_take_lease, {"leased": "slice_turns", "busy": END})
     else:
         builder.add_edge(START, "slice_turns")

@@ -32,12 +32,13 @@ from workmem.graphs.context.tool_results import (
     read_window,
     result_part,
 )
-from workmem.graphs.lease import acquire
+from workmem.graphs.lease import acquire, heartbeat
 from workmem.graphs.runner import DEFAULT_KEEP_CHECKPOINTS, CommitRunner
 from workmem.nodes.context import DEFAULT_CHUNK_TOKENS, DEFAULT_CLIP_TOKENS, CommitContext
 from workmem.nodes.formatting import format_messages
-from workmem.nodes.models import LazyModel, model_spec
+from workmem.nodes.models import LazyModel, model_kwargs_setting, model_spec
 from workmem.state.errors import Anomaly, CommitInProgress, DamagedFile, InvalidInput, WorkmemError
+from workmem.state.forget import FORGET_TASK_PREFIX, checked_seqs
 from workmem.state.ids import archive_number
 from workmem.state.index_checks import index_anomalies
 from workmem.state.memory import MAX_MEMORY_BUDGET, MIN_MEMORY_BUDGET, memory_budget_for
@@ -51,6 +52,7 @@ from workmem.state.retention import (
     Keep,
     Trigger,
     keep_from_args,
+    trigger_messages,
     trigger_tokens,
     trigger_value,
 )
@@ -121,9 +123,11 @@ class WorkingMemoryEngine:
         keep_checkpoints: int = DEFAULT_KEEP_CHECKPOINTS,
         database_url: str | None = None,
         database_schema: str | None = None,
+        model_kwargs: dict[str, Any] | None = None,
     ) -> None:
-        self.keep = keep_from_args(keep, keep_recent_count, default=(MESSAGES, DEFAULT_KEEP_RECENT))
         self.context_window = _positive_int("context_window", context_window)
+        self.keep = keep_from_args(keep, keep_recent_count, default=(MESSAGES, DEFAULT_KEEP_RECENT),
+                                   input_limit=self.context_window)
         if commit_token_threshold is not None:
             if trigger is not None:
                 raise InvalidInput("trigger", trigger, "give trigger or commit_token_threshold, not both")
@@ -141,7 +145,11 @@ class WorkingMemoryEngine:
         self.payload_limits = PayloadLimits(payload_bytes, max_payload_bytes)
         # Checked now (a bad model= or WORKMEM_MODEL fails before anything touches disk), built at the first commit.
         self.clip_tokens = _positive_int("clip_tokens", clip_tokens)
-        self.model = LazyModel(model_spec(model))
+        spec = model_spec(model)
+        if model_kwargs is not None and not isinstance(spec, str):
+            raise InvalidInput("model_kwargs", model_kwargs,
+                               "applies to model strings; configure the model object itself")
+        self.model = LazyModel(spec, model_kwargs_setting(model_kwargs) if isinstance(spec, str) else None)
         context = CommitContext(chunk_tokens=_positive_int("chunk_tokens", chunk_tokens),
                                 clip_tokens=_positive_int("clip_tokens", clip_tokens), durable=durable)
         workers = _positive_int("max_workers", max_workers)
@@ -155,6 +163,7 @@ class WorkingMemoryEngine:
             self.storage.finish_deletes()  # a delete a crash interrupted is finished before anything else
         except DamagedFile as exc:  # a damaged index: reads still work; `workmem reindex` repairs it
             log.warning("could not finish an interrupted delete: %s", exc)
+        self._finish_forgets()  # so is a forget (files: its intent is left in sessions/)
 
     @property
     def keep_recent_count(self) -> int | None:
@@ -205,9 +214,10 @@ class WorkingMemoryEngine:
         require_int("pre_prompt_count", pre_prompt_count, min=0, max=len(messages))
         require_bool("wait", wait)
         require_int("tool_tokens", tool_tokens, min=0, max=MAX_SETTING)
-        keep = self.keep if keep is None else keep_from_args(keep, None, default=self.keep)
         limit = self.context_window if input_limit is None else _positive_int("input_limit", input_limit)
-        threshold = trigger_tokens(self.trigger if trigger is None else trigger_value(trigger), limit)
+        keep = self.keep if keep is None else keep_from_args(keep, None, default=self.keep, input_limit=limit)
+        chosen_trigger = self.trigger if trigger is None else trigger_value(trigger)
+        threshold = trigger_tokens(chosen_trigger, limit)
         new = strip_injected(list(messages[pre_prompt_count:]), offset=pre_prompt_count,
                              max_bytes=self.max_message_bytes, payloads=self.payload_limits)
         stored = self.storage.sessions.append(session_id, new) if new else []
@@ -215,7 +225,7 @@ class WorkingMemoryEngine:
             return {"stored": 0, "pending_tokens": 0, "task_id": None, "commit": None, "messages": []}
         meta = self._meta_with_keep(session_id, keep)
         commit = None
-        if self.commit_due(session_id, meta, threshold, tool_tokens):
+        if self.commit_due(session_id, meta, threshold, tool_tokens, max_messages=trigger_messages(chosen_trigger)):
             commit = (self._start_for_trigger(session_id, keep, threshold, wait=True)
                       if wait else self._commit_in_background(session_id, keep, threshold, tool_tokens))
         return {"stored": len(stored), "pending_tokens": meta["pending_tokens"],
@@ -226,12 +236,17 @@ class WorkingMemoryEngine:
         `memory_budget`, else the trigger's (`state.memory.memory_budget_for`)."""
         return self.memory_budget if self.memory_budget is not None else memory_budget_for(threshold)
 
-    def commit_due(self, session_id: str, meta: dict[str, Any], threshold: int, tool_tokens: int = 0) -> bool:
+    def commit_due(self, session_id: str, meta: dict[str, Any], threshold: int, tool_tokens: int = 0, *,
+                   max_messages: int | None = None) -> bool:
         """§7 *When a commit starts*: (a) what the next call carries — system note, WM, live messages and
         workmem's own tool schemas (`tool_tokens`) — reaches `threshold`, and (b) the tokens outside the
         keep window reach the floor (`min_commit_tokens`, default a quarter of the threshold). When (a)
         holds but the note, the WM and the keep window alone exceed the threshold, one WARNING per
-        session says so: committing would not help, and a commit on every turn is never started."""
+        session says so: committing would not help, and a commit on every turn is never started.
+        A `("messages", n)` trigger (`max_messages`): n live messages or more are due too, once anything
+        lies outside the keep window."""
+        if max_messages is not None and meta["message_count"] >= max_messages and meta["pending_tokens"] > 0:
+            return True
         wm_tokens = self._working_memory_tokens(session_id, meta)
         carried = _SYSTEM_NOTE_TOKENS + tool_tokens + wm_tokens + meta["live_tokens"]
         if carried < threshold:
@@ -298,7 +313,7 @@ class WorkingMemoryEngine:
         running for the session is returned with status `busy` instead of a second one.
         `progress(node, update)` is called after each node of a synchronous commit (the CLI's progress bar).
         """
-        chosen = keep_from_args(keep, keep_recent_count, default=(MESSAGES, 0))
+        chosen = keep_from_args(keep, keep_recent_count, default=(MESSAGES, 0), input_limit=self.context_window)
         require_bool("wait", wait)
         self.storage.sessions.meta(session_id)  # validates the id and raises SessionNotFound for unknown sessions
         return self.runner.start(session_id, chosen, wait=wait, memory_budget=self.budget_for_trigger(
@@ -307,7 +322,7 @@ class WorkingMemoryEngine:
     def commit_for_call(self, session_id: str, keep: Keep, threshold: int, *, wait: bool) -> dict[str, Any]:
         """The commit an agent's model call decided (§12): `keep` as the call's low-water mark chose it, the
         memory budget of the call's trigger; synchronous, or in the background (`wait=False`)."""
-        chosen = keep_from_args(keep, None, default=self.keep)
+        chosen = keep_from_args(keep, None, default=self.keep, input_limit=self.context_window)
         require_bool("wait", wait)
         return self._start_for_trigger(session_id, chosen, _positive_int("threshold", threshold), wait=wait)
 
@@ -445,8 +460,10 @@ class WorkingMemoryEngine:
 
     def archive_search(self, session_id: str, query: str, archive_id: str | None = None,
                        limit: int = MAX_SEARCH_HITS, *, context: int = 0) -> list[dict[str, Any]]:
-        """Literal, ranked search of the archive → ≤ 12 hits {archive_id, seq, turn_id, role, content}.
+        """Literal, ranked search of the archive → ≤ 12 hits {archive_id, seq, turn_id, role, content, match}.
 
+        `match` says what a hit is: `exact` (its own text matched a query word) or `neighbour` (found only
+        through a match near it), as `search_hits` defines them; `search_hits.match_counts` counts them apart.
         Spilled working-memory items are hits too: role `memory`, seq and turn_id None, with their
         `section`. `context=n` (0-3) gives each message hit a `context` list: the n messages before and after.
         """
@@ -539,7 +556,54 @@ class WorkingMemoryEngine:
             self.storage.delete_session(session_id)
         finally:
             self.storage.tasks.release_lease(session_id, lease)
+        self.runner.forget_session(session_id)
         return {"deleted": True, "session_id": session_id}
+
+    # -- forgetting (privacy) -----------------------------------------------------------------------
+
+    def forget_messages(self, session_id: str, seqs: list[int]) -> dict[str, Any]:
+        """Remove the verbatim text of stored messages, for privacy: their live or archived lines (rows), the
+        payloads no other message refers to, their search-index rows, and the checkpoints of the session's
+        commits (unfinished ones are abandoned; their messages stay live) → {session_id, seqs, forgotten,
+        payloads_removed, index_rows_removed, checkpoint_threads_removed, commits_abandoned,
+        working_memory_rewritten: False, note}.
+
+        Each message keeps its seq, id, turn, role and place, so seq ranges, counts and archives stay whole
+        (nothing lost, nothing duplicated); its text becomes `[forgotten]` and its meta says when
+        (`state.forget`). The working memory already made from it is not rewritten (the result says so; to
+        drop it, delete the session — `middleware.forget` — or start a new thread), and the agent's own
+        checkpoints are the caller's: a state that still holds the message shows the model its text. Unknown
+        seqs → `InvalidInput` (nothing changed); a commit holding the session's lease → `CommitInProgress`.
+        Crash-safe: a forget killed midway is finished by the next engine that opens the storage.
+        """
+        chosen = checked_seqs(seqs, self.storage.sessions.meta(session_id)["total_message_count"])
+        lease = f"{FORGET_TASK_PREFIX}{uuid.uuid4().hex}"
+        holder = acquire(self.storage.tasks, session_id, lease, self.runner.owner, ttl=self.runner.lease_ttl)
+        if holder is not None:
+            raise CommitInProgress(session_id, holder)
+        with heartbeat(self.storage.tasks, session_id, lease, ttl=self.runner.lease_ttl):
+            return self.storage.forget_messages(session_id, chosen)
+
+    def _finish_forgets(self) -> None:
+        """Finish the forgets a crash interrupted, each under its session's lease (one a commit holds now is
+        finished by the next open, or by the session's next forget)."""
+        try:
+            pending = self.storage.pending_forgets()
+        except (OSError, WorkmemError) as exc:
+            log.warning("could not look for interrupted forgets: %s", describe_error(exc))
+            return
+        for intent in pending:
+            session_id, lease = intent["session_id"], f"{FORGET_TASK_PREFIX}{uuid.uuid4().hex}"
+            try:
+                holder = acquire(self.storage.tasks, session_id, lease, self.runner.owner, ttl=self.runner.lease_ttl)
+                if holder is not None:
+                    log.warning("session %r: an interrupted forget waits for commit %s", session_id, holder)
+                    continue
+                with heartbeat(self.storage.tasks, session_id, lease, ttl=self.runner.lease_ttl):
+                    self.storage.finish_forget(intent)
+            except (OSError, WorkmemError) as exc:
+                log.warning("session %r: could not finish an interrupted forget: %s", session_id,
+                            describe_error(exc))
 
     def check(self, session_id: str, *, deep: bool = False) -> list[dict[str, Any]]:
         """Every anomaly of the session's stored data: `{file, line, problem}` (line 0: the whole file), the
@@ -569,8 +633,10 @@ class WorkingMemoryEngine:
         return self.storage.repair()
 
     def session_info(self, session_id: str) -> dict[str, Any]:
-        """The session meta: pending tokens, counts, keep count, last archive — O(1)."""
-        return self.storage.sessions.meta(session_id)
+        """The session meta: pending tokens, counts, keep count, last archive — O(1) — and `last_degradation`,
+        its newest commit the extractive model stood in for ({task_id, archive_id, reason, at}, or None)."""
+        meta = self.storage.sessions.meta(session_id)
+        return {**meta, "last_degradation": self.runner.last_degradation(session_id)}
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -607,6 +673,7 @@ class WorkingMemoryEngine:
     aread_tool_result = _async_twin(read_tool_result)
     aworking_memory = _async_twin(working_memory)
     adelete_session = _async_twin(delete_session)
+    aforget_messages = _async_twin(forget_messages)
     acheck = _async_twin(check)
     areindex = _async_twin(reindex)
     arepair = _async_twin(repair)

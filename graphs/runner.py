@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import socket
 import threading
 import uuid
@@ -42,6 +43,29 @@ DEFAULT_KEEP_CHECKPOINTS = 20  # completed commit threads kept for debugging (St
 RESUMABLE_STATUSES = ("pending", "running", "failed")
 
 
+def degradation_reason(out: dict[str, Any]) -> str:
+    """Why a commit fell back to the extractive model: the model's last (redacted) error, else its unusable
+    answers."""
+    name = out.get("model_name") or "the model"
+    errors = out.get("model_errors") or []
+    if errors:
+        return f"{name} failed, the extractive model stood in: {errors[-1]}"
+    return f"{name} gave no usable tool call (after the create retry), the extractive model stood in"
+
+
+def degradation_cause(reason: str) -> str:
+    """The stable part of a degradation reason: the error type and HTTP status, without varying details."""
+    error = reason.partition(": ")[2] or reason
+    kind = re.match(r"[\w.]+", error)
+    status = re.search(r"\b(?:Error code|status)[: ]+(\d{3})\b", error)
+    return f"{kind.group(0) if kind else error[:40]}:{status.group(1) if status else ''}"
+
+
+def _degradation_of(task: dict[str, Any]) -> dict[str, Any]:
+    return {"task_id": task.get("task_id"), "archive_id": task.get("archive_id"), "reason": task.get("error") or "",
+            "at": task.get("updated_at")}
+
+
 class CommitRunner:
     """Starts, resumes and tracks commits of one data root; at most one commit per session."""
 
@@ -59,6 +83,8 @@ class CommitRunner:
         self._futures: list[Future] = []
         self._closing = False
         self._warned: set[str] = set()
+        self._warn_lock = threading.Lock()
+        self._degradations: dict[str, dict[str, Any] | None] = {}  # per session: its last degraded commit
 
     @property
     def checkpointer(self) -> Any:
@@ -192,7 +218,7 @@ class CommitRunner:
         except Exception as exc:
             error = clean_error(exc) if isinstance(exc, CommitNodeFailed) else describe_error(exc)
             self.tasks.update_task(task_id, status="failed", error=error)
-            return {"status": "failed", "task_id": task_id, "archive_id": self._archive_of(task_id),
+            return {"status": "failed", "task_id": task_id, "archive_id": None,
                     "reason": error}
         if out.get("status") == "skipped":
             self.tasks.update_task(task_id, status="skipped", result={"reason": out.get("reason")})
@@ -200,13 +226,46 @@ class CommitRunner:
             self.tasks.forget_thread(task_id)
         else:
             self.prune_checkpoints()
-        if out.get("model_errors"):  # completed through the fallback: say why, so a bad key or model is visible
+        reason = out.get("reason") or ""
+        if out.get("degraded"):  # completed through the fallback: say why, loudly, so a bad model is seen
+            reason = degradation_reason(out)
+            task = self.tasks.update_task(task_id, error=reason)
+            self._note_degraded(task, reason)
+        elif out.get("model_errors"):
             self.tasks.update_task(task_id, error=out["model_errors"][-1])
         return {"status": out.get("status", "completed"), "task_id": task_id,
                 "archive_id": None if out.get("status") == "skipped" else self._archive_of(task_id),
-                "reason": out.get("reason") or "", "degraded": bool(out.get("degraded")),
+                "reason": reason, "degraded": bool(out.get("degraded")),
                 "route": out.get("route", []), "guard_notes": out.get("guard_notes", []),
-                "usage": out.get("usage") or {}}
+                "usage": out.get("usage") or {}, "model_fixes": out.get("model_fixes") or []}
+
+    def _note_degraded(self, task: dict[str, Any], reason: str) -> None:
+        """Remember the session's last degradation; one WARNING per session and cause (the error's type and
+        status, not its varying text)."""
+        session_id = task.get("session_id", "?")
+        key = f"{session_id}\0degraded\0{degradation_cause(reason)}"
+        with self._warn_lock:
+            self._degradations[session_id] = _degradation_of(task)
+            if key in self._warned:
+                return
+            self._warned.add(key)
+        log.warning("commit of session %r is degraded: %s (warned once per session and cause)", session_id, reason)
+
+    def last_degradation(self, session_id: str) -> dict[str, Any] | None:
+        """The session's newest degraded commit {task_id, archive_id, reason, at}, or None (read from the task
+        rows once, then kept up to date by this runner's commits)."""
+        with self._warn_lock:
+            if session_id in self._degradations:
+                return self._degradations[session_id]
+        found = next((_degradation_of(t) for t in reversed(self.tasks.list_tasks(session_id=session_id))
+                      if (t.get("result") or {}).get("degraded")), None)
+        with self._warn_lock:
+            return self._degradations.setdefault(session_id, found)
+
+    def forget_session(self, session_id: str) -> None:
+        """Drop what this runner remembers of a deleted session."""
+        with self._warn_lock:
+            self._degradations.pop(session_id, None)
 
     def _run_graph(self, graph_input: dict[str, Any] | None, config: dict[str, Any], context: CommitContext,
                    progress: Progress | None) -> dict[str, Any]:
@@ -240,11 +299,15 @@ class CommitRunner:
         task_id, thread_id = task["task_id"], task.get("thread_id")
         config = {"configurable": {"thread_id": thread_id}}
         has_checkpoint = bool(thread_id) and self.checkpointer.get_tuple(config) is not None
+        writer = self._archive_writer(task)
+        if writer == task_id:
+            # Its archive is complete: finish from it, never from the graph — a power cut may have taken the
+            # later checkpoints, and a re-run would slice afresh and find nothing left to cover. It counts as a resume.
+            self.tasks.update_task(task_id, attempts=task.get("attempts", 0) + 1)
+            return self._finish_archived(task, config if has_checkpoint else None)
         if not has_checkpoint or task.get("attempts", 0) >= MAX_RESUMES:
-            if self._archive_writer(task) == task_id:  # its archive is complete: finish, don't lose its index
-                return self._finish_archived(task, config if has_checkpoint else None)
             return self._abandon(task, "never started" if not has_checkpoint else "too many resumes")
-        if self._archive_writer(task) not in (None, task_id):
+        if writer is not None:
             return self._abandon(task, f"{task['archive_id']} was written by another commit")
         self.tasks.update_task(task_id, status="running", attempts=task.get("attempts", 0) + 1)
         return self._invoke(task_id, thread_id, None, context)
@@ -260,7 +323,11 @@ class CommitRunner:
         try:
             finish_archived_commit(self.sessions, self.tasks, self.storage.search, archive, keep)
         except Exception as exc:
-            return self._abandon(task, clean_error(f"finishing its complete archive failed: {exc}"))
+            reason = clean_error(f"finishing its complete archive failed: {exc}")
+            if (self.tasks.get_task(task["task_id"]) or task).get("attempts", 0) <= MAX_RESUMES:
+                self.tasks.update_task(task["task_id"], status="failed", error=reason)  # resumed again later
+                return {"status": "failed", "task_id": task["task_id"], "archive_id": archive_id, "reason": reason}
+            return self._abandon(task, reason)
         self.prune_checkpoints()
         return {"status": "completed", "task_id": task["task_id"], "archive_id": archive_id,
                 "reason": "finished from its complete archive"}

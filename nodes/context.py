@@ -14,6 +14,7 @@ from typing import Any, Literal
 from langgraph.errors import GraphBubbleUp
 from langgraph.runtime import Runtime
 
+from workmem.nodes.model_fixes import ModelFixes
 from workmem.state.errors import InvalidInput, WorkmemError
 from workmem.state.redact import describe_error
 from workmem.state.storage import (
@@ -55,6 +56,7 @@ class CommitContext:
     retry_backoff_s: float = 0.5  # before the 2nd transport attempt; doubled before the 3rd
     storage: Any = None  # the engine's Storage; None → one per root
     tool_schema: ToolSchema = field(default_factory=tool_schema_setting)
+    model_fixes: ModelFixes = field(default_factory=ModelFixes)  # the engine's: kept across its commits
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,7 @@ class Services:
     chunk_tokens: int
     clip_tokens: int
     tool_schema: ToolSchema = "ref"
+    fixes: ModelFixes = field(default_factory=ModelFixes)
 
 
 _lock = threading.Lock()
@@ -139,7 +142,7 @@ def services(runtime: Runtime | None) -> Services:
         storage = ctx.storage if ctx.storage is not None else _storage(root, ctx.durable, url)
         model = ctx.model if ctx.model is not None else _default_model()
     return Services(storage.sessions, storage.tasks, storage.search, model, ctx.chunk_tokens, ctx.clip_tokens,
-                    tool_schema_setting(ctx.tool_schema))
+                    tool_schema_setting(ctx.tool_schema), ctx.model_fixes)
 
 
 def clip_tokens_of(state: Any, svc: Services) -> int:

@@ -4,11 +4,14 @@ Transport errors (connection, timeout, rate limit, 5xx) never leave this node as
 returns their redacted text and the attempt number, and `route_after_generate` sends the run around
 the drawn retry loop (backoff happens here, before the next attempt) or, after the last attempt, to
 `extractive_fallback`. An API refusal (bad key, unknown model) is a `model_error`; any other
-exception of the client (e.g. arguments that parse to a non-object) is malformed output.
+exception of the client (e.g. arguments that parse to a non-object) is malformed output. A refusal
+that a known fix cures (`nodes/model_fixes.py`: `$ref` in the schema, a sampling parameter) is retried
+once with the fix, which the engine then keeps; the fixes in effect are recorded in state (`model_fixes`).
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
@@ -25,6 +28,8 @@ from workmem.state.memory import budgets, section_reminders
 from workmem.state.ops import CREATE_TOOL, update_tool
 from workmem.state.redact import describe_error
 
+log = logging.getLogger("workmem.generate")
+
 
 def build_prompt(state: CommitState, svc: Services) -> tuple[list[BaseMessage], dict[str, Any]]:
     """The chat messages and the forced tool for the current chunk and prompt kind."""
@@ -36,7 +41,7 @@ def build_prompt(state: CommitState, svc: Services) -> tuple[list[BaseMessage], 
     if state.get("prompt_kind") == "update":
         wm = state.get("working_memory", "")
         pairs = update_prompt(wm, transcript, section_reminders(wm, limits), limits)
-        tool = update_tool(svc.tool_schema == "inline")
+        tool = update_tool(svc.fixes.tool_schema(svc.tool_schema) == "inline")
     else:
         # A create retry over an existing v2 WM hands that WM over too, so the model can carry it forward.
         previous = state.get("previous_memory") or state.get("working_memory") or None
@@ -80,23 +85,31 @@ def generate(state: CommitState, runtime: Runtime[CommitContext]) -> dict[str, A
     svc = services(runtime)
     attempt = state.get("attempt", 0) + 1
     time.sleep(retry_delay(context_of(runtime).retry_backoff_s, attempt))
-    prompt, tool = build_prompt(state, svc)
-    common = {"model_name": model_name(svc.model), "route": ["generate"]}
-    try:
-        reply = bind_commit_tool(svc.model, tool).invoke(prompt)
-    except Exception as exc:
-        error = describe_error(exc)
-        if is_transport_error(exc):
-            failed = {**common, "attempt": attempt, "transport_error": error, "answer": {},
-                      "usage": {"failed_attempts": 1}}
-            if attempt >= MAX_MODEL_ATTEMPTS:
-                failed |= {"model_error": error, "model_errors": [error]}
-            return failed
-        if is_api_refusal(exc):
-            return {**common, "attempt": 0, "transport_error": "", "answer": {}, "model_error": error,
-                    "model_errors": [error]}
-        reply = AIMessage(content="", invalid_tool_calls=[
-            {"name": tool["function"]["name"], "args": error, "id": None,
-             "error": type(exc).__name__, "type": "invalid_tool_call"}])
+    common: dict[str, Any] = {"model_name": model_name(svc.model), "route": ["generate"]}
+    while True:
+        prompt, tool = build_prompt(state, svc)
+        try:
+            reply = bind_commit_tool(svc.fixes.apply(svc.model), tool).invoke(prompt)
+            break
+        except Exception as exc:
+            error = describe_error(exc)
+            if is_transport_error(exc):
+                failed = {**common, "attempt": attempt, "transport_error": error, "answer": {},
+                          "usage": {"failed_attempts": 1}, "model_fixes": svc.fixes.names()}
+                if attempt >= MAX_MODEL_ATTEMPTS:
+                    failed |= {"model_error": error, "model_errors": [error]}
+                return failed
+            if is_api_refusal(exc):
+                fix = svc.fixes.learn(error, svc.model, svc.tool_schema)
+                if fix is not None:  # a known permanent refusal: once more with its fix
+                    log.warning("%s refused the request (%s); retrying with the fix %r, kept for this engine",
+                                common["model_name"], error, fix)
+                    continue
+                return {**common, "attempt": 0, "transport_error": "", "answer": {}, "model_error": error,
+                        "model_errors": [error], "model_fixes": svc.fixes.names()}
+            reply = AIMessage(content="", invalid_tool_calls=[
+                {"name": tool["function"]["name"], "args": error, "id": None,
+                 "error": type(exc).__name__, "type": "invalid_tool_call"}])
+            break
     return {**common, "attempt": 0, "transport_error": "", "answer": answer_of(reply), "model_error": "",
-            "usage": usage_of(reply)}
+            "usage": usage_of(reply), "model_fixes": svc.fixes.names()}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 from collections.abc import Mapping
@@ -16,6 +17,7 @@ from workmem.state.errors import InvalidInput, ModelUnavailable
 from workmem.state.redact import describe_error
 
 ENV_MODEL = "WORKMEM_MODEL"
+ENV_MODEL_KWARGS = "WORKMEM_MODEL_KWARGS"
 EXTRACTIVE_SPECS = ("", "extractive", EXTRACTIVE_MODEL_NAME)
 PLACEHOLDER_API_KEY = "not-needed"
 MODEL_TIMEOUT_S = 60
@@ -55,7 +57,8 @@ def known_providers() -> frozenset[str] | None:
 
 def check_model(model: Any, *, field: str = "model") -> ModelSpec:
     """What `model=` (or `WORKMEM_MODEL`) may be, checked without building anything: a `BaseChatModel`,
-    `'extractive'`, or a `'<provider>:<model>'` string of a provider `init_chat_model` knows."""
+    `'extractive'`, a `'<provider>:<model>'` string of a provider `init_chat_model` knows, or a bare model name
+    it infers the provider of (returned with the provider: `'gpt-4.1-mini'` → `'openai:gpt-4.1-mini'`)."""
     if isinstance(model, BaseChatModel):
         return model
     if not isinstance(model, str):
@@ -64,13 +67,28 @@ def check_model(model: Any, *, field: str = "model") -> ModelSpec:
     if spec in EXTRACTIVE_SPECS:
         return "extractive"
     provider, sep, name = spec.partition(":")
-    if not sep or not provider or not name.strip():
-        raise InvalidInput(field, model, "expected '<provider>:<model>' (e.g. 'openai:gpt-4.1-mini') or 'extractive'")
     known = known_providers()
+    if not sep or (known is not None and provider not in known):
+        inferred = infer_provider(spec)  # a bare name init_chat_model knows the provider of: 'gpt-4.1-mini'
+        if inferred is not None:
+            return f"{inferred}:{spec}"
+    if not sep or not provider or not name.strip():
+        raise InvalidInput(field, model, "expected '<provider>:<model>' (e.g. 'openai:gpt-4.1-mini'), a model name "
+                                         "init_chat_model infers the provider of ('gpt-4.1-mini'), or 'extractive'")
     if known is not None and provider not in known:
         raise InvalidInput(field, model,
                            f"unknown provider {provider!r}; init_chat_model knows {', '.join(sorted(known))}")
     return f"{provider}:{name.strip()}"
+
+
+def infer_provider(name: str) -> str | None:
+    """The provider `init_chat_model` would infer for a bare model name (`gpt-…` → openai, `claude…` →
+    anthropic, …), or None."""
+    try:
+        from langchain.chat_models.base import _attempt_infer_model_provider
+    except ImportError:  # pragma: no cover - a langchain without inference: a provider must be given
+        return None
+    return _attempt_infer_model_provider(name)
 
 
 def model_spec(model: Any = None, *, env: Mapping[str, str] = os.environ) -> ModelSpec:
@@ -80,27 +98,48 @@ def model_spec(model: Any = None, *, env: Mapping[str, str] = os.environ) -> Mod
     return check_model(env.get(ENV_MODEL) or "", field=ENV_MODEL)
 
 
-def build_model(spec: ModelSpec, *, env: Mapping[str, str] = os.environ) -> BaseChatModel:
+def build_model(spec: ModelSpec, *, env: Mapping[str, str] = os.environ,
+                model_kwargs: Mapping[str, Any] | None = None) -> BaseChatModel:
     """The chat model of a checked spec; a provider that cannot be built raises `ModelUnavailable`
     naming the missing package or key variables. Every provider gets temperature 0, `max_retries=0`
-    and `timeout=60` where its class accepts them (the commit graph owns retries)."""
+    and `timeout=60` where its class accepts them (the commit graph owns retries); `model_kwargs` (else
+    `WORKMEM_MODEL_KWARGS`, a JSON object) are passed on top, e.g. `{"temperature": None}` for a model that
+    refuses it."""
     if isinstance(spec, BaseChatModel):
         return spec
     if spec == "extractive":
         return ExtractiveChatModel()
+    extra = dict(model_kwargs_setting(model_kwargs, env=env))
     provider, _, name = spec.partition(":")
     try:
         if provider == "openai":
-            return _openai_model(name, env)
+            return _openai_model(name, env, extra)
         from langchain.chat_models import init_chat_model
 
-        return init_chat_model(spec, **_supported_settings(provider))
+        return init_chat_model(spec, **(_supported_settings(provider) | extra))
     except ImportError as exc:
         package = "langchain-" + provider.split("_")[0]
         raise ModelUnavailable(spec, f"its provider package is missing (pip install {package}): {exc}") from exc
     except Exception as exc:  # the provider's client refusing to start: almost always a missing key
         variables = KEY_VARIABLES.get(provider, "the provider's API key variable")
         raise ModelUnavailable(spec, f"set {variables} ({describe_error(exc, 200)})") from exc
+
+
+def model_kwargs_setting(value: Any = None, *, env: Mapping[str, str] = os.environ) -> dict[str, Any]:
+    """Checked extra keyword arguments for a string model: `value`, else `WORKMEM_MODEL_KWARGS` (JSON)."""
+    field = "model_kwargs"
+    if value is None:
+        raw = (env.get(ENV_MODEL_KWARGS) or "").strip()
+        if not raw:
+            return {}
+        field = ENV_MODEL_KWARGS
+        try:
+            value = json.loads(raw)
+        except ValueError as exc:
+            raise InvalidInput(field, raw, f"must be a JSON object ({exc})") from None
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) and k.isidentifier() for k in value):
+        raise InvalidInput(field, value, "must be a mapping of keyword names to values, e.g. {'temperature': None}")
+    return dict(value)
 
 
 def resolve_model(model: Any = None, *, env: Mapping[str, str] = os.environ) -> BaseChatModel:
@@ -122,7 +161,7 @@ def _supported_settings(provider: str) -> dict[str, Any]:
     return {key: value for key, value in wanted.items() if key in names}
 
 
-def _openai_model(name: str, env: Mapping[str, str]) -> BaseChatModel:
+def _openai_model(name: str, env: Mapping[str, str], extra: dict[str, Any]) -> BaseChatModel:
     from langchain_openai import ChatOpenAI  # lazy: importing the OpenAI stack costs seconds
 
     base_url = (env.get("OPENAI_BASE_URL") or env.get("OPENAI_API_BASE") or "").strip() or None
@@ -134,14 +173,15 @@ def _openai_model(name: str, env: Mapping[str, str]) -> BaseChatModel:
         kwargs["base_url"] = base_url
     if api_key is not None:
         kwargs["api_key"] = api_key
-    return ChatOpenAI(**kwargs)
+    return ChatOpenAI(**(kwargs | extra))
 
 
 class LazyModel:
     """A checked model spec, built on first use (the first commit) and then reused; thread-safe."""
 
-    def __init__(self, spec: ModelSpec) -> None:
+    def __init__(self, spec: ModelSpec, model_kwargs: Mapping[str, Any] | None = None) -> None:
         self.spec = spec
+        self.model_kwargs = model_kwargs
         self._model: BaseChatModel | None = spec if isinstance(spec, BaseChatModel) else None
         self._lock = threading.Lock()
 
@@ -156,7 +196,7 @@ class LazyModel:
         """The built model; `ModelUnavailable` when it cannot be built (retried on the next call)."""
         with self._lock:
             if self._model is None:
-                self._model = build_model(self.spec)
+                self._model = build_model(self.spec, model_kwargs=self.model_kwargs)
             return self._model
 
 

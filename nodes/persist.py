@@ -84,6 +84,7 @@ def build_archive(
             "route": list(state.get("route") or []) + ["persist"],
             "usage": add_usage(None, state.get("usage")),
             "error": (state.get("model_errors") or [None])[-1],
+            "fixes": list(state.get("model_fixes") or []),
         },
         "tokens": {"covered": state.get("covered_tokens", 0), "working_memory": count_tokens(wm)},
     }

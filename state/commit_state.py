@@ -45,7 +45,7 @@ def fresh_run() -> dict[str, Any]:
             "usage": {RESET: 1}, "spilled": [RESET], "archive_id": "", "working_memory": "", "previous_memory": "",
             "reason": "", "degraded": False, "key_facts_may_spill": False, "model_name": "", "chunks": [],
             "chunk_index": 0, "attempt": 0, "transport_error": "", "model_error": "", "answer": {}, "ops": {},
-            "guarded_ops": {}, "raw_args": ""}
+            "guarded_ops": {}, "raw_args": "", "model_fixes": []}
 
 
 def memory_budget_of(state: Any) -> int | None:
@@ -116,6 +116,7 @@ class CommitOutput(TypedDict, total=False):
     usage: dict[str, int]
     model_name: str
     model_errors: list[str]
+    model_fixes: list[str]
 
 
 class CommitState(TypedDict, total=False):
@@ -153,6 +154,7 @@ class CommitState(TypedDict, total=False):
     answer: dict[str, Any]  # the model's answer: tool_calls, invalid_tool_calls, text
     model_error: str  # redacted: this call's API refusal, or its transport error past the last attempt
     model_errors: Annotated[list[str], extend]  # every model error of the run (the task shows the last)
+    model_fixes: list[str]  # the refusal fixes in effect at the last call (nodes/model_fixes.py)
     raw_args: str  # malformed arguments handed to `recover`
     verdict: Verdict
     ops: dict[str, Any]  # ops of this chunk, before the guards: {kind: update|create, sections}

@@ -30,6 +30,7 @@ SYNOPSIS_FP = "workmem_fp"
 SYNOPSIS_HASH = "workmem_synopsis"
 SYNOPSIS_OF_META = "synopsis_of"
 INTERNAL_FLAG = "internal"  # on a part of workmem's own tool traffic: stored, never indexed
+FORGOTTEN_META = "workmem_forgotten"  # when a message's text was forgotten (`state.forget`): never indexed
 INVALID_CALL_NAME = "invalid_tool_call"  # the name kept for a malformed tool call that came without one
 DROPPED_BLOCKS_META = "workmem_dropped_blocks"
 NO_BYTE_CAP = 1 << 62  # a `max_bytes` that never clips
@@ -86,6 +87,7 @@ def prepare_message(obj: Any, *, field: str = "message", max_bytes: int = DEFAUL
     else:
         raise InvalidInput(field, obj, "expected a LangChain message or a dict with 'role'")
     _mark_own_tool_parts(msg)
+    msg["meta"].pop(FORGOTTEN_META, None)  # only `forget_messages` marks a message forgotten
     if FINGERPRINT_META not in msg["meta"] and isinstance(msg["parts"], list):
         msg["meta"][FINGERPRINT_META] = fingerprint(msg)
     if payloads is not None:
@@ -146,7 +148,10 @@ def _mark_own_tool_parts(msg: dict[str, Any]) -> None:
 
 def indexed_text(msg: dict[str, Any]) -> str:
     """What the full-text index holds of a message: its text without workmem's own tool traffic, bounded by
-    `payloads.index_text` (a long message's head, then each further distinct word once)."""
+    `payloads.index_text` (a long message's head, then each further distinct word once); nothing of a forgotten
+    message (its placeholder is no text of the conversation)."""
+    if FORGOTTEN_META in (msg.get("meta") or ()):
+        return ""
     if not any(p.get(INTERNAL_FLAG) for p in msg["parts"]):
         return index_text(message_text(msg))
     return index_text(message_text({**msg, "parts": [p for p in msg["parts"] if not p.get(INTERNAL_FLAG)]})) \

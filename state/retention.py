@@ -18,23 +18,39 @@ KEEP_LIMITS = {MESSAGES: 10_000, TURNS: 10_000, TOKENS: 10_000_000}
 MAX_TRIGGER_TOKENS = 10_000_000
 MIN_COMMIT_SHARE = 0.25  # default floor on pending tokens: a quarter of the trigger
 
-Keep = tuple[str, int]
+Keep = tuple[str, int]  # ("fraction", f) too, until `resolve_keep` makes it tokens
 Trigger = tuple[str, float]
+Triggers = tuple[Trigger, ...]  # any of them
+KEEP_EXAMPLES = ((MESSAGES, 10), (TURNS, 3), (TOKENS, 4000), (FRACTION, 0.1))
+TRIGGER_EXAMPLES = ((TOKENS, 60000), (FRACTION, 0.8), (MESSAGES, 50))
 DEFAULT_TRIGGER: Trigger = (FRACTION, 0.5)  # half the model's input limit
 
 
 def keep_value(value: Any, field: str = "keep") -> Keep:
     """A caller's keep as `(unit, n)`: a pair `("turns", 3)` or the CLI's `"turns:3"`; n clamped per unit.
+    `("fraction", f)` (0 < f < 1) is kept as given: `resolve_keep` turns it into tokens of the model's input limit.
 
-    Anything else (a bare int, another unit, a negative or non-integer n) → `InvalidInput(field)`.
+    Anything else (a bare int, another unit, a negative or non-integer n) → `InvalidInput(field)`, worded in the
+    syntax the caller used (`messages:10` or `('messages', 10)`).
     """
-    pair = _pair(value, field, "('messages', 10), ('turns', 3) or ('tokens', 4000)")
-    unit, n = pair
+    unit, n = _pair(value, field, KEEP_EXAMPLES)
+    if unit == FRACTION:
+        if isinstance(n, bool) or not isinstance(n, (int, float)) or not 0 < n < 1:
+            raise InvalidInput(field, value, "a fraction keep is a number with 0 < f < 1")
+        return FRACTION, float(n)  # type: ignore[return-value]
     if unit not in KEEP_LIMITS:
-        raise InvalidInput(field, value, f"unit must be one of {', '.join(KEEP_LIMITS)}")
+        raise InvalidInput(field, value, f"unit must be one of {', '.join([*KEEP_LIMITS, FRACTION])}")
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise InvalidInput(field, value, "the count must be an integer >= 0")
     return unit, min(n, KEEP_LIMITS[unit])
+
+
+def resolve_keep(keep: Keep, input_limit: int) -> Keep:
+    """`("fraction", f)` as `("tokens", f × input_limit)`; any other keep as it is."""
+    unit, n = keep
+    if unit != FRACTION:
+        return keep
+    return TOKENS, min(int(n * input_limit), KEEP_LIMITS[TOKENS])
 
 
 def as_keep(value: Any, field: str = "keep") -> Keep:
@@ -44,23 +60,33 @@ def as_keep(value: Any, field: str = "keep") -> Keep:
     return keep_value(value, field)
 
 
-def keep_from_args(keep: Any, keep_recent_count: Any, *, default: Keep) -> Keep:
+def keep_from_args(keep: Any, keep_recent_count: Any, *, default: Keep, input_limit: int | None = None) -> Keep:
     """The keep a caller asked for with either argument (`keep_recent_count=n` is `("messages", n)`);
-    both → InvalidInput, neither → `default`."""
+    both → InvalidInput, neither → `default`. With `input_limit`, a fraction keep comes back in tokens."""
     if keep is not None and keep_recent_count is not None:
         raise InvalidInput("keep", keep, "give keep or keep_recent_count, not both")
     if keep_recent_count is not None:
         if isinstance(keep_recent_count, bool) or not isinstance(keep_recent_count, int) or keep_recent_count < 0:
             raise InvalidInput("keep_recent_count", keep_recent_count, "must be an integer >= 0")
         return MESSAGES, min(keep_recent_count, KEEP_LIMITS[MESSAGES])
-    return default if keep is None else keep_value(keep)
+    chosen = default if keep is None else keep_value(keep)
+    return chosen if input_limit is None else resolve_keep(chosen, input_limit)
 
 
-def trigger_value(value: Any, field: str = "trigger") -> Trigger:
-    """A caller's trigger as `("tokens", n)` (1..10 000 000) or `("fraction", f)` (0 < f <= 1); an int is tokens."""
+def trigger_value(value: Any, field: str = "trigger") -> Trigger | Triggers:
+    """A caller's trigger: `("tokens", n)` (1..10 000 000), `("fraction", f)` (0 < f <= 1) of the model's input
+    limit, `("messages", n)` (the call carries n messages or more), or a non-empty list of these — a commit
+    is due when any of them is reached (a tuple of pairs comes back). An int is tokens; `"tokens:60000"` too."""
+    if isinstance(value, list) or (isinstance(value, tuple) and value and not isinstance(value[0], str)):
+        if not value:
+            raise InvalidInput(field, value, "a list of triggers needs at least one")
+        if any(isinstance(v, list) or isinstance(v, tuple) and v and not isinstance(v[0], str) for v in value):
+            raise InvalidInput(field, value, "a list of triggers holds single triggers, not lists")
+        triggers = tuple(trigger_value(v, field) for v in value)
+        return triggers[0] if len(triggers) == 1 else triggers  # type: ignore[return-value]
     if isinstance(value, int) and not isinstance(value, bool):
         value = (TOKENS, value)
-    unit, n = _pair(value, field, "('tokens', 60000) or ('fraction', 0.8)")
+    unit, n = _pair(value, field, TRIGGER_EXAMPLES)
     if unit == TOKENS:
         if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_TRIGGER_TOKENS:
             raise InvalidInput(field, value, f"a token trigger is an integer between 1 and {MAX_TRIGGER_TOKENS}")
@@ -69,26 +95,49 @@ def trigger_value(value: Any, field: str = "trigger") -> Trigger:
         if isinstance(n, bool) or not isinstance(n, (int, float)) or not 0 < n <= 1:
             raise InvalidInput(field, value, "a fraction trigger is a number with 0 < f <= 1")
         return FRACTION, float(n)
-    raise InvalidInput(field, value, f"unit must be {TOKENS!r} or {FRACTION!r}")
+    if unit == MESSAGES:
+        if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= KEEP_LIMITS[MESSAGES]:
+            raise InvalidInput(field, value, f"a messages trigger is an integer between 1 and {KEEP_LIMITS[MESSAGES]}")
+        return MESSAGES, n
+    raise InvalidInput(field, value, f"unit must be {TOKENS!r}, {FRACTION!r} or {MESSAGES!r}")
 
 
-def _pair(value: Any, field: str, example: str) -> tuple[Any, Any]:
-    if isinstance(value, str) and value.count(":") == 1:
+def _members(trigger: Trigger | Triggers) -> Triggers:
+    return (trigger,) if isinstance(trigger[0], str) else trigger  # type: ignore[return-value]
+
+
+def trigger_messages(trigger: Trigger | Triggers) -> int | None:
+    """The smallest `("messages", n)` of a trigger (or list), or None when it counts no messages."""
+    counts = [int(n) for unit, n in _members(trigger) if unit == MESSAGES]
+    return min(counts) if counts else None
+
+
+def _pair(value: Any, field: str, examples: tuple[tuple[str, Any], ...]) -> tuple[Any, Any]:
+    if isinstance(value, str):
+        wanted = "expected " + _either([f"{u}:{n}" for u, n in examples])
+        if value.count(":") != 1:
+            raise InvalidInput(field, value, wanted)
         unit, raw = value.split(":")
         try:
             number: Any = int(raw) if raw.strip().lstrip("-").isdigit() else float(raw)
         except ValueError:
-            raise InvalidInput(field, value, f"expected {example}") from None
+            raise InvalidInput(field, value, wanted) from None
         return unit.strip(), number
     if isinstance(value, (tuple, list)) and len(value) == 2 and isinstance(value[0], str):
         return value[0], value[1]
-    raise InvalidInput(field, value, f"expected {example}")
+    raise InvalidInput(field, value, "expected " + _either([repr(e) for e in examples]))
 
 
-def trigger_tokens(trigger: Trigger, input_limit: int) -> int:
-    """The trigger in tokens: n itself, or f × the model's input limit (at least 1)."""
-    unit, n = trigger
-    return int(n) if unit == TOKENS else max(1, int(n * input_limit))
+def _either(forms: list[str]) -> str:
+    return ", ".join(forms[:-1]) + " or " + forms[-1]
+
+
+def trigger_tokens(trigger: Trigger | Triggers, input_limit: int) -> int:
+    """The trigger in tokens: n itself, or f × the model's input limit (at least 1); of a list, the lowest.
+    A trigger that counts only messages is the input limit itself (a commit still comes before an overflow)."""
+    tokens = [int(n) if unit == TOKENS else max(1, int(n * input_limit))
+              for unit, n in _members(trigger) if unit in (TOKENS, FRACTION)]
+    return min(tokens) if tokens else max(1, input_limit)
 
 
 def keep_cut(tokens: Sequence[int], turn_starts: Sequence[bool], keep: Keep, *,

@@ -178,6 +178,16 @@ class Storage(Protocol):
     def finish_deletes(self) -> int:
         """Finish the deletes a crash interrupted."""
 
+    def forget_messages(self, session_id: str, seqs: list[int]) -> dict[str, Any]:
+        """Remove the verbatim text of stored messages everywhere (`state.forget`; the caller holds the lease and
+        checked the seqs); crash-safe: an interrupted forget is one of `pending_forgets`."""
+
+    def pending_forgets(self) -> list[dict[str, Any]]:
+        """The forgets a crash interrupted (their intents), to be finished with `finish_forget`."""
+
+    def finish_forget(self, intent: dict[str, Any]) -> dict[str, Any]:
+        """Finish one interrupted forget (the caller holds the session's lease)."""
+
     def rebuild_index(self, session_id: str | None = None, progress: Any = None) -> dict[str, Any]:
         """Rebuild the full-text index from the stored archives (moving a damaged one aside first)."""
 

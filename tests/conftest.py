@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from openai_stub import stub  # noqa: F401 (the loopback OpenAI-compatible server fixture)
 from pg_support import Backend, required, server_or_reason
 
 REPO = Path(__file__).resolve().parent.parent

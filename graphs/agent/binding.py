@@ -23,18 +23,51 @@ def resolve_engine(ref: WorkingMemoryEngine | Callable[[], WorkingMemoryEngine])
     raise InvalidInput("engine", ref, "must be a WorkingMemoryEngine or a function returning one")
 
 
+def engine_settings(engine: Any, settings: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The checked keywords to build a `WorkingMemoryEngine` with, or None when `engine` is given (then
+    `settings` must be empty: an engine and engine settings together are `InvalidInput`). Nothing is built or
+    written here, so a caller can check all its other arguments before it builds."""
+    import inspect
+
+    from workmem.graphs.engine import WorkingMemoryEngine
+
+    if engine is not None:
+        if settings:
+            raise InvalidInput("engine", engine, f"give an engine or engine settings ({', '.join(sorted(settings))}), "
+                                                 "not both")
+        return None
+    known = set(inspect.signature(WorkingMemoryEngine.__init__).parameters) - {"self"}
+    for name, value in settings.items():
+        if name not in known:
+            raise InvalidInput(name, value, "is not a setting of WorkingMemoryEngine")
+    return dict(settings)
+
+
 def _get(obj: Any, key: str) -> Any:
     return obj.get(key) if isinstance(obj, Mapping) else getattr(obj, key, None)
 
 
-def session_from_run(bound: str | None = None, *, runtime: Any = None, config: Mapping[str, Any] | None = None,
+SessionRef = str | Callable[[Any], str] | None
+"""A bound session: an id, a function of the run's `Runtime` returning one, or None (the run names it)."""
+
+
+def check_session_ref(value: Any) -> SessionRef:
+    """A bound session as a middleware or tool accepts it: None, a non-empty string, or a callable."""
+    if value is None or callable(value) or (isinstance(value, str) and value):
+        return value
+    raise InvalidInput("session_id", value, "must be a non-empty string, a function of the run's runtime, or None")
+
+
+def session_from_run(bound: SessionRef = None, *, runtime: Any = None, config: Mapping[str, Any] | None = None,
                      default: str | None = None) -> str:
-    """Session id of the current run: the bound one, else the run context's `session_id`, else the config's
-    `configurable.session_id` or `thread_id`, else `default`."""
+    """Session id of the current run: the bound one (a function of the run's `Runtime` is called with it), else
+    the run context's `session_id`, else the config's `configurable.session_id` or `thread_id`, else `default`."""
+    if runtime is None and (bound is None or callable(bound)):
+        runtime = _current_runtime()
+    if callable(bound):
+        return _called_session(bound, runtime)
     if bound is not None:
         return bound
-    if runtime is None:
-        runtime = _current_runtime()
     if config is None:
         config = _current_config()
     candidates = [_get(getattr(runtime, "context", None), "session_id")]
@@ -45,6 +78,21 @@ def session_from_run(bound: str | None = None, *, runtime: Any = None, config: M
             return value
     raise InvalidInput("session_id", None, "bind a session id, or run with context.session_id, "
                                            "configurable.session_id or a thread_id")
+
+
+def _called_session(resolve: Callable[[Any], Any], runtime: Any) -> str:
+    """What a `session_id` function returns for this run's runtime: a non-empty string, else `InvalidInput`."""
+    if runtime is None:
+        raise InvalidInput("session_id", resolve, "a session_id function needs the run's runtime: call it "
+                                                  "inside an agent run")
+    try:
+        value = resolve(runtime)
+    except Exception as exc:
+        raise InvalidInput("session_id", resolve, f"the session_id function raised {type(exc).__name__}: {exc}"
+                           ) from exc
+    if not isinstance(value, str) or not value:
+        raise InvalidInput("session_id", value, "the session_id function must return a non-empty string")
+    return value
 
 
 def _current_config() -> Mapping[str, Any]:

@@ -37,7 +37,7 @@ def commit_node(
         eng = resolve_engine(engine)
         value = state.get(session_key) if isinstance(state, Mapping) else getattr(state, session_key, None)
         session_id = session_from_run(value if isinstance(value, str) and value else None, config=config)
-        chosen = keep_from_args(keep, keep_recent_count, default=eng.keep)
+        chosen = keep_from_args(keep, keep_recent_count, default=eng.keep, input_limit=eng.context_window)
         try:
             result = eng.commit(session_id, keep=chosen, wait=True)
         except SessionNotFound:

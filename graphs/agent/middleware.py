@@ -24,6 +24,9 @@ One line integrates workmem into an agent::
   It decides no commit: the next call does.
 - **Tools.** The middleware contributes `archive_search` / `archive_expand` for the run's session
   (`tools=False` turns them off; binding `make_archive_tools` as well is an error).
+- **First in the list.** The view is built from the agent's state, not from `request.messages`: middleware
+  that edits `request.messages` (`ContextEditingMiddleware`) goes after it and edits the assembled view;
+  before it, its edits would be replaced.
 
 A message of the turn larger than the engine's `max_message_bytes` (a huge tool output) would make every
 model call and the store fail; the middleware sends and stores a clipped copy instead
@@ -35,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal, NotRequired
 
 from langchain.agents.middleware.types import (
@@ -45,10 +49,16 @@ from langchain.agents.middleware.types import (
     ModelResponse,
     PrivateStateAttr,
 )
-from langchain_core.messages import BaseMessage, RemoveMessage, ToolMessage
+from langchain_core.messages import BaseMessage, RemoveMessage, SystemMessage, ToolMessage
 from langgraph.types import Command
 
-from workmem.graphs.agent.binding import resolve_engine, session_from_run
+from workmem.graphs.agent.binding import (
+    SessionRef,
+    check_session_ref,
+    engine_settings,
+    resolve_engine,
+    session_from_run,
+)
 from workmem.graphs.agent.in_run import (
     DEFAULT_LOW_WATER,
     OVERFLOW_MARGIN,
@@ -85,11 +95,13 @@ from workmem.graphs.context.tool_results import (
 )
 from workmem.state.archive_object import OWN_TOOLS
 from workmem.state.errors import (
+    CommitInProgress,
     ContextOverflow,
     DatabaseUnavailable,
     InvalidInput,
     SessionNotFound,
 )
+from workmem.state.forget import is_forgotten
 from workmem.state.ids import archive_name, archive_number
 from workmem.state.messages import (
     CLIPPED_BYTES_META,
@@ -100,15 +112,26 @@ from workmem.state.messages import (
     synopsis_hash,
 )
 from workmem.state.redact import describe_error
-from workmem.state.retention import Keep, Trigger, covered_tokens, keep_value, trigger_tokens, trigger_value
+from workmem.state.retention import (
+    Keep,
+    Trigger,
+    covered_tokens,
+    keep_value,
+    resolve_keep,
+    trigger_messages,
+    trigger_tokens,
+    trigger_value,
+)
 from workmem.state.tokens import DEFAULT_CONTEXT_WINDOW, count_tokens
-from workmem.state.validation import require_int
+from workmem.state.validation import require_int, require_text
 
 if TYPE_CHECKING:
     from workmem.graphs.engine import WorkingMemoryEngine
 
 ARCHIVE_TAIL = 64  # newest archived messages a stateless client's history is compared with
 SYSTEM_ADDITION_TOKENS = count_tokens(SYSTEM_ADDITION)
+MemoryMessage = Literal["human", "system"]  # where a call carries the working memory
+MEMORY_MESSAGES: tuple[MemoryMessage, ...] = ("human", "system")
 
 log = logging.getLogger("workmem.agent")
 
@@ -150,9 +173,11 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
 
     def __init__(
         self,
-        engine: WorkingMemoryEngine | Callable[[], WorkingMemoryEngine],
+        engine: WorkingMemoryEngine | Callable[[], WorkingMemoryEngine] | None = None,
         *,
-        session_id: str | None = None,
+        model: Any = None,
+        root: str | Path | None = None,
+        session_id: SessionRef = None,
         default_session_id: str | None = None,
         token_budget: int | None = None,
         keep: Keep | None = None,
@@ -164,18 +189,36 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         offload_tokens: int | None = None,
         keep_tool_results: int = DEFAULT_KEEP_TOOL_RESULTS,
         exclude_tools: list[str] | None = None,
+        memory_message: MemoryMessage = "human",
+        forget_on_remove: bool = False,
+        **engine_options: Any,
     ) -> None:
-        """`session_id` pins one session (single-conversation scripts); by default each thread is one.
+        """Give an `engine` (or a zero-argument function returning one; you close it), or the settings of one —
+        `model=` (the commit model), `root=` and any other `WorkingMemoryEngine` keyword such as `database_url=`
+        — and the middleware builds its own engine (as `SummarizationMiddleware(model=…)` builds its model),
+        owns it and closes it in `close()` (or at the end of a `with` block); both at once is `InvalidInput`.
+        `session_id` pins one session (single-conversation scripts), or is a function of the run's `Runtime`
+        returning the id (e.g. `lambda runtime: runtime.context.user_id`); by default each thread is one.
         `token_budget` (the model's input limit) defaults to the agent model's `profile["max_input_tokens"]`,
         else the engine's `context_window`. `keep` / `trigger` override the engine's; `low_water` (in (0, 1))
         is the share of the trigger the call after a commit may carry. `trim_state=False` keeps archived
         messages in the agent's state (its checkpoints then grow with the session). A tool result over
         `offload_tokens` (default (trigger − 2 000) ÷ 37.5, 128 … 3 000) is shown as its synopsis, read back with
         `read_tool_result`; after a commit the kept tail's results but the newest `keep_tool_results` are shown so
-        too (never those of `exclude_tools` or workmem's own tools)."""
+        too (never those of `exclude_tools` or workmem's own tools). `memory_message="system"` carries the working
+        memory inside the system message instead of a human message of its own (for chat templates that need
+        strict user/assistant alternation); its text changes only when a commit changes the working memory.
+        `forget_on_remove=True`: live stored messages the agent's state drops (a `RemoveMessage`,
+        `REMOVE_ALL_MESSAGES`, a branch that leaves them out) lose their text too (`engine.forget_messages`),
+        instead of only being hidden; archived ones and the agent's own checkpoints are left as they are."""
         super().__init__()
-        self.engine = engine
-        self.session_id = session_id
+        settings = {**({"model": model} if model is not None else {}), **({"root": root} if root is not None else {}),
+                    **engine_options}
+        build = engine_settings(engine, settings)
+        self.session_id = check_session_ref(session_id)
+        if memory_message not in MEMORY_MESSAGES:
+            raise InvalidInput("memory_message", memory_message, "must be 'human' or 'system'")
+        self.memory_message = memory_message
         self.default_session_id = default_session_id
         self.token_budget = None if token_budget is None else validate_budget(token_budget)
         self.keep = None if keep is None else keep_value(keep)
@@ -197,6 +240,16 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         if not isinstance(trim_state, bool):
             raise InvalidInput("trim_state", trim_state, "must be a bool")
         self.trim_state = trim_state
+        if not isinstance(forget_on_remove, bool):
+            raise InvalidInput("forget_on_remove", forget_on_remove, "must be a bool")
+        self.forget_on_remove = forget_on_remove
+        if build is not None:  # every argument is checked: only now may the engine touch the disk
+            from workmem.graphs.engine import WorkingMemoryEngine
+
+            with_retention = {"keep": self.keep, "trigger": self.trigger}
+            engine = WorkingMemoryEngine(**{k: v for k, v in with_retention.items() if v is not None}, **build)
+        self.engine = engine
+        self._owned: WorkingMemoryEngine | None = engine if build is not None else None
         reader = make_tool_result_reader(engine, session_id, default_session_id=default_session_id,
                                          max_tokens=lambda session: self.calls_of(session).offload_limit)
         self.tools = [*make_archive_tools(engine, session_id, default_session_id=default_session_id),
@@ -207,6 +260,25 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         self._archive_tails: dict[str, tuple[tuple[Any, ...], list[dict[str, Any]]]] = {}
         self._normalised = NormalisedCache()
         self._calls: dict[str, SessionCalls] = {}
+
+    # -- the engine it built ---------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the engine the middleware built from its settings (its background commits are waited for);
+        an engine given to the middleware belongs to the caller and is left open. Idempotent."""
+        owned, self._owned = self._owned, None
+        if owned is not None:
+            owned.close()
+
+    async def aclose(self) -> None:
+        """Async variant of `close`."""
+        await asyncio.to_thread(self.close)
+
+    def __enter__(self) -> WorkingMemoryMiddleware:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # -- which session --------------------------------------------------------------------------
 
@@ -324,7 +396,12 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
                 "tail_tokens": stats["messages_tokens"], "pinned_tokens": stats["pinned_tokens"],
                 "pinned_user_message": view.pinned is not None, "state_messages": len(view.messages),
                 "empty_replies_skipped": view.empty_replies}
-        return request.override(messages=messages, system_message=combine_system(own, addition)), sent
+        system = combine_system(own, addition)
+        if self.memory_message == "system" and messages and messages[0].additional_kwargs.get("workmem") == "summary":
+            # the WM after the agent's prompt and workmem's note: no human message of its own, and the system
+            # text changes only when a commit changes the WM (prompt caching holds between commits)
+            system = combine_system(system, SystemMessage(content=messages.pop(0).text))
+        return request.override(messages=messages, system_message=system), sent
 
     def assembled_request(self, request: ModelRequest) -> tuple[ModelRequest, dict[str, Any]]:
         """The request with its messages replaced by workmem's context (no storing, no commit): what a call
@@ -357,7 +434,7 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
                      fixed: int) -> tuple[Keep, int]:
         """The keep that leaves at most `target` tokens in the next call (`fixed`: what rides on every call
         besides the tail) and the pending tokens it would cover."""
-        keep = self.keep or engine.keep
+        keep = resolve_keep(self.keep or engine.keep, self.token_budget or engine.context_window)
         tokens = [m["tokens"] for m in view.live]
         starts = [m["role"] == "user" for m in view.live]
         window = sum(tokens) - covered_tokens(tokens, starts, keep)
@@ -482,7 +559,9 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         update: dict[str, Any] = {}
         budget = self.budget_for(request, engine, session_id)
         over_limit = measured["call_tokens"] > budget - reserve_for_reply(budget)
-        due = (measured["call_tokens"] >= threshold and pending >= max(floor, 1)
+        max_messages = trigger_messages(self.trigger or engine.trigger)
+        by_count = max_messages is not None and len(view.live) >= max_messages and pending > 0
+        due = ((measured["call_tokens"] >= threshold and pending >= max(floor, 1) or by_count)
                and breaker_allows(calls, pending, floor))
         breaker = None
         if due and calls.background is not None and over_limit:
@@ -655,6 +734,21 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         hidden = engine.hidden(session_id)
         if hide - hidden or shown & hidden:
             engine.set_hidden(session_id, hide, shown)
+        if self.forget_on_remove and hide:
+            self._forget_removed(engine, session_id, view, hide)
+
+    def _forget_removed(self, engine: WorkingMemoryEngine, session_id: str, view: StateView, hide: set[int]) -> None:
+        """`forget_on_remove`: the hidden live messages not forgotten yet are forgotten; while a commit holds the
+        session's lease they stay hidden and are forgotten at a later call."""
+        seqs = sorted(m["seq"] for m in view.live if m["seq"] in hide and not is_forgotten(m))
+        if not seqs:
+            return
+        try:
+            engine.forget_messages(session_id, seqs)
+        except CommitInProgress as exc:
+            log.info("session %r: forgetting removed messages waits for commit %s", session_id, exc.task_id)
+            return
+        self._archive_tails.pop(session_id, None)
 
     def after_agent(self, state: WorkmemAgentState, runtime: Any) -> dict[str, Any] | None:
         """Store what the run added since its last model call, hide what the state dropped; trim the state.
@@ -705,11 +799,16 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
             n -= 1
         return [RemoveMessage(id=m.id) for m in messages if m.id in found]
 
-    def forget(self, thread_id: str, *, checkpointer: Any = None) -> dict[str, Any]:
+    def forget(self, thread_id: str, *, checkpointer: Any = None, session_id: str | None = None) -> dict[str, Any]:
         """Delete the thread's session. The agent's own thread must go too, or its history is stored again
-        at the next run: pass the agent's `checkpointer` to delete it here, or delete it yourself."""
+        at the next run: pass the agent's `checkpointer` to delete it here, or delete it yourself. With a
+        `session_id` function on the middleware, pass the id it returns for that thread as `session_id`."""
         engine = resolve_engine(self.engine)
-        session_id = self.session_id or thread_id
+        if session_id is None and callable(self.session_id):
+            raise InvalidInput("session_id", None, "the middleware's session_id is a function: call "
+                                                   "forget(thread_id, session_id=<the id it returns>)")
+        session_id = (require_text("session_id", session_id) if session_id is not None
+                      else self.session_id or thread_id)
         self._calls.pop(session_id, None)  # nothing of the deleted conversation is sent again, even in an outage
         self._archive_tails.pop(session_id, None)
         try:

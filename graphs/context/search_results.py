@@ -1,8 +1,10 @@
 """Search hits with their neighbours (`context=n`) and as the text a model reads, capped (SPEC §7).
 
-A hit is `{archive_id, seq, turn_id, role, content}`; a spilled WM item is `{archive_id, seq: None,
-turn_id: None, role: "memory", section, content}`. With `context=n` each message hit also carries
-`context`: the n messages before and after it. The tool's text merges overlapping windows into one
+A hit is `{archive_id, seq, turn_id, role, content, match}`; a spilled WM item is `{archive_id, seq: None,
+turn_id: None, role: "memory", section, content, match}`; `match` is `exact` (the hit's own text matched
+a query word) or `neighbour` (found only through a match near it; `search_hits` defines both). With
+`context=n` each message hit also carries `context`: the n messages before and after it. The tool's text
+counts matches and neighbouring messages apart, labels every hit, merges overlapping windows into one
 block and stops at about `MAX_OUTPUT_TOKENS`, saying how many hits it left out.
 """
 
@@ -12,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from workmem.state.messages import message_text
+from workmem.state.search.search_hits import match_counts
 from workmem.state.tokens import count_tokens
 
 MAX_CONTEXT = 3
@@ -19,6 +22,7 @@ MAX_OUTPUT_TOKENS = 4_000
 CONTENT_CHARS = 1_500
 
 Fetch = Callable[[int, int], list[dict[str, Any]]]
+NEIGHBOUR_NOTE = " (exact: holds a query word; neighbour: holds none, sits near a match)"
 
 
 def with_context(hits: list[dict[str, Any]], n: int, fetch: Fetch) -> list[dict[str, Any]]:
@@ -49,26 +53,34 @@ def _entry(message: dict[str, Any]) -> dict[str, Any]:
             "content": content, "context": True}
 
 
+def count_phrase(hits: list[dict[str, Any]]) -> str:
+    """How many of `hits` are matches and how many neighbouring messages: `2 matches, 5 neighbouring messages`."""
+    exact, neighbours = match_counts(hits)
+    return (f"{exact} match{'' if exact == 1 else 'es'}, "
+            f"{neighbours} neighbouring message{'' if neighbours == 1 else 's'}")
+
+
 def format_hits(query: str, hits: list[dict[str, Any]], max_tokens: int = MAX_OUTPUT_TOKENS) -> str:
-    """Hits as the text a model reads: blocks best first, a block being a hit with its context (windows
-    that overlap share one block, neighbours marked `(context)`), cut at about `max_tokens` with a note."""
+    """Hits as the text a model reads: a head counting matches and neighbouring messages apart, then blocks
+    best first, a block being a hit with its context (windows that overlap share one block, each hit
+    labelled `exact` or `neighbour`, context lines marked `(context)`), cut at about `max_tokens` with a note."""
     if not hits:
         return f"No archived message matches {query!r}. Try other keywords or an exact identifier."
     blocks: list[dict[str, Any]] = []
     for hit in hits:
         if hit.get("seq") is None:
-            blocks.append({"lines": {}, "memory": hit, "hits": 1})
+            blocks.append({"lines": {}, "memory": hit, "members": [hit]})
             continue
         lines = {hit["seq"]: (hit, True), **{c["seq"]: (c, False) for c in hit.get("context", [])}}
         target = next((b for b in blocks if b["lines"] and _overlaps(b["lines"], lines)), None)
         if target is None:
-            blocks.append({"lines": lines, "hits": 1})
+            blocks.append({"lines": lines, "members": [hit]})
             continue
         for seq, (entry, is_hit) in lines.items():
             if is_hit or seq not in target["lines"]:
                 target["lines"][seq] = (entry, is_hit)
-        target["hits"] += 1
-    rendered, used, shown = [], 0, 0
+        target["members"].append(hit)
+    rendered, used = [], 0
     for block in blocks:
         text = _render(block)
         cost = count_tokens(text)
@@ -76,13 +88,13 @@ def format_hits(query: str, hits: list[dict[str, Any]], max_tokens: int = MAX_OU
             break
         rendered.append(text)
         used += cost
-        shown += block["hits"]
-    head = f"{len(hits)} archived message(s) match {query!r}, best first:\n\n"
+    head = f"{count_phrase(hits)} for {query!r}, best first" + (NEIGHBOUR_NOTE if match_counts(hits)[1] else "")
+    left = [hit for block in blocks[len(rendered):] for hit in block["members"]]
     note = ""
-    if shown < len(hits):
-        note = (f"\n\n[{len(hits) - shown} more match(es) not shown (output capped at about {max_tokens} tokens): "
-                "use more specific keywords, or archive_expand on a range]")
-    return head + "\n\n".join(rendered) + note
+    if left:
+        note = (f"\n\n[{len(left)} more not shown ({count_phrase(left)}; output capped at about {max_tokens} "
+                "tokens): use more specific keywords, or archive_expand on a range]")
+    return head + ":\n\n" + "\n\n".join(rendered) + note
 
 
 def _overlaps(a: dict[int, Any], b: dict[int, Any]) -> bool:
@@ -92,12 +104,14 @@ def _overlaps(a: dict[int, Any], b: dict[int, Any]) -> bool:
 def _render(block: dict[str, Any]) -> str:
     if "memory" in block:
         hit = block["memory"]
-        return f"[{hit['archive_id']} working memory, {hit.get('section') or 'item'}] {hit['content']}"
+        section = hit.get("section") or "item"
+        return f"[{hit['archive_id']} working memory, {section} · {hit['match']}] {hit['content']}"
     out = []
     for seq in sorted(block["lines"]):
         entry, is_hit = block["lines"][seq]
         if is_hit:
-            out.append(f"[{entry['archive_id']} #{seq} {entry['turn_id']} {entry['role']}] {entry['content']}")
+            out.append(f"[{entry['archive_id']} #{seq} {entry['turn_id']} {entry['role']} · {entry['match']}] "
+                       f"{entry['content']}")
         else:  # a neighbour shown for context
             out.append(f"  (context) [#{seq} {entry['turn_id']} {entry['role']}] {entry['content']}")
     return "\n".join(out)

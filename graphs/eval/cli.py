@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from workmem.graphs.eval.run import DEFAULT_THRESHOLD
+from workmem.graphs.help_format import DefaultsFormatter
 from workmem.state.memory import DEFAULT_MEMORY_BUDGET
 from workmem.state.tokens import DEFAULT_CONTEXT_WINDOW
 from workmem.state.turns import DEFAULT_KEEP_RECENT
@@ -24,7 +25,7 @@ DESCRIPTION = ("Ingest a LoCoMo-format conversation turn by turn with periodic c
 def add_eval_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ()) -> argparse.ArgumentParser:
     """Register the `eval` subcommand on an `add_subparsers()` object and return its parser."""
     cmd = subparsers.add_parser("eval", help=cmd_eval.__doc__, parents=list(parents), description=DESCRIPTION,
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                formatter_class=DefaultsFormatter)
     add_eval_arguments(cmd)
     return cmd
 
@@ -41,7 +42,7 @@ def add_eval_arguments(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--keep", type=int, default=DEFAULT_KEEP_RECENT, help="recent messages kept raw by each commit")
     cmd.add_argument("--budget", type=int, default=DEFAULT_CONTEXT_WINDOW, help="token budget of the assembled context")
     cmd.add_argument("--memory-budget", type=int, default=DEFAULT_MEMORY_BUDGET,
-                     help=f"token budget of the working memory (default {DEFAULT_MEMORY_BUDGET}, an engine's default)")
+                     help=f"token budget of the working memory (default {DEFAULT_MEMORY_BUDGET}, as an engine)")
     cmd.add_argument("--limit-questions", type=int, help="at most this many questions per sample")
     cmd.add_argument("--include-adversarial", action="store_true", help="also ask category 5 (adversarial)")
     cmd.add_argument("--out", default=DEFAULT_OUT, help=f"results JSON (default: {DEFAULT_OUT})")

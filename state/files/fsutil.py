@@ -143,6 +143,17 @@ def remove_tree(path: str | Path) -> None:
         shutil.rmtree(path)
 
 
+def remove_file(path: str | Path, *, durable: bool = True) -> bool:
+    """Unlink a file if it exists (never through a symlink's target) and make that durable; True if it was there."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        return False
+    if durable:
+        fsync_dir(Path(path).parent)
+    return True
+
+
 def make_dirs(path: str | Path, *, durable: bool = True) -> None:
     """Create `path` and missing parents; fsync each parent whose entry list changed."""
     for d in ensure_dirs(path):

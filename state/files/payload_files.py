@@ -77,6 +77,11 @@ def _holds(path: Path, sha: str, size: int) -> bool:
     return True
 
 
+def forget_verified(path: Path) -> None:
+    """Drop what `_holds` remembers of a payload file (it was removed)."""
+    _VERIFIED.pop(str(path), None)
+
+
 def read(session_dir: Path, shas: list[str]) -> dict[str, bytes]:
     """sha256 → bytes of the payloads found (a missing one is simply absent; a symlink is `UnsafePath`)."""
     out = {}

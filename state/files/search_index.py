@@ -11,6 +11,7 @@ candidate lists SQL returns in `search_candidates.py` (beside this module), the 
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 import threading
@@ -22,7 +23,7 @@ from sqlite_utils import Database
 
 from workmem.state.errors import InvalidInput
 from workmem.state.files import search_candidates
-from workmem.state.files.sqlite import ThreadConnections
+from workmem.state.files.sqlite import ThreadConnections, secure_deletes, truncate_wal
 from workmem.state.files.tasks import INDEX_FILE
 from workmem.state.ids import canonical_archive_id, check_session_id
 from workmem.state.messages import indexed_text
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 
     from workmem.state.files.store import SessionStore
 
+log = logging.getLogger("workmem.search")
 BATCH_ROWS = 1000
 _FTS_COLUMNS = "session_id UNINDEXED, archive_id UNINDEXED, seq UNINDEXED, turn_id UNINDEXED, " \
                "role UNINDEXED, content"
@@ -56,6 +58,8 @@ _UPGRADE = ("CREATE INDEX IF NOT EXISTS fts_docs_by_seq ON fts_docs(session_id, 
 _STANDIN_DOCS = ("CREATE TEMP VIEW IF NOT EXISTS fts_docs AS SELECT rowid AS rowid, session_id, archive_id, seq, "
                  "{columns} FROM main.fts_docs")
 _STANDIN_STEMS = "CREATE TEMP TABLE IF NOT EXISTS fts_stems (stem TEXT PRIMARY KEY) WITHOUT ROWID"
+# The indexed porter stems, to tell a stem no document holds any more (a forget removes it from `fts_stems`).
+_WORDS_VOCAB = "CREATE VIRTUAL TABLE IF NOT EXISTS temp.wm_words_vocab USING fts5vocab('main', 'fts_words', 'row')"
 
 
 class SearchIndex:
@@ -181,6 +185,43 @@ class SearchIndex:
             removed += len(ids)
             if len(ids) < BATCH_ROWS:
                 return removed
+
+    def forget(self, session_id: str, seqs: Sequence[int]) -> int:
+        """Remove the documents of forgotten messages for good; returns how many went. Their rows are deleted
+        with SQLite's `secure_delete` (zeros, not free pages), the stems only they held leave `fts_stems`, and
+        then — only when a row went — both FTS5 indexes are merged into one segment each (`optimize`: a deleted
+        row's words otherwise stay in older segments until a merge) and the write-ahead log is truncated: O(the
+        index), a price paid for privacy, never on a hot path."""
+        check_session_id(session_id)
+        wanted = sorted({s for s in seqs if s > 0})
+        conn = self.db.conn
+        removed = 0
+        with secure_deletes(conn):
+            for start in range(0, len(wanted), BATCH_ROWS):
+                chunk = wanted[start:start + BATCH_ROWS]
+                with self._write() as db:
+                    rows = db.execute("SELECT d.rowid, w.content FROM fts_docs d JOIN fts_words w ON w.rowid = "
+                                      f"d.rowid WHERE d.session_id = ? AND d.seq IN ({','.join('?' * len(chunk))})",
+                                      [session_id, *chunk]).fetchall()
+                    if not rows:
+                        continue
+                    stems = search_candidates.batch_stems(db, [text for _, text in rows])
+                    ids = [rowid for rowid, _ in rows]
+                    marks = ",".join("?" * len(ids))
+                    for table in ("fts_words", "fts_trigram", "fts_docs"):
+                        db.execute(f"DELETE FROM {table} WHERE rowid IN ({marks})", ids)
+                    db.execute(_WORDS_VOCAB)
+                    db.conn.executemany("DELETE FROM fts_stems WHERE stem = ? AND NOT EXISTS (SELECT 1 FROM "
+                                        "temp.wm_words_vocab WHERE term = ?)", [(stem, stem) for stem in stems])
+                    removed += len(ids)
+            if removed:
+                for table in ("fts_words", "fts_trigram"):
+                    with self._write() as db:
+                        db.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
+                if not truncate_wal(conn):
+                    log.warning("%s: a reader kept the write-ahead log; older page images of forgotten messages stay "
+                                "in it until its next checkpoint", self.root / INDEX_FILE)
+        return removed
 
     @staticmethod
     def _delete_archive(db: Database, session_id: str, archive_id: str) -> None:

@@ -110,6 +110,24 @@ def enable_wal(conn: sqlite3.Connection) -> None:
             time.sleep(min(0.005 * (attempt + 1), 0.1))
 
 
+@contextmanager
+def secure_deletes(conn: sqlite3.Connection) -> Iterator[None]:
+    """While the block runs, what `conn` deletes is overwritten with zeros (`PRAGMA secure_delete`), not left in
+    free pages; the connection's setting is restored afterwards."""
+    before = conn.execute("PRAGMA secure_delete").fetchone()[0]
+    conn.execute("PRAGMA secure_delete = ON")
+    try:
+        yield
+    finally:
+        conn.execute(f"PRAGMA secure_delete = {int(before)}")
+
+
+def truncate_wal(conn: sqlite3.Connection) -> bool:
+    """Copy the write-ahead log into the database and cut it to zero bytes (its frames hold older page images);
+    False when a reader kept it (waits up to the busy timeout first)."""
+    return not conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+
+
 class ThreadConnections:
     """One autocommit connection per thread on `path`, the schema created on the first one."""
 

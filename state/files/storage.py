@@ -3,6 +3,7 @@ under one data root (SPEC §2)."""
 
 from __future__ import annotations
 
+import logging
 import os
 import sqlite3
 import threading
@@ -12,16 +13,19 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+from workmem.state.errors import ArchiveNotFound, DamagedFile
 from workmem.state.files import fsutil
 from workmem.state.files.search_index import SearchIndex
-from workmem.state.files.sqlite import BUSY_TIMEOUT_SECONDS, connect, is_corruption
+from workmem.state.files.sqlite import BUSY_TIMEOUT_SECONDS, connect, is_corruption, secure_deletes, truncate_wal
 from workmem.state.files.store import SessionStore
 from workmem.state.files.tasks import INDEX_FILE, TaskStore
+from workmem.state.forget import ABANDONED_REASON, commit_threads_to_clear, forget_result
 from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES
 from workmem.state.payloads import DEFAULT_LIMITS, PayloadLimits
 from workmem.state.session_meta import now_iso
 from workmem.state.storage import COMMIT_THREAD_MARK, STUDIO_THREAD_PREFIX
 
+log = logging.getLogger("workmem.storage")
 CHECKPOINTS_FILE = "checkpoints.sqlite"
 WAL_BYTES = 1 << 20
 WAL_PAGES = WAL_BYTES // 4096
@@ -67,8 +71,9 @@ def move_aside(path: Path) -> str:
     return str(aside)
 
 
-def delete_studio_thread(root: Path, thread_id: str) -> None:
-    """Delete a Studio thread from `<root>/studio.sqlite` (the `langgraph dev` checkpointer), if any."""
+def delete_studio_thread(root: Path, thread_id: str, *, scrub: bool = False) -> None:
+    """Delete a Studio thread from `<root>/studio.sqlite` (the `langgraph dev` checkpointer), if any; `scrub`:
+    overwrite what it held and truncate the write-ahead log (a forget)."""
     path = root / STUDIO_FILE
     if not path.exists():
         return
@@ -78,7 +83,12 @@ def delete_studio_thread(root: Path, thread_id: str) -> None:
     try:
         saver = SqliteSaver(conn)
         saver.setup()
-        saver.delete_thread(thread_id)
+        if not scrub:
+            saver.delete_thread(thread_id)
+            return
+        with secure_deletes(conn):
+            saver.delete_thread(thread_id)
+        truncate_wal(conn)
     finally:
         conn.close()
 
@@ -121,7 +131,78 @@ class FileStorage:
                 else:
                     self.checkpointer().delete_thread(thread)
             self.search.delete_session(session_id, up_to=int(marker.get("search_up_to") or 0))
+            self.sessions.end_forget(session_id)  # a forget the delete interrupted has nothing left to do
         self.sessions.remove_tombstone(tombstone)
+
+    # -- forgetting (privacy) -----------------------------------------------------------------------
+
+    def forget_messages(self, session_id: str, seqs: list[int]) -> dict[str, Any]:
+        """Remove the verbatim text of stored messages from everything under the root (`state.forget` says what
+        stays in their place). Crash-safe through an intent written durably first (`forgetting`): then the
+        session's files (live and archived lines, payloads no line refers to any more), the index rows (the
+        index compacted and its log truncated), the session's commit checkpoints; the intent goes last. The
+        caller holds the session's lease. A forget of the session a crash interrupted is finished first."""
+        created = self.sessions.meta(session_id)["created_at"]
+        for earlier in self.sessions.forget_intents(session_id):
+            self.finish_forget(earlier)
+        intent = {"session_id": session_id, "created_at": created, "seqs": list(seqs), "forgotten_at": now_iso()}
+        self.sessions.begin_forget(intent)
+        return self.finish_forget(intent)
+
+    def pending_forgets(self) -> list[dict[str, Any]]:
+        """The intents of forgets a crash interrupted (lists `sessions/`)."""
+        return self.sessions.forget_intents()
+
+    def finish_forget(self, intent: dict[str, Any]) -> dict[str, Any]:
+        """Do (again) every step of the forget `intent` records, then remove the intent. A session that is gone,
+        or was deleted and started again since (another `created_at`), has nothing left to forget."""
+        session_id = intent["session_id"]
+        seqs = sorted({s for s in intent.get("seqs") or () if isinstance(s, int) and not isinstance(s, bool)})
+        out = forget_result(session_id, seqs)
+        if (not self.sessions.session_exists(session_id)
+                or self.sessions.meta(session_id)["created_at"] != intent.get("created_at")):
+            self.sessions.end_forget(session_id)
+            return out
+        done = self.sessions.forget(session_id, seqs, str(intent.get("forgotten_at") or now_iso()))
+        out.update(forgotten=done["forgotten"], payloads_removed=done["payloads_removed"])
+        out["index_rows_removed"] = self.search.forget(session_id, seqs)
+        out["checkpoint_threads_removed"], out["commits_abandoned"] = self._clear_commit_threads(session_id)
+        self.sessions.end_forget(session_id)
+        return out
+
+    def _clear_commit_threads(self, session_id: str) -> tuple[int, list[str]]:
+        """Delete every checkpoint thread of the session's commits (and Studio runs), overwriting what they held;
+        abandon the unfinished commits `commit_threads_to_clear` names. → (threads deleted, tasks abandoned)."""
+        tasks = self.tasks.list_tasks(session_id)
+        cleared, abandoned = commit_threads_to_clear(tasks, lambda task: self._archive_writer(session_id, task))
+        threads = [t["thread_id"] for t in cleared]
+        commit_threads = [t for t in threads if not t.startswith(STUDIO_THREAD_PREFIX)]
+        if commit_threads and (self.root / CHECKPOINTS_FILE).exists():
+            saver = self.checkpointer()
+            with secure_deletes(saver.conn):
+                for thread in commit_threads:
+                    saver.delete_thread(thread)
+            with saver.cursor(transaction=False) as cur:
+                if cur.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]:
+                    log.warning("%s: a reader kept the write-ahead log; older pages of forgotten messages stay in "
+                                "it until its next checkpoint", self.root / CHECKPOINTS_FILE)
+        for thread in threads:
+            if thread.startswith(STUDIO_THREAD_PREFIX):
+                delete_studio_thread(self.root, thread[len(STUDIO_THREAD_PREFIX):], scrub=True)
+        for task in cleared:
+            self.tasks.forget_thread(task["task_id"])
+        for task_id in abandoned:
+            self.tasks.update_task(task_id, status="abandoned", error=ABANDONED_REASON)
+        return len(threads), abandoned
+
+    def _archive_writer(self, session_id: str, task: dict[str, Any]) -> str | None:
+        """The task id recorded in the task's reserved archive when that archive is complete, else None."""
+        if not task.get("archive_id"):
+            return None
+        try:
+            return self.sessions.read_archive(session_id, task["archive_id"]).get("task_id") or ""
+        except (ArchiveNotFound, DamagedFile):
+            return None
 
     def rebuild_index(self, session_id: str | None = None, progress: Any = None) -> dict[str, Any]:
         """`workmem reindex`: rebuild the full-text index from the archive files. A damaged `index.sqlite`

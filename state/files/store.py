@@ -29,7 +29,7 @@ from workmem.state.errors import (
     UnsafePath,
     WorkmemError,
 )
-from workmem.state.files import archives, fsutil, jsonl, payload_files
+from workmem.state.files import archives, forgetting, fsutil, jsonl, payload_files
 from workmem.state.files.locks import DEFAULT_TIMEOUT, FileMutex, session_lock
 from workmem.state.files.meta import (
     HIDDEN_FILE,
@@ -238,7 +238,9 @@ class SessionStore:
         """The newest archive's messages (cached per archive) and the live ones: what an append may repeat."""
         if not live.archive_n:
             return self._live_snapshot(p, strict=False)[0]
-        key = (live.archive_n, str(live.meta.get("created_at")))  # a re-created session has other archives
+        # a re-created session has other archives; a forget rewrites the archive's file (another inode)
+        key = (live.archive_n, str(live.meta.get("created_at")),
+               file_key(archives.archive_dir(p.dir, live.archive_n) / archives.MESSAGES))
         with self._newest_lock:
             cached = self._newest.get(p.dir)
         if cached is None or cached[0] != key:
@@ -421,7 +423,9 @@ class SessionStore:
             parsed, picked = self._parsed(p, p.messages, jsonl.read_bytes(p.messages) or b"", False,
                                           after=live.archive_end)
             covered = [(parsed.messages[i]["seq"], parsed.raw[i]) for i in picked if parsed.messages[i]["seq"] <= end]
-            archives.check_rewritable(folder, {s for s, _ in covered})
+            # Every live seq counts, not only the covered ones: a resumed run whose checkpoints a power cut lost
+            # slices again and may cover less than the archive its first run left without `.done`.
+            archives.check_rewritable(folder, {parsed.messages[i]["seq"] for i in picked})
             if [s for s, _ in covered] != seqs:
                 raise InvalidInput("messages", f"seqs {seqs[0]}..{seqs[-1]}",
                                    f"must be exactly the oldest live messages up to end_seq {end}")
@@ -464,6 +468,39 @@ class SessionStore:
                 live.set_keep(keep)
             self._save_meta(p, live, durable=self.durable)
             return public(live.meta)
+
+    # -- forgetting (privacy) -----------------------------------------------------------------------
+
+    def begin_forget(self, intent: dict[str, Any]) -> None:
+        """Record a forget of `intent["session_id"]` durably before any file of it changes (`forgetting`)."""
+        p = self._existing(intent["session_id"])
+        forgetting.write_intent(forgetting.intent_path(self.sessions_dir, p.safe_id), intent)
+
+    def forget_intents(self, session_id: str | None = None) -> list[dict[str, Any]]:
+        """The intents of forgets that did not finish, of every session or of one (lists `sessions/`)."""
+        found = forgetting.read_intents(self.sessions_dir)
+        return found if session_id is None else [i for i in found if i["session_id"] == session_id]
+
+    def end_forget(self, session_id: str) -> None:
+        """The last step of a forget: its intent goes."""
+        fsutil.remove_file(forgetting.intent_path(self.sessions_dir, self._paths(session_id).safe_id))
+
+    def forget(self, session_id: str, seqs: list[int], at: str) -> dict[str, Any]:
+        """Under the session lock, replace every stored copy of `seqs` (live and archived lines) by its
+        placeholder (`state.forget`), remove the payloads no line refers to any more, and drop what this store
+        cached of the session (payload texts, the newest archive's messages); the meta is recomputed from the
+        files (tokens). Idempotent: → {forgotten, archives, payloads_removed} of what this call changed."""
+        p = self._existing(session_id)
+        with self._lock(p):
+            done = forgetting.forget_in_folder(p.dir, p.messages, set(seqs), at)
+            for n in done["archives"]:
+                self._archives.forget(p.dir, n)
+            with self._newest_lock:
+                self._newest.pop(p.dir, None)
+            self._payload_texts.forget(p.safe_id)
+            self._live.pop(p.dir, None)
+            self._reload(p)
+        return done
 
     # -- internals ----------------------------------------------------------------------------------
 

@@ -352,6 +352,19 @@ def index_documents(conn: Any, session_id: str, archive_id: str | None = None) -
     conn.execute(_STEM_COUNTS.format(rows=rows), [session_id, session_id, *args, fts_query.PREFIX_KEEP])
 
 
+_STEMS_OF_DOCS = ("UPDATE stems SET docs = stems.docs - gone.n FROM (SELECT word, count(*) AS n FROM docs, "
+                  "unnest(tsv) AS u(word, positions, weights) WHERE session_id = %s AND seq = ANY(%s) "
+                  "GROUP BY word) gone WHERE stems.session_id = %s AND stems.stem = gone.word")
+
+
+def unindex_documents(conn: Any, session_id: str, seqs: list[int]) -> int:
+    """Remove the search documents of these messages (a forget) and their stems from the session's counts (a
+    stem no document holds any more goes); inside the caller's transaction. Returns the documents removed."""
+    conn.execute(_STEMS_OF_DOCS, [session_id, seqs, session_id])
+    conn.execute("DELETE FROM stems WHERE session_id = %s AND docs <= 0", [session_id])
+    return conn.execute("DELETE FROM docs WHERE session_id = %s AND seq = ANY(%s)", [session_id, seqs]).rowcount
+
+
 def session_key(session_id: Any) -> str:
     """A session id as a key of the tables: `check_session_id`'s rules, and no NUL (text cannot hold it)."""
     check_session_id(session_id)

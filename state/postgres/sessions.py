@@ -15,6 +15,7 @@ from typing import Any
 from workmem.state.archive_checks import check_archive_write
 from workmem.state.archive_object import with_working_summary
 from workmem.state.errors import ArchiveNotFound, InvalidInput, SessionNotFound
+from workmem.state.forget import forgotten_copy
 from workmem.state.ids import archive_name, archive_number, check_seq_range
 from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES, indexed_text, message_text
 from workmem.state.payloads import (
@@ -22,6 +23,7 @@ from workmem.state.payloads import (
     PayloadCache,
     PayloadLimits,
     payloads_of,
+    refs_of,
     resolve,
     stored_parts,
     with_given_texts,
@@ -330,6 +332,39 @@ class PgSessionStore:
             if newest is not None:  # the row is locked now
                 return _meta(_recount(conn, session_id, keep))
         return self.meta(session_id)
+
+    # -- forgetting (privacy) -----------------------------------------------------------------------
+
+    def forget(self, conn: Any, session_id: str, seqs: list[int], at: str) -> dict[str, Any]:
+        """Inside the caller's transaction (the session row locked): each message of `seqs` becomes its
+        placeholder (`state.forget`; its search text emptied), the payload rows no message refers to any more
+        go, and the tokens are recounted. → {forgotten: seqs changed, payloads_removed}."""
+        from psycopg.types.json import Jsonb
+
+        rows = conn.execute(f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = %s AND seq = ANY(%s) "
+                            "ORDER BY seq", [session_id, seqs]).fetchall()
+        refs: set[str] = set()
+        changed = []
+        for msg in _messages(rows):
+            copy = forgotten_copy(msg, at)
+            if copy == msg:
+                continue
+            refs.update(refs_of(msg))
+            changed.append((Jsonb(copy["parts"]), Jsonb(copy["meta"]), copy["tokens"], *doc_fields(""),
+                            session_id, msg["seq"]))
+        if changed:
+            with conn.cursor() as cur:
+                cur.executemany("UPDATE messages SET parts = %s, meta = %s, exact_body = NULL, tokens = %s, "
+                                "content = '', length = %s, asks = %s, stamp = %s WHERE session_id = %s AND seq = %s",
+                                changed)
+            keep = conn.execute("SELECT keep_unit, keep_n FROM sessions WHERE session_id = %s", [session_id]).fetchone()
+            _recount(conn, session_id, (keep["keep_unit"], keep["keep_n"]))
+        removed = conn.execute(
+            "DELETE FROM payloads p WHERE session_id = %s AND sha256 = ANY(%s) AND NOT EXISTS (SELECT 1 FROM "
+            "messages m, jsonb_array_elements(m.parts) e WHERE m.session_id = p.session_id AND e->>'sha256' = "
+            "p.sha256)", [session_id, sorted(refs)]).rowcount if refs else 0
+        self._payload_texts.forget(session_id)
+        return {"forgotten": [seq for *_, seq in changed], "payloads_removed": removed}
 
     # -- internals ----------------------------------------------------------------------------------
 

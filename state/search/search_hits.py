@@ -5,12 +5,27 @@ ranking asks (how big is the scope, which messages does each term's channel matc
 stamps, what do the best ones say) — and `ranked_hits` does the rest, so the file and the Postgres
 backend rank alike. Spilled working-memory items (§5) are documents too: role `memory`, their section
 in the turn-id column, and a negative seq no message or other item is ever a neighbour of.
+
+Every hit says what it is (`match`, `MatchKind`), decided here from the same candidates that ranked it, so
+the label never disagrees with the ranking and both backends label alike wherever their stemmers agree
+(FTS5's Porter and Postgres's Snowball part on a few words: Porter files `one` with `on`, Snowball `tried`
+with `try`):
+
+- `exact`: the index matched the hit's own text for at least one query term, through one of the term's
+  channels (`search_terms`: its stemmed words as the index tokenises them, an irregular form, a stem's
+  relative, a compound spelling, a substring for CJK, identifiers and 1–2-character terms). A spilled
+  item is found only this way.
+- `neighbour`: no term matched the hit's own text; it ranks only through matches near it — the neighbour
+  window (`search_rank`: up to three messages before, two after) or the reach of a matching date stamp.
+
+A word in more than `search_terms.COMMON_TERM_DOCS` messages of the scope counts only for its newest
+`search_terms.PER_TERM_HITS` matches, in the ranking and so in the label.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from workmem.state.errors import InvalidInput
 from workmem.state.ids import archive_number, canonical_archive_id
@@ -25,6 +40,9 @@ MEMORY_SEQ_SPAN = 10_000_000  # per archive: room for a million items
 HEAD_EXTRA = 32  # the length and opener priors reorder the best 2 × limit + HEAD_EXTRA fused scores
 
 Row = tuple[Any, ...]  # (archive_id, length, seq, turn_id, role, content)
+MatchKind = Literal["exact", "neighbour"]  # what a hit is (see the module docstring)
+EXACT: MatchKind = "exact"
+NEIGHBOUR: MatchKind = "neighbour"
 
 
 class CandidateSource(Protocol):
@@ -51,7 +69,8 @@ def check_search(query: Any, archive_id: Any, limit: Any) -> str | None:
 
 def ranked_hits(source: CandidateSource, query: str, limit: int) -> list[dict[str, Any]]:
     """The `limit` best hits of `query` in `source`'s scope: candidates per term and channel, fused by
-    `search_rank.score`, then a bounded head reordered by the length and opener priors."""
+    `search_rank.score`, then a bounded head reordered by the length and opener priors; each hit labelled
+    `exact` or `neighbour` (`matched_seqs`)."""
     terms = fts_query.plan(query)
     if not terms:
         return []
@@ -65,19 +84,33 @@ def ranked_hits(source: CandidateSource, query: str, limit: int) -> list[dict[st
     final = {seq: fused[seq] * search_rank.length_prior(rows[seq][1], found.avg_length)
              * (search_rank.OPENER_PRIOR if seq - 1 in dated else 1.0) for seq in head if seq in rows}
     words = fts_query.WORD_RUN.findall(query)
-    return [hit(rows[seq], words) for seq in search_rank.top(final, limit)]
+    exact = matched_seqs(found.matches)
+    return [hit(rows[seq], words, EXACT if seq in exact else NEIGHBOUR) for seq in search_rank.top(final, limit)]
 
 
-def hit(row: Row, words: Sequence[str] = ()) -> dict[str, Any]:
-    """A row as a hit `{archive_id, seq, turn_id, role, content}` (content at most HIT_CHARS: a long message
-    shows the window around the first match of the query's `words`); a spilled WM item → role `memory`, seq
-    and turn_id None, and its `section`."""
+def matched_seqs(matches: Sequence[Sequence[search_rank.Matches]]) -> set[int]:
+    """The seqs whose own text some query term's channel matched: the `exact` hits (the rest came through
+    neighbours)."""
+    return {seq for channels in matches for found in channels for seq in found.postings}
+
+
+def hit(row: Row, words: Sequence[str] = (), match: MatchKind = EXACT) -> dict[str, Any]:
+    """A row as a hit `{archive_id, seq, turn_id, role, content, match}` (content at most HIT_CHARS: a long
+    message shows the window around the first match of the query's `words`); a spilled WM item → role
+    `memory`, seq and turn_id None, and its `section`."""
     text = row[5]
     content = DIGEST_MARK + shown_window(text[1:], words) if is_digest(text) else shown_window(text, words)
     if row[4] == MEMORY_ROLE:  # a spilled WM item: its section rides in the turn_id column
         return {"archive_id": row[0], "seq": None, "turn_id": None, "role": MEMORY_ROLE, "section": row[3],
-                "content": content}
-    return {"archive_id": row[0], "seq": row[2], "turn_id": row[3], "role": row[4], "content": content}
+                "content": content, "match": match}
+    return {"archive_id": row[0], "seq": row[2], "turn_id": row[3], "role": row[4], "content": content,
+            "match": match}
+
+
+def match_counts(hits: Sequence[dict[str, Any]]) -> tuple[int, int]:
+    """(exact matches, neighbouring messages) among `hits`."""
+    neighbours = sum(h["match"] == NEIGHBOUR for h in hits)
+    return len(hits) - neighbours, neighbours
 
 
 def shown_window(text: str, words: Sequence[str]) -> str:

@@ -272,7 +272,7 @@ def test_archive_tools_answer_errors_instead_of_raising(root):
         search, expand = make_archive_tools(engine, "t")
         message = search.invoke({"type": "tool_call", "id": "c1", "name": "archive_search",
                                  "args": {"query": "staging port"}})
-        assert message.content.startswith("1 archived message(s)") or "[archive_001 #1 t1 user]" in message.content
+        assert message.content.startswith("1 match, ") and "[archive_001 #1 t1 user · exact]" in message.content
         assert message.artifact[0]["seq"] == 1
         assert "No archived message matches" in search.invoke({"query": "zebra"})
         missing = search.invoke({"type": "tool_call", "id": "c2", "name": "archive_search",

@@ -10,7 +10,8 @@ Printed: images, cut points, confirmed-message checks, and what broke (lost, dup
 confirmed archives lost, archived messages search missed, live ones it found, deleted sessions back,
 images that would not commit). Each row's ratio is broken / checked, target 0.
 
-Run: `python tests/benchmarks/bench_power_loss.py [--quick] [--rounds N]`.
+Run: `python tests/benchmarks/bench_power_loss.py [--quick] [--rounds N] [--durable true|false]
+[--keep-failed DIR]` (the last copies every image where something broke, before it is opened).
 """
 
 from __future__ import annotations
@@ -37,8 +38,10 @@ BROKEN = ("lost", "duplicated", "disorder", "archives_lost", "search_missed", "s
           "commit_failed")
 
 
-def replay_all(shim: Path, tmp: Path, durable: bool, rounds: int, every: int) -> dict[str, dict[str, int]]:
-    """Run the workload once, then check every `every`-th cut point under each model → counts per model."""
+def replay_all(shim: Path, tmp: Path, durable: bool, rounds: int, every: int,
+               keep_failed: Path | None = None) -> dict[str, dict[str, int]]:
+    """Run the workload once, then check every `every`-th cut point under each model → counts per model
+    (an image where anything broke is copied, unopened, to `keep_failed` when given)."""
     base = tmp / ("durable" if durable else "not-durable")
     (base / "fs").mkdir(parents=True)
     power_model.run_logged(shim, base / "fs", base / "log", base / "marks",
@@ -62,6 +65,8 @@ def replay_all(shim: Path, tmp: Path, durable: bool, rounds: int, every: int) ->
             shutil.rmtree(image)
             for miss in misses:
                 print(f"durable={durable} {model} cut {j}/{len(ops)}: search missed {miss}", flush=True)
+            if keep_failed is not None and any(counts.get(k) for k in BROKEN):
+                power_model.materialize(tree, keep_failed / f"durable-{durable}-{model}-cut-{j}")
             totals["images"] += 1
             for key, value in counts.items():
                 totals[key] += value
@@ -69,8 +74,10 @@ def replay_all(shim: Path, tmp: Path, durable: bool, rounds: int, every: int) ->
     return out
 
 
-def run(quick: bool = False, rounds: int | None = None) -> list[BenchRow]:
-    """Replay both settings; one row per setting and model (broken / confirmed checks, target 0)."""
+def run(quick: bool = False, rounds: int | None = None, settings: tuple[bool, ...] = (True, False),
+        keep_failed: Path | None = None) -> list[BenchRow]:
+    """Replay both settings (or the given ones); one row per setting and model (broken / confirmed checks,
+    target 0)."""
     rounds = rounds or (8 if quick else 40)
     with tempfile.TemporaryDirectory(prefix="wm-bench-power-") as name:
         tmp = Path(name)
@@ -78,8 +85,8 @@ def run(quick: bool = False, rounds: int | None = None) -> list[BenchRow]:
         if shim is None:
             raise RuntimeError("no C compiler (cc): the power-loss shim cannot be built")
         started = time.perf_counter()
-        results = {durable: replay_all(shim, tmp, durable, rounds, every=4 if quick else 1)
-                   for durable in (True, False)}
+        results = {durable: replay_all(shim, tmp, durable, rounds, every=4 if quick else 1, keep_failed=keep_failed)
+                   for durable in settings}
         seconds = time.perf_counter() - started
     table = Table(title=f"power-loss replay: {rounds} rounds, {seconds:.0f} s")
     for column in ("durable", "model", "cut points", "images", "confirmed checks", "archives checked", *BROKEN):
@@ -99,4 +106,7 @@ def run(quick: bool = False, rounds: int | None = None) -> list[BenchRow]:
 if __name__ == "__main__":
     args = sys.argv[1:]
     chosen = int(args[args.index("--rounds") + 1]) if "--rounds" in args else None
-    print_table(run(quick="--quick" in args, rounds=chosen), title="workmem power loss (issue 26)")
+    only = (args[args.index("--durable") + 1].lower() == "true",) if "--durable" in args else (True, False)
+    kept = Path(args[args.index("--keep-failed") + 1]) if "--keep-failed" in args else None
+    print_table(run(quick="--quick" in args, rounds=chosen, settings=only, keep_failed=kept),
+                title="workmem power loss (issue 26)")

@@ -108,7 +108,7 @@ def test_a_model_without_its_key_fails_the_commit_only(filled):
 def test_an_unknown_model_spec_is_refused_before_anything(tmp_path):
     root = tmp_path / "r"
     assert_one_error_line(workmem("--root", str(root), "add", "s", stdin=json.dumps(MESSAGES),
-                                  env={"WORKMEM_MODEL": "gpt-4o"}), "WORKMEM_MODEL")
+                                  env={"WORKMEM_MODEL": "my-local-model"}), "WORKMEM_MODEL")
     assert not root.exists(), "nothing written"
 
 

@@ -37,7 +37,8 @@ LABELLED_EDGES = [
 PLAIN_EDGES = ["create_retry --> generate", "extractive_fallback --> guard", "guard --> merge",
                "load_memory --> generate", "persist --> report"]
 GRAPHS = {
-    "commit_graph.mmd": (lambda: graph, [("take_lease", "leased", "slice_turns"), ("take_lease", "busy", "__end__")]),
+    "commit_graph.mmd": (lambda: graph, [("__start__", "valid", "take_lease"), ("take_lease", "leased", "slice_turns"),
+                                         ("take_lease", "busy", "__end__")]),
     "commit_graph_engine.mmd": (lambda: compile_commit_graph(), []),
 }
 

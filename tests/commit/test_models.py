@@ -9,7 +9,7 @@ from fakes import scripted
 
 from workmem.graphs.engine import WorkingMemoryEngine
 from workmem.nodes.extractive.model import ExtractiveChatModel
-from workmem.nodes.models import LazyModel, check_model, model_spec
+from workmem.nodes.models import LazyModel, check_model, model_kwargs_setting, model_spec
 from workmem.state.errors import InvalidInput
 
 # Building ChatOpenAI probes socket options with a throwaway socket (no connection is made).
@@ -19,7 +19,7 @@ MESSAGES = [{"role": "user", "content": "Rotate the TLS certificates before 2024
 
 
 @pytest.mark.parametrize("bad", [5, 3.5, object(), {"model": "openai:x"}, ["openai:x"], ExtractiveChatModel,
-                                 "gpt-4o", "openai:", ":gpt", "nope:model", "  "])
+                                 "my-local-model", "openai:", ":gpt", "nope:model", "  "])
 def test_model_of_the_wrong_kind_is_refused_at_construction(root, bad):
     if bad == "  ":
         assert check_model(bad) == "extractive"  # blank means the offline default
@@ -30,7 +30,7 @@ def test_model_of_the_wrong_kind_is_refused_at_construction(root, bad):
 
 
 def test_a_bad_workmem_model_is_refused_at_construction(root, monkeypatch):
-    monkeypatch.setenv("WORKMEM_MODEL", "gpt-4o-mini")
+    monkeypatch.setenv("WORKMEM_MODEL", "my-local-model")
     with pytest.raises(InvalidInput, match="WORKMEM_MODEL"):
         WorkingMemoryEngine(root=root)
 
@@ -43,6 +43,33 @@ def test_specs():
     assert model_spec("anthropic: claude-sonnet-4-5", env={}) == "anthropic:claude-sonnet-4-5"
     assert LazyModel("openai:gpt-4.1-mini").name == "openai:gpt-4.1-mini"
     assert LazyModel("extractive").name == "workmem-extractive"
+
+
+def test_a_bare_model_name_gets_the_provider_init_chat_model_infers():
+    assert model_spec("gpt-4.1-mini", env={}) == "openai:gpt-4.1-mini"
+    assert model_spec(None, env={"WORKMEM_MODEL": "claude-sonnet-4-5"}) == "anthropic:claude-sonnet-4-5"
+    assert model_spec("mistral-large-latest", env={}) == "mistralai:mistral-large-latest"
+    assert model_spec("ollama:llama3:8b", env={}) == "ollama:llama3:8b"  # a given provider is kept
+    with pytest.raises(InvalidInput, match="unknown provider .llama3"):
+        model_spec("llama3:8b", env={})  # neither a known provider nor a name it can infer
+
+
+@pytest.mark.parametrize("bad", [[("temperature", None)], {"not a name": 1}, {1: 2}, "temperature=None"])
+def test_model_kwargs_must_be_a_mapping_of_names(root, bad):
+    with pytest.raises(InvalidInput, match="model_kwargs"):
+        WorkingMemoryEngine(root=root, model="openai:gpt-4.1-mini", model_kwargs=bad)
+    assert not root.exists()
+
+
+def test_model_kwargs_are_refused_with_a_model_object_and_read_from_the_environment(root, monkeypatch):
+    with pytest.raises(InvalidInput, match="model object"):
+        WorkingMemoryEngine(root=root, model=scripted(), model_kwargs={"temperature": None})
+    monkeypatch.setenv("WORKMEM_MODEL_KWARGS", "{temperature: none}")
+    with pytest.raises(InvalidInput, match="WORKMEM_MODEL_KWARGS"):
+        WorkingMemoryEngine(root=root, model="openai:gpt-4.1-mini")
+    monkeypatch.setenv("WORKMEM_MODEL_KWARGS", '{"temperature": null, "top_p": 0.5}')
+    assert model_kwargs_setting() == {"temperature": None, "top_p": 0.5}
+    assert model_kwargs_setting({"seed": 1}) == {"seed": 1}  # the argument wins over the environment
 
 
 @SOCKET_PROBE

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
 import pytest
 from fakes import scripted, transport_error, valid_update_call
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
+from openai_stub import Stub
 
 from workmem.nodes.extractive.model import ExtractiveChatModel
 from workmem.nodes.models import bind_commit_tool, is_transport_error, model_name, resolve_model
@@ -31,85 +28,6 @@ VALID_OPS = {
 }
 BROKEN = '{"sections": {"Session Title": {"op": "KEEP"}, "Current State": {"op": "UPDATE", "content": "half'
 PROMPT = update_prompt("# Working Memory\n\n## Session Title\nCSV fix\n", "[#1 user]\nfix it")
-
-
-class Stub:
-    """A scripted OpenAI-compatible server: each POST takes the next (status, body) and is recorded."""
-
-    def __init__(self) -> None:
-        self.replies: list[tuple[int, dict[str, Any]]] = []
-        self.requests: list[dict[str, Any]] = []
-        stub = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
-                length = int(self.headers.get("Content-Length") or 0)
-                stub.requests.append(
-                    {
-                        "path": self.path,
-                        "headers": dict(self.headers),
-                        "body": json.loads(self.rfile.read(length) or b"{}"),
-                    }
-                )
-                status, body = stub.replies.pop(0) if stub.replies else (500, {"error": {"message": "empty"}})
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.02,), daemon=True)
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-
-    def tool_call_reply(self, arguments: str, name: str = "update_working_memory") -> None:
-        self.replies.append(
-            (
-                200,
-                {
-                    "id": "chatcmpl-stub",
-                    "object": "chat.completion",
-                    "created": 0,
-                    "model": "stub-model",
-                    "choices": [
-                        {
-                            "index": 0,
-                            "finish_reason": "tool_calls",
-                            "message": {
-                                "role": "assistant",
-                                "content": None,
-                                "tool_calls": [
-                                    {
-                                        "id": "call_stub",
-                                        "type": "function",
-                                        "function": {"name": name, "arguments": arguments},
-                                    }
-                                ],
-                            },
-                        }
-                    ],
-                    "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
-                },
-            )
-        )
-
-
-@pytest.fixture
-def stub() -> Iterator[Stub]:
-    server = Stub()
-    server.thread.start()
-    try:
-        yield server
-    finally:
-        server.server.shutdown()
-        server.server.server_close()
 
 
 def stub_model(stub: Stub, **extra: str):
@@ -196,7 +114,7 @@ def test_resolve_model_from_the_environment():
     assert isinstance(resolve_model(env={"WORKMEM_MODEL": "extractive"}), ExtractiveChatModel)
     given = scripted()
     assert resolve_model(given, env={"WORKMEM_MODEL": "openai:x"}) is given
-    for bad in ("openai:", "gpt-4o", "nope:model", ":x"):
+    for bad in ("openai:", "my-local-model", "nope:model", ":x"):
         with pytest.raises(InvalidInput, match="WORKMEM_MODEL"):
             resolve_model(env={"WORKMEM_MODEL": bad})
     with pytest.raises(ModelUnavailable, match="langchain-mistralai"):  # a known provider, not installed

@@ -69,7 +69,8 @@ def test_a_commit_whose_archive_is_complete_is_finished_not_abandoned(root, monk
         first = engine.commit("s", keep_recent_count=0)
         assert first["status"] == "failed" and (root / "sessions/s/history/archive_001/.done").exists()
         for attempt in range(1, 4):
-            assert [r["status"] for r in engine.resume_all()] == ["failed"]
+            resumed = engine.resume_all()
+            assert [r["status"] for r in resumed] == ["failed"], resumed
             assert engine.task(first["task_id"])["attempts"] == attempt
         monkeypatch.setattr(SearchIndex, "index_messages", real)
 

@@ -62,7 +62,7 @@ def texts(hits: list[dict]) -> list[str]:
 def test_hostile_queries_are_text_never_syntax(engine, query):
     hits = search(engine, query)
     assert isinstance(hits, list)
-    assert all(set(h) == {"archive_id", "seq", "turn_id", "role", "content"} for h in hits)
+    assert all(set(h) == {"archive_id", "seq", "turn_id", "role", "content", "match"} for h in hits)
 
 
 @pytest.mark.parametrize(("query", "only"), [
@@ -147,7 +147,7 @@ def test_spilled_items_are_memory_hits_and_own_tool_traffic_is_not_indexed(backe
         assert [h["seq"] for h in hits if h["role"] != "memory"] == [1, 4]  # the own tool traffic is never a hit
         memory = [h for h in hits if h["role"] == "memory"]
         assert memory == [{"archive_id": "archive_001", "seq": None, "turn_id": None, "role": "memory",
-                           "section": "Key Facts & Decisions", "content": spilled[0]["item"]}]
+                           "section": "Key Facts & Decisions", "content": spilled[0]["item"], "match": "exact"}]
         assert storage.search.search("s", "replaced")[0]["role"] == "memory"
         assert storage.search.search("s", "replaced", archive_id="archive_001")[0]["role"] == "memory"
     finally:

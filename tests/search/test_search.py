@@ -79,7 +79,7 @@ def test_hit_fields_and_restriction_to_one_archive(engine):
     everywhere = engine.archive_search("s", "database")
     assert {h["archive_id"] for h in everywhere} == {"archive_001", "archive_002"}
     hit = everywhere[0]
-    assert set(hit) == {"archive_id", "seq", "turn_id", "role", "content"}
+    assert set(hit) == {"archive_id", "seq", "turn_id", "role", "content", "match"}
     assert hit["role"] in ("user", "assistant") and hit["turn_id"].startswith("t")
     only_second = engine.archive_search("s", "database", archive_id="archive_002")
     assert only_second and {h["archive_id"] for h in only_second} == {"archive_002"}

@@ -104,7 +104,8 @@ def test_newest_first_on_ties(index):
 
 def test_hit_shape_scope_and_limit(searchable, index):
     hit = searchable.search("s", "PostgreSQL")[0]
-    assert hit == {"archive_id": "archive_001", "seq": 1, "turn_id": "t1", "role": "user", "content": CORPUS[0]}
+    assert hit == {"archive_id": "archive_001", "seq": 1, "turn_id": "t1", "role": "user", "content": CORPUS[0],
+                   "match": "exact"}
     in_first = searchable.search("s", "database", archive_id="archive_001")
     assert seqs(in_first)[0] == 1 and {h["archive_id"] for h in in_first} == {"archive_001"}
     assert len(searchable.search("s", "the", limit=1)) == 1

@@ -13,8 +13,9 @@ from workmem.state.files.search_index import SearchIndex
 from workmem.state.tokens import count_tokens
 
 
-def hit(seq: int, text: str = "match") -> dict:
-    return {"archive_id": "archive_001", "seq": seq, "turn_id": f"t{seq}", "role": "user", "content": text}
+def hit(seq: int, text: str = "match", match: str = "exact") -> dict:
+    return {"archive_id": "archive_001", "seq": seq, "turn_id": f"t{seq}", "role": "user", "content": text,
+            "match": match}
 
 
 def test_context_adds_the_neighbours_of_each_hit_reading_each_overlapping_run_once():
@@ -43,7 +44,7 @@ def test_the_tool_text_merges_overlapping_windows_and_caps_its_size():
     assert [line.split("#")[1].split()[0] for line in first_block] == ["49", "50", "51", "52", "53"]
     assert [line.startswith("  (context)") for line in first_block] == [True, False, True, False, True]
     shown = text.count("[archive_001 #")
-    assert 3 <= shown < len(hits) and f"[{len(hits) - shown} more match(es) not shown" in text
+    assert 3 <= shown < len(hits) and f"[{len(hits) - shown} more not shown ({len(hits) - shown} matches, 0 " in text
     everything = format_hits("word", hits, max_tokens=100_000)
     assert everything.count("[archive_001 #") == len(hits) and "not shown" not in everything
 
@@ -56,7 +57,7 @@ def test_spilled_items_are_searchable_as_memory_hits(root):
     hits = index.search("s", "kiln fires")
     memory = [h for h in hits if h["role"] == "memory"]
     assert memory[0] == {"archive_id": "archive_002", "seq": None, "turn_id": None, "role": "memory",
-                         "section": "Key Facts & Decisions", "content": "The kiln fires at 1240 C."}
+                         "section": "Key Facts & Decisions", "content": "The kiln fires at 1240 C.", "match": "exact"}
     assert any(h["seq"] == 7 for h in hits)
     index.index_messages("s", "archive_002", [stored_text(7, "we talked about the kiln")])  # re-index drops the items
     assert all(h["role"] != "memory" for h in index.search("s", "kiln fires"))

@@ -14,7 +14,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from workmem.graphs.agent.middleware import WorkingMemoryMiddleware
 from workmem.graphs.engine import WorkingMemoryEngine
 from workmem.state.errors import InvalidInput
-from workmem.state.retention import keep_value, trigger_value
+from workmem.state.retention import keep_value, resolve_keep, trigger_messages, trigger_tokens, trigger_value
 from workmem.state.turns import choose_covered_range
 
 
@@ -82,9 +82,58 @@ def test_keep_and_trigger_forms():
     for bad in (10, "10", ("hours", 1), ("turns", -1), ("turns", 2.5), ("messages",), None):
         with pytest.raises(InvalidInput, match="keep"):
             keep_value(bad)
-    for bad in (("fraction", 0), ("fraction", 1.5), ("tokens", 0), ("messages", 10), "soon", True):
+    for bad in (("fraction", 0), ("fraction", 1.5), ("tokens", 0), ("messages", 0), ("hours", 1), "soon", True,
+                [], [("tokens", 10), ("messages", 2.5)], [[("tokens", 10)]]):
         with pytest.raises(InvalidInput, match="trigger"):
             trigger_value(bad)
+
+
+def test_the_langchain_forms_of_trigger_and_keep():
+    assert trigger_value(("messages", 50)) == ("messages", 50) and trigger_value("messages:50") == ("messages", 50)
+    both = trigger_value([("tokens", 3000), ("messages", 6)])
+    assert both == (("tokens", 3000), ("messages", 6))
+    assert trigger_tokens(both, 100_000) == 3000 and trigger_messages(both) == 6
+    assert trigger_tokens([("fraction", 0.5), ("tokens", 90_000)], 100_000) == 50_000, "the lowest of a list"
+    assert trigger_tokens(("messages", 6), 8000) == 8000, "a messages-only trigger still commits before an overflow"
+    assert trigger_messages(("tokens", 10)) is None
+    assert keep_value(("fraction", 0.1)) == ("fraction", 0.1)
+    assert resolve_keep(("fraction", 0.1), 128_000) == ("tokens", 12_800)
+    assert resolve_keep(("turns", 3), 128_000) == ("turns", 3)
+    for bad in (("fraction", 0), ("fraction", 1), ("fraction", "half")):
+        with pytest.raises(InvalidInput, match="keep"):
+            keep_value(bad)
+
+
+def test_errors_speak_the_syntax_the_caller_used():
+    with pytest.raises(InvalidInput) as as_text:
+        keep_value("messages:abc", "--keep")
+    assert "messages:10" in str(as_text.value) and "('messages'" not in str(as_text.value)
+    with pytest.raises(InvalidInput) as as_pair:
+        keep_value(("messages",))
+    assert "('messages', 10)" in str(as_pair.value)
+    with pytest.raises(InvalidInput) as as_text:
+        trigger_value("soon")
+    assert "tokens:60000" in str(as_text.value)
+
+
+def test_a_fraction_keep_is_taken_of_the_context_window(backend):
+    with backend.engine(durable=False, keep=("fraction", 0.25), context_window=8000) as engine:
+        assert engine.keep == ("tokens", 2000)
+
+
+def test_a_messages_trigger_or_a_list_of_triggers_starts_a_commit(backend):
+    turns = [{"role": r, "content": f"step {i}: edit src/mod_{i}.py"} for i in range(4) for r in ("user", "assistant")]
+    with backend.engine(durable=False, keep=("messages", 2), trigger=("messages", 6)) as engine:
+        first = engine.after_turn("m", turns[:4], wait=True)
+        assert first["commit"] is None, "4 messages: under the trigger"
+        second = engine.after_turn("m", turns[4:], wait=True)
+        assert second["commit"]["status"] == "completed", "8 messages reach ('messages', 6)"
+        assert engine.session_info("m")["message_count"] == 2
+    with backend.engine(durable=False, keep=("messages", 2),
+                        trigger=[("tokens", 1_000_000), ("messages", 6)]) as engine:
+        assert engine.after_turn("l", turns, wait=True)["commit"]["status"] == "completed", "any of the list"
+    with backend.engine(durable=False, keep=("messages", 2), trigger=("tokens", 1_000_000)) as engine:
+        assert engine.after_turn("n", turns, wait=True)["commit"] is None, "the control: tokens alone stay under"
 
 
 def test_engine_keep_arguments(backend):

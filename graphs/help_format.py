@@ -1,0 +1,16 @@
+"""The help formatter of the `workmem` command line."""
+
+from __future__ import annotations
+
+import argparse
+
+
+class DefaultsFormatter(argparse.HelpFormatter):
+    """Help that names an option's default once: not when its text already says it, nor for None / False."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if "default" in text or default in (None, False, argparse.SUPPRESS) or not action.option_strings:
+            return text
+        return f"{text} (default: %(default)s)"

@@ -1,0 +1,32 @@
+"""The edge out of START of the Studio graph: its input is checked before any node runs.
+
+A routing function (not a node) so a bad input panel — no `session_id`, `keep: "messages:abc"`, a
+memory budget out of range — fails the run at once with an `InvalidInput` worded in the syntax typed
+(`messages:10`), leaving no task row, lease or checkpoint of a node behind.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from workmem.state.errors import InvalidInput
+from workmem.state.memory import MAX_MEMORY_BUDGET, MIN_MEMORY_BUDGET
+from workmem.state.retention import keep_from_args
+from workmem.state.validation import require_int, require_text
+
+
+def check_studio_input(state: dict[str, Any]) -> Literal["valid"]:
+    """`valid`, or `InvalidInput` naming the first bad field of the Studio input."""
+    require_text("session_id", state.get("session_id"))
+    keep_from_args(state.get("keep"), state.get("keep_recent_count"), default=("messages", 0))
+    if state.get("memory_budget") is not None:
+        require_int("memory_budget", state["memory_budget"], min=MIN_MEMORY_BUDGET, max=MAX_MEMORY_BUDGET)
+    messages = state.get("messages")
+    if messages is not None:
+        if not isinstance(messages, list):
+            raise InvalidInput("messages", type(messages).__name__, "must be a list of message objects")
+        for i, message in enumerate(messages):
+            if not isinstance(message, dict):
+                raise InvalidInput(f"messages[{i}]", type(message).__name__,
+                                   'must be an object such as {"role": "user", "content": "…"}')
+    return "valid"

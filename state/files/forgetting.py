@@ -1,0 +1,154 @@
+"""Forgetting in the files backend: the intent a forget writes first, and the rewrites of one session's files.
+
+A forget is crash-safe through its intent, `sessions/.forget-<safe_id>.json` (the session id and its
+`created_at`, the seqs, the time): written durably before anything changes, removed when every step is done,
+and finished by the next engine that finds it (`FileStorage.finish_forget`). Every step is idempotent — a line
+already forgotten is rewritten to itself — so finishing an interrupted forget repeats what was done and does
+the rest. The caller holds the session lock: no append, archive write or GC runs meanwhile.
+
+In the session folder every line of a forgotten seq is replaced by its placeholder (`state.forget`), in the
+live file and in every archive folder (complete or not), each file rewritten atomically (temp → fsync →
+rename); a commit's half-written temp folder and the temp files crashed writers left are removed, and so is
+every payload no line refers to any more. A line that cannot be parsed is kept as it is (its seq is unknown).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from workmem.state.files import archives, fsutil, jsonl, payload_files
+from workmem.state.forget import forgotten_copy
+from workmem.state.jsonutil import dumps
+from workmem.state.payloads import refs_of
+from workmem.state.stored import check_stored
+
+log = logging.getLogger("workmem.store")
+INTENT_PREFIX = ".forget-"
+INTENT_SUFFIX = ".json"
+_TEMP_FILE = re.compile(r"\..+\.tmp-.+")  # what `fsutil.atomic_write` names its temp files
+_TEMP_ARCHIVE = re.compile(r"\.archive_[0-9]{3,9}\.tmp")  # what `archives.write_archive_dir` writes first
+_SHA = re.compile(r"[0-9a-f]{64}")
+
+
+def intent_path(sessions_dir: Path, safe_id: str) -> Path:
+    """Where the intent of a forget of session `safe_id` lives."""
+    return sessions_dir / f"{INTENT_PREFIX}{safe_id}{INTENT_SUFFIX}"
+
+
+def write_intent(path: Path, intent: dict[str, Any]) -> None:
+    """Record a forget durably before it changes anything."""
+    fsutil.atomic_write(path, (json.dumps(intent, ensure_ascii=False) + "\n").encode("utf-8"), durable=True)
+
+
+def read_intents(sessions_dir: Path) -> list[dict[str, Any]]:
+    """Every intent left by a forget that did not finish (lists `sessions/`); an unreadable one is logged."""
+    try:
+        names = sorted(os.listdir(sessions_dir))
+    except FileNotFoundError:
+        return []
+    found = []
+    for name in names:
+        if not (name.startswith(INTENT_PREFIX) and name.endswith(INTENT_SUFFIX)):
+            continue
+        try:
+            intent = json.loads(jsonl.read_bytes(sessions_dir / name) or b"")
+            if not isinstance(intent, dict) or not isinstance(intent.get("session_id"), str):
+                raise ValueError("not a forget intent")
+        except (OSError, ValueError) as exc:
+            log.warning("cannot finish the forget recorded in %s: %s", sessions_dir / name, exc)
+            continue
+        found.append(intent)
+    return found
+
+
+def forget_in_folder(session_dir: Path, live_path: Path, seqs: set[int], at: str) -> dict[str, Any]:
+    """Replace every line of `seqs` under `session_dir` by its placeholder, then remove temp leftovers and the
+    payloads no line refers to → {forgotten: seqs whose text a file still held, archives: numbers rewritten,
+    payloads_removed}."""
+    changed: set[int] = set()
+    rewritten = []
+    referenced: set[str] = set()
+    history = session_dir / archives.HISTORY
+    for name in _listing(history):
+        folder = history / name
+        if _TEMP_ARCHIVE.fullmatch(name):
+            fsutil.remove_tree(folder)  # a commit that crashed before publishing it; it writes it again
+        elif (n := _archive_number(name)) and folder.is_dir() and not folder.is_symlink():
+            done = _rewrite(folder / archives.MESSAGES, seqs, at, referenced)
+            if done:
+                changed |= set(done)
+                rewritten.append(n)
+            _remove_temp_files(folder)
+    changed |= set(_rewrite(live_path, seqs, at, referenced))
+    _remove_temp_files(session_dir)
+    return {"forgotten": sorted(changed), "archives": rewritten,
+            "payloads_removed": _remove_unreferenced(session_dir, referenced)}
+
+
+def _rewrite(path: Path, seqs: set[int], at: str, referenced: set[str]) -> list[int]:
+    """Rewrite one messages file with the placeholders of `seqs` (atomically, durably: it may be the only copy of
+    the others); adds the payloads its lines refer to afterwards to `referenced`; returns the seqs replaced."""
+    data = jsonl.read_bytes(path)
+    if data is None:
+        return []
+    end = data.rfind(b"\n") + 1  # a torn tail (a crashed append's partial line) was never stored: it goes
+    lines, replaced = [], []
+    for line in data[:end].split(b"\n")[:-1]:
+        msg = _parsed(line)
+        if msg is not None and msg["seq"] in seqs:
+            copy = forgotten_copy(msg, at)
+            if copy != msg:
+                replaced.append(msg["seq"])
+                line, msg = dumps(copy), copy
+        if msg is not None:
+            referenced.update(refs_of(msg))
+        lines.append(line + b"\n")
+    if replaced:
+        fsutil.atomic_write(path, b"".join(lines), durable=True)
+    return replaced
+
+
+def _parsed(line: bytes) -> dict[str, Any] | None:
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return None
+    return obj if not check_stored(obj) else None
+
+
+def _listing(folder: Path) -> list[str]:
+    try:
+        return sorted(os.listdir(folder))
+    except FileNotFoundError:
+        return []
+
+
+def _archive_number(name: str) -> int:
+    match = re.fullmatch(r"archive_([0-9]{3,9})", name)
+    return int(match.group(1)) if match else 0
+
+
+def _remove_temp_files(folder: Path) -> None:
+    """Temp files of writes a crash interrupted (`.<name>.tmp-…`): garbage, and they may hold older text."""
+    for name in _listing(folder):
+        if _TEMP_FILE.fullmatch(name) and not (folder / name).is_dir():
+            fsutil.remove_file(folder / name)
+
+
+def _remove_unreferenced(session_dir: Path, referenced: set[str]) -> int:
+    """Remove every payload no line of the session refers to (a reference count of zero), and temp files."""
+    where = payload_files.folder(session_dir)
+    if where.is_symlink():
+        return 0
+    removed = 0
+    for name in _listing(where):
+        if _SHA.fullmatch(name) and name not in referenced:
+            removed += fsutil.remove_file(where / name)
+            payload_files.forget_verified(where / name)
+    _remove_temp_files(where)
+    return removed

@@ -1,0 +1,89 @@
+"""Inputs checked before anything runs, in the syntax the user typed: the CLI and the Studio graph."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from langgraph.checkpoint.memory import InMemorySaver
+from rich.console import Console
+
+import workmem.graphs.cli as cli
+from workmem.graphs.commit import build_commit_graph
+from workmem.graphs.engine import WorkingMemoryEngine
+from workmem.nodes.context import CommitContext
+from workmem.state.errors import InvalidInput
+
+SUBCOMMANDS = ("demo", "add", "commit", "context", "search", "expand", "tasks", "check", "eval")
+
+
+def test_a_bad_keep_is_refused_in_the_cli_syntax(root, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(["--root", str(root), "commit", "s", "--keep", "messages:abc"])
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2
+    assert "messages:10" in err and "('messages'" not in err
+    assert not root.exists(), "nothing ran"
+
+
+def test_expand_without_what_to_expand_says_what_it_needs(root, capsys):
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        engine.add_messages("s", [{"role": "user", "content": "hello"}])
+    assert cli.main(["--root", str(root), "expand", "s"]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "say what to expand" in err and "start_seq=None" not in err
+
+
+@pytest.mark.parametrize("name", SUBCOMMANDS)
+def test_help_names_each_default_once(name, capsys):
+    with pytest.raises(SystemExit):
+        cli.main([name, "--help"])
+    for line in " ".join(capsys.readouterr().out.split()).split("--"):
+        assert line.count("default") <= 1, line
+
+
+def test_tasks_errors_wrap_as_a_paragraph_at_80_columns(root, monkeypatch):
+    error = ("openai:stub-model failed, the extractive model stood in: BadRequestError: Error code: 400 - "
+             "This model's maximum context length is 8192 tokens")
+    out = io.StringIO()
+    monkeypatch.setattr(cli, "console", Console(file=out, width=80))
+    cli._render_tasks([{"task_id": "a" * 32, "session_id": "session-1", "archive_id": "archive_001",
+                        "status": "completed", "attempts": 0, "updated_at": "2026-12-02T15:12:33+00:00",
+                        "error": error}])
+    lines = out.getvalue().splitlines()
+    assert all(len(line) <= 80 for line in lines)
+    assert " ".join(" ".join(lines).split()).endswith(error), "the whole error, in reading order"
+    below = [line for line in lines if line[:1].isalpha()]
+    assert len(below) <= len(error) // 60 + 1, "wrapped as a paragraph, never one word a line"
+
+
+@pytest.mark.parametrize(("given", "field", "says"), [
+    ({}, "session_id", "non-empty"),
+    ({"session_id": "  "}, "session_id", "non-empty"),
+    ({"session_id": "s", "keep": "messages:abc"}, "keep", "messages:10"),
+    ({"session_id": "s", "keep": "lines:3"}, "keep", "unit must be"),
+    ({"session_id": "s", "keep": "turns:2", "keep_recent_count": 3}, "keep", "not both"),
+    ({"session_id": "s", "memory_budget": 5}, "memory_budget", "400"),
+    ({"session_id": "s", "messages": "hello"}, "messages", "list"),
+    ({"session_id": "s", "messages": ["hello"]}, "messages[0]", "object"),
+])
+def test_the_studio_graph_checks_its_input_before_any_node(root, given, field, says):
+    graph = build_commit_graph(with_lease=True).compile(checkpointer=InMemorySaver())
+    seen = []
+    with pytest.raises(InvalidInput) as refused:
+        for chunk in graph.stream(given, {"configurable": {"thread_id": "t"}}, context=CommitContext(root=str(root)),
+                                  stream_mode="updates"):
+            seen.append(chunk)
+    assert refused.value.field == field and says in str(refused.value)
+    assert "('messages'" not in str(refused.value)
+    assert seen == [] and not root.exists(), "no node ran, nothing was written"
+
+
+def test_the_studio_graph_takes_a_fraction_keep(root):
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        engine.add_messages("s", [{"role": r, "content": f"step {i}"} for i in range(6) for r in ("user", "assistant")])
+    graph = build_commit_graph(with_lease=True).compile(checkpointer=InMemorySaver())
+    out = graph.invoke({"session_id": "s", "keep": "fraction:0.00002"}, {"configurable": {"thread_id": "f"}},
+                       context=CommitContext(root=str(root)))
+    assert out["status"] == "completed", json.dumps(out, default=str)[:300]

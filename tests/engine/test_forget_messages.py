@@ -1,0 +1,309 @@
+"""`forget_messages`: the verbatim text of the named messages leaves every file, row, payload and index row, the
+seqs stay whole (nothing lost, nothing duplicated), the result says the working memory was not rewritten; bad
+seqs and a held lease are refused with the data intact; a forget killed midway is finished by the next engine."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from engine_helpers import GatedModel, assistant, stored, tool, user
+from fakes import create_call, scripted, valid_update_call
+from paths import REPO
+from pg_support import Backend
+
+from workmem.graphs.engine import WorkingMemoryEngine
+from workmem.state.errors import CommitInProgress, InvalidInput
+from workmem.state.files.forgetting import INTENT_PREFIX
+from workmem.state.forget import FORGOTTEN_TEXT
+
+# Distinctive words (the porter stem of each is a prefix of it, so a stem left in an index is found too).
+SECRET = "Quorvex blimpwaddle zentrifuge 7731"
+NEEDLES = ("quorvex", "blimpwaddl", "zentrifug", "7731")
+BIG = "".join(f"2026-11-30 build step {i} ok\n" for i in range(6000)) + f"FAILED: {SECRET}\n"  # a payload
+WM = create_call({"Session Title": "Build work", "Current State": "The build is being fixed."})
+SID = "private"
+
+
+def conversation() -> list[dict[str, Any]]:
+    """Seqs 1-4 are committed (archive_001), 5-8 stay live; 1, 3 and 7 carry the secret (3 as a payload)."""
+    return [user(f"My passphrase is {SECRET}."), assistant("", [("c1", "build", json.dumps({"tag": "x"}))]),
+            tool("c1", BIG, "build"), assistant("The build failed."),
+            user("Try again on the garden branch."), assistant("Retrying."),
+            user(f"Remember {SECRET} for later."), assistant("Noted.")]
+
+
+def committed(backend: Any, **settings: Any) -> WorkingMemoryEngine:
+    engine = backend.engine(model=scripted(WM, valid_update_call({})), durable=False, **settings)
+    engine.add_messages(SID, conversation())
+    assert engine.commit(SID, keep_recent_count=4)["status"] == "completed"
+    assert engine.archive_search(SID, "quorvex"), "indexed before the forget"
+    return engine
+
+
+def leaks(backend: Any) -> list[str]:
+    """Where any needle still is: every file under the root, or every row of the Postgres schema."""
+    found = []
+    if backend.url is None:
+        for folder, _dirs, files in os.walk(backend.root):
+            for name in files:
+                data = (Path(folder) / name).read_bytes().lower()
+                found += [f"{folder}/{name}: {n}" for n in NEEDLES if n.encode() in data]
+        return found
+    import psycopg
+
+    with psycopg.connect(backend.url) as conn:
+        tables = [r[0] for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'workmem'")]
+        for table in tables:
+            for row in conn.execute(f'SELECT * FROM workmem."{table}"'):
+                for value in row:
+                    data = bytes(value) if isinstance(value, (bytes, memoryview)) else \
+                        json.dumps(value, default=str, ensure_ascii=False).encode()
+                    found += [f"{table}: {n}" for n in NEEDLES if n.encode() in data.lower()]
+    return found
+
+
+def assert_whole(engine: WorkingMemoryEngine, forgotten: set[int], total: int = 8, live_from: int = 5) -> None:
+    """Seqs 1..total each once, in order; the forgotten ones are placeholders, the others intact; nothing wrong."""
+    messages = stored(engine, SID)
+    assert [m["seq"] for m in messages] == list(range(1, total + 1)), "nothing lost, nothing duplicated"
+    original = conversation()
+    for m in messages:
+        text = json.dumps(m["parts"])
+        if m["seq"] in forgotten:
+            assert FORGOTTEN_TEXT in text and m["meta"]["workmem_forgotten"]
+        elif m["seq"] <= len(original):
+            assert FORGOTTEN_TEXT not in text
+    live = engine.live_messages(SID)
+    assert [m["seq"] for m in live] == list(range(live_from, total + 1))
+    assert engine.session_info(SID)["live_tokens"] == sum(m["tokens"] for m in live)
+    assert engine.check(SID, deep=True) == []
+
+
+def test_forget_leaves_no_verbatim_text_in_files_rows_payloads_or_index(backend):
+    with committed(backend) as engine:
+        result = engine.forget_messages(SID, [1, 3, 7])
+
+        assert result["forgotten"] == [1, 3, 7] and result["payloads_removed"] == 1
+        assert result["index_rows_removed"] == 2 and result["checkpoint_threads_removed"] == 1
+        assert result["working_memory_rewritten"] is False and "not rewritten" in result["note"]
+        assert_whole(engine, {1, 3, 7})
+        assert engine.archive_search(SID, "quorvex") == [] and engine.archive_search(SID, "7731") == []
+        assert engine.archive_search(SID, "build failed"), "the rest is still found"
+        assert engine.read_tool_result(SID, "seq:3")["text"] == FORGOTTEN_TEXT
+        text = " ".join(m.text for m in engine.assemble(SID)["messages"])
+        assert "Quorvex" not in text and FORGOTTEN_TEXT in text
+    assert leaks(backend) == []
+
+
+def test_forget_again_changes_nothing_and_the_session_goes_on(backend):
+    with committed(backend) as engine:
+        engine.forget_messages(SID, [1, 7])
+        again = engine.forget_messages(SID, [1, 7])
+        assert again["forgotten"] == [] and again["index_rows_removed"] == 0
+        stored_next = engine.add_messages(SID, [user("A new question."), assistant("A new answer.")])
+        assert [m["seq"] for m in stored_next] == [9, 10]
+        assert engine.commit(SID, keep_recent_count=0)["status"] == "completed"
+        assert_whole(engine, {1, 7}, total=10, live_from=11)
+        assert engine.archive_messages(SID, "archive_002")[2]["parts"][0]["text"] == FORGOTTEN_TEXT
+
+
+def test_a_payload_stays_while_another_message_refers_to_it(backend):
+    with committed(backend) as engine:
+        engine.add_messages(SID, [assistant("", [("c2", "build", "{}")]), tool("c2", BIG, "build")])  # seq 10
+        assert engine.forget_messages(SID, [3])["payloads_removed"] == 0
+        assert engine.read_tool_result(SID, "seq:10", limit=50)["text"] == BIG[:50], "the other copy reads whole"
+        assert engine.check(SID, deep=True) == []
+        assert engine.forget_messages(SID, [10])["payloads_removed"] == 1
+
+
+def test_unknown_seqs_are_refused_and_nothing_changes(backend):
+    with committed(backend) as engine:
+        before = stored(engine, SID)
+        for bad in ([9], [2, 99], [], [0], ["1"], "1"):
+            with pytest.raises(InvalidInput) as err:
+                engine.forget_messages(SID, bad)
+            assert err.value.field == "seqs"
+        assert stored(engine, SID) == before
+        assert engine.storage.tasks.lease_holder(SID) is None, "no lease left behind"
+
+
+def test_a_forget_is_refused_while_a_commit_holds_the_lease(backend):
+    model = GatedModel()
+    with backend.engine(model=model, durable=False) as engine:
+        engine.add_messages(SID, conversation())
+        engine.commit(SID, keep_recent_count=0, wait=False)
+        assert model.entered.wait(20)
+        with pytest.raises(CommitInProgress):
+            engine.forget_messages(SID, [1])
+        model.gate.set()
+        engine.wait()
+        assert "Quorvex" in json.dumps(stored(engine, SID)[0]["parts"]), "nothing was forgotten"
+        assert engine.forget_messages(SID, [1])["forgotten"] == [1]
+
+
+def test_the_working_memory_made_from_forgotten_messages_is_not_rewritten(root):
+    with WorkingMemoryEngine(root, durable=False) as engine:  # the offline model copies facts into the WM
+        engine.add_messages(SID, conversation())
+        engine.commit(SID, keep_recent_count=4)
+        wm_before = engine.working_memory(SID)["working_summary"]["markdown"]
+        result = engine.forget_messages(SID, [1])
+        assert result["working_memory_rewritten"] is False
+        assert engine.working_memory(SID)["working_summary"]["markdown"] == wm_before
+        assert_whole(engine, {1})
+
+
+def test_copies_left_by_a_commit_that_crashed_before_its_gc_are_forgotten_too(root):
+    """The live file still holds archived lines when a commit stopped between `.done` and its GC (files only: on
+    Postgres a message is one row)."""
+    backend = Backend("file", root)
+    with committed(backend) as engine:
+        folder = Path(engine.storage.sessions.location(SID))
+        archived = (folder / "history" / "archive_001" / "messages.jsonl").read_bytes()
+        live = folder / "messages.jsonl"
+        live.write_bytes(archived + live.read_bytes())
+        engine.forget_messages(SID, [1, 3, 7])
+        assert_whole(engine, {1, 3, 7})
+    assert leaks(backend) == []
+
+
+def test_forget_on_the_async_twin(root):
+    import asyncio
+
+    async def run() -> dict[str, Any]:
+        async with WorkingMemoryEngine(root, model=scripted(WM), durable=False) as engine:
+            await engine.aadd_messages(SID, conversation())
+            return await engine.aforget_messages(SID, [1])
+
+    assert asyncio.run(run())["forgotten"] == [1]
+
+
+# -- a forget killed midway --------------------------------------------------------------------------------
+
+KILL_CHILD = r"""
+import os, signal, sys
+import importlib
+target, owner, name, nth, when = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
+module_name, _, cls = owner.partition(":")
+holder = importlib.import_module(module_name)
+if cls:
+    holder = getattr(holder, cls)
+real, seen = getattr(holder, name), [0]
+def wrapped(*args, **kwargs):
+    seen[0] += 1
+    if seen[0] == nth and when == "before":
+        os.kill(os.getpid(), signal.SIGKILL)
+    out = real(*args, **kwargs)
+    if seen[0] == nth and when == "after":
+        os.kill(os.getpid(), signal.SIGKILL)
+    return out
+setattr(holder, name, wrapped)
+from workmem.graphs.engine import WorkingMemoryEngine
+if target.startswith("postgresql://"):
+    engine = WorkingMemoryEngine(None, database_url=target, durable=False)
+else:
+    engine = WorkingMemoryEngine(target, durable=False)
+engine.forget_messages("private", [1, 3, 7])
+print("calls", seen[0])
+"""
+
+FILE_KILLS = [  # (owner, attribute, nth call, before or after it)
+    ("workmem.state.files.fsutil", "atomic_write", 1, "before"),  # the intent: nothing started
+    ("workmem.state.files.fsutil", "atomic_write", 1, "after"),  # the intent is durable, nothing else
+    ("workmem.state.files.fsutil", "atomic_write", 2, "after"),  # the archive rewritten, not the live file
+    ("workmem.state.files.fsutil", "atomic_write", 3, "after"),  # both files, the payload still there
+    ("workmem.state.files.fsutil", "remove_file", 1, "after"),  # the payload gone, the index not touched
+    ("workmem.state.files.search_index", "truncate_wal", 1, "before"),  # rows deleted, the log not cut
+    ("workmem.state.files.storage:FileStorage", "_clear_commit_threads", 1, "before"),
+    ("workmem.state.files.store:SessionStore", "end_forget", 1, "before"),  # all done but the intent
+]
+PG_KILLS = [("workmem.state.postgres.storage", "unindex_documents", 1, "before"),  # inside the transaction
+            ("workmem.state.postgres.storage", "commit_threads_to_clear", 1, "after")]
+
+
+def kill_forget(backend: Any, owner: str, name: str, nth: int, when: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", KILL_CHILD, backend.target, owner, name, str(nth), when],
+                          capture_output=True, text=True, cwd=REPO, timeout=180)
+
+
+@pytest.mark.slow
+def test_a_forget_killed_at_any_step_is_finished_by_the_next_engine_files(root):
+    backend = Backend("file", root)
+    for i, (owner, name, nth, when) in enumerate(FILE_KILLS):
+        if i:  # a fresh session each time, same name
+            with backend.engine(durable=False) as engine:
+                engine.delete_session(SID)
+        committed(backend).close()
+        killed = kill_forget(backend, owner, name, nth, when)
+        assert killed.returncode == -signal.SIGKILL, (owner, name, nth, when, killed.stdout, killed.stderr)
+        intents = [p for p in (root / "sessions").iterdir() if p.name.startswith(INTENT_PREFIX)]
+        with backend.engine(durable=False) as engine:  # opening finishes what the kill interrupted
+            assert not [p for p in (root / "sessions").iterdir() if p.name.startswith(INTENT_PREFIX)]
+            if not intents:  # killed before its intent was durable: nothing was changed, the caller retries
+                assert_whole(engine, set())
+                engine.forget_messages(SID, [1, 3, 7])
+            assert_whole(engine, {1, 3, 7})
+            assert engine.archive_search(SID, "quorvex") == []
+        assert leaks(backend) == [], (owner, name, nth, when)
+
+
+@pytest.mark.slow
+def test_a_forget_killed_inside_its_transaction_leaves_all_or_nothing_postgres(root, database_url):
+    backend = Backend("postgres", root, database_url)
+    for i, (owner, name, nth, when) in enumerate(PG_KILLS):
+        if i:
+            with backend.engine(durable=False) as engine:
+                engine.delete_session(SID)
+        committed(backend).close()
+        killed = kill_forget(backend, owner, name, nth, when)
+        assert killed.returncode == -signal.SIGKILL, (owner, name, killed.stderr)
+        with backend.engine(durable=False) as engine:
+            assert_whole(engine, set())  # the transaction was rolled back whole
+            engine.forget_messages(SID, [1, 3, 7])
+            assert_whole(engine, {1, 3, 7})
+        assert leaks(backend) == []
+
+
+# -- the middleware's option ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("forget_on_remove", [True, False], ids=["forgets", "only-hides"])
+def test_the_middleware_forgets_stored_messages_its_state_removes(root, forget_on_remove):
+    from engine_helpers import ask, prompt_texts, thread
+    from langchain.agents import create_agent
+    from langchain_core.messages import RemoveMessage
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from workmem.graphs.agent.middleware import WorkingMemoryMiddleware
+
+    model = scripted("A1", "A2", "A3")
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        middleware = WorkingMemoryMiddleware(engine, forget_on_remove=forget_on_remove)
+        agent = create_agent(model, middleware=[middleware], checkpointer=InMemorySaver())
+        agent.invoke(ask(f"Q1 {SECRET}"), thread("t"))
+        state = agent.invoke(ask("Q2"), thread("t"))
+        agent.update_state(thread("t"), {"messages": [RemoveMessage(id=state["messages"][0].id)]})
+        agent.invoke(ask("Q3"), thread("t"))
+
+        first = engine.live_messages("t")[0]
+        assert engine.hidden("t") == {1} and engine.session_info("t")["total_message_count"] == 6
+        assert (first["parts"][0]["text"] == FORGOTTEN_TEXT) is forget_on_remove
+        assert not any("Quorvex" in text for text in prompt_texts(model))
+    with pytest.raises(InvalidInput, match="forget_on_remove"):
+        WorkingMemoryMiddleware(engine, forget_on_remove="yes")
+
+
+def test_the_cli_forgets_by_seq(root, capsys):
+    from workmem.graphs.cli import main
+
+    committed(Backend("file", root)).close()
+    assert main(["--root", str(root), "forget-messages", SID, "1", "7", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["forgotten"] == [1, 7] and out["working_memory_rewritten"] is False
+    assert main(["--root", str(root), "forget-messages", SID, "99"]) == 2
+    assert "seqs" in capsys.readouterr().err
