@@ -49,7 +49,7 @@ from langchain.agents.middleware.types import (
     ModelResponse,
     PrivateStateAttr,
 )
-from langchain_core.messages import BaseMessage, RemoveMessage, SystemMessage, ToolMessage
+from langchain_core.messages import BaseMessage, HumanMessage, RemoveMessage, SystemMessage, ToolMessage
 from langgraph.types import Command
 
 from workmem.graphs.agent.binding import (
@@ -85,6 +85,7 @@ from workmem.graphs.context.assemble import (
     reserve_for_reply,
     validate_budget,
 )
+from workmem.graphs.context.lc_messages import to_langchain_message
 from workmem.graphs.context.tool_results import (
     DEFAULT_KEEP_TOOL_RESULTS,
     Synopses,
@@ -134,6 +135,19 @@ MemoryMessage = Literal["human", "system"]  # where a call carries the working m
 MEMORY_MESSAGES: tuple[MemoryMessage, ...] = ("human", "system")
 
 log = logging.getLogger("workmem.agent")
+
+
+TokenCounter = Callable[[list[BaseMessage]], int]
+
+
+def _count(counter: TokenCounter, messages: list[BaseMessage]) -> int:
+    """The caller's counter on `messages`, checked: a count that is not a non-negative int is `InvalidInput`."""
+    if not messages:
+        return 0
+    counted = counter(messages)
+    if isinstance(counted, bool) or not isinstance(counted, int) or counted < 0:
+        raise InvalidInput("token_counter", counted, "must return a non-negative int")
+    return counted
 
 
 class WorkmemAgentState(AgentState):
@@ -191,6 +205,7 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         exclude_tools: list[str] | None = None,
         memory_message: MemoryMessage = "human",
         forget_on_remove: bool = False,
+        token_counter: TokenCounter | None = None,
         **engine_options: Any,
     ) -> None:
         """Give an `engine` (or a zero-argument function returning one; you close it), or the settings of one —
@@ -210,7 +225,10 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         strict user/assistant alternation); its text changes only when a commit changes the working memory.
         `forget_on_remove=True`: live stored messages the agent's state drops (a `RemoveMessage`,
         `REMOVE_ALL_MESSAGES`, a branch that leaves them out) lose their text too (`engine.forget_messages`),
-        instead of only being hidden; archived ones and the agent's own checkpoints are left as they are."""
+        instead of only being hidden; archived ones and the agent's own checkpoints are left as they are.
+        `token_counter` (LangChain's signature: a function of a list of messages → tokens, e.g.
+        `count_tokens_approximately`) measures each call for the trigger and the input-limit decisions instead of
+        cl100k; the stored per-message `tokens` (and the keep window) stay cl100k."""
         super().__init__()
         settings = {**({"model": model} if model is not None else {}), **({"root": root} if root is not None else {}),
                     **engine_options}
@@ -219,6 +237,9 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         if memory_message not in MEMORY_MESSAGES:
             raise InvalidInput("memory_message", memory_message, "must be 'human' or 'system'")
         self.memory_message = memory_message
+        if token_counter is not None and not callable(token_counter):
+            raise InvalidInput("token_counter", token_counter, "must be a function of a list of messages → int")
+        self.token_counter = token_counter
         self.default_session_id = default_session_id
         self.token_budget = None if token_budget is None else validate_budget(token_budget)
         self.keep = None if keep is None else keep_value(keep)
@@ -426,9 +447,23 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         fixed = own_tokens + SYSTEM_ADDITION_TOKENS + self._schema_tokens(request)
         wm = engine.summary_of(session_id)[0] if engine.session_exists(session_id) else ""
         wm_tokens = count_tokens(SUMMARY_PREFIX + wm) if wm.strip() else 0
-        tail = sum(e["tokens"] for e in self._entries(request, engine, session_id, view, engine.max_message_bytes))
+        entries = self._entries(request, engine, session_id, view, engine.max_message_bytes)
+        if self.token_counter is not None:
+            return self._counted(request, wm, view, entries)
+        tail = sum(e["tokens"] for e in entries)
         pinned = view.pinned["tokens"] if view.pinned is not None else 0
         return {"call_tokens": fixed + wm_tokens + pinned + tail, "fixed_tokens": fixed}
+
+    def _counted(self, request: ModelRequest, wm: str, view: StateView,
+                 entries: list[dict[str, Any]]) -> dict[str, int]:
+        """`_measure` by the caller's `token_counter`: the call's messages as they would go out (tool schemas
+        still counted with cl100k: a message counter does not see them)."""
+        system = [m for m in (request.system_message, SystemMessage(content=SYSTEM_ADDITION)) if m is not None]
+        summary = [HumanMessage(content=SUMMARY_PREFIX + wm)] if wm.strip() else []
+        pinned = [view.pinned.get("lc") or to_langchain_message(view.pinned)] if view.pinned is not None else []
+        tail = [e["lc"] if "lc" in e else e.get("original") or to_langchain_message(e) for e in entries]
+        fixed = _count(self.token_counter, system) + self._schema_tokens(request)
+        return {"call_tokens": fixed + _count(self.token_counter, [*summary, *pinned, *tail]), "fixed_tokens": fixed}
 
     def _commit_keep(self, engine: WorkingMemoryEngine, session_id: str, view: StateView, target: int,
                      fixed: int) -> tuple[Keep, int]:

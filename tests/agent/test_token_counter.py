@@ -1,0 +1,57 @@
+"""`token_counter=`: the caller's way of counting a call decides the trigger, as in `SummarizationMiddleware`."""
+
+from __future__ import annotations
+
+import pytest
+from fakes import scripted
+from langchain.agents import create_agent
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+
+from workmem.graphs.agent.middleware import WorkingMemoryMiddleware
+from workmem.state.errors import InvalidInput
+
+HISTORY = [m for i in range(5) for m in (HumanMessage(content=f"step {i}: edit src/mod_{i}.py", id=f"u{i}"),
+                                         AIMessage(content=f"edited src/mod_{i}.py", id=f"a{i}"))]
+
+
+def run(root, counter) -> tuple[int, list[int]]:
+    """One model call over the history with a 3 000-token trigger → archives made, sizes the counter saw."""
+    seen: list[int] = []
+
+    def counted(messages: list[BaseMessage]) -> int:
+        assert all(isinstance(m, BaseMessage) for m in messages)
+        seen.append(len(messages))
+        return counter(messages)
+
+    with WorkingMemoryMiddleware(model="extractive", root=root, durable=False, session_id="s", min_commit_tokens=1,
+                                 trigger=("tokens", 3000), keep=("messages", 2), commit_mode="sync",
+                                 token_counter=counted if counter else None) as mw:
+        agent = create_agent(scripted("done"), tools=[], middleware=[mw])
+        agent.invoke({"messages": [*HISTORY, HumanMessage(content="and now?", id="u9")]})
+        return len(mw.engine.list_archives("s")), seen
+
+
+def test_a_counter_that_sees_a_large_call_starts_the_commit_cl100k_would_not(root):
+    archives, seen = run(root, lambda messages: 1000 * len(messages))
+    assert archives == 1 and seen, "11 messages at 1 000 tokens each pass the 3 000-token trigger"
+
+
+def test_without_a_counter_cl100k_decides(root):
+    assert run(root, None) == (0, []), "the same call is ~100 cl100k tokens: no commit"
+
+
+def test_a_counter_that_sees_a_small_call_holds_the_commit_back(root):
+    archives, seen = run(root, lambda messages: 1)
+    assert archives == 0 and seen
+
+
+@pytest.mark.parametrize("bad", ["len", 5])
+def test_a_counter_must_be_callable(root, bad):
+    with pytest.raises(InvalidInput, match="token_counter"):
+        WorkingMemoryMiddleware(model="extractive", root=root, token_counter=bad)
+    assert not root.exists()
+
+
+def test_a_counter_returning_no_count_is_refused(root):
+    with pytest.raises(InvalidInput, match="token_counter"):
+        run(root, lambda messages: "many")
