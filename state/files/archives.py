@@ -127,12 +127,7 @@ def rebuilt_archive_json(folder: Path, n: int, damage: DamagedFile) -> dict[str,
     rebuilt in memory from what it holds: its messages run without a gap up to the end its `.done` names.
     Read paths go on (its messages, the WM in its overview, the archives before it); `check()` still reports
     the file. When the messages do not settle the range, the original `DamagedFile` is raised."""
-    from workmem.state.files.jsonl import ordered, parse, read_bytes
-
-    data = read_bytes(folder / MESSAGES)
-    parsed = parse(data or b"", str(folder / MESSAGES))
-    picked, _ = ordered(parsed, str(folder / MESSAGES))
-    seqs = [parsed.messages[i]["seq"] for i in picked]
+    seqs = archived_seqs(folder)
     done_end = _end_from_done(folder)
     if not seqs or seqs != list(range(seqs[0], seqs[-1] + 1)) or (done_end and done_end != seqs[-1]):
         raise damage
@@ -148,11 +143,18 @@ def _end_from_done(folder: Path) -> int:
     return end if isinstance(end, int) and not isinstance(end, bool) and end > 0 else 0
 
 
-def _end_from_messages(folder: Path) -> int:
-    from workmem.state.files.jsonl import parse, read_bytes
+def archived_seqs(folder: Path) -> list[int]:
+    """The seqs an archive folder's messages.jsonl holds, in the readers' order (damaged lines left out)."""
+    from workmem.state.files.jsonl import ordered, parse, read_bytes
 
-    parsed = parse(read_bytes(folder / MESSAGES) or b"", str(folder / MESSAGES))
-    return max((m["seq"] for m in parsed.messages), default=0)
+    path = folder / MESSAGES
+    parsed = parse(read_bytes(path) or b"", str(path))
+    picked, _ = ordered(parsed, str(path))
+    return [parsed.messages[i]["seq"] for i in picked]
+
+
+def _end_from_messages(folder: Path) -> int:
+    return max(archived_seqs(folder), default=0)
 
 
 def last_complete(session_dir: Path, cache: ArchiveCache, hint_n: int = 0) -> tuple[int, int]:
@@ -181,12 +183,7 @@ def settle_incomplete(session_dir: Path, cache: ArchiveCache, n: int, end: int, 
     folder = archive_dir(session_dir, n + 1)
     if not folder.is_dir() or is_complete(session_dir, n + 1):
         return []
-    from workmem.state.files.jsonl import ordered, parse, read_bytes
-
-    path = folder / MESSAGES
-    parsed = parse(read_bytes(path) or b"", str(path))
-    picked, _ = ordered(parsed, str(path))
-    seqs = [parsed.messages[i]["seq"] for i in picked]
+    seqs = archived_seqs(folder)
     if seqs and set(seqs) <= live_seqs:
         return []
     try:
