@@ -264,9 +264,15 @@ def cmd_resume(args: argparse.Namespace) -> int:
     """Resume every unfinished commit."""
     with _engine(args) as engine:
         results = engine.resume_all()
-    _emit(args, results, lambda rs: console.print(f"resumed {len(rs)} commit(s)")
-          if rs else console.print("nothing to resume"))
-    return 0
+    _emit(args, results, _render_resumed)
+    return EXIT_DEGRADED if any(r.get("degraded") for r in results) and not args.allow_degraded else 0
+
+
+def _render_resumed(results: list[dict[str, Any]]) -> None:
+    console.print(f"resumed {len(results)} commit(s)" if results else "nothing to resume")
+    for r in results:
+        if r.get("degraded"):
+            console.print(Text(f"degraded: task {r['task_id'][:8]}: {r.get('reason') or ''}"), style="yellow")
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
@@ -394,7 +400,9 @@ def build_parser() -> argparse.ArgumentParser:
     tasks = command("tasks", cmd_tasks)
     tasks.add_argument("--session")
 
-    command("resume", cmd_resume)
+    resume = command("resume", cmd_resume)
+    resume.add_argument("--allow-degraded", action="store_true",
+                        help=f"exit 0, not {EXIT_DEGRADED}, when a resumed commit was degraded")
     delete = command("delete", cmd_delete)
     delete.add_argument("session")
     delete.add_argument("--yes", action="store_true", help="confirm: the session cannot be restored")

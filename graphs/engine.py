@@ -556,7 +556,6 @@ class WorkingMemoryEngine:
             self.storage.delete_session(session_id)
         finally:
             self.storage.tasks.release_lease(session_id, lease)
-        self.runner.forget_session(session_id)
         return {"deleted": True, "session_id": session_id}
 
     # -- forgetting (privacy) -----------------------------------------------------------------------
@@ -633,8 +632,9 @@ class WorkingMemoryEngine:
         return self.storage.repair()
 
     def session_info(self, session_id: str) -> dict[str, Any]:
-        """The session meta: pending tokens, counts, keep count, last archive — O(1) — and `last_degradation`,
-        its newest commit the extractive model stood in for ({task_id, archive_id, reason, at}, or None)."""
+        """The session meta: pending tokens, counts, keep count, last archive — and `last_degradation`, its newest
+        commit the extractive model stood in for ({task_id, archive_id, reason, at}, or None; read from the task
+        rows, so every replica sees it; a later successful commit does not clear it)."""
         meta = self.storage.sessions.meta(session_id)
         return {**meta, "last_degradation": self.runner.last_degradation(session_id)}
 

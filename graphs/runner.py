@@ -84,7 +84,6 @@ class CommitRunner:
         self._closing = False
         self._warned: set[str] = set()
         self._warn_lock = threading.Lock()
-        self._degradations: dict[str, dict[str, Any] | None] = {}  # per session: its last degraded commit
 
     @property
     def checkpointer(self) -> Any:
@@ -228,9 +227,9 @@ class CommitRunner:
             self.prune_checkpoints()
         reason = out.get("reason") or ""
         if out.get("degraded"):  # completed through the fallback: say why, loudly, so a bad model is seen
-            reason = degradation_reason(out)
+            reason = clean_error(degradation_reason(out))
             task = self.tasks.update_task(task_id, error=reason)
-            self._note_degraded(task, reason)
+            self._warn_degraded(task.get("session_id", "?"), reason)
         elif out.get("model_errors"):
             self.tasks.update_task(task_id, error=out["model_errors"][-1])
         return {"status": out.get("status", "completed"), "task_id": task_id,
@@ -239,33 +238,20 @@ class CommitRunner:
                 "route": out.get("route", []), "guard_notes": out.get("guard_notes", []),
                 "usage": out.get("usage") or {}, "model_fixes": out.get("model_fixes") or []}
 
-    def _note_degraded(self, task: dict[str, Any], reason: str) -> None:
-        """Remember the session's last degradation; one WARNING per session and cause (the error's type and
-        status, not its varying text)."""
-        session_id = task.get("session_id", "?")
+    def _warn_degraded(self, session_id: str, reason: str) -> None:
+        """One WARNING per session and cause (the error's type and HTTP status, not its varying text)."""
         key = f"{session_id}\0degraded\0{degradation_cause(reason)}"
         with self._warn_lock:
-            self._degradations[session_id] = _degradation_of(task)
             if key in self._warned:
                 return
             self._warned.add(key)
         log.warning("commit of session %r is degraded: %s (warned once per session and cause)", session_id, reason)
 
     def last_degradation(self, session_id: str) -> dict[str, Any] | None:
-        """The session's newest degraded commit {task_id, archive_id, reason, at}, or None (read from the task
-        rows once, then kept up to date by this runner's commits)."""
-        with self._warn_lock:
-            if session_id in self._degradations:
-                return self._degradations[session_id]
-        found = next((_degradation_of(t) for t in reversed(self.tasks.list_tasks(session_id=session_id))
-                      if (t.get("result") or {}).get("degraded")), None)
-        with self._warn_lock:
-            return self._degradations.setdefault(session_id, found)
-
-    def forget_session(self, session_id: str) -> None:
-        """Drop what this runner remembers of a deleted session."""
-        with self._warn_lock:
-            self._degradations.pop(session_id, None)
+        """The session's newest degraded commit {task_id, archive_id, reason, at}, or None — read from the task
+        rows each time (another engine or replica may have committed since); later successes do not clear it."""
+        return next((_degradation_of(t) for t in reversed(self.tasks.list_tasks(session_id=session_id))
+                     if (t.get("result") or {}).get("degraded")), None)
 
     def _run_graph(self, graph_input: dict[str, Any] | None, config: dict[str, Any], context: CommitContext,
                    progress: Progress | None) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from workmem.nodes.routing import MAX_MODEL_ATTEMPTS
 from workmem.state.commit_state import CommitState, memory_budget_of
 from workmem.state.memory import budgets, section_reminders
 from workmem.state.ops import CREATE_TOOL, update_tool
-from workmem.state.redact import describe_error
+from workmem.state.redact import clean_error, describe_error
 
 log = logging.getLogger("workmem.generate")
 
@@ -85,7 +85,8 @@ def generate(state: CommitState, runtime: Runtime[CommitContext]) -> dict[str, A
     svc = services(runtime)
     attempt = state.get("attempt", 0) + 1
     time.sleep(retry_delay(context_of(runtime).retry_backoff_s, attempt))
-    common: dict[str, Any] = {"model_name": model_name(svc.model), "route": ["generate"]}
+    common: dict[str, Any] = {"model_name": clean_error(model_name(svc.model)), "route": ["generate"]}
+    fix: str | None = None  # at most one fix-retry per call
     while True:
         prompt, tool = build_prompt(state, svc)
         try:
@@ -100,9 +101,10 @@ def generate(state: CommitState, runtime: Runtime[CommitContext]) -> dict[str, A
                     failed |= {"model_error": error, "model_errors": [error]}
                 return failed
             if is_api_refusal(exc):
-                fix = svc.fixes.learn(error, svc.model, svc.tool_schema)
-                if fix is not None:  # a known permanent refusal: once more with its fix
-                    log.warning("%s refused the request (%s); retrying with the fix %r, kept for this engine",
+                if fix is not None:  # refused again: the fix did not cure it, nothing of it is kept
+                    svc.fixes.forget(fix)
+                elif (fix := svc.fixes.learn(error, svc.model, svc.tool_schema, getattr(exc, "param", None))):
+                    log.warning("%s refused the request (%s); retrying once with the fix %r (kept if it helps)",
                                 common["model_name"], error, fix)
                     continue
                 return {**common, "attempt": 0, "transport_error": "", "answer": {}, "model_error": error,

@@ -12,13 +12,24 @@ from typing import Any, Literal
 from workmem.state.errors import InvalidInput
 from workmem.state.memory import MAX_MEMORY_BUDGET, MIN_MEMORY_BUDGET
 from workmem.state.retention import keep_from_args
+from workmem.state.tokens import DEFAULT_CONTEXT_WINDOW
 from workmem.state.validation import require_int, require_text
+
+
+def studio_keep(state: dict[str, Any]) -> tuple[str, int]:
+    """The keep of a Studio input — a bare number counts messages, as on the command line — in tokens when a
+    fraction (of the default 128 000-token window)."""
+    keep = state.get("keep")
+    if isinstance(keep, int) and not isinstance(keep, bool) or isinstance(keep, str) and keep.strip().isdigit():
+        keep = f"messages:{str(keep).strip()}"
+    return keep_from_args(keep, state.get("keep_recent_count"), default=("messages", 0),
+                          input_limit=DEFAULT_CONTEXT_WINDOW)
 
 
 def check_studio_input(state: dict[str, Any]) -> Literal["valid"]:
     """`valid`, or `InvalidInput` naming the first bad field of the Studio input."""
     require_text("session_id", state.get("session_id"))
-    keep_from_args(state.get("keep"), state.get("keep_recent_count"), default=("messages", 0))
+    studio_keep(state)
     if state.get("memory_budget") is not None:
         require_int("memory_budget", state["memory_budget"], min=MIN_MEMORY_BUDGET, max=MAX_MEMORY_BUDGET)
     messages = state.get("messages")

@@ -13,11 +13,10 @@ from typing import Any
 from langgraph.runtime import Runtime
 
 from workmem.nodes.context import CommitContext, services
+from workmem.nodes.studio_input import studio_keep
 from workmem.state.commit_state import RESET, CommitState, fresh_run
 from workmem.state.memory import DEFAULT_MEMORY_BUDGET, MAX_MEMORY_BUDGET, MIN_MEMORY_BUDGET
-from workmem.state.retention import keep_from_args
 from workmem.state.storage import STUDIO_THREAD_PREFIX
-from workmem.state.tokens import DEFAULT_CONTEXT_WINDOW
 from workmem.state.validation import require_int
 
 STUDIO_OWNER = "langgraph-studio"
@@ -28,8 +27,7 @@ def take_lease(state: CommitState, runtime: Runtime[CommitContext]) -> dict[str,
     """Add the input messages once per run, take the session lease and reserve the archive id."""
     svc = services(runtime)
     session_id = state["session_id"]
-    keep = keep_from_args(state.get("keep"), state.get("keep_recent_count"), default=("messages", 0),
-                          input_limit=DEFAULT_CONTEXT_WINDOW)
+    keep = studio_keep(state)
     given = state.get("memory_budget")
     budget = DEFAULT_MEMORY_BUDGET if given is None else require_int("memory_budget", given, min=MIN_MEMORY_BUDGET,
                                                                      max=MAX_MEMORY_BUDGET)

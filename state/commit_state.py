@@ -89,12 +89,13 @@ class StudioInput(TypedDict, total=False):
         description="The session to commit (for an agent: its thread id). Must already hold messages, "
                     "or get some from `messages`.")]]
     keep: Annotated[str, Field(
-        description="How much of the newest conversation stays raw: messages:10, turns:3 or tokens:4000 "
-                    "(default messages:0, commit everything).")]
+        description="How much of the newest conversation stays raw: messages:10, turns:3, tokens:4000 or "
+                    "fraction:0.1 of a 128 000-token window; a bare number counts messages (default messages:0, "
+                    "commit everything).")]
     keep_recent_count: Annotated[int, Field(
         description="Older form of keep: this many newest messages stay raw. Give keep or this, not both.")]
     memory_budget: Annotated[int, Field(
-        description="Token budget of the whole working memory (400-10060); default 10060, an engine's at its "
+        description="Token budget of the whole working memory (400-10105); default 10060, an engine's at its "
                     "default trigger. Sections past their share spill their oldest items into the archive.")]
     messages: Annotated[list[dict[str, Any]], Field(
         description="Messages to append before committing, e.g. {\"role\": \"user\", \"content\": \"…\"}; also "

@@ -54,10 +54,14 @@ def resolve_keep(keep: Keep, input_limit: int) -> Keep:
 
 
 def as_keep(value: Any, field: str = "keep") -> Keep:
-    """`keep_value`, but an int (a stored `keep_recent_count`) counts messages, clamped to 0..10 000."""
+    """`keep_value` for what storage and a commit run use, but an int (a stored `keep_recent_count`) counts
+    messages, clamped to 0..10 000; a fraction (not resolved to tokens first) is refused."""
     if isinstance(value, int) and not isinstance(value, bool):
         return MESSAGES, max(0, min(value, KEEP_LIMITS[MESSAGES]))
-    return keep_value(value, field)
+    keep = keep_value(value, field)
+    if keep[0] == FRACTION:
+        raise InvalidInput(field, value, "a fraction keep is resolved to tokens of an input limit first (resolve_keep)")
+    return keep
 
 
 def keep_from_args(keep: Any, keep_recent_count: Any, *, default: Keep, input_limit: int | None = None) -> Keep:
@@ -77,29 +81,40 @@ def trigger_value(value: Any, field: str = "trigger") -> Trigger | Triggers:
     """A caller's trigger: `("tokens", n)` (1..10 000 000), `("fraction", f)` (0 < f <= 1) of the model's input
     limit, `("messages", n)` (the call carries n messages or more), or a non-empty list of these — a commit
     is due when any of them is reached (a tuple of pairs comes back). An int is tokens; `"tokens:60000"` too."""
-    if isinstance(value, list) or (isinstance(value, tuple) and value and not isinstance(value[0], str)):
+    if isinstance(value, (list, tuple)) and not _is_pair(value):
         if not value:
             raise InvalidInput(field, value, "a list of triggers needs at least one")
-        if any(isinstance(v, list) or isinstance(v, tuple) and v and not isinstance(v[0], str) for v in value):
+        if any(isinstance(v, (list, tuple)) and not _is_pair(v) for v in value):
             raise InvalidInput(field, value, "a list of triggers holds single triggers, not lists")
-        triggers = tuple(trigger_value(v, field) for v in value)
-        return triggers[0] if len(triggers) == 1 else triggers  # type: ignore[return-value]
+        triggers = []
+        for i, item in enumerate(value):
+            try:
+                triggers.append(trigger_value(item, field))
+            except InvalidInput as exc:  # named with what the caller typed, the whole list
+                raise InvalidInput(field, value, f"item {i}: {exc.reason}") from None
+        return triggers[0] if len(triggers) == 1 else tuple(triggers)  # type: ignore[return-value]
+    given = value  # errors name what the caller typed
     if isinstance(value, int) and not isinstance(value, bool):
         value = (TOKENS, value)
     unit, n = _pair(value, field, TRIGGER_EXAMPLES)
     if unit == TOKENS:
         if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_TRIGGER_TOKENS:
-            raise InvalidInput(field, value, f"a token trigger is an integer between 1 and {MAX_TRIGGER_TOKENS}")
+            raise InvalidInput(field, given, f"a token trigger is an integer between 1 and {MAX_TRIGGER_TOKENS}")
         return TOKENS, n
     if unit == FRACTION:
         if isinstance(n, bool) or not isinstance(n, (int, float)) or not 0 < n <= 1:
-            raise InvalidInput(field, value, "a fraction trigger is a number with 0 < f <= 1")
+            raise InvalidInput(field, given, "a fraction trigger is a number with 0 < f <= 1")
         return FRACTION, float(n)
     if unit == MESSAGES:
         if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= KEEP_LIMITS[MESSAGES]:
-            raise InvalidInput(field, value, f"a messages trigger is an integer between 1 and {KEEP_LIMITS[MESSAGES]}")
+            raise InvalidInput(field, given, f"a messages trigger is an integer between 1 and {KEEP_LIMITS[MESSAGES]}")
         return MESSAGES, n
-    raise InvalidInput(field, value, f"unit must be {TOKENS!r}, {FRACTION!r} or {MESSAGES!r}")
+    raise InvalidInput(field, given, f"unit must be {TOKENS!r}, {FRACTION!r} or {MESSAGES!r}")
+
+
+def _is_pair(value: Any) -> bool:
+    """`("tokens", 5)` or the JSON form `["tokens", 5]`: a unit name (no `unit:n` string) and one more item."""
+    return len(value) == 2 and isinstance(value[0], str) and ":" not in value[0]
 
 
 def _members(trigger: Trigger | Triggers) -> Triggers:

@@ -267,7 +267,9 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         if build is not None:  # every argument is checked: only now may the engine touch the disk
             from workmem.graphs.engine import WorkingMemoryEngine
 
-            with_retention = {"keep": self.keep, "trigger": self.trigger}
+            # a fraction keep is the model's: resolved per call against its input limit, not the engine's window
+            fraction = self.keep is not None and self.keep[0] == "fraction"
+            with_retention = {"keep": None if fraction else self.keep, "trigger": self.trigger}
             engine = WorkingMemoryEngine(**{k: v for k, v in with_retention.items() if v is not None}, **build)
         self.engine = engine
         self._owned: WorkingMemoryEngine | None = engine if build is not None else None
@@ -313,7 +315,7 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
     def archive_tail(self, engine: WorkingMemoryEngine, session_id: str) -> list[dict[str, Any]]:
         """The newest archive's last messages, oldest first (cached per archive of this incarnation of the
         session: a deleted and re-created session has another `created_at`)."""
-        meta = engine.session_info(session_id)
+        meta = engine.storage.sessions.meta(session_id)  # O(1): session_info also reads the task rows
         last = meta.get("last_archive")
         if not last:
             return []
@@ -466,10 +468,10 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         return {"call_tokens": fixed + _count(self.token_counter, [*summary, *pinned, *tail]), "fixed_tokens": fixed}
 
     def _commit_keep(self, engine: WorkingMemoryEngine, session_id: str, view: StateView, target: int,
-                     fixed: int) -> tuple[Keep, int]:
+                     fixed: int, limit: int) -> tuple[Keep, int]:
         """The keep that leaves at most `target` tokens in the next call (`fixed`: what rides on every call
         besides the tail) and the pending tokens it would cover."""
-        keep = resolve_keep(self.keep or engine.keep, self.token_budget or engine.context_window)
+        keep = resolve_keep(self.keep or engine.keep, limit)  # a fraction: of the model's input limit
         tokens = [m["tokens"] for m in view.live]
         starts = [m["role"] == "user" for m in view.live]
         window = sum(tokens) - covered_tokens(tokens, starts, keep)
@@ -584,7 +586,8 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         floor = engine.min_commit_tokens if engine.min_commit_tokens is not None else threshold // 4
         measured = self._measure(request, engine, session_id, view)
         fixed = measured["fixed_tokens"] + engine.budget_for_trigger(threshold)
-        keep, pending = self._commit_keep(engine, session_id, view, int(self.low_water * threshold), fixed)
+        keep, pending = self._commit_keep(engine, session_id, view, int(self.low_water * threshold), fixed,
+                                          self.budget_for(request, engine, session_id))
         if judge_commit(calls, measured["call_tokens"], threshold, pending) and "breaker" not in calls.warned:
             calls.warned.add("breaker")
             log.warning("session %r: %d commits in a row left the next call over the trigger (%d tokens); trigger "
@@ -694,7 +697,8 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         view = self._view(engine, session_id, messages, state)
         target = int(self.low_water * min(threshold, call_tokens))
         fixed = self._measure(request, engine, session_id, view)["fixed_tokens"] + engine.budget_for_trigger(threshold)
-        keep, _pending = self._commit_keep(engine, session_id, view, target, fixed)
+        keep, _pending = self._commit_keep(engine, session_id, view, target, fixed,
+                                           self.budget_for(request, engine, session_id))
         result = self._commit(engine, session_id, keep, threshold, True, events, "overflow")
         if result.get("status") == "busy":
             engine.wait()
@@ -822,7 +826,7 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
             return []
         live_ids = {lc_id(m) for m in engine.live_messages(session_id)}
         wanted = {m.id for m in messages if m.id and m.id not in live_ids}
-        last = engine.session_info(session_id).get("last_archive")
+        last = engine.storage.sessions.meta(session_id).get("last_archive")
         found: set[str] = set()
         n = archive_number(last["id"]) if last else 0
         while wanted and n >= 1:

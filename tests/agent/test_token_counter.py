@@ -55,3 +55,21 @@ def test_a_counter_must_be_callable(root, bad):
 def test_a_counter_returning_no_count_is_refused(root):
     with pytest.raises(InvalidInput, match="token_counter"):
         run(root, lambda messages: "many")
+
+
+def test_a_fraction_keep_is_taken_of_the_models_input_limit(root, monkeypatch):
+    import workmem.graphs.agent.middleware as middleware
+
+    seen: list[tuple[tuple[str, float], int]] = []
+    real = middleware.resolve_keep
+    monkeypatch.setattr(middleware, "resolve_keep", lambda keep, limit: seen.append((keep, limit)) or real(keep, limit))
+    model = scripted("done")
+    model.profile = {"max_input_tokens": 4000}
+    with WorkingMemoryMiddleware(model="extractive", root=root, durable=False, session_id="s", min_commit_tokens=1,
+                                 trigger=("tokens", 300), keep=("fraction", 0.25), commit_mode="sync") as mw:
+        create_agent(model, tools=[], middleware=[mw]).invoke(
+            {"messages": [*HISTORY, HumanMessage(content="and now?", id="u9")]})
+        assert mw.engine.keep == ("messages", 10), "the engine it built keeps its default, not 25 % of 128 000"
+        assert mw.engine.session_info("s")["keep"] != ["tokens", 32_000]
+    assert seen and all(limit == 4000 for _, limit in seen), seen
+    assert real(("fraction", 0.25), 4000) == ("tokens", 1000)

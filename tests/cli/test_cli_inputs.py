@@ -87,3 +87,14 @@ def test_the_studio_graph_takes_a_fraction_keep(root):
     out = graph.invoke({"session_id": "s", "keep": "fraction:0.00002"}, {"configurable": {"thread_id": "f"}},
                        context=CommitContext(root=str(root)))
     assert out["status"] == "completed", json.dumps(out, default=str)[:300]
+
+
+def test_the_studio_graph_counts_a_bare_number_keep_in_messages(root):
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        engine.add_messages("s", [{"role": r, "content": f"step {i}"} for i in range(6) for r in ("user", "assistant")])
+    graph = build_commit_graph(with_lease=True).compile(checkpointer=InMemorySaver())
+    out = graph.invoke({"session_id": "s", "keep": 4}, {"configurable": {"thread_id": "n"}},
+                       context=CommitContext(root=str(root)))
+    assert out["status"] == "completed"
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        assert len(engine.live_messages("s")) == 4

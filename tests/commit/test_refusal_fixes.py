@@ -190,3 +190,72 @@ def add_turns(root, session: str, start: int) -> None:
 def engine_archive(root, session: str, archive_id: str) -> dict[str, Any]:
     with WorkingMemoryEngine(root=root, durable=False) as engine:
         return engine.storage.sessions.read_archive(session, archive_id)
+
+
+MANY_REFUSAL = "Unsupported parameters: 'temperature', 'top_p' and 'seed' are not supported with this model."
+
+
+@STUB
+def test_a_refusal_naming_several_parameters_drops_them_all_in_one_retry(stub, stub_engine):
+    refused = ("temperature", "top_p", "seed")
+    stub.handler = answering(lambda body: MANY_REFUSAL if any(p in body for p in refused) else None)
+    with stub_engine(model_kwargs={"top_p": 0.5, "seed": 1, "presence_penalty": 0.1}) as engine:
+        result = commit_more(engine, "s", 0)
+    assert not result["degraded"] and len(stub.requests) == 2, "one refusal, one retry"
+    assert result["model_fixes"] == ["without_seed", "without_temperature", "without_top_p"]
+    assert stub.requests[1]["body"]["presence_penalty"] == 0.1, "a parameter the refusal did not name stays"
+
+
+@STUB
+def test_a_fix_whose_retry_is_refused_too_is_not_kept_nor_tried_again(stub, stub_engine):
+    stub.handler = answering(lambda body: TEMPERATURE_REFUSAL)  # refuses whatever is sent
+    with stub_engine() as engine:
+        first = commit_more(engine, "s", 0)
+        assert first["degraded"] and first["model_fixes"] == [], "nothing kept that fixed nothing"
+        assert len(stub.requests) == 2 and "temperature" not in stub.requests[1]["body"]
+        second = commit_more(engine, "s", 3)
+    assert second["degraded"] and len(stub.requests) == 3, "the useless fix is not retried on the next commit"
+    assert "temperature" in stub.requests[2]["body"]
+
+
+@STUB
+def test_a_400_that_only_quotes_a_parameter_is_not_taken_for_its_refusal(stub, stub_engine):
+    stub.handler = answering(lambda body: "Request too large: temperature=0, max_tokens=4096, 9000 tokens > 8192")
+    with stub_engine() as engine:
+        result = commit_more(engine, "s", 0)
+    assert result["degraded"] and len(stub.requests) == 1, "no retry: nothing refused a parameter"
+
+
+@STUB
+def test_every_engine_on_the_root_sees_the_last_degradation(stub, stub_engine, root):
+    stub.handler = answering(lambda body: LENGTH_REFUSAL)
+    with WorkingMemoryEngine(root=root, durable=False) as other:
+        other.add_messages("s", turns(1))
+        assert other.session_info("s")["last_degradation"] is None
+        with stub_engine() as engine:
+            degraded = commit_more(engine, "s", 1)
+        assert other.session_info("s")["last_degradation"]["task_id"] == degraded["task_id"], "not a stale cache"
+        other.add_messages("s", turns(3, 10))
+        assert other.commit("s", keep_recent_count=0)["degraded"] is False
+        assert other.session_info("s")["last_degradation"]["task_id"] == degraded["task_id"], "kept after a success"
+
+
+@STUB
+def test_a_secret_in_the_model_name_never_reaches_the_reason_or_the_log(stub, root, monkeypatch, caplog):
+    monkeypatch.setenv("OPENAI_BASE_URL", stub.base_url)
+    stub.handler = answering(lambda body: LENGTH_REFUSAL)
+    secret = "hunter2secretpw"
+    with caplog.at_level(logging.WARNING, logger="workmem"), WorkingMemoryEngine(
+            root=root, model=f"openai:https://bob:{secret}@llm.internal/v1", durable=False) as engine:
+        result = commit_more(engine, "s", 0)
+    assert result["degraded"] and "llm.internal" in result["reason"]
+    assert secret not in result["reason"] and secret not in caplog.text
+
+
+def test_workmem_resume_exits_3_when_a_resumed_commit_was_degraded(root, monkeypatch, capsys):
+    resumed = [{"status": "completed", "task_id": "t" * 32, "archive_id": "archive_001", "degraded": True,
+                "reason": "openai:x failed, the extractive model stood in: APITimeoutError: timed out"}]
+    monkeypatch.setattr(WorkingMemoryEngine, "resume_all", lambda self: resumed)
+    assert main(["--root", str(root), "resume"]) == EXIT_DEGRADED
+    assert "degraded: task tttttttt" in capsys.readouterr().out
+    assert main(["--root", str(root), "resume", "--allow-degraded"]) == 0

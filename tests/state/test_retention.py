@@ -221,3 +221,19 @@ def test_a_fraction_trigger_uses_the_model_profile_else_the_context_window(root,
         first = next(i for i, (_, _, commits) in enumerate(calls) if commits)
         assert all(sent < threshold for _, sent, _ in calls[:first]), "no commit while the calls stay under it"
         assert engine.session_info("frac")["commit_count"] >= 1
+
+
+def test_a_json_pair_is_one_trigger_and_storage_refuses_an_unresolved_fraction(backend):
+    from workmem.state.retention import as_keep
+
+    assert trigger_value(["messages", 5]) == ("messages", 5), "the form a JSON or YAML config gives"
+    assert trigger_value(["tokens:100", "messages:5"]) == (("tokens", 100), ("messages", 5))
+    with pytest.raises(InvalidInput, match="item 1"):
+        trigger_value([("tokens", 1), ("hours", 2)])
+    with pytest.raises(InvalidInput, match="resolve"):
+        as_keep(("fraction", 0.5))
+    with backend.engine(durable=False) as engine:
+        engine.add_messages("f", [{"role": "user", "content": "one"}])
+        with pytest.raises(InvalidInput, match="resolve"):
+            engine.storage.sessions.set_keep("f", ("fraction", 0.5))
+        assert engine.session_info("f")["keep"] == ["messages", 10], "stored data intact"
