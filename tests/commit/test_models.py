@@ -106,3 +106,12 @@ def test_a_model_given_as_a_string_is_built_at_the_first_commit(root, monkeypatc
         assert (model.temperature, model.max_retries, model.request_timeout) == (0, 0, 60)
     finally:
         engine.close()
+
+
+def test_a_missing_provider_package_fails_the_commit_it_never_degrades(root):
+    with WorkingMemoryEngine(root=root, model="mistralai:mistral-small-latest", durable=False) as engine:
+        engine.add_messages("s", MESSAGES)
+        result = engine.commit("s", keep_recent_count=0)
+        assert result["status"] == "failed" and not result.get("degraded")
+        assert "langchain-mistralai" in result["reason"] and result["archive_id"] is None
+        assert len(engine.storage.sessions.live_messages("s")) == 2, "nothing archived"
