@@ -456,7 +456,7 @@ class WorkingMemoryEngine:
 
     def next_seq(self, session_id: str) -> int:
         """The seq the session's next stored message gets (1 for a session not created yet)."""
-        return self.session_info(session_id)["next_seq"] if self.session_exists(session_id) else 1
+        return self.storage.sessions.meta(session_id)["next_seq"] if self.session_exists(session_id) else 1
 
     def archive_search(self, session_id: str, query: str, archive_id: str | None = None,
                        limit: int = MAX_SEARCH_HITS, *, context: int = 0) -> list[dict[str, Any]]:

@@ -51,7 +51,7 @@ def run_demo(root: str | None = None, *, threshold: int = 2500, keep: int = 10,
             bar = progress.add_task("ingesting turns", total=len(turns))
             for turn in turns:
                 engine.add_messages(DEMO_SESSION, turn)
-                if engine.session_info(DEMO_SESSION)["pending_tokens"] >= threshold:
+                if engine.storage.sessions.meta(DEMO_SESSION)["pending_tokens"] >= threshold:
                     commits.append(engine.commit(DEMO_SESSION, keep_recent_count=keep))
                 progress.advance(bar)
         archive = engine.working_memory(DEMO_SESSION) or {}

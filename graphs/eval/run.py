@@ -285,7 +285,7 @@ def ingest_sample(engine: Any, sample: Sample, *, threshold: int, keep: int,
         stored = engine.add_messages(done.session_id, [{"role": "user", "content": text}])[0]
         done.texts.append(text)
         transcript_tokens += stored["tokens"]
-        if engine.session_info(done.session_id)["pending_tokens"] >= threshold:
+        if engine.storage.sessions.meta(done.session_id)["pending_tokens"] >= threshold:
             result = engine.commit(done.session_id, keep_recent_count=keep, wait=True)
             archive = engine.working_memory(done.session_id) or {}
             done.commits.append({"after_seq": stored["seq"], **{k: result.get(k) for k in

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from engine_helpers import GatedModel, assistant, stored, tool, user
 from fakes import create_call, scripted, valid_update_call
-from paths import REPO
+from paths import REPO, TESTS
 from pg_support import Backend
 
 from workmem.graphs.engine import WorkingMemoryEngine
@@ -187,23 +187,14 @@ def test_forget_on_the_async_twin(root):
 # -- a forget killed midway --------------------------------------------------------------------------------
 
 KILL_CHILD = r"""
-import os, signal, sys
-import importlib
+import importlib, sys
+from kill_at import kill_at
 target, owner, name, nth, when = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
 module_name, _, cls = owner.partition(":")
 holder = importlib.import_module(module_name)
 if cls:
     holder = getattr(holder, cls)
-real, seen = getattr(holder, name), [0]
-def wrapped(*args, **kwargs):
-    seen[0] += 1
-    if seen[0] == nth and when == "before":
-        os.kill(os.getpid(), signal.SIGKILL)
-    out = real(*args, **kwargs)
-    if seen[0] == nth and when == "after":
-        os.kill(os.getpid(), signal.SIGKILL)
-    return out
-setattr(holder, name, wrapped)
+seen = kill_at(holder, name, nth, when)
 from workmem.graphs.engine import WorkingMemoryEngine
 if target.startswith("postgresql://"):
     engine = WorkingMemoryEngine(None, database_url=target, durable=False)
@@ -228,7 +219,8 @@ PG_KILLS = [("workmem.state.postgres.storage", "unindex_documents", 1, "before")
 
 
 def kill_forget(backend: Any, owner: str, name: str, nth: int, when: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", KILL_CHILD, backend.target, owner, name, str(nth), when],
+    code = f"import sys\nsys.path.insert(0, {str(TESTS)!r})\n" + KILL_CHILD
+    return subprocess.run([sys.executable, "-c", code, backend.target, owner, name, str(nth), when],
                           capture_output=True, text=True, cwd=REPO, timeout=180)
 
 

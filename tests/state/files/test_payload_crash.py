@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from paths import REPO
+from paths import REPO, TESTS
 
 from workmem.state.files.store import SessionStore
 
@@ -28,20 +28,12 @@ BATCH = [
     {"role": "assistant", "content": "The build failed with exit 2."},
 ]
 CHILD = r"""
-import json, os, signal, sys
+import json, sys
+from kill_at import kill_at
 from workmem.state.files import fsutil
 from workmem.state.files.store import SessionStore
 root, step, nth, when, durable = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5] == "1"
-real, seen = getattr(fsutil, step), [0]
-def wrapped(*args, **kwargs):
-    seen[0] += 1
-    if seen[0] == nth and when == "before":
-        os.kill(os.getpid(), signal.SIGKILL)
-    out = real(*args, **kwargs)
-    if seen[0] == nth and when == "after":
-        os.kill(os.getpid(), signal.SIGKILL)
-    return out
-setattr(fsutil, step, wrapped)
+seen = kill_at(fsutil, step, nth, when)
 SessionStore(root, durable=durable).append(SID, json.loads(sys.stdin.read()))
 print("calls", seen[0])
 """
@@ -50,7 +42,7 @@ print("calls", seen[0])
 def run_child(root: Path, step: str, nth: int, when: str, durable: bool) -> subprocess.CompletedProcess:
     import json
 
-    code = f"SID = {SID!r}\n" + CHILD
+    code = f"import sys\nsys.path.insert(0, {str(TESTS)!r})\nSID = {SID!r}\n" + CHILD
     return subprocess.run([sys.executable, "-c", code, str(root), step, str(nth), when, "1" if durable else "0"],
                           input=json.dumps(BATCH), capture_output=True, text=True, cwd=REPO, timeout=120)
 
