@@ -41,13 +41,19 @@ def build_prompt(state: CommitState, svc: Services) -> tuple[list[BaseMessage], 
     if state.get("prompt_kind") == "update":
         wm = state.get("working_memory", "")
         pairs = update_prompt(wm, transcript, section_reminders(wm, limits), limits)
-        tool = update_tool(svc.fixes.tool_schema(svc.tool_schema) == "inline")
     else:
         # A create retry over an existing v2 WM hands that WM over too, so the model can carry it forward.
         previous = state.get("previous_memory") or state.get("working_memory") or None
-        pairs, tool = create_prompt(transcript, previous, limits), CREATE_TOOL
+        pairs = create_prompt(transcript, previous, limits)
     roles = {"system": SystemMessage, "human": HumanMessage, "user": HumanMessage}
-    return [roles[role](content=text) for role, text in pairs], tool
+    return [roles[role](content=text) for role, text in pairs], commit_tool(state, svc)
+
+
+def commit_tool(state: CommitState, svc: Services) -> dict[str, Any]:
+    """The forced tool of the current prompt kind: the update tool in the schema in effect, or the create tool."""
+    if state.get("prompt_kind") == "update":
+        return update_tool(svc.fixes.tool_schema(svc.tool_schema) == "inline")
+    return CREATE_TOOL
 
 
 def answer_of(reply: Any) -> dict[str, Any]:
@@ -87,8 +93,8 @@ def generate(state: CommitState, runtime: Runtime[CommitContext]) -> dict[str, A
     time.sleep(retry_delay(context_of(runtime).retry_backoff_s, attempt))
     common: dict[str, Any] = {"model_name": clean_error(model_name(svc.model)), "route": ["generate"]}
     fix: str | None = None  # at most one fix-retry per call
+    prompt, tool = build_prompt(state, svc)
     while True:
-        prompt, tool = build_prompt(state, svc)
         try:
             reply = bind_commit_tool(svc.fixes.apply(svc.model), tool).invoke(prompt)
             break
@@ -106,6 +112,7 @@ def generate(state: CommitState, runtime: Runtime[CommitContext]) -> dict[str, A
                 elif (fix := svc.fixes.learn(error, svc.model, svc.tool_schema, getattr(exc, "param", None))):
                     log.warning("%s refused the request (%s); retrying once with the fix %r (kept if it helps)",
                                 common["model_name"], error, fix)
+                    tool = commit_tool(state, svc)  # the transcript stays; only the tool's schema may change
                     continue
                 return {**common, "attempt": 0, "transport_error": "", "answer": {}, "model_error": error,
                         "model_errors": [error], "model_fixes": svc.fixes.names()}
