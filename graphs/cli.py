@@ -19,6 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from workmem.graphs.context.tool_results import DEFAULT_OFFLOAD_TOKENS
+from workmem.graphs.demo.run import DEMO_TRIGGER
 from workmem.graphs.eval.cli import add_eval_parser
 from workmem.graphs.help_format import DefaultsFormatter
 from workmem.state.errors import InvalidInput, WorkmemError
@@ -356,7 +357,8 @@ def build_parser() -> argparse.ArgumentParser:
         return cmd
 
     demo = command("demo", cmd_demo)
-    demo.add_argument("--threshold", type=int, default=2500, help="pending tokens that trigger a commit")
+    demo.add_argument("--threshold", type=int, default=DEMO_TRIGGER,
+                      help="the commit trigger: tokens of the next model call")
     demo.add_argument("--keep", type=int, default=DEFAULT_KEEP_RECENT, help="recent messages kept raw")
     demo.add_argument("--model", metavar="PROVIDER:MODEL",
                       help="commit with this model (default: the offline extractive one, whatever WORKMEM_MODEL says)")

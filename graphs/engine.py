@@ -11,6 +11,7 @@ import asyncio
 import logging
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +20,14 @@ from workmem.graphs.context.assemble import (
     SYSTEM_ADDITION,
     assemble_context,
     pending_entries,
+    reserve_for_reply,
     validate_budget,
 )
+from workmem.graphs.context.call_state import SessionCalls, call_states, warn_capped_keep
+from workmem.graphs.context.decision import DEFAULT_LOW_WATER, Plan, decide, figures_for
 from workmem.graphs.context.injected import strip_injected
 from workmem.graphs.context.search_results import MAX_CONTEXT, with_context
+from workmem.graphs.context.session_memory import NO_MEMORY, MemoryCache, SessionMemory
 from workmem.graphs.context.tool_results import (
     DEFAULT_OFFLOAD_TOKENS,
     MAX_MATCHES,
@@ -39,7 +44,6 @@ from workmem.nodes.formatting import format_messages
 from workmem.nodes.models import LazyModel, model_kwargs_setting, model_spec
 from workmem.state.errors import Anomaly, CommitInProgress, DamagedFile, InvalidInput, WorkmemError
 from workmem.state.forget import FORGET_TASK_PREFIX, checked_seqs
-from workmem.state.ids import archive_number
 from workmem.state.index_checks import index_anomalies
 from workmem.state.memory import MAX_MEMORY_BUDGET, MIN_MEMORY_BUDGET, memory_budget_for
 from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES, message_text
@@ -48,10 +52,10 @@ from workmem.state.redact import describe_error
 from workmem.state.retention import (
     DEFAULT_TRIGGER,
     MESSAGES,
-    MIN_COMMIT_SHARE,
     Keep,
     Trigger,
     keep_from_args,
+    resolve_keep,
     trigger_messages,
     trigger_tokens,
     trigger_value,
@@ -139,8 +143,8 @@ class WorkingMemoryEngine:
         self.memory_budget = (None if memory_budget is None else
                               require_int("memory_budget", memory_budget, min=MIN_MEMORY_BUDGET,
                                                                    max=MAX_MEMORY_BUDGET))
-        self._warned_floor: set[str] = set()
-        self._wm_tokens: dict[str, tuple[Any, tuple[int, int]]] = {}  # per session: its newest archive's facts
+        self._memories = MemoryCache()  # per session: its newest archive's working memory, read once
+        self._calls = call_states()  # per session: what its model calls remember (the breaker, a learned limit)
         self.max_message_bytes = _positive_int("max_message_bytes", max_message_bytes)
         self.payload_limits = PayloadLimits(payload_bytes, max_payload_bytes)
         # Checked now (a bad model= or WORKMEM_MODEL fails before anything touches disk), built at the first commit.
@@ -201,33 +205,38 @@ class WorkingMemoryEngine:
 
     def after_turn(self, session_id: str, messages: list[Any], pre_prompt_count: int = 0, *,
                    keep: Keep | None = None, trigger: Trigger | int | None = None, input_limit: int | None = None,
-                   tool_tokens: int = 0, wait: bool = False) -> dict[str, Any]:
-        """Store `messages[pre_prompt_count:]` minus what workmem injected; when a commit is due (see
-        `commit_due`) start one — in the background, or before returning with `wait=True` →
-        {stored, pending_tokens, task_id, commit}.
+                   tool_tokens: int = 0, low_water: float = DEFAULT_LOW_WATER, wait: bool = False) -> dict[str, Any]:
+        """Store `messages[pre_prompt_count:]` minus what workmem injected; when a commit is due start one — in the
+        background, or before returning with `wait=True` → {stored, pending_tokens, task_id, commit}.
 
-        `keep` / `trigger` override the engine's for this call; `input_limit` is the model's input limit a
-        fraction trigger is taken of (default `context_window`); `tool_tokens` are the schemas of workmem's
-        own tools every call carries (the middleware's), counted toward the trigger.
+        A commit is due by the middleware's rule (`graphs.context.decision`), on the call the stored session makes
+        next (`assemble`: the system note, the working memory, the live messages shown, and `tool_tokens` — the
+        schemas of the tools every call carries): it reaches the trigger with at least a quarter of it (or
+        `min_commit_tokens`) to cover, and the commit keeps at most `low_water` × the trigger for the call after
+        it. `keep` / `trigger` override the engine's for this call; `input_limit` is the model's input limit a
+        fraction trigger is taken of (default `context_window`).
         """
         messages = require_list("messages", messages)
         require_int("pre_prompt_count", pre_prompt_count, min=0, max=len(messages))
         require_bool("wait", wait)
         require_int("tool_tokens", tool_tokens, min=0, max=MAX_SETTING)
+        if isinstance(low_water, bool) or not isinstance(low_water, (int, float)) or not 0 < low_water < 1:
+            raise InvalidInput("low_water", low_water, "must be a number in (0, 1)")
         limit = self.context_window if input_limit is None else _positive_int("input_limit", input_limit)
         keep = self.keep if keep is None else keep_from_args(keep, None, default=self.keep, input_limit=limit)
-        chosen_trigger = self.trigger if trigger is None else trigger_value(trigger)
-        threshold = trigger_tokens(chosen_trigger, limit)
+        rule = _TurnRule(keep, self.trigger if trigger is None else trigger_value(trigger), limit, tool_tokens,
+                         float(low_water))
         new = strip_injected(list(messages[pre_prompt_count:]), offset=pre_prompt_count,
                              max_bytes=self.max_message_bytes, payloads=self.payload_limits)
         stored = self.storage.sessions.append(session_id, new) if new else []
         if not stored and not self.storage.sessions.session_exists(session_id):
             return {"stored": 0, "pending_tokens": 0, "task_id": None, "commit": None, "messages": []}
         meta = self._meta_with_keep(session_id, keep)
+        plan = self._plan_next_call(session_id, rule, sync=wait)
         commit = None
-        if self.commit_due(session_id, meta, threshold, tool_tokens, max_messages=trigger_messages(chosen_trigger)):
-            commit = (self._start_for_trigger(session_id, keep, threshold, wait=True)
-                      if wait else self._commit_in_background(session_id, keep, threshold, tool_tokens))
+        if plan.action == "commit":
+            commit = (self._commit_for_turn(session_id, plan.keep.keep, rule) if wait
+                      else self._commit_in_background(session_id, plan.keep.keep, rule))
         return {"stored": len(stored), "pending_tokens": meta["pending_tokens"],
                 "task_id": commit["task_id"] if commit else None, "commit": commit, "messages": stored}
 
@@ -236,56 +245,53 @@ class WorkingMemoryEngine:
         `memory_budget`, else the trigger's (`state.memory.memory_budget_for`)."""
         return self.memory_budget if self.memory_budget is not None else memory_budget_for(threshold)
 
-    def commit_due(self, session_id: str, meta: dict[str, Any], threshold: int, tool_tokens: int = 0, *,
-                   max_messages: int | None = None) -> bool:
-        """§7 *When a commit starts*: (a) what the next call carries — system note, WM, live messages and
-        workmem's own tool schemas (`tool_tokens`) — reaches `threshold`, and (b) the tokens outside the
-        keep window reach the floor (`min_commit_tokens`, default a quarter of the threshold). When (a)
-        holds but the note, the WM and the keep window alone exceed the threshold, one WARNING per
-        session says so: committing would not help, and a commit on every turn is never started.
-        A `("messages", n)` trigger (`max_messages`): n live messages or more are due too, once anything
-        lies outside the keep window."""
-        if max_messages is not None and meta["message_count"] >= max_messages and meta["pending_tokens"] > 0:
-            return True
-        wm_tokens = self._working_memory_tokens(session_id, meta)
-        carried = _SYSTEM_NOTE_TOKENS + tool_tokens + wm_tokens + meta["live_tokens"]
-        if carried < threshold:
-            return False
-        floor = self.min_commit_tokens if self.min_commit_tokens is not None else int(threshold * MIN_COMMIT_SHARE)
-        if meta["pending_tokens"] >= max(floor, 1):
-            return True
-        if carried - meta["pending_tokens"] >= threshold and session_id not in self._warned_floor:
-            self._warned_floor.add(session_id)
-            log.warning("session %r: the system note, working memory (%d tokens) and keep window %s alone "
-                        "reach the commit trigger (%d tokens); commits wait until %d tokens lie outside the keep "
-                        "window. Raise the trigger or lower keep.", session_id, wm_tokens, list(meta["keep"]),
-                        threshold, max(floor, 1))
-        return False
+    def _plan_next_call(self, session_id: str, rule: _TurnRule, *, sync: bool) -> Plan:
+        """The commit decision on the call the stored session makes next (the middleware's rule); the session's
+        call counters are updated, and a keep the low-water mark caps is warned about once."""
+        threshold = rule.threshold
+        memory = self.memory_of(session_id)
+        live = self.storage.sessions.live_messages(session_id)
+        hidden = self.storage.sessions.hidden(session_id) if live else set()
+        shown = sum(m["tokens"] for m in live if m["seq"] not in hidden)
+        fixed = _SYSTEM_NOTE_TOKENS + rule.tool_tokens
+        floor = self.min_commit_tokens if self.min_commit_tokens is not None else threshold // 4
+        figures = figures_for(
+            live, call_tokens=fixed + memory.tokens + shown, fixed_tokens=fixed + self.budget_for_trigger(threshold),
+            threshold=threshold, floor=floor, input_limit=rule.limit, reserve=reserve_for_reply(rule.limit),
+            keep=resolve_keep(rule.keep, rule.limit), low_water=rule.low_water,
+            max_messages=trigger_messages(rule.trigger))
+        calls = self.call_state(session_id)
+        plan = decide(figures, calls.counters, sync=sync)
+        calls.counters = plan.counters
+        warn_capped_keep(session_id, calls, figures.keep, plan.keep)
+        return plan
 
-    def _working_memory_tokens(self, session_id: str, meta: dict[str, Any]) -> int:
-        """Tokens of the summary message the next call would carry (cached per last archive)."""
-        return self._newest_archive_facts(session_id, meta)[0]
+    def _commit_for_turn(self, session_id: str, keep: Keep, rule: _TurnRule) -> dict[str, Any]:
+        """A synchronous commit `after_turn` decided; when it completes, the next turn says whether it helped."""
+        result = self._start_for_trigger(session_id, keep, rule.threshold, wait=True)
+        if result.get("status") == "completed":
+            calls = self.call_state(session_id)
+            calls.counters = replace(calls.counters, check_next=True)
+        return result
 
-    def _newest_archive_facts(self, session_id: str, meta: dict[str, Any]) -> tuple[int, int]:
-        """(tokens of the summary message, seq of the last message the commit kept live) of the newest
-        archive, read once per archive: (0, 0) before the first commit."""
-        last = meta.get("last_archive")
-        if not last:
-            return 0, 0
-        key = (meta.get("created_at"), last.get("id"))  # a deleted and re-created session starts over
-        cached = self._wm_tokens.get(session_id)
-        if cached is None or cached[0] != key:
-            archive = self.working_memory(session_id) or {}
-            wm = archive.get("working_summary", {}).get("markdown", "")
-            tail_end = int((archive.get("preserved_tail") or {}).get("tail_seq") or 0)
-            cached = (key, (count_tokens(SUMMARY_PREFIX + wm) if wm.strip() else 0, tail_end))
-            self._wm_tokens[session_id] = cached
-        return cached[1]
+    def memory_of(self, session_id: str) -> SessionMemory:
+        """The working memory the session's next call carries, with its tokens and commit boundary (read once per
+        archive; empty for a session not created yet or before its first commit)."""
+        if not self.session_exists(session_id):
+            return NO_MEMORY
+        return self._memory_for(session_id, self.storage.sessions.meta(session_id))
 
-    def _commit_in_background(self, session_id: str, keep: Keep, threshold: int, tool_tokens: int) -> dict[str, Any]:
-        return self._start_for_trigger(
-            session_id, keep, threshold, wait=False,
-            then=lambda result: self._commit_again_if_due(session_id, keep, threshold, tool_tokens, result))
+    def _memory_for(self, session_id: str, meta: dict[str, Any]) -> SessionMemory:
+        return self._memories.get(session_id, meta, lambda: self.working_memory(session_id))
+
+    def call_state(self, session_id: str) -> SessionCalls:
+        """What the session's model calls remember between them: the loop breaker's counters, an input limit a
+        context overflow taught, a background commit to report (bounded: sessions at rest are evicted first)."""
+        return self._calls.of(session_id)
+
+    def _commit_in_background(self, session_id: str, keep: Keep, rule: _TurnRule) -> dict[str, Any]:
+        return self._start_for_trigger(session_id, keep, rule.threshold, wait=False,
+                                       then=lambda result: self._commit_again_if_due(session_id, rule, result))
 
     def _start_for_trigger(self, session_id: str, keep: Keep, threshold: int, *, wait: bool,
                            then: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
@@ -293,13 +299,14 @@ class WorkingMemoryEngine:
         return self.runner.start(session_id, keep, wait=wait, then=then, memory_budget=self.budget_for_trigger(
             threshold), clip_tokens=self.clip_for_trigger(threshold))
 
-    def _commit_again_if_due(self, session_id: str, keep: Keep, threshold: int, tool_tokens: int,
-                             finished: dict[str, Any]) -> None:
+    def _commit_again_if_due(self, session_id: str, rule: _TurnRule, finished: dict[str, Any]) -> None:
         """Turns stored while a background commit ran (and found it busy) get their commit now."""
         if finished.get("status") != "completed":
             return  # a failed commit is resumed by the next one; retrying here could loop
-        if self.commit_due(session_id, self._meta_with_keep(session_id, keep), threshold, tool_tokens):
-            self._commit_in_background(session_id, keep, threshold, tool_tokens)
+        self._meta_with_keep(session_id, rule.keep)
+        plan = self._plan_next_call(session_id, rule, sync=False)
+        if plan.action == "commit":
+            self._commit_in_background(session_id, plan.keep.keep, rule)
 
     # -- committing -------------------------------------------------------------------------------
 
@@ -392,14 +399,13 @@ class WorkingMemoryEngine:
 
     def summary_of(self, session_id: str) -> tuple[str, int]:
         """The WM markdown of the latest archive ('' before the first commit) and the archive count."""
-        archive = self.working_memory(session_id) or {}
-        wm = archive.get("working_summary", {}).get("markdown", "")
-        return wm, archive_number(archive["archive_id"]) if archive else 0
+        memory = self.memory_of(session_id)
+        return memory.markdown, memory.archives_total
 
     def kept_tail_end(self, session_id: str) -> int:
         """The seq of the last message the newest commit kept live (0 before the first commit): the commit
         boundary at which older tool results of the kept tail are shown as their synopsis."""
-        return self._newest_archive_facts(session_id, self.storage.sessions.meta(session_id))[1]
+        return self.memory_of(session_id).tail_end
 
     def read_tool_result(self, session_id: str, ref: Any = None, *, offset: Any = None, limit: Any = None,
                          query: Any = None, max_tokens: int = DEFAULT_OFFLOAD_TOKENS) -> dict[str, Any]:
@@ -556,6 +562,8 @@ class WorkingMemoryEngine:
             self.storage.delete_session(session_id)
         finally:
             self.storage.tasks.release_lease(session_id, lease)
+        self._memories.drop(session_id)
+        self._calls.drop(session_id)
         return {"deleted": True, "session_id": session_id}
 
     # -- forgetting (privacy) -----------------------------------------------------------------------
@@ -693,6 +701,23 @@ def _compact_result(compacted: bool, reason: str, summary: str | None, archive_i
                     before: int, after: int) -> dict[str, Any]:
     return {"ok": True, "compacted": compacted, "reason": reason, "summary": summary, "archive_id": archive_id,
             "tokens_before": before, "tokens_after": after}
+
+
+@dataclass(frozen=True)
+class _TurnRule:
+    """What `after_turn` decides with: the keep, the trigger and the input limit it is taken of, the tool schemas
+    every call carries, the low-water mark."""
+
+    keep: Keep
+    trigger: Any
+    limit: int
+    tool_tokens: int
+    low_water: float
+
+    @property
+    def threshold(self) -> int:
+        """The trigger in tokens."""
+        return trigger_tokens(self.trigger, self.limit)
 
 
 def _positive_int(field: str, value: Any) -> int:

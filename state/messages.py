@@ -60,6 +60,28 @@ _SKIPPED_BLOCKS = {"tool_call_chunk", "invalid_tool_call"}
 _DROPPED_KWARGS = {"tool_calls", "function_call"}
 
 
+class Normalised:
+    """A message workmem itself normalised and encoded (`prepare_message`): an append takes it as it is, so a
+    message an agent's state holds is normalised once on its way to storage. Built only from `prepare_message`'s
+    output; its body fits the cap it was made for."""
+
+    __slots__ = ("msg", "body")
+
+    def __init__(self, msg: dict[str, Any], body: bytes) -> None:
+        self.msg, self.body = msg, body
+
+
+def for_storage(msg: dict[str, Any], body: bytes, payloads: PayloadLimits | None, max_bytes: int) -> Normalised | None:
+    """A normalised message (`body`: its encoding without payloads) as an append stores it: a copy with its large
+    result made a payload and the body re-encoded; None when it exceeds `max_bytes` (the caller clips it)."""
+    stored = {**msg, "parts": [dict(p) for p in msg["parts"]], "meta": dict(msg["meta"])}
+    if payloads is not None:
+        externalize(stored, payloads)
+        if is_payload(stored["parts"][0]):
+            body = encode_body(stored, max_bytes=NO_BYTE_CAP)
+    return Normalised(stored, body) if len(body) <= max_bytes else None
+
+
 def normalize_message(obj: Any, *, field: str = "message", max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
                       payloads: PayloadLimits | None = None) -> dict[str, Any]:
     """A LangChain message, OpenAI-style dict or workmem dict as a validated `{role, parts, meta}` (with
@@ -188,6 +210,12 @@ def prepare_messages(objs: Any, *, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     longest_plain = (max_bytes - _PLAIN_BODY_BYTES - 2) // _MAX_JSON_BYTES_PER_ASCII_CHAR  # 2: the quotes
     out: list[tuple[dict[str, Any], bytes | None]] = []
     for i, obj in enumerate(objs):
+        if type(obj) is Normalised:
+            if len(obj.body) > max_bytes:
+                raise InvalidInput(f"messages[{i}]", f"<{len(obj.body)} bytes>",
+                                   f"message is larger than the cap of {max_bytes} bytes")
+            out.append((obj.msg, obj.body))
+            continue
         # The plain-text test is inlined (not a helper call): it runs for every message of every append.
         if type(obj) is dict and len(obj) == 2:
             role, content = obj.get("role"), obj.get("content")

@@ -25,9 +25,9 @@ from workmem.state.messages import (
     NO_BYTE_CAP,
     SYNOPSIS_FP,
     clip_to_cap,
+    for_storage,
     lc_id,
     message_text,
-    normalize_message,
     prepare_message,
 )
 from workmem.state.payloads import PayloadLimits
@@ -90,30 +90,36 @@ def clip_oversized(messages: list[Any], max_bytes: int, *, warn: bool = False,
 class NormalisedCache:
     """Normalised forms of the agent state's messages, reused across model calls: a checkpointed thread's
     whole history is aligned on every call, and normalising it is most of that cost. Keyed by LangChain
-    id and everything normalisation reads, so an edited message (same id, new content) is normalised anew."""
+    id and everything normalisation reads, so an edited message (same id, new content) is normalised anew.
+    Each form is kept with its encoding, so storing a new message does not normalise it again."""
 
     def __init__(self, size: int = NORMALISED_CACHE_SIZE) -> None:
         self.size = size
-        self._items: OrderedDict[tuple[Any, ...], dict[str, Any]] = OrderedDict()
+        self._items: OrderedDict[tuple[Any, ...], tuple[dict[str, Any], bytes]] = OrderedDict()
         self._lock = threading.Lock()
 
     def normalize(self, message: Any, *, field: str = "message", max_bytes: int = NO_BYTE_CAP,
                   payloads: PayloadLimits | None = None) -> dict[str, Any]:
         """`normalize_message(message)`, from the cache when the same message was normalised before."""
-        key = _cache_key(message)
+        return self.prepare(message, field=field, max_bytes=max_bytes, payloads=payloads)[0]
+
+    def prepare(self, message: Any, *, field: str = "message", max_bytes: int = NO_BYTE_CAP,
+                payloads: PayloadLimits | None = None) -> tuple[dict[str, Any], bytes]:
+        """`prepare_message(message)` (the form and its encoding), from the cache when it was prepared before."""
+        key = _cache_key(message) if max_bytes == NO_BYTE_CAP and payloads is None else None
         if key is not None:
             with self._lock:
                 hit = self._items.get(key)
                 if hit is not None:
                     self._items.move_to_end(key)
                     return hit
-        msg = normalize_message(message, field=field, max_bytes=max_bytes, payloads=payloads)
+        prepared = prepare_message(message, field=field, max_bytes=max_bytes, payloads=payloads)
         if key is not None:
             with self._lock:
-                self._items[key] = msg
+                self._items[key] = prepared
                 while len(self._items) > self.size:
                     self._items.popitem(last=False)
-        return msg
+        return prepared
 
 
 def _cache_key(message: Any) -> tuple[Any, ...] | None:
@@ -152,7 +158,8 @@ class StateView:
                  cache: NormalisedCache | None = None, *, run_seq: int | None = None,
                  stored_upto: int | None = None) -> None:
         self.messages = messages
-        normalize = cache.normalize if cache is not None else normalize_message
+        self._cache = cache if cache is not None else NormalisedCache(size=0)
+        normalize = self._cache.normalize
         # An empty model reply (no text, no tool call: cut or filtered output) is nothing to store or send:
         # skipped before validation, which would refuse it. workmem's own injections never count.
         contentful = [i for i, m in enumerate(messages) if carries_content(m)]
@@ -204,6 +211,17 @@ class StateView:
         """The state's messages to store, in order."""
         return [self.messages[self.indexes[pos]] for pos in self.alignment.new]
 
+    def new_for_storing(self, max_bytes: int, payloads: PayloadLimits) -> list[Any]:
+        """`new_messages()` as an append stores them, each normalised once (the form the view aligned); one larger
+        than `max_bytes` as stored is a clipped copy (one WARNING each)."""
+        out = []
+        for message in self.new_messages():
+            msg, body = self._cache.prepare(message)
+            ready = for_storage(msg, body, payloads, max_bytes)
+            out.append(ready if ready is not None else clip_oversized([message], max_bytes, warn=True,
+                                                                      payloads=payloads)[0])
+        return out
+
     def absorb(self, stored: list[dict[str, Any]]) -> None:
         """The view after `new_messages()` were stored as `stored` (one each, in order): the same alignment,
         those positions now stored and live (a fresh alignment would judge the run's own messages again)."""
@@ -215,21 +233,24 @@ class StateView:
         self.shown = self.alignment.shown({m["seq"] for m in self.live})
         self.pinned = self._running_turn_message(self._run_from)
 
-    def context_entries(self, engine: WorkingMemoryEngine, session_id: str, max_view_bytes: int) -> list[Any]:
+    def context_entries(self, max_view_bytes: int, max_message_bytes: int,
+                        hidden: Callable[[], set[int]]) -> list[Any]:
         """What the model may see besides the WM, in order: live stored messages and unstored ones (entries
         with `lc`). The state decides the tail when it holds a message stored before the run (live, or the
         newest archived one: a fork from an archived checkpoint), or was cleared; else, a client sending only
-        new messages, every shown live one."""
+        new messages, every live one but the `hidden()` seqs. Messages over `max_view_bytes` are clipped when that
+        is less than the store's `max_message_bytes`."""
         unstored_positions = self.alignment.new
         unstored = clip_oversized([self.messages[self.indexes[p]] for p in unstored_positions], max_view_bytes)
         entries = dict(zip(unstored_positions, pending_entries(unstored, max_bytes=NO_BYTE_CAP), strict=True))
         if not self.state_decides:
-            shown = engine.shown_live(session_id) if self.live else []
+            hide = hidden() if self.live else set()
+            shown = [m for m in self.live if m["seq"] not in hide] if hide else self.live
             out = [*shown, *(entries[p] for p in sorted(entries))]
         else:
             out = [self.shown.get(p) or entries[p] for p in range(len(self.indexes))
                    if p in self.shown or p in entries]
-        if max_view_bytes < engine.max_message_bytes:
+        if max_view_bytes < max_message_bytes:
             return [entry if "lc" in entry else clipped_entry(entry, max_view_bytes) for entry in out]
         # A stored message the state holds is sent as the state's own object (its artifact, its metadata),
         # unless its stored copy was clipped.

@@ -16,6 +16,8 @@ from rich.table import Table
 
 DEMO_SESSION = "demo"
 CONTEXT_BUDGET = 40_000
+DEMO_TRIGGER = 4_000  # tokens of the next call: two commits over the bundled session
+DEMO_MEMORY_BUDGET = 1_500  # a working memory that holds the session's files and errors without spilling
 
 
 def demo_conversation() -> list[dict[str, Any]]:
@@ -35,9 +37,10 @@ def split_turns(messages: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     return turns
 
 
-def run_demo(root: str | None = None, *, threshold: int = 2500, keep: int = 10,
+def run_demo(root: str | None = None, *, threshold: int = DEMO_TRIGGER, keep: int = 10,
              console: Console | None = None, quiet: bool = False, model: Any = "extractive") -> dict[str, Any]:
-    """Ingest the demo session, committing whenever pending tokens pass `threshold`; return a summary.
+    """Ingest the demo session turn by turn, committing when the next call reaches `threshold` tokens; return a
+    summary.
 
     Offline whatever `WORKMEM_MODEL` says: the demo uses the extractive model unless `model` names another."""
     from workmem.graphs.engine import WorkingMemoryEngine
@@ -45,14 +48,16 @@ def run_demo(root: str | None = None, *, threshold: int = 2500, keep: int = 10,
     console = console or Console()
     root_path = Path(root) if root else Path(tempfile.mkdtemp(prefix="workmem-demo-"))
     commits: list[dict[str, Any]] = []
-    with WorkingMemoryEngine(root=root_path, model=model, keep_recent_count=keep) as engine:
+    with WorkingMemoryEngine(root=root_path, model=model, keep_recent_count=keep,
+                             memory_budget=DEMO_MEMORY_BUDGET) as engine:
         turns = split_turns(demo_conversation())
         with Progress(console=console, transient=True, disable=quiet) as progress:
             bar = progress.add_task("ingesting turns", total=len(turns))
             for turn in turns:
-                engine.add_messages(DEMO_SESSION, turn)
-                if engine.storage.sessions.meta(DEMO_SESSION)["pending_tokens"] >= threshold:
-                    commits.append(engine.commit(DEMO_SESSION, keep_recent_count=keep))
+                done = engine.after_turn(DEMO_SESSION, turn, trigger=("tokens", threshold), keep=("messages", keep),
+                                         wait=True)
+                if done["commit"] is not None:
+                    commits.append(done["commit"])
                 progress.advance(bar)
         archive = engine.working_memory(DEMO_SESSION) or {}
         archives = engine.storage.sessions.list_archives(DEMO_SESSION)

@@ -11,7 +11,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from workmem.graphs.eval.run import DEFAULT_THRESHOLD
+from workmem.graphs.eval.run import TRIGGER_SHARE
 from workmem.graphs.help_format import DefaultsFormatter
 from workmem.state.memory import DEFAULT_MEMORY_BUDGET
 from workmem.state.tokens import DEFAULT_CONTEXT_WINDOW
@@ -38,7 +38,9 @@ def add_eval_arguments(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--model", help="answer (and commit) model, e.g. openai:gpt-4o-mini (default: $WORKMEM_MODEL)")
     cmd.add_argument("--judge", help="judge model (default: the answer model)")
     cmd.add_argument("--commit-model", help="commit model, e.g. extractive (default: the answer model)")
-    cmd.add_argument("--threshold", type=int, default=DEFAULT_THRESHOLD, help="pending tokens that trigger a commit")
+    cmd.add_argument("--threshold", type=int, default=None,
+                     help=f"the commit trigger: tokens of the next model call (default: {TRIGGER_SHARE:.0%} of "
+                          "--budget)")
     cmd.add_argument("--keep", type=int, default=DEFAULT_KEEP_RECENT, help="recent messages kept raw by each commit")
     cmd.add_argument("--budget", type=int, default=DEFAULT_CONTEXT_WINDOW, help="token budget of the assembled context")
     cmd.add_argument("--memory-budget", type=int, default=DEFAULT_MEMORY_BUDGET,

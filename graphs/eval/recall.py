@@ -89,7 +89,7 @@ def measure_search_recall(data: str | Path | dict[str, Any] | list[Any], *, root
         target = scratch_storage(stack, root, database_url, "workmem-recall-")
         engine = stack.enter_context(WorkingMemoryEngine(**target, durable=False))
         for sample in samples:
-            ingested = ingest_sample(engine, sample, threshold=sys.maxsize, keep=0)
+            ingested = ingest_sample(engine, sample, trigger=None, keep=0)
             engine.commit(sample.session_id, keep_recent_count=0, wait=True)
             tallies = {style: _measure(engine, sample, ingested.dia_seq, query_of)
                        for style, query_of in STYLES.items()}

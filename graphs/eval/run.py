@@ -38,10 +38,11 @@ from workmem.graphs.eval.qa import answer_questions
 from workmem.graphs.eval.scratch import scratch_storage
 from workmem.state.errors import InvalidInput
 from workmem.state.memory import DEFAULT_MEMORY_BUDGET
+from workmem.state.retention import trigger_tokens, trigger_value
 from workmem.state.tokens import DEFAULT_CONTEXT_WINDOW
 from workmem.state.turns import DEFAULT_KEEP_RECENT
 
-DEFAULT_THRESHOLD = 2000
+TRIGGER_SHARE = 0.8  # the default commit trigger: this share of the assembled context's budget
 RULES = {
     "session_date": "a user message '[session <n> — <date_time>]' before each dated session's first turn",
     "keywords": "question words of 3+ chars, lowercase, possessive 's dropped, minus stopwords and speaker "
@@ -75,7 +76,7 @@ class Models:
 
 
 def run_eval(data: str | Path | dict[str, Any] | list[Any], *, root: str | Path | None = None, model: Any = None,
-             judge: Any = None, commit_model: Any = None, threshold: int = DEFAULT_THRESHOLD,
+             judge: Any = None, commit_model: Any = None, threshold: int | None = None, trigger: Any = None,
              keep: int = DEFAULT_KEEP_RECENT, budget: int = DEFAULT_CONTEXT_WINDOW, no_model: bool = False,
              include_adversarial: bool = False, limit_questions: int | None = None,
              sample: int | str | None = None, progress: bool = True, console: Console | None = None,
@@ -88,17 +89,22 @@ def run_eval(data: str | Path | dict[str, Any] | list[Any], *, root: str | Path 
     Commits use `commit_model`, else the answer model, else the offline extractive model.
     `search_recall` adds the §7 measure of `archive_search` (`recall.measure_search_recall`).
     `database_url`: evaluate on PostgreSQL, in a scratch schema dropped afterwards (`scratch.scratch_storage`).
-    `memory_budget`: the WM's token budget (default an engine's with the default trigger: §5's full table with
-    its headings, 10 105): the
-    eval's `threshold` is a commit cadence, not the context size a trigger would derive it from.
+    `threshold`: the commit trigger in tokens of the next call (`after_turn`'s rule; default 80 % of `budget`), or
+    `trigger`: any trigger form (e.g. `("messages", 11)`: a commit whenever 11 messages are live).
+    `memory_budget`: the WM's token budget (default an engine's at its default trigger, the full section table with
+    its headings: 10 105).
     """
     from workmem.graphs.engine import WorkingMemoryEngine
     from workmem.state.turns import validate_keep
 
     samples = select_samples(load_samples(data), sample)
-    threshold = _positive("threshold", threshold)
     keep = validate_keep(keep, "keep")
     budget = _positive("budget", budget)
+    if threshold is not None and trigger is not None:
+        raise InvalidInput("trigger", trigger, "give threshold or trigger, not both")
+    if trigger is None:
+        trigger = ("tokens", _positive("threshold", int(TRIGGER_SHARE * budget) if threshold is None else threshold))
+    trigger = trigger_value(trigger)
     if limit_questions is not None:
         limit_questions = _positive("limit_questions", limit_questions)
     models = resolve_models(model, judge, commit_model, no_model=no_model)
@@ -112,7 +118,7 @@ def run_eval(data: str | Path | dict[str, Any] | list[Any], *, root: str | Path 
     with ExitStack() as stack:
         target = scratch_storage(stack, root, database_url, "workmem-eval-")
         engine = stack.enter_context(WorkingMemoryEngine(
-            **target, model=models.commit, keep_recent_count=keep, commit_token_threshold=threshold,
+            **target, model=models.commit, keep_recent_count=keep, trigger=trigger,
             memory_budget=memory_budget, durable=False))
         bar = stack.enter_context(_progress(console, progress))
         for item in samples:
@@ -123,7 +129,7 @@ def run_eval(data: str | Path | dict[str, Any] | list[Any], *, root: str | Path 
             _count_excluded(excluded, item, chosen, include_adversarial)
             clock = time.perf_counter()
             task = bar.add_task(f"ingest {item.sample_id}", total=len(item.turns))
-            ingested = ingest_sample(engine, item, threshold=threshold, keep=keep,
+            ingested = ingest_sample(engine, item, trigger=trigger, keep=keep,
                                      advance=lambda t=task: bar.advance(t))
             timing["ingest_s"] += time.perf_counter() - clock
             clock = time.perf_counter()
@@ -142,8 +148,8 @@ def run_eval(data: str | Path | dict[str, Any] | list[Any], *, root: str | Path 
             sample_rows.append(_sample_row(engine, item, ingested))
     timing["total_s"] = time.perf_counter() - started
     results = {
-        "config": {"threshold": threshold, "keep": keep, "budget": budget, "memory_budget": memory_budget,
-                   "include_adversarial": include_adversarial,
+        "config": {"threshold": trigger_tokens(trigger, budget), "trigger": list(trigger), "keep": keep,
+                   "budget": budget, "memory_budget": memory_budget, "include_adversarial": include_adversarial,
                    "limit_questions": limit_questions, "durable": False, "search_limit": SEARCH_LIMIT,
                    "backend": "postgres" if database_url else "file",
                    "commit_model": _name(models.commit), "model": _name(models.answer),
@@ -273,20 +279,26 @@ def select_questions(sample: Sample, include_adversarial: bool, limit: int | Non
     return chosen[:limit] if limit is not None else chosen
 
 
-def ingest_sample(engine: Any, sample: Sample, *, threshold: int, keep: int,
+def ingest_sample(engine: Any, sample: Sample, *, trigger: Any, keep: int,
                   advance: Advance | None = None) -> Ingested:
-    """Store the sample turn by turn (date notes first), committing once pending tokens reach `threshold`."""
+    """Store the sample turn by turn (date notes first), committing when `after_turn`'s rule says so for
+    `trigger` (None: never)."""
     done = Ingested(sample.session_id)
 
     transcript_tokens = 0
 
     def add(text: str) -> int:
         nonlocal transcript_tokens
-        stored = engine.add_messages(done.session_id, [{"role": "user", "content": text}])[0]
+        message = {"role": "user", "content": text}
+        if trigger is None:
+            turn = {"messages": engine.add_messages(done.session_id, [message]), "commit": None}
+        else:
+            turn = engine.after_turn(done.session_id, [message], trigger=trigger, keep=("messages", keep), wait=True)
+        stored = turn["messages"][0]
         done.texts.append(text)
         transcript_tokens += stored["tokens"]
-        if engine.storage.sessions.meta(done.session_id)["pending_tokens"] >= threshold:
-            result = engine.commit(done.session_id, keep_recent_count=keep, wait=True)
+        if turn["commit"] is not None:
+            result = turn["commit"]
             archive = engine.working_memory(done.session_id) or {}
             done.commits.append({"after_seq": stored["seq"], **{k: result.get(k) for k in
                                                                  ("status", "archive_id", "reason")},

@@ -6,6 +6,8 @@ import errno
 import json
 import logging
 import os
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,8 +30,50 @@ class Parsed:
     end: int = 0  # offset just after the last complete line; bytes after it are a torn tail
     lines: int = 0  # complete lines seen (for line numbers of a later segment)
 
+    def extended(self, more: Parsed, offset: int) -> Parsed:
+        """This parse followed by `more`, the parse of the bytes from `offset` (= `self.end`) on (a new object)."""
+        return Parsed(messages=[*self.messages, *more.messages], raw=[*self.raw, *more.raw],
+                      line_nos=[*self.line_nos, *more.line_nos], problems=[*self.problems, *more.problems],
+                      bad_lines=[*self.bad_lines, *more.bad_lines], end=offset + more.end,
+                      lines=self.lines + more.lines)
+
 
 log = logging.getLogger("workmem.store")
+
+
+class ParseCache:
+    """The parse of each live file as last read, so a read parses only the lines appended since.
+
+    A read hands over the file's bytes; when they begin with the bytes the cached parse covered (an append only
+    adds lines), only the rest is parsed. Anything else — a rewrite, a truncation, an edit in place — is parsed
+    whole. Bounded: the newest `size` files."""
+
+    def __init__(self, size: int = 64) -> None:
+        self.size = size
+        self._items: OrderedDict[str, tuple[bytes, Parsed]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def parse(self, data: bytes, path: str) -> Parsed:
+        """`parse(data, path)`, reusing the cached parse of a prefix of `data`."""
+        with self._lock:
+            cached = self._items.get(path)
+        if cached is not None and data.startswith(cached[0]):
+            done, before = cached
+            parsed = before if len(data) == len(done) else before.extended(
+                parse(data[len(done):], path, first_line=before.lines + 1), len(done))
+        else:
+            parsed = parse(data, path)
+        with self._lock:
+            self._items[path] = (data[:parsed.end], parsed)
+            self._items.move_to_end(path)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+        return parsed
+
+    def forget(self, path: str) -> None:
+        """Drop the cached parse of `path`."""
+        with self._lock:
+            self._items.pop(path, None)
 
 
 def _encode_lines(stored: list[dict[str, Any]], bodies: list[bytes | None]) -> bytes:

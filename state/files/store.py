@@ -89,6 +89,7 @@ class SessionStore:
         self._newest: OrderedDict[Path, tuple[tuple[int, str], list[dict[str, Any]]]] = OrderedDict()
         self._newest_lock = threading.Lock()
         self._problems = jsonl.Problems()
+        self._live_parses = jsonl.ParseCache()  # each live file's parse: a read parses only what was appended
 
     # -- sessions -----------------------------------------------------------------------------------
 
@@ -134,6 +135,7 @@ class SessionStore:
             tombstone = self.sessions_dir / f"{TOMBSTONE_PREFIX}{p.safe_id}-{os.urandom(4).hex()}"
             fsutil.publish_dir(p.dir, tombstone, durable=True)
             self._live.pop(p.dir, None)
+            self._live_parses.forget(str(p.messages))
             self._problems.forget(p.dir)
             self._payload_texts.forget(p.safe_id)
         return tombstone
@@ -566,19 +568,24 @@ class SessionStore:
         """
         data = jsonl.read_bytes(p.messages) or b""
         n, end = self._last_complete(p)
-        parsed, picked = self._parsed(p, p.messages, data, strict, after=end)
+        parsed = self._live_parses.parse(data, str(p.messages))
+        picked = self._picked(p, p.messages, parsed, strict, after=end)
         return [parsed.messages[i] for i in picked], n, end
 
     def _parsed(self, p: SessionPaths, path: Path, data: bytes, strict: bool, *,
                 after: int = 0) -> tuple[jsonl.Parsed, list[int]]:
         """Parse a messages file with the readers' rules; record what they found; strict → raise it."""
         parsed = jsonl.parse(data, str(path))
+        return parsed, self._picked(p, path, parsed, strict, after=after)
+
+    def _picked(self, p: SessionPaths, path: Path, parsed: jsonl.Parsed, strict: bool, *, after: int) -> list[int]:
+        """The readers' rule over a parsed file (`jsonl.ordered`); what it found is recorded; strict → raised."""
         picked, found = jsonl.ordered(parsed, str(path), after=after)
         found = [*parsed.problems, *found]
         if strict and found:
             raise found[0]
         self._problems.note(p.dir, path, found, replace=True)
-        return parsed, picked
+        return picked
 
     def _resolved(self, p: SessionPaths, messages: list[dict[str, Any]], *,
                   damaged_ok: bool = False) -> list[dict[str, Any]]:

@@ -368,13 +368,13 @@ def test_sync_commit_mode_commits_before_the_call_that_would_cross_the_trigger(r
 def test_a_long_threads_history_is_normalised_once_not_on_every_model_call(root, monkeypatch):
     import workmem.graphs.agent.view as middleware_module
 
-    real, calls = middleware_module.normalize_message, []
+    real, calls = middleware_module.prepare_message, []
 
     def counting(message, **kwargs):
         calls.append(getattr(message, "id", None))
         return real(message, **kwargs)
 
-    monkeypatch.setattr(middleware_module, "normalize_message", counting)
+    monkeypatch.setattr(middleware_module, "prepare_message", counting)
     with WorkingMemoryEngine(root, durable=False) as engine:
         agent = create_agent(scripted(*(f"Answer {i}." for i in range(12))), checkpointer=InMemorySaver(),
                              middleware=[WorkingMemoryMiddleware(engine)])

@@ -24,8 +24,10 @@ from langgraph.runtime import Runtime
 
 import workmem.graphs.agent.middleware as middleware_module
 import workmem.graphs.agent.view as view_module
-from workmem.graphs.agent.middleware import ARCHIVE_TAIL, WorkingMemoryMiddleware
+from workmem.graphs.agent.middleware import WorkingMemoryMiddleware
+from workmem.graphs.agent.session_cache import ARCHIVE_TAIL
 from workmem.graphs.agent.tools import make_archive_tools
+from workmem.graphs.agent.trim import archived_in_state
 from workmem.graphs.agent.view import NormalisedCache, StateView, carries_content, clip_oversized, combine_system
 from workmem.graphs.context.assemble import SYSTEM_ADDITION
 from workmem.graphs.context.injected import SUMMARY_MARKER
@@ -128,13 +130,13 @@ def test_clip_oversized_replaces_only_messages_over_the_cap(caplog):
 @pytest.fixture
 def normalise_calls(monkeypatch):
     calls: list[Any] = []
-    real = view_module.normalize_message
+    real = view_module.prepare_message
 
     def counting(message, **kwargs):
         calls.append(message)
         return real(message, **kwargs)
 
-    monkeypatch.setattr(view_module, "normalize_message", counting)
+    monkeypatch.setattr(view_module, "prepare_message", counting)
     return calls
 
 
@@ -160,7 +162,7 @@ def test_an_edited_message_with_the_same_id_is_normalised_anew(normalise_calls, 
     cache = NormalisedCache()
     first, second = cache.normalize(before), cache.normalize(after)
     assert second is not first and len(normalise_calls) == 2
-    assert second == view_module.normalize_message(after)
+    assert second == view_module.prepare_message(after)[0]
 
 
 def test_messages_without_an_id_and_dicts_are_never_cached(normalise_calls):
@@ -324,12 +326,13 @@ def test_the_budget_is_explicit_else_the_model_profile_else_the_context_window(m
         return SimpleNamespace(model=SimpleNamespace(profile=profile))
 
     fixed = WorkingMemoryMiddleware(engine, token_budget=7_000)
-    assert fixed.budget_for(with_profile({"max_input_tokens": 3_000}), engine) == 7_000
+    assert fixed._input_limit(with_profile({"max_input_tokens": 3_000}), engine, engine.call_state("s")) == 7_000
     mw = WorkingMemoryMiddleware(engine)
     for profile in (None, {}, {"max_input_tokens": 0}, {"max_input_tokens": True}, {"max_input_tokens": "9"}):
-        assert mw.budget_for(with_profile(profile), engine) == 50_000, profile
-    assert mw.budget_for(with_profile({"max_input_tokens": 3_000}), engine) == 3_000
-    assert mw.budget_for(with_profile(None), engine) == 3_000, "the agent model's limit, once seen, stays"
+        assert mw._input_limit(with_profile(profile), engine, engine.call_state("s")) == 50_000, profile
+    assert mw._input_limit(with_profile({"max_input_tokens": 3_000}), engine, engine.call_state("s")) == 3_000
+    assert mw._input_limit(with_profile(None), engine, engine.call_state("s")) == 3_000, \
+        "the agent model's limit, once seen, stays"
 
 
 # -- around the run -------------------------------------------------------------------------------------
@@ -380,12 +383,12 @@ def test_an_empty_model_reply_is_skipped_and_the_rest_of_the_run_stored(make_eng
 def test_archived_in_state_removes_only_messages_a_commit_archived(make_engine):
     engine = make_engine(committer("Counting."))
     mw = WorkingMemoryMiddleware(engine)
-    assert mw.archived_in_state(engine, "s", [HumanMessage(content="x", id="h1")]) == []
+    assert archived_in_state(engine, "s", [HumanMessage(content="x", id="h1")]) == []
     history = [HumanMessage(content="one", id="h1"), AIMessage(content="two", id="a1"),
                HumanMessage(content="three", id="h2"), AIMessage(content="four", id="a2")]
     mw.after_agent({"messages": history}, runtime(session_id="s"))
     assert engine.commit("s", keep_recent_count=2)["status"] == "completed"
-    removals = mw.archived_in_state(engine, "s", [*history, HumanMessage(content="no id")])
+    removals = archived_in_state(engine, "s", [*history, HumanMessage(content="no id")])
     assert all(isinstance(r, RemoveMessage) for r in removals) and [r.id for r in removals] == ["h1", "a1"]
     trimmer = WorkingMemoryMiddleware(engine, trim_state=True)
     update = trimmer.before_agent({"messages": history}, runtime(session_id="s"))
@@ -396,7 +399,7 @@ def test_archive_tail_is_the_newest_archives_end_read_once_per_archive(make_engi
     engine = make_engine(committer("First.", "Second."))
     mw = WorkingMemoryMiddleware(engine)
     engine.add_messages("s", [{"role": "user", "content": "hi"}])
-    assert mw.archive_tail(engine, "s") == []
+    assert mw._archive_tail(engine, "s") == []
     engine.add_messages("s", [{"role": "user" if i % 2 else "assistant", "content": f"m{i}"}
                               for i in range(ARCHIVE_TAIL + 9)])
     assert engine.commit("s", keep_recent_count=0)["status"] == "completed"
@@ -404,13 +407,13 @@ def test_archive_tail_is_the_newest_archives_end_read_once_per_archive(make_engi
     real = engine.storage.sessions.archive_messages
     monkeypatch.setattr(engine.storage.sessions, "archive_messages",
                         lambda sid, aid, **kw: reads.append(aid) or real(sid, aid, **kw))
-    tail = mw.archive_tail(engine, "s")
+    tail = mw._archive_tail(engine, "s")
     assert len(tail) == ARCHIVE_TAIL and tail == real("s", "archive_001")[-ARCHIVE_TAIL:]
-    assert mw.archive_tail(engine, "s") is tail and reads == ["archive_001"], "cached"
+    assert mw._archive_tail(engine, "s") is tail and reads == ["archive_001"], "cached"
     engine.add_messages("s", [{"role": "user", "content": "later"}])
     assert engine.commit("s", keep_recent_count=0)["status"] == "completed"
     reads.clear()  # the commit itself read its archive back to index it
-    assert [m["parts"][0]["text"] for m in mw.archive_tail(engine, "s")] == ["later"]
+    assert [m["parts"][0]["text"] for m in mw._archive_tail(engine, "s")] == ["later"]
     assert reads == ["archive_002"], "the new archive, read once"
 
 

@@ -47,7 +47,7 @@ def test_model_and_root_build_an_engine_the_middleware_owns_and_closes(root):
         engine = mw.engine
         assert isinstance(engine, WorkingMemoryEngine)
         assert engine.root == root and engine.context_window == 50_000
-        assert engine.keep == ("turns", 2) == mw.keep, "keep reaches the built engine and the middleware"
+        assert engine.keep == ("turns", 2) == mw.settings.keep, "keep reaches the built engine and the middleware"
         closes = spy_close(engine)
         agent = create_agent(scripted("hello"), tools=[], middleware=[mw])
         agent.invoke({"messages": [HumanMessage(content="hi", id="u1")]})
@@ -233,7 +233,7 @@ def test_memory_message_system_is_byte_stable_between_commits(root):
 def test_memory_message_human_is_the_default_a_summary_message_of_its_own(root):
     model, mw = run_with_memory(root, "human")
     with mw:
-        assert WorkingMemoryMiddleware(mw.engine).memory_message == "human"
+        assert WorkingMemoryMiddleware(mw.engine).settings.memory_message == "human"
         prompt = model.prompts[1]
         assert prompt[0].content == f"{AGENT_PROMPT}\n\n{SYSTEM_ADDITION}"
         assert prompt[1].additional_kwargs.get("workmem") == "summary" and prompt[1].text.startswith(SUMMARY_PREFIX)

@@ -58,7 +58,7 @@ def test_a_counter_returning_no_count_is_refused(root):
 
 
 def test_a_fraction_keep_is_taken_of_the_models_input_limit(root, monkeypatch):
-    import workmem.graphs.agent.middleware as middleware
+    import workmem.graphs.agent.call as middleware
 
     seen: list[tuple[tuple[str, float], int]] = []
     real = middleware.resolve_keep

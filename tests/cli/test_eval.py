@@ -4,8 +4,8 @@ How the expected numbers were derived (reading the fixture, not the code's outpu
 
 - 40 turns in 3 dated sessions → 43 stored user messages: seq 1 = session-1 note, D1:1–D1:14 = seq
   2–15, seq 16 = session-2 note, D2:1–D2:13 = seq 17–29, seq 30 = session-3 note, D3:1–D3:13 = 31–43.
-- threshold 1, keep 10: after message n ≥ 11 the pending tokens are those of message n − 10, so every
-  message from then on triggers a commit of exactly one message → 33 commits, archive_001…033
+- trigger ("messages", 11), keep 10: from message n ≥ 11 on, 11 messages are live, so every message from then on
+  triggers a commit of exactly one message → 33 commits, archive_001…033
   (seq 1–33), live tail = seq 34–43 = D3:4–D3:13.
 - The extractive model keeps, per single-message commit: Key Facts = sentences scoring ≥ 2 (date 2,
   number 1, mid-sentence capitalised name 1): the three session notes, "Her name is Pepper and she is
@@ -116,8 +116,8 @@ def reader() -> ReaderModel:
 
 @pytest.fixture(scope="module")
 def results(reader: ReaderModel) -> dict[str, Any]:
-    """One run with a commit per message (threshold 1, keep 10) and the reader as answer and judge model."""
-    return run_eval(FIXTURE, model=reader, judge=reader, commit_model="extractive", threshold=1, keep=10,
+    """One run with a commit per message (trigger 11 live messages, keep 10), the reader as answer and judge model."""
+    return run_eval(FIXTURE, model=reader, judge=reader, commit_model="extractive", trigger=("messages", 11), keep=10,
                     progress=False)
 
 
@@ -189,7 +189,8 @@ def test_token_accounting(results: dict[str, Any]) -> None:
 
 
 def test_adversarial_questions_on_request() -> None:
-    results = run_eval(FIXTURE, threshold=1, keep=10, no_model=True, include_adversarial=True, progress=False)
+    results = run_eval(FIXTURE, trigger=("messages", 11), keep=10, no_model=True, include_adversarial=True,
+                       progress=False)
     reach, retention = results["reachability"], results["retention"]
     assert (reach["5"]["evidence"], reach["5"]["in_wm"], reach["5"]["search_hits"]) == (1, 1, 1)
     assert (reach["overall"]["questions"], reach["overall"]["reachable"]) == (13, 18)
@@ -205,7 +206,7 @@ def _workmem_parser() -> argparse.ArgumentParser:
 
 
 def test_cli_eval_no_model_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """Default threshold 2 000: the ~740-token fixture never commits, so everything is in the tail."""
+    """Default trigger 80 % of the budget: the ~740-token fixture never commits, so everything is in the tail."""
     out = tmp_path / "results.json"
     args = _workmem_parser().parse_args(["eval", "--data", str(FIXTURE), "--no-model", "--json", "--out", str(out),
                                          "--root", str(tmp_path / "root")])

@@ -39,7 +39,8 @@ def test_after_turn_returns_before_the_background_commit_finishes(backend):
         assert engine.task(result["task_id"])["status"] == "completed"
         after = engine.assemble("bg")
         assert after["stats"]["summary_included"] and after["stats"]["archives_total"] == 1
-        assert [m.content[:10] for m in after["messages"][2:]] == ["Question 3", "Answer 3: "]
+        # the low-water mark (half the 200-token trigger, less the memory's budget) keeps only the newest step
+        assert [m.content[:10] for m in after["messages"][2:]] == ["Answer 3: "]
 
 
 def test_turns_stored_while_a_background_commit_runs_get_a_follow_up_commit(backend):
@@ -83,9 +84,10 @@ def test_a_failed_background_commit_is_visible_and_its_messages_stay_live(backen
         assert len(live) == 8 and engine.working_memory("fails") is None
         assert len(engine.assemble("fails")["messages"]) == 1 + 8
         monkeypatch.undo()
-        engine.commit("fails", keep_recent_count=2)  # the next commit archives them (or resumes the failed one)
-        assert engine.working_memory("fails")["source_turn_range"]["end_seq"] == 6
-        assert [m["seq"] for m in engine.storage.sessions.live_messages("fails")] == [7, 8]
+        # the next commit resumes the failed one, whose keep the low-water mark capped to the newest step
+        engine.commit("fails", keep_recent_count=2)
+        assert engine.working_memory("fails")["source_turn_range"]["end_seq"] == 7
+        assert [m["seq"] for m in engine.storage.sessions.live_messages("fails")] == [8]
 
 
 SECRETS = {"aws_secret_access_key=wJalrXUtnFEMI/K7MDENG/bPxRfiCYzz": "wJalrXUtnFEMI",

@@ -185,7 +185,7 @@ def test_with_a_working_memory_larger_than_the_trigger_commits_wait_for_the_pend
                         trigger=("tokens", 200)) as engine:  # a memory budget the 40 facts fit, over the trigger
         engine.add_messages("big", [{"role": "user", "content": "Here are the decisions."}] * 40)
         engine.commit("big")
-        wm_tokens = engine._working_memory_tokens("big", engine.session_info("big"))
+        wm_tokens = engine.memory_of("big").tokens
         assert wm_tokens > 200, "the premise: the WM alone exceeds the trigger"
         started, left_window = 0, 0
         with caplog.at_level(logging.WARNING, logger="workmem.engine"):

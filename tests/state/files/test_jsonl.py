@@ -67,3 +67,38 @@ def test_problems_are_kept_per_file_and_replaced_by_a_new_read(tmp_path):
 
 def test_read_bytes_of_a_missing_file_is_none(tmp_path):
     assert jsonl.read_bytes(tmp_path / "nothing.jsonl") is None
+
+
+def _line(seq: int, text: str = "x") -> bytes:
+    return (f'{{"id":"m-{seq}","seq":{seq},"turn_id":"t1","role":"user","created_at":"now","tokens":1,'
+            f'"meta":{{}},"parts":[{{"type":"text","text":"{text}"}}]}}\n').encode()
+
+
+def test_the_parse_cache_parses_only_what_was_appended(monkeypatch):
+    parsed_bytes: list[int] = []
+    real = jsonl.parse
+    monkeypatch.setattr(jsonl, "parse", lambda data, path, **kw: parsed_bytes.append(len(data)) or real(data, path,
+                                                                                                           **kw))
+    cache = jsonl.ParseCache()
+    first = _line(1) + _line(2)
+    assert [m["seq"] for m in cache.parse(first, "f").messages] == [1, 2]
+    grown = first + _line(3) + b'{"torn'
+    again = cache.parse(grown, "f")
+    assert [m["seq"] for m in again.messages] == [1, 2, 3] and again.end == len(first) + len(_line(3))
+    assert parsed_bytes == [len(first), len(grown) - len(first)], "only the appended bytes were parsed"
+    completed = first + _line(3) + _line(4)
+    assert [m["seq"] for m in cache.parse(completed, "f").messages] == [1, 2, 3, 4], "the torn line, completed"
+    assert again.line_nos == [1, 2, 3] and cache.parse(completed, "f").line_nos == [1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("changed", [
+    lambda data: data.replace(b'"text":"x"', b'"text":"y"', 1),  # an edit in place, same size
+    lambda data: data[: len(data) // 2],  # a truncation
+    lambda data: _line(7) + data,  # a rewrite that grew
+], ids=["edited", "truncated", "rewritten"])
+def test_the_parse_cache_parses_a_changed_file_whole(changed):
+    cache = jsonl.ParseCache()
+    data = _line(1) + _line(2)
+    cache.parse(data, "f")
+    now = changed(data)
+    assert cache.parse(now, "f") == jsonl.parse(now, "f")

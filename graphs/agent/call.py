@@ -1,0 +1,126 @@
+"""One model call as the middleware reads it once: the snapshot, its counts, and what goes out.
+
+`Call` is built once per model call (again only after a commit finished) by the middleware's `_snapshot`; the
+functions here measure it without I/O: which entries the model is shown (large or, past a commit boundary, older
+tool results as their synopsis), the tokens of each part, and the `CallFigures` the commit decision reads.
+`Prepared` is the call as it will be sent, with the agent-state update that goes with the model's answer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from langchain.agents.middleware.types import ModelRequest
+from langchain_core.messages import HumanMessage, RemoveMessage, SystemMessage
+from langgraph.types import Command
+
+from workmem.graphs.agent.settings import MiddlewareSettings, counted
+from workmem.graphs.agent.view import StateView
+from workmem.graphs.context.assemble import SUMMARY_PREFIX, SYSTEM_ADDITION, reserve_for_reply
+from workmem.graphs.context.call_state import SessionCalls
+from workmem.graphs.context.decision import CallFigures, figures_for
+from workmem.graphs.context.lc_messages import to_langchain_message
+from workmem.graphs.context.session_memory import SessionMemory
+from workmem.graphs.context.tool_results import Synopses, offloaded, result_part, shown_as_synopsis
+from workmem.state.retention import resolve_keep, trigger_messages
+from workmem.state.tokens import count_tokens
+
+if TYPE_CHECKING:
+    from workmem.graphs.agent.session_cache import SessionCache
+    from workmem.graphs.engine import WorkingMemoryEngine
+
+SYSTEM_ADDITION_TOKENS = count_tokens(SYSTEM_ADDITION)
+
+
+@dataclass
+class Call:
+    """The snapshot of one model call: the state aligned with the log, the memory, the input limit, the counts."""
+
+    request: ModelRequest
+    engine: WorkingMemoryEngine
+    session_id: str
+    calls: SessionCalls  # what the session's calls remember (the engine's)
+    cache: SessionCache  # this middleware's caches of the session
+    view: StateView
+    memory: SessionMemory
+    limit: int  # the model's input limit for this call
+    threshold: int  # the trigger in tokens
+    offload_limit: int  # a tool result over this many tokens is shown as its synopsis
+    entries: list[dict[str, Any]]  # what the model may be shown besides the memory, in order
+    own_tokens: int  # the agent's own system prompt
+    schema_tokens: int  # every bound tool's schema
+    figures: CallFigures
+    events: list[dict[str, Any]] = field(default_factory=list)
+    update: dict[str, Any] = field(default_factory=dict)  # the agent-state update, besides the record
+
+
+@dataclass
+class Prepared:
+    """One model call as the middleware will send it: the request, its record, the state's removals."""
+
+    request: ModelRequest
+    sent: dict[str, Any]
+    removals: list[RemoveMessage]
+    update: dict[str, Any]
+
+    def command(self) -> Command:
+        """The state update that goes with the model's answer."""
+        update = {**self.update, "workmem_last_call": self.sent}
+        if self.removals:
+            update["messages"] = self.removals
+        return Command(update=update)
+
+
+def shrinkable(entry: dict[str, Any], exclude_tools: frozenset[str]) -> bool:
+    """A stored tool result that may be shown as its synopsis (never one of `exclude_tools`, workmem's own)."""
+    part = result_part(entry) if "lc" not in entry else None
+    return part is not None and part.get("name") not in exclude_tools
+
+
+def shown_entries(entries: list[dict[str, Any]], live: list[dict[str, Any]], *, boundary: int, offload_limit: int,
+                  settings: MiddlewareSettings, synopses: Synopses) -> list[dict[str, Any]]:
+    """`entries` with each large result — or, up to the commit `boundary`, each result older than the newest
+    `keep_tool_results` kept ones — shown as its synopsis."""
+    exclude = settings.exclude_tools
+    kept = [m["seq"] for m in live if m["seq"] <= boundary and shrinkable(m, exclude)]
+    newest = set(kept[-settings.keep_tool_results:])
+    return [offloaded(e, synopses, offload_limit)
+            if shrinkable(e, exclude) and shown_as_synopsis(e, offload_limit, boundary, newest) else e
+            for e in entries]
+
+
+def call_tokens(request: ModelRequest, view: StateView, memory: SessionMemory, entries: list[dict[str, Any]], *,
+                own_tokens: int, schema_tokens: int, settings: MiddlewareSettings) -> tuple[int, int]:
+    """(the whole call as it would go out if nothing were dropped, what rides on every call: the system prompts
+    and the tool schemas). With a `token_counter`, the call's messages are counted by it (tool schemas still by
+    cl100k: a message counter does not see them)."""
+    if settings.token_counter is not None:
+        return _counted(request, view, memory, entries, schema_tokens, settings)
+    fixed = own_tokens + SYSTEM_ADDITION_TOKENS + schema_tokens
+    pinned = view.pinned["tokens"] if view.pinned is not None else 0
+    return fixed + memory.tokens + pinned + sum(e["tokens"] for e in entries), fixed
+
+
+def _counted(request: ModelRequest, view: StateView, memory: SessionMemory, entries: list[dict[str, Any]],
+             schema_tokens: int, settings: MiddlewareSettings) -> tuple[int, int]:
+    counter = settings.token_counter
+    assert counter is not None
+    system = [m for m in (request.system_message, SystemMessage(content=SYSTEM_ADDITION)) if m is not None]
+    summary = [HumanMessage(content=SUMMARY_PREFIX + memory.markdown)] if memory.markdown.strip() else []
+    pinned = [view.pinned.get("lc") or to_langchain_message(view.pinned)] if view.pinned is not None else []
+    tail = [e["lc"] if "lc" in e else e.get("original") or to_langchain_message(e) for e in entries]
+    fixed = counted(counter, system) + schema_tokens
+    return fixed + counted(counter, [*summary, *pinned, *tail]), fixed
+
+
+def figures_of(view: StateView, *, tokens: tuple[int, int], threshold: int, floor: int, limit: int,
+               memory_budget: int, settings: MiddlewareSettings, engine_keep: Any, engine_trigger: Any,
+               background_running: bool) -> CallFigures:
+    """What the commit decision reads, from a measured call (`tokens`: its whole and its fixed tokens)."""
+    return figures_for(
+        view.live, call_tokens=tokens[0], fixed_tokens=tokens[1] + memory_budget, threshold=threshold, floor=floor,
+        input_limit=limit, reserve=reserve_for_reply(limit),
+        keep=resolve_keep(settings.keep or engine_keep, limit),  # a fraction: of the model's input limit
+        low_water=settings.low_water, max_messages=trigger_messages(settings.trigger or engine_trigger),
+        pinned_tokens=view.pinned["tokens"] if view.pinned is not None else 0, background_running=background_running)

@@ -1,0 +1,47 @@
+"""What one middleware caches per session between model calls: all of it may be dropped and rebuilt.
+
+The durable part of a session's call state (the breaker, a learned input limit, a commit to report) is the
+engine's (`graphs.context.call_state`); this is only what makes the next call cheaper or lets it fall back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from workmem.graphs.context.call_state import BoundedSessions
+from workmem.graphs.context.tool_results import DEFAULT_OFFLOAD_TOKENS
+from workmem.state.messages import lc_id
+
+ARCHIVE_TAIL = 64  # newest archived messages a stateless client's history is compared with
+ARCHIVE_IDS_CACHED = 8  # archives per session whose LangChain ids are kept (trimming reads the newest few)
+
+
+@dataclass
+class SessionCache:
+    """One session's cached call facts."""
+
+    to_trim: set[str] = field(default_factory=set)  # LangChain ids a commit archived, to leave the agent's state
+    # the system message and messages of the last call storage served, and the state's message ids then
+    last_good: tuple[Any, list[Any], set[str]] | None = None
+    offload_limit: int = DEFAULT_OFFLOAD_TOKENS  # the session's latest `offload_tokens` (the read tool's cap)
+    archive_tail: tuple[tuple[Any, ...], list[dict[str, Any]]] | None = None  # (memory key, newest archived)
+    archive_ids: dict[tuple[Any, str], frozenset[str]] = field(default_factory=dict)  # LangChain ids per archive
+
+    def ids_of(self, incarnation: Any, archive_id: str, read: Callable[[], list[dict[str, Any]]]) -> frozenset[str]:
+        """The LangChain ids archive `archive_id` of this incarnation of the session holds (`read()` its messages
+        once; archives never change their ids; the newest few are kept)."""
+        key = (incarnation, archive_id)
+        ids = self.archive_ids.get(key)
+        if ids is None:
+            ids = frozenset(i for m in read() if (i := lc_id(m)))
+            self.archive_ids[key] = ids
+            while len(self.archive_ids) > ARCHIVE_IDS_CACHED:
+                del self.archive_ids[next(iter(self.archive_ids))]
+        return ids
+
+
+def session_caches() -> BoundedSessions[SessionCache]:
+    """A middleware's bounded registry of `SessionCache`s (least recently used evicted first)."""
+    return BoundedSessions(SessionCache)

@@ -1,0 +1,83 @@
+"""The middleware's settings, checked once when it is built (every bad value is `InvalidInput` naming it)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from langchain_core.messages import BaseMessage
+
+from workmem.graphs.context.assemble import validate_budget
+from workmem.graphs.context.decision import DEFAULT_LOW_WATER
+from workmem.graphs.context.tool_results import DEFAULT_KEEP_TOOL_RESULTS
+from workmem.state.archive_object import OWN_TOOLS
+from workmem.state.errors import InvalidInput
+from workmem.state.retention import Keep, Trigger, keep_value, trigger_value
+from workmem.state.validation import require_int
+
+CommitMode = Literal["background", "sync"]
+MemoryMessage = Literal["human", "system"]  # where a call carries the working memory
+TokenCounter = Callable[[list[BaseMessage]], int]
+
+
+@dataclass(frozen=True)
+class MiddlewareSettings:
+    """What `WorkingMemoryMiddleware` was configured with (see its constructor for each setting)."""
+
+    token_budget: int | None = None
+    keep: Keep | None = None
+    trigger: Any = None
+    low_water: float = DEFAULT_LOW_WATER
+    commit_mode: CommitMode = "background"
+    trim_state: bool = True
+    offload_tokens: int | None = None
+    keep_tool_results: int = DEFAULT_KEEP_TOOL_RESULTS
+    exclude_tools: frozenset[str] = OWN_TOOLS
+    memory_message: MemoryMessage = "human"
+    forget_on_remove: bool = False
+    token_counter: TokenCounter | None = None
+
+    @classmethod
+    def checked(cls, *, token_budget: int | None, keep: Keep | None, trigger: Trigger | int | None, low_water: Any,
+                commit_mode: Any, trim_state: Any, offload_tokens: Any, keep_tool_results: Any, exclude_tools: Any,
+                memory_message: Any, forget_on_remove: Any, token_counter: Any) -> MiddlewareSettings:
+        """The settings, each one checked (in the order the constructor names them)."""
+        if memory_message not in ("human", "system"):
+            raise InvalidInput("memory_message", memory_message, "must be 'human' or 'system'")
+        if token_counter is not None and not callable(token_counter):
+            raise InvalidInput("token_counter", token_counter, "must be a function of a list of messages → int")
+        budget = None if token_budget is None else validate_budget(token_budget)
+        keep = None if keep is None else keep_value(keep)
+        trigger = None if trigger is None else trigger_value(trigger)
+        if isinstance(low_water, bool) or not isinstance(low_water, (int, float)) or not 0 < low_water < 1:
+            raise InvalidInput("low_water", low_water, "must be a number in (0, 1)")
+        offload = None if offload_tokens is None else require_int("offload_tokens", offload_tokens, min=1)
+        kept_results = require_int("keep_tool_results", keep_tool_results, min=1)
+        if exclude_tools is not None and (not isinstance(exclude_tools, list)
+                                          or not all(isinstance(t, str) for t in exclude_tools)):
+            raise InvalidInput("exclude_tools", exclude_tools, "must be a list of tool names")
+        if commit_mode not in ("background", "sync"):
+            raise InvalidInput("commit_mode", commit_mode, "must be 'background' or 'sync'")
+        for name, value in (("trim_state", trim_state), ("forget_on_remove", forget_on_remove)):
+            if not isinstance(value, bool):
+                raise InvalidInput(name, value, "must be a bool")
+        return cls(token_budget=budget, keep=keep, trigger=trigger, low_water=float(low_water),
+                   commit_mode=commit_mode, trim_state=trim_state, offload_tokens=offload,
+                   keep_tool_results=kept_results, exclude_tools=frozenset(exclude_tools or ()) | OWN_TOOLS,
+                   memory_message=memory_message, forget_on_remove=forget_on_remove, token_counter=token_counter)
+
+    @property
+    def keeps_fraction(self) -> bool:
+        """True when `keep` is a share of the model's input limit (resolved per call, not by the engine)."""
+        return self.keep is not None and self.keep[0] == "fraction"
+
+
+def counted(counter: TokenCounter, messages: list[BaseMessage]) -> int:
+    """The caller's counter on `messages`, checked: a count that is not a non-negative int is `InvalidInput`."""
+    if not messages:
+        return 0
+    count = counter(messages)
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise InvalidInput("token_counter", count, "must return a non-negative int")
+    return count

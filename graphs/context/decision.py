@@ -1,0 +1,176 @@
+"""When a commit is due before a model call, and what it keeps: one pure rule for every host.
+
+The middleware decides on the call it is about to send; `after_turn` and the CLI loops decide on the call the
+stored session would make next. Both measure that call the same way (`CallFigures`) and ask `decide`, which reads
+no storage and changes nothing: it returns a `Plan` (commit with this keep, wait for a running commit, or
+nothing) with the session's new `Counters`. The host acts on it. docs/design.md, *The per-call path*, says why
+each rule is there.
+
+- **Due**: the call reaches the trigger and the commit would cover at least the floor (a quarter of the trigger
+  by default) — or a `("messages", n)` trigger counts n live messages and anything lies outside the keep window.
+- **Low-water mark**: the keep a commit uses leaves the next call at most `low_water` × the trigger, but never
+  less than the newest step (the call about to go out answers it).
+- **No compaction loop**: after a commit, the next call says whether it helped. Three ineffective commits in a
+  row engage the breaker; trigger commits then wait until pending tokens grew by the floor.
+- **Over the input limit**: a background commit already running is waited for instead of starting another.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from workmem.state.retention import TOKENS, Keep, covered_tokens
+
+DEFAULT_LOW_WATER = 0.5
+INEFFECTIVE_LIMIT = 3  # ineffective commits in a row before the breaker engages
+BREAKER_NOTE = "engaged: trigger commits pause until more tokens are stored"
+
+Action = Literal["commit", "wait", "nothing"]
+
+
+@dataclass(frozen=True)
+class Counters:
+    """What a session's calls remember of its commits (the loop breaker's state)."""
+
+    ineffective: int = 0  # trigger commits in a row after which the next call was still over the trigger
+    check_next: bool = False  # a trigger commit just completed: the next call says whether it helped
+    breaker_at: int | None = None  # pending tokens when the breaker engaged (None: not engaged)
+
+    @property
+    def at_rest(self) -> bool:
+        """True when there is nothing to remember (the default state)."""
+        return self == Counters()
+
+
+@dataclass(frozen=True)
+class CallFigures:
+    """The call about to be sent, measured once: everything `decide` reads."""
+
+    call_tokens: int  # the whole call: system prompts, memory, pinned message, messages, tool schemas
+    fixed_tokens: int  # what rides on every call whatever a commit covers, the memory's budget included
+    threshold: int  # the trigger in tokens
+    floor: int  # the least a trigger commit may cover
+    input_limit: int  # the model's input limit for this call
+    reserve: int  # tokens kept free for the reply
+    live_tokens: tuple[int, ...]  # stored tokens of each live message, oldest first
+    turn_starts: tuple[bool, ...]  # which live messages open a user turn
+    newest_step_tokens: int  # the newest step: the last message, or a tool call with its results
+    pinned_tokens: int  # the running turn's user message, shown after the memory when a commit archived it
+    keep: Keep  # the configured keep, resolved against the input limit
+    low_water: float
+    max_messages: int | None  # a `("messages", n)` trigger's n
+    background_running: bool  # a background commit started by an earlier call has not been reported yet
+
+    @property
+    def over_limit(self) -> bool:
+        """True when the call would not fit the model's input limit less the reply's reserve."""
+        return self.call_tokens > self.input_limit - self.reserve
+
+
+@dataclass(frozen=True)
+class KeepChoice:
+    """The keep a commit uses, the pending tokens it covers, and whether the low-water mark capped it."""
+
+    keep: Keep
+    pending: int
+    capped: bool
+    window: int  # tokens the configured keep would leave live
+    allowance: int  # tokens the low-water mark leaves for the live tail
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What to do before sending the call, and why."""
+
+    action: Action
+    keep: KeepChoice
+    wait: bool  # commit synchronously (sync mode, or the call is over the input limit)
+    counters: Counters  # the session's counters after this call
+    breaker_engaged: bool = False  # the breaker engaged at this call (one WARNING and event)
+    breaker_note: str | None = None  # recorded in `workmem_last_call` while the breaker holds commits back
+    reason: str = "trigger"
+
+
+def figures_for(live: Sequence[dict[str, Any]], *, call_tokens: int, fixed_tokens: int, threshold: int, floor: int,
+                input_limit: int, reserve: int, keep: Keep, low_water: float, max_messages: int | None,
+                pinned_tokens: int = 0, background_running: bool = False) -> CallFigures:
+    """`CallFigures` of a call whose live messages (stored, oldest first, hidden ones included) are `live`."""
+    return CallFigures(
+        call_tokens=call_tokens, fixed_tokens=fixed_tokens, threshold=threshold, floor=floor, input_limit=input_limit,
+        reserve=reserve, live_tokens=tuple(m["tokens"] for m in live),
+        turn_starts=tuple(m["role"] == "user" for m in live), newest_step_tokens=newest_step_tokens(live),
+        pinned_tokens=pinned_tokens, keep=keep, low_water=low_water, max_messages=max_messages,
+        background_running=background_running)
+
+
+def newest_step_tokens(live: Sequence[dict[str, Any]]) -> int:
+    """Tokens of the newest step of the live messages: the last message, or, when it answers a tool call, the
+    assistant message that made the call and everything after it."""
+    for i in range(len(live) - 1, -1, -1):
+        if live[i]["role"] != "tool":
+            return sum(m["tokens"] for m in live[i:])
+    return sum(m["tokens"] for m in live)
+
+
+def choose_keep(figures: CallFigures, target: int) -> KeepChoice:
+    """The keep that leaves at most `target` tokens in the next call: the configured one, or `("tokens", n)` when
+    its window is larger than the low-water mark allows (never less than the newest step)."""
+    window = sum(figures.live_tokens) - covered_tokens(figures.live_tokens, figures.turn_starts, figures.keep)
+    allowance = max(target - figures.fixed_tokens - figures.pinned_tokens, 0)
+    allowance = max(allowance, figures.newest_step_tokens)
+    capped = window > allowance
+    keep = (TOKENS, max(allowance, 0)) if capped else figures.keep
+    return KeepChoice(keep, covered_tokens(figures.live_tokens, figures.turn_starts, keep), capped, window, allowance)
+
+
+def judged(counters: Counters, call_tokens: int, threshold: int, pending: int) -> tuple[Counters, bool]:
+    """After a trigger commit the next call tells whether it helped → (counters, True when the breaker engages)."""
+    if not counters.check_next:
+        return counters, False
+    if call_tokens < threshold:
+        return replace(counters, check_next=False, ineffective=0), False
+    ineffective = counters.ineffective + 1
+    if ineffective >= INEFFECTIVE_LIMIT and counters.breaker_at is None:
+        return Counters(ineffective=ineffective, check_next=False, breaker_at=pending), True
+    return replace(counters, check_next=False, ineffective=ineffective), False
+
+
+def breaker_released(counters: Counters, pending: int, floor: int) -> tuple[Counters, bool]:
+    """No trigger commit while the breaker is engaged, until pending tokens grew by the floor since → (counters,
+    True when a commit may start)."""
+    if counters.breaker_at is None:
+        return counters, True
+    if pending >= counters.breaker_at + floor:
+        return replace(counters, breaker_at=None, ineffective=0), True
+    return counters, False
+
+
+def decide(figures: CallFigures, counters: Counters, *, sync: bool) -> Plan:
+    """Commit, wait for the running commit, or nothing — on the call about to be sent (pure)."""
+    keep = choose_keep(figures, int(figures.low_water * figures.threshold))
+    counters, engaged = judged(counters, figures.call_tokens, figures.threshold, keep.pending)
+    due = _due(figures, keep.pending)
+    if due:  # the breaker is asked only when a commit would otherwise start: asking may release it
+        counters, due = breaker_released(counters, keep.pending, figures.floor)
+    if not due:
+        note = BREAKER_NOTE if counters.breaker_at is not None else None
+        return Plan("nothing", keep, False, counters, engaged, note)
+    if figures.background_running and figures.over_limit:
+        return Plan("wait", keep, True, counters, engaged)  # what the running commit leaves may be enough
+    return Plan("commit", keep, sync or figures.over_limit, counters, engaged)
+
+
+def _due(figures: CallFigures, pending: int) -> bool:
+    """The call reaches the trigger with at least the floor to cover, or a messages trigger is reached."""
+    if figures.call_tokens >= figures.threshold and pending >= max(figures.floor, 1):
+        return True
+    return (figures.max_messages is not None and len(figures.live_tokens) >= figures.max_messages
+            and pending > 0)
+
+
+def decide_overflow(figures: CallFigures, overflowed_tokens: int) -> KeepChoice:
+    """After a context-length refusal of a call of `overflowed_tokens`: the keep of the one commit that aims
+    under it (and under the trigger)."""
+    return choose_keep(figures, int(figures.low_water * min(figures.threshold, overflowed_tokens)))

@@ -1,0 +1,120 @@
+"""`graphs/context/decision.py`: the one rule for when a commit is due before a model call and what it keeps.
+
+Pure: each row is a call's figures and the session's counters, and the plan the rule must return.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from workmem.graphs.context.decision import (
+    BREAKER_NOTE,
+    INEFFECTIVE_LIMIT,
+    CallFigures,
+    Counters,
+    breaker_released,
+    choose_keep,
+    decide,
+    decide_overflow,
+    judged,
+    newest_step_tokens,
+)
+
+
+def figures(**changes) -> CallFigures:
+    """A call of 9 000 tokens at an 8 000-token trigger: ten live messages of 500 tokens, two user turns."""
+    base = CallFigures(
+        call_tokens=9_000, fixed_tokens=1_000, threshold=8_000, floor=2_000, input_limit=100_000, reserve=15_000,
+        live_tokens=(500,) * 10, turn_starts=(True, False, False, False, False, True, False, False, False, False),
+        newest_step_tokens=500, pinned_tokens=0, keep=("messages", 2), low_water=0.5, max_messages=None,
+        background_running=False)
+    return replace(base, **changes)
+
+
+DECISIONS = [
+    # (name, figures, counters, sync, action, wait)
+    ("under the trigger: nothing", figures(call_tokens=7_999), Counters(), True, "nothing", False),
+    ("at the trigger, sync: commit and wait", figures(call_tokens=8_000), Counters(), True, "commit", True),
+    ("at the trigger, background: commit without waiting", figures(), Counters(), False, "commit", False),
+    ("over the input limit, background: commit and wait", figures(call_tokens=90_000), Counters(), False,
+     "commit", True),
+    ("a running background commit and over the limit: wait for it", figures(call_tokens=90_000,
+     background_running=True), Counters(), False, "wait", True),
+    ("a running background commit under the limit: commit (the engine answers busy)",
+     figures(background_running=True), Counters(), False, "commit", False),
+    ("too little to cover (under the floor): nothing", figures(floor=5_000), Counters(), True, "nothing", False),
+    ("a messages trigger reached: commit", figures(call_tokens=100, max_messages=10), Counters(), True, "commit",
+     True),
+    ("a messages trigger not reached: nothing", figures(call_tokens=100, max_messages=11), Counters(), True,
+     "nothing", False),
+    ("a messages trigger with nothing outside the keep: nothing",
+     figures(call_tokens=100, max_messages=10, keep=("messages", 10), low_water=0.9), Counters(), True, "nothing",
+     False),
+    ("the breaker engaged and pending has not grown: nothing", figures(), Counters(breaker_at=4_000), True,
+     "nothing", False),
+    ("the breaker engaged and pending grew by the floor: commit", figures(), Counters(breaker_at=2_000), True,
+     "commit", True),
+]
+
+
+@pytest.mark.parametrize(("name", "call", "counters", "sync", "action", "wait"), DECISIONS,
+                         ids=[d[0] for d in DECISIONS])
+def test_decide(name, call, counters, sync, action, wait):
+    plan = decide(call, counters, sync=sync)
+    assert (plan.action, plan.wait) == (action, wait), name
+
+
+def test_the_keep_is_capped_by_the_low_water_mark_never_below_the_newest_step():
+    # keep two messages (1 000 tokens) fits 0.5 × 8 000 − 1 000 fixed = 3 000
+    assert choose_keep(figures(), 4_000).keep == ("messages", 2)
+    capped = choose_keep(figures(keep=("messages", 9)), 4_000)
+    assert capped.capped and capped.keep == ("tokens", 3_000) and capped.window == 4_500
+    assert capped.pending == 2_500, "a token keep cuts at a turn start: the newest turn (2 500 tokens) stays"
+    tight = choose_keep(figures(keep=("messages", 9), fixed_tokens=10_000, newest_step_tokens=1_500), 4_000)
+    assert tight.keep == ("tokens", 1_500), "never less than the newest step"
+    pinned = choose_keep(figures(keep=("messages", 9), pinned_tokens=1_000), 4_000)
+    assert pinned.keep == ("tokens", 2_000), "the pinned user message counts in the share"
+
+
+def test_an_ineffective_commit_is_counted_and_three_engage_the_breaker():
+    counters = Counters(check_next=True)
+    for i in range(1, INEFFECTIVE_LIMIT):
+        counters, engaged = judged(counters, 9_000, 8_000, 3_000)
+        assert counters.ineffective == i and not engaged and not counters.check_next
+        counters = replace(counters, check_next=True)
+    counters, engaged = judged(counters, 9_000, 8_000, 3_000)
+    assert engaged and counters.breaker_at == 3_000
+    helped, engaged = judged(Counters(ineffective=2, check_next=True), 7_000, 8_000, 3_000)
+    assert helped == Counters() and not engaged, "a commit that helped resets the count"
+    assert judged(Counters(ineffective=2), 9_000, 8_000, 3_000) == (Counters(ineffective=2), False), \
+        "judged only right after a commit"
+
+
+def test_the_breaker_holds_until_pending_grew_by_the_floor():
+    held = Counters(ineffective=3, breaker_at=3_000)
+    assert breaker_released(held, 4_999, 2_000) == (held, False)
+    assert breaker_released(held, 5_000, 2_000) == (Counters(), True)
+
+
+def test_an_engaged_breaker_is_noted_and_engaging_it_is_reported_once():
+    plan = decide(figures(), Counters(ineffective=2, check_next=True), sync=True)
+    assert plan.breaker_engaged and plan.action == "nothing" and plan.breaker_note == BREAKER_NOTE
+    again = decide(figures(), plan.counters, sync=True)
+    assert not again.breaker_engaged and again.breaker_note == BREAKER_NOTE
+    assert decide(figures(), Counters(), sync=True).breaker_note is None
+
+
+def test_after_an_overflow_the_commit_aims_under_the_refused_call():
+    assert decide_overflow(figures(keep=("messages", 9)), 5_000).keep == ("tokens", 1_500)
+    assert decide_overflow(figures(keep=("messages", 9)), 50_000).keep == ("tokens", 3_000), \
+        "never above the trigger's low-water share"
+
+
+def test_the_newest_step_is_a_tool_call_with_its_results():
+    live = [{"role": "user", "tokens": 10}, {"role": "assistant", "tokens": 20}, {"role": "tool", "tokens": 30},
+            {"role": "tool", "tokens": 40}]
+    assert newest_step_tokens(live) == 90
+    assert newest_step_tokens(live[:2]) == 20
+    assert newest_step_tokens([{"role": "tool", "tokens": 5}]) == 5
