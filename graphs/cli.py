@@ -18,7 +18,7 @@ from rich.progress import Progress
 from rich.table import Table
 from rich.text import Text
 
-from workmem.graphs.context.tool_results import DEFAULT_OFFLOAD_TOKENS
+from workmem.graphs.context.tool_results import MAX_READ_TOKENS
 from workmem.graphs.demo.run import DEMO_TRIGGER
 from workmem.graphs.eval.cli import add_eval_parser
 from workmem.graphs.help_format import DefaultsFormatter
@@ -396,7 +396,7 @@ def build_parser() -> argparse.ArgumentParser:
     expand.add_argument("--offset", type=int, help="with --ref: the first character (default 0)")
     expand.add_argument("--limit", type=int, help="with --ref: how many characters")
     expand.add_argument("--query", help="with --ref: the windows around this text; alone: in every tool result")
-    expand.add_argument("--max-tokens", type=int, default=DEFAULT_OFFLOAD_TOKENS,
+    expand.add_argument("--max-tokens", type=int, default=MAX_READ_TOKENS,
                         help="with --ref: the most one read shows")
 
     tasks = command("tasks", cmd_tasks)

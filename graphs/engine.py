@@ -1,8 +1,10 @@
-"""`WorkingMemoryEngine`: the lifecycle API agents call (SPEC §7).
+"""`WorkingMemoryEngine`: the lifecycle API agents call, and the only way in to storage.
 
 Every lifecycle method has an async twin (`aadd_messages`, `acommit`, …) that runs it in a worker thread;
-the helpers behind them and the agent integration's readers (`commit_due`, `budget_for_trigger`,
-`summary_of`, `shown_live`, `live_messages`, `archive_messages`, `hidden`, …) have none.
+the helpers behind them and the agent integration's readers (`memory_of`, `call_state`, `budget_for_trigger`,
+`summary_of`, `shown_live`, `live_messages`, `archive_messages`, `hidden`, …) have none. Nothing outside this module
+and `graphs/runner.py` reads `engine.storage` (tests/test_layering.py): the middleware, the CLI, the demo and the
+eval use these methods, so a storage change stops here.
 """
 
 from __future__ import annotations
@@ -29,8 +31,8 @@ from workmem.graphs.context.injected import strip_injected
 from workmem.graphs.context.search_results import MAX_CONTEXT, with_context
 from workmem.graphs.context.session_memory import NO_MEMORY, MemoryCache, SessionMemory
 from workmem.graphs.context.tool_results import (
-    DEFAULT_OFFLOAD_TOKENS,
     MAX_MATCHES,
+    MAX_READ_TOKENS,
     find_in,
     listing,
     parse_ref,
@@ -42,7 +44,7 @@ from workmem.graphs.runner import DEFAULT_KEEP_CHECKPOINTS, CommitRunner
 from workmem.nodes.context import DEFAULT_CHUNK_TOKENS, DEFAULT_CLIP_TOKENS, CommitContext
 from workmem.nodes.formatting import format_messages
 from workmem.nodes.models import LazyModel, model_kwargs_setting, model_spec
-from workmem.state.errors import Anomaly, CommitInProgress, DamagedFile, InvalidInput, WorkmemError
+from workmem.state.errors import Anomaly, CommitInProgress, DamagedFile, InvalidInput, SessionNotFound, WorkmemError
 from workmem.state.forget import FORGET_TASK_PREFIX, checked_seqs
 from workmem.state.index_checks import index_anomalies
 from workmem.state.memory import MAX_MEMORY_BUDGET, MIN_MEMORY_BUDGET, memory_budget_for
@@ -277,9 +279,11 @@ class WorkingMemoryEngine:
     def memory_of(self, session_id: str) -> SessionMemory:
         """The working memory the session's next call carries, with its tokens and commit boundary (read once per
         archive; empty for a session not created yet or before its first commit)."""
-        if not self.session_exists(session_id):
+        try:
+            meta = self.storage.sessions.meta(session_id)
+        except SessionNotFound:
             return NO_MEMORY
-        return self._memory_for(session_id, self.storage.sessions.meta(session_id))
+        return self._memory_for(session_id, meta)
 
     def _memory_for(self, session_id: str, meta: dict[str, Any]) -> SessionMemory:
         return self._memories.get(session_id, meta, lambda: self.working_memory(session_id))
@@ -408,7 +412,7 @@ class WorkingMemoryEngine:
         return self.memory_of(session_id).tail_end
 
     def read_tool_result(self, session_id: str, ref: Any = None, *, offset: Any = None, limit: Any = None,
-                         query: Any = None, max_tokens: int = DEFAULT_OFFLOAD_TOKENS) -> dict[str, Any]:
+                         query: Any = None, max_tokens: int = MAX_READ_TOKENS) -> dict[str, Any]:
         """A stored tool result read by reference (§12 *Tool results*), live or archived: a window of it
         (`offset`, `limit` in characters, at most `max_tokens` tokens), the windows around a literal `query` in
         it — or, without `ref`, in every tool result of the session — or, with neither, the list of the
@@ -462,7 +466,10 @@ class WorkingMemoryEngine:
 
     def next_seq(self, session_id: str) -> int:
         """The seq the session's next stored message gets (1 for a session not created yet)."""
-        return self.storage.sessions.meta(session_id)["next_seq"] if self.session_exists(session_id) else 1
+        try:
+            return self.storage.sessions.meta(session_id)["next_seq"]
+        except SessionNotFound:
+            return 1
 
     def archive_search(self, session_id: str, query: str, archive_id: str | None = None,
                        limit: int = MAX_SEARCH_HITS, *, context: int = 0) -> list[dict[str, Any]]:

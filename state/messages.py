@@ -153,10 +153,12 @@ def _canonical(arguments: Any) -> str:
 
 
 def lc_id(msg: dict[str, Any]) -> str | None:
-    """The LangChain id a stored message came with (`meta.lc_id`; first builds called it `source_id`)."""
-    meta = msg.get("meta") or {}
+    """The LangChain id a stored message came with (`meta.lc_id`; older stores called it `source_id`)."""
+    meta = msg.get("meta")
+    if not meta:
+        return None
     value = meta.get(LC_ID_META) or meta.get("source_id")
-    return value if isinstance(value, str) else None
+    return value if type(value) is str else None
 
 
 def _mark_own_tool_parts(msg: dict[str, Any]) -> None:
@@ -562,7 +564,8 @@ def _langchain_dict(d: dict[str, Any], field: str) -> Any:
     """LangChain's own dict forms — `{"type": "human", "content": …}` and `messages_to_dict`'s
     `{"type": …, "data": {…}}` — as a LangChain message, through LangChain's converters (imported here,
     so loading `state/` never loads LangChain)."""
-    from langchain_core.messages import convert_to_messages, messages_from_dict
+    # only for LangChain's dict forms, so importing state/ never loads LangChain
+    from langchain_core.messages import convert_to_messages, messages_from_dict  # noqa: TID251
 
     try:
         converted = messages_from_dict([d]) if isinstance(d.get("data"), dict) else convert_to_messages([d])

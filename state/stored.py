@@ -8,7 +8,15 @@ import os
 from typing import Any
 
 from workmem.state.errors import InvalidInput
-from workmem.state.messages import CLIPPED_BYTES_META, FINGERPRINT_META, ROLES, lc_id, message_text, prepare_messages
+from workmem.state.messages import (
+    CLIPPED_BYTES_META,
+    FINGERPRINT_META,
+    LC_ID_META,
+    ROLES,
+    lc_id,
+    message_text,
+    prepare_messages,
+)
 from workmem.state.payloads import DEFAULT_LIMITS, PayloadLimits, is_payload
 from workmem.state.tokens import count_tokens_each
 
@@ -86,11 +94,13 @@ def repeats(prepared: list[tuple[dict[str, Any], bytes | None]], known: list[dic
     fingerprint, among `known` (the live messages and the newest archive's) — else None (§12 *Idempotent
     appends*). The same id with another content is an edit, stored anew; a message without an id is never a
     repeat. Within one batch a repeated message is stored once too."""
+    wanted = {i for msg, _body in prepared if (i := lc_id(msg))}
     by_id: dict[tuple[str, str], dict[str, Any]] = {}
-    for msg in known:
-        key = (lc_id(msg), (msg.get("meta") or {}).get(FINGERPRINT_META))
-        if key[0] and isinstance(key[1], str):
-            by_id[key] = msg
+    for msg in known:  # `lc_id` inlined: every append looks at every live message
+        meta = msg.get("meta") or {}
+        ident = meta.get(LC_ID_META) or meta.get("source_id")
+        if type(ident) is str and ident in wanted and isinstance(meta.get(FINGERPRINT_META), str):
+            by_id[(ident, meta[FINGERPRINT_META])] = msg
     out: list[Any] = []
     seen: dict[tuple[str, str], int] = {}
     for i, (msg, _body) in enumerate(prepared):

@@ -6,7 +6,8 @@
 - the backends never import each other, only the neutral core;
 - the neutral core imports a backend only inside a function (`open_storage` picks one), never at module level.
 
-`tests/` are exempt. ruff's TID251 (the `ruff.toml` of each folder) bans the same imports while editing.
+`tests/` are exempt. ruff's TID251 (the `ruff.toml` of each folder) bans the same imports while editing, and LangChain
+in `state/` (where the one function-local import is marked).
 """
 
 from __future__ import annotations
@@ -82,15 +83,19 @@ def test_the_rule_sees_every_backend_import_there_is():
     assert neutral_users == {"storage.py"}
 
 
-def test_ruff_bans_backend_imports_per_folder():
-    """Each folder's ruff.toml bans what this test forbids there, with the repository-wide bans kept."""
+def test_ruff_bans_per_folder_what_the_layers_forbid():
+    """Each folder's ruff.toml bans what this test forbids there — another backend, an upward import, LangChain
+    in state/ — with the repository-wide bans kept, so an editor flags it before the suite does."""
     import tomllib
 
-    expected = {"graphs": {"workmem.state.files", "workmem.state.postgres"},
-                "nodes": {"workmem.state.files", "workmem.state.postgres"},
-                "workmem": {"workmem.state.files", "workmem.state.postgres"},
-                "state/files": {"workmem.state.postgres"},
-                "state/postgres": {"workmem.state.files"}}
+    backends = {"workmem.state.files", "workmem.state.postgres"}
+    no_langchain = {"langchain", "langchain_core"}
+    expected = {"graphs": backends,
+                "nodes": backends | {"workmem.graphs"},
+                "workmem": backends,
+                "state": {"workmem.nodes", "workmem.graphs"} | no_langchain,
+                "state/files": {"workmem.state.postgres", "workmem.nodes", "workmem.graphs"} | no_langchain,
+                "state/postgres": {"workmem.state.files", "workmem.nodes", "workmem.graphs"} | no_langchain}
     for folder, banned in expected.items():
         config = tomllib.loads((REPO / folder / "ruff.toml").read_text())
         assert config["extend"].endswith("pyproject.toml")

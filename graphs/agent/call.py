@@ -9,6 +9,7 @@ tool results as their synopsis), the tokens of each part, and the `CallFigures` 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from langchain.agents.middleware.types import ModelRequest
@@ -24,7 +25,7 @@ from workmem.graphs.context.lc_messages import to_langchain_message
 from workmem.graphs.context.session_memory import SessionMemory
 from workmem.graphs.context.tool_results import Synopses, offloaded, result_part, shown_as_synopsis
 from workmem.state.retention import resolve_keep, trigger_messages
-from workmem.state.tokens import count_tokens
+from workmem.state.tokens import count_tokens, encoder
 
 if TYPE_CHECKING:
     from workmem.graphs.agent.session_cache import SessionCache
@@ -48,6 +49,7 @@ class Call:
     threshold: int  # the trigger in tokens
     offload_limit: int  # a tool result over this many tokens is shown as its synopsis
     entries: list[dict[str, Any]]  # what the model may be shown besides the memory, in order
+    pinned: dict[str, Any] | None  # the running turn's user message as shown after the memory (None: not archived)
     own_tokens: int  # the agent's own system prompt
     schema_tokens: int  # every bound tool's schema
     figures: CallFigures
@@ -90,6 +92,39 @@ def shown_entries(entries: list[dict[str, Any]], live: list[dict[str, Any]], *, 
             for e in entries]
 
 
+def shown_pinned(pinned: dict[str, Any] | None, max_tokens: int | None) -> dict[str, Any] | None:
+    """The running turn's user message as a call shows it once a commit archived it: whole, or — over `max_tokens`
+    — its first lines within them and one marker line (the archive keeps it whole). Same message, same bytes."""
+    if pinned is None or max_tokens is None or pinned["tokens"] <= max_tokens:
+        return pinned
+    original = pinned["lc"]
+    if not isinstance(original.content, str):  # content blocks (an image, a file) are shown as they are
+        return pinned
+    shown = _head_lines(original.content, max_tokens)
+    lc = HumanMessage(content=shown, id=original.id, name=original.name)
+    return {**pinned, "parts": [{"type": "text", "text": shown}], "tokens": count_tokens(shown), "lc": lc}
+
+
+@lru_cache(maxsize=256)
+def _head_lines(text: str, max_tokens: int) -> str:
+    """The first whole lines of `text` within `max_tokens`, then one marker line naming only how many lines are
+    left out (at least the first line's head)."""
+    lines = text.splitlines()
+    kept: list[str] = []
+    used = 0
+    for line in lines:
+        cost = count_tokens(line) + 1
+        if used + cost > max_tokens:
+            break
+        kept.append(line)
+        used += cost
+    if not kept:
+        tokens = encoder().encode(lines[0] if lines else text, disallowed_special=())
+        kept = [encoder().decode(tokens[:max_tokens]).rstrip("\ufffd")]
+    left = len(lines) - len(kept)
+    return "\n".join(kept) + f"\n[… {left} more line(s) of this message are archived: archive_search finds them]"
+
+
 def call_tokens(request: ModelRequest, view: StateView, memory: SessionMemory, entries: list[dict[str, Any]], *,
                 own_tokens: int, schema_tokens: int, settings: MiddlewareSettings) -> tuple[int, int]:
     """(the whole call as it would go out if nothing were dropped, what rides on every call: the system prompts
@@ -98,8 +133,8 @@ def call_tokens(request: ModelRequest, view: StateView, memory: SessionMemory, e
     if settings.token_counter is not None:
         return _counted(request, view, memory, entries, schema_tokens, settings)
     fixed = own_tokens + SYSTEM_ADDITION_TOKENS + schema_tokens
-    pinned = view.pinned["tokens"] if view.pinned is not None else 0
-    return fixed + memory.tokens + pinned + sum(e["tokens"] for e in entries), fixed
+    pinned = shown_pinned(view.pinned, settings.pinned_tokens)
+    return fixed + memory.tokens + (pinned["tokens"] if pinned else 0) + sum(e["tokens"] for e in entries), fixed
 
 
 def _counted(request: ModelRequest, view: StateView, memory: SessionMemory, entries: list[dict[str, Any]],
@@ -108,19 +143,32 @@ def _counted(request: ModelRequest, view: StateView, memory: SessionMemory, entr
     assert counter is not None
     system = [m for m in (request.system_message, SystemMessage(content=SYSTEM_ADDITION)) if m is not None]
     summary = [HumanMessage(content=SUMMARY_PREFIX + memory.markdown)] if memory.markdown.strip() else []
-    pinned = [view.pinned.get("lc") or to_langchain_message(view.pinned)] if view.pinned is not None else []
+    shown = shown_pinned(view.pinned, settings.pinned_tokens)
+    pinned = [shown.get("lc") or to_langchain_message(shown)] if shown is not None else []
     tail = [e["lc"] if "lc" in e else e.get("original") or to_langchain_message(e) for e in entries]
     fixed = counted(counter, system) + schema_tokens
     return fixed + counted(counter, [*summary, *pinned, *tail]), fixed
 
 
-def figures_of(view: StateView, *, tokens: tuple[int, int], threshold: int, floor: int, limit: int,
-               memory_budget: int, settings: MiddlewareSettings, engine_keep: Any, engine_trigger: Any,
-               background_running: bool) -> CallFigures:
+def newest_whole_tokens(entries: list[dict[str, Any]]) -> int:
+    """Tokens of the newest tool results (those after the last assistant message) shown whole."""
+    total = 0
+    for entry in reversed(entries):
+        if entry.get("role") != "tool":
+            break
+        if not entry.get("synopsis"):
+            total += entry["tokens"]
+    return total
+
+
+def figures_of(view: StateView, entries: list[dict[str, Any]], *, tokens: tuple[int, int], threshold: int,
+               floor: int, limit: int, memory_budget: int, pinned_tokens: int, settings: MiddlewareSettings,
+               engine_keep: Any, engine_trigger: Any, background_running: bool) -> CallFigures:
     """What the commit decision reads, from a measured call (`tokens`: its whole and its fixed tokens)."""
     return figures_for(
         view.live, call_tokens=tokens[0], fixed_tokens=tokens[1] + memory_budget, threshold=threshold, floor=floor,
         input_limit=limit, reserve=reserve_for_reply(limit),
         keep=resolve_keep(settings.keep or engine_keep, limit),  # a fraction: of the model's input limit
         low_water=settings.low_water, max_messages=trigger_messages(settings.trigger or engine_trigger),
-        pinned_tokens=view.pinned["tokens"] if view.pinned is not None else 0, background_running=background_running)
+        pinned_tokens=pinned_tokens, background_running=background_running,
+        newest_whole_tokens=newest_whole_tokens(entries))

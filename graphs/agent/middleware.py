@@ -45,7 +45,7 @@ from workmem.graphs.agent.binding import (
     resolve_engine,
     session_from_run,
 )
-from workmem.graphs.agent.call import Call, Prepared, call_tokens, figures_of, shown_entries, shrinkable
+from workmem.graphs.agent.call import Call, Prepared, call_tokens, figures_of, shown_entries, shown_pinned, shrinkable
 from workmem.graphs.agent.events import emit
 from workmem.graphs.agent.overflow import is_context_overflow, lowered_limit
 from workmem.graphs.agent.session_cache import ARCHIVE_TAIL, session_caches
@@ -56,7 +56,12 @@ from workmem.graphs.agent.view import NormalisedCache, StateView, carries_conten
 from workmem.graphs.context.assemble import assemble_context, reserve_for_reply
 from workmem.graphs.context.call_state import warn_capped_keep
 from workmem.graphs.context.decision import DEFAULT_LOW_WATER, KeepChoice, Plan, decide, decide_overflow
-from workmem.graphs.context.tool_results import DEFAULT_KEEP_TOOL_RESULTS, Synopses, offload_tokens_for
+from workmem.graphs.context.tool_results import (
+    DEFAULT_KEEP_TOOL_RESULTS,
+    Synopses,
+    offload_tokens_for,
+    read_tokens_for,
+)
 from workmem.state.archive_object import OWN_TOOLS
 from workmem.state.errors import CommitInProgress, ContextOverflow, DatabaseUnavailable, InvalidInput, SessionNotFound
 from workmem.state.forget import is_forgotten
@@ -110,6 +115,7 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         keep_tool_results: int = DEFAULT_KEEP_TOOL_RESULTS,
         exclude_tools: list[str] | None = None,
         memory_message: MemoryMessage = "human",
+        pinned_tokens: int | None = None,
         forget_on_remove: bool = False,
         token_counter: TokenCounter | None = None,
         **engine_options: Any,
@@ -142,6 +148,8 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
             exclude_tools: tools whose results are never shown as a synopsis.
             memory_message: "human" (the working memory in a message of its own) or "system" (inside the system
                 message, for chat templates that need strict user/assistant alternation).
+            pinned_tokens: once a commit archived the running turn's user message, it stays in view after the
+                memory as its first lines within this many tokens (None: whole).
             forget_on_remove: live stored messages the state drops lose their text too
                 (`engine.forget_messages`), instead of only being hidden.
             token_counter: LangChain's counter signature (messages → tokens) for the trigger and input-limit
@@ -156,15 +164,15 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         self.settings = MiddlewareSettings.checked(
             token_budget=token_budget, keep=keep, trigger=trigger, low_water=low_water, commit_mode=commit_mode,
             trim_state=trim_state, offload_tokens=offload_tokens, keep_tool_results=keep_tool_results,
-            exclude_tools=exclude_tools, memory_message=memory_message, forget_on_remove=forget_on_remove,
-            token_counter=token_counter)
+            exclude_tools=exclude_tools, memory_message=memory_message, pinned_tokens=pinned_tokens,
+            forget_on_remove=forget_on_remove, token_counter=token_counter)
         self.default_session_id = default_session_id
         if build is not None:  # every argument is checked: only now may the engine touch the disk
             engine = self._build_engine(build)
         self.engine = engine
         self._owned: WorkingMemoryEngine | None = engine if build is not None else None
         reader = make_tool_result_reader(engine, session_id, default_session_id=default_session_id,
-                                         max_tokens=lambda session: self._caches.of(session).offload_limit)
+                                         max_tokens=lambda session: self._caches.of(session).read_limit)
         self.tools = [*make_archive_tools(engine, session_id, default_session_id=default_session_id),
                       reader] if tools else []
         self._synopses = Synopses()
@@ -263,21 +271,23 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         limit = self._input_limit(request, engine, calls)
         threshold = trigger_tokens(self.settings.trigger or engine.trigger, limit)
         memory = engine.memory_of(session_id)
-        cache.offload_limit = self.settings.offload_tokens or offload_tokens_for(threshold)
+        cache.read_limit = read_tokens_for(threshold)
+        offload = offload_tokens_for(threshold, limit, self.settings.offload_tokens)
         own = request.system_message
         own_tokens = count_tokens(own.text) if own is not None else 0
         schemas = self._schema_tokens(request)
-        entries = self._entries(engine, session_id, view, memory.tail_end, cache.offload_limit,
-                                engine.max_message_bytes)
+        entries = self._entries(engine, session_id, view, memory.tail_end, offload, engine.max_message_bytes)
         tokens = call_tokens(request, view, memory, entries, own_tokens=own_tokens, schema_tokens=schemas,
                              settings=self.settings)
         floor = engine.min_commit_tokens if engine.min_commit_tokens is not None else threshold // 4
-        figures = figures_of(view, tokens=tokens, threshold=threshold, floor=floor, limit=limit,
-                             memory_budget=engine.budget_for_trigger(threshold), settings=self.settings,
+        pinned = shown_pinned(view.pinned, self.settings.pinned_tokens)
+        figures = figures_of(view, entries, tokens=tokens, threshold=threshold, floor=floor, limit=limit,
+                             memory_budget=engine.budget_for_trigger(threshold),
+                             pinned_tokens=pinned["tokens"] if pinned else 0, settings=self.settings,
                              engine_keep=engine.keep, engine_trigger=engine.trigger,
                              background_running=calls.background is not None)
-        return Call(request, engine, session_id, calls, cache, view, memory, limit, threshold, cache.offload_limit,
-                    entries, own_tokens, schemas, figures, events, update)
+        return Call(request, engine, session_id, calls, cache, view, memory, limit, threshold, offload,
+                    entries, pinned, own_tokens, schemas, figures, events, update)
 
     def _act(self, call: Call, plan: Plan) -> Call:
         """Carry the plan out: commit (and wait when it must), or wait for the running commit. A new snapshot
@@ -307,7 +317,7 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         memory = call.memory
         try:
             assembled = assemble_context(call.entries, memory.markdown, memory.archives_total, budget,
-                                         pinned=view.pinned)
+                                         pinned=call.pinned)
         except InvalidInput as exc:
             if exc.field != "token_budget":
                 raise
@@ -315,7 +325,7 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
             # messages — at most half the window each, a token being at least one byte.
             view_cap = max(1024, (budget - reserve_for_reply(budget)) // 2)
             entries = self._entries(engine, call.session_id, view, memory.tail_end, call.offload_limit, view_cap)
-            assembled = assemble_context(entries, memory.markdown, memory.archives_total, budget, pinned=view.pinned)
+            assembled = assemble_context(entries, memory.markdown, memory.archives_total, budget, pinned=call.pinned)
         addition, *messages = assembled["messages"]
         sent = self._record(call, assembled["stats"])
         if plan is not None and plan.breaker_note:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workmem.graphs.context.call_state import BoundedSessions
-from workmem.graphs.context.tool_results import DEFAULT_OFFLOAD_TOKENS
+from workmem.graphs.context.tool_results import MAX_READ_TOKENS
 from workmem.state.messages import lc_id
 
 ARCHIVE_TAIL = 64  # newest archived messages a stateless client's history is compared with
@@ -25,7 +25,7 @@ class SessionCache:
     to_trim: set[str] = field(default_factory=set)  # LangChain ids a commit archived, to leave the agent's state
     # the system message and messages of the last call storage served, and the state's message ids then
     last_good: tuple[Any, list[Any], set[str]] | None = None
-    offload_limit: int = DEFAULT_OFFLOAD_TOKENS  # the session's latest `offload_tokens` (the read tool's cap)
+    read_limit: int = MAX_READ_TOKENS  # the most one read of the read tool returns (from the trigger)
     archive_tail: tuple[tuple[Any, ...], list[dict[str, Any]]] | None = None  # (memory key, newest archived)
     archive_ids: dict[tuple[Any, str], frozenset[str]] = field(default_factory=dict)  # LangChain ids per archive
 

@@ -12,7 +12,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from workmem.graphs.agent.binding import resolve_engine, session_from_run
 from workmem.graphs.context.search_results import MAX_CONTEXT, format_hits
-from workmem.graphs.context.tool_results import DEFAULT_OFFLOAD_TOKENS
+from workmem.graphs.context.tool_results import MAX_READ_TOKENS
 from workmem.state.archive_object import EXPAND_TOOL_NAME, READ_TOOL_NAME, SEARCH_TOOL_NAME
 from workmem.state.errors import WorkmemError
 from workmem.state.tokens import count_tokens
@@ -148,7 +148,7 @@ def make_tool_result_reader(
     session_id: str | None = None,
     *,
     default_session_id: str | None = None,
-    max_tokens: int | Callable[[str], int] = DEFAULT_OFFLOAD_TOKENS,
+    max_tokens: int | Callable[[str], int] = MAX_READ_TOKENS,
 ) -> BaseTool:
     """`read_tool_result` for one session (None: the run's session): reads a large tool result by reference,
     live or archived, one window of at most `max_tokens` tokens at a time (a callable of the session: decided

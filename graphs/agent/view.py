@@ -192,7 +192,6 @@ class StateView:
     def _running_turn_message(self, run_from: str | None) -> dict[str, Any] | None:
         """The running turn's user message when a commit archived it (it stays in view, §12): an entry of the
         state's own message, or None while it is live, not stored yet, or not in the state."""
-        live_ids = {lc_id(m) for m in self.live}
         new = set(self.alignment.new)
         for pos in range(len(self.indexes) - 1, -1, -1):
             index = self.indexes[pos]
@@ -201,11 +200,16 @@ class StateView:
             message = self.messages[index]
             if getattr(message, "type", None) != "human":
                 continue
-            if pos in new or not getattr(message, "id", None) or message.id in live_ids:
+            if pos in new or not getattr(message, "id", None) or self._is_live(message.id):
                 return None
             msg = self._normalised[index]
             return {**msg, "tokens": count_tokens(message_text(msg)), "lc": message}
         return None
+
+    def _is_live(self, message_id: str) -> bool:
+        """Whether a live stored message has this LangChain id (the newest first: the running turn's user message
+        is among them while it is live)."""
+        return any(lc_id(m) == message_id for m in reversed(self.live))
 
     def new_messages(self) -> list[Any]:
         """The state's messages to store, in order."""

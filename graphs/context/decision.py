@@ -62,6 +62,8 @@ class CallFigures:
     low_water: float
     max_messages: int | None  # a `("messages", n)` trigger's n
     background_running: bool  # a background commit started by an earlier call has not been reported yet
+    newest_whole_tokens: int = 0  # the newest tool results, shown whole: fixed for the low-water mark, and never
+    # what makes a commit ineffective
 
     @property
     def over_limit(self) -> bool:
@@ -95,14 +97,15 @@ class Plan:
 
 def figures_for(live: Sequence[dict[str, Any]], *, call_tokens: int, fixed_tokens: int, threshold: int, floor: int,
                 input_limit: int, reserve: int, keep: Keep, low_water: float, max_messages: int | None,
-                pinned_tokens: int = 0, background_running: bool = False) -> CallFigures:
+                pinned_tokens: int = 0, background_running: bool = False,
+                newest_whole_tokens: int = 0) -> CallFigures:
     """`CallFigures` of a call whose live messages (stored, oldest first, hidden ones included) are `live`."""
     return CallFigures(
         call_tokens=call_tokens, fixed_tokens=fixed_tokens, threshold=threshold, floor=floor, input_limit=input_limit,
         reserve=reserve, live_tokens=tuple(m["tokens"] for m in live),
         turn_starts=tuple(m["role"] == "user" for m in live), newest_step_tokens=newest_step_tokens(live),
         pinned_tokens=pinned_tokens, keep=keep, low_water=low_water, max_messages=max_messages,
-        background_running=background_running)
+        background_running=background_running, newest_whole_tokens=newest_whole_tokens)
 
 
 def newest_step_tokens(live: Sequence[dict[str, Any]]) -> int:
@@ -118,7 +121,7 @@ def choose_keep(figures: CallFigures, target: int) -> KeepChoice:
     """The keep that leaves at most `target` tokens in the next call: the configured one, or `("tokens", n)` when
     its window is larger than the low-water mark allows (never less than the newest step)."""
     window = sum(figures.live_tokens) - covered_tokens(figures.live_tokens, figures.turn_starts, figures.keep)
-    allowance = max(target - figures.fixed_tokens - figures.pinned_tokens, 0)
+    allowance = max(target - figures.fixed_tokens - figures.newest_whole_tokens - figures.pinned_tokens, 0)
     allowance = max(allowance, figures.newest_step_tokens)
     capped = window > allowance
     keep = (TOKENS, max(allowance, 0)) if capped else figures.keep
@@ -150,7 +153,8 @@ def breaker_released(counters: Counters, pending: int, floor: int) -> tuple[Coun
 def decide(figures: CallFigures, counters: Counters, *, sync: bool) -> Plan:
     """Commit, wait for the running commit, or nothing — on the call about to be sent (pure)."""
     keep = choose_keep(figures, int(figures.low_water * figures.threshold))
-    counters, engaged = judged(counters, figures.call_tokens, figures.threshold, keep.pending)
+    counters, engaged = judged(counters, figures.call_tokens - figures.newest_whole_tokens, figures.threshold,
+                               keep.pending)
     due = _due(figures, keep.pending)
     if due:  # the breaker is asked only when a commit would otherwise start: asking may release it
         counters, due = breaker_released(counters, keep.pending, figures.floor)

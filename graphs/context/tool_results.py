@@ -12,6 +12,9 @@ import re
 from collections import OrderedDict
 from typing import Any
 
+from langchain_core.messages import BaseMessage
+
+from workmem.graphs.context.lc_messages import to_langchain_message
 from workmem.state.errors import InvalidInput
 from workmem.state.messages import FINGERPRINT_META
 from workmem.state.synopsis import kind_of, synopsis
@@ -19,24 +22,28 @@ from workmem.state.tokens import count_tokens, encoder
 from workmem.state.validation import require_int, require_text
 
 REF_PREFIX = "seq:"
-DEFAULT_OFFLOAD_TOKENS = 3_000
-# A result over (trigger - OFFLOAD_OVERHEAD) / OFFLOAD_SHARE tokens (at least MIN_OFFLOAD_TOKENS, at most
-# DEFAULT_OFFLOAD_TOKENS) is shown as its synopsis: 160 at an 8 000-token trigger, 800 at 32 000, 3 000 from
-# 114 500 on. §12 suggests trigger / 8. Chosen on the replay of the real sessions (one invoke per user turn): at 8k,
-# 128 lost a probe more, 176-256 sent 1-4 % more tokens; at 32k, 711 lost three probes more, 906-1 000 had a
-# lower cacheable share. The overhead is about what every call carries besides its messages.
-OFFLOAD_OVERHEAD = 2_000
-OFFLOAD_SHARE = 37.5
-MIN_OFFLOAD_TOKENS = 128
+MAX_READ_TOKENS = 3_000  # the most one read of `read_tool_result` returns
+# One read returns at most (trigger - READ_OVERHEAD) / READ_SHARE tokens, at least MIN_READ_TOKENS, at most
+# MAX_READ_TOKENS: 160 at an 8 000-token trigger, 800 at 32 000, 3 000 from 114 500 on — a read must not fill the
+# room a commit just made.
+READ_OVERHEAD = 2_000
+READ_SHARE = 37.5
+MIN_READ_TOKENS = 128
 DEFAULT_KEEP_TOOL_RESULTS = 3
 MATCH_WINDOW = 400  # characters shown around a match
 MAX_MATCHES = 8
 SYNOPSIS_CACHE_SIZE = 4_096
 
 
-def offload_tokens_for(threshold: int) -> int:
-    """The default `offload_tokens` of a trigger: (trigger − 2 000) ÷ 37.5, at least 128, at most 3 000."""
-    return max(MIN_OFFLOAD_TOKENS, min(DEFAULT_OFFLOAD_TOKENS, int((threshold - OFFLOAD_OVERHEAD) / OFFLOAD_SHARE)))
+def read_tokens_for(threshold: int) -> int:
+    """The most one read of the read tool returns at a trigger of `threshold` tokens."""
+    return max(MIN_READ_TOKENS, min(MAX_READ_TOKENS, int((threshold - READ_OVERHEAD) / READ_SHARE)))
+
+
+def offload_tokens_for(threshold: int, input_limit: int, line: Any = None) -> int:
+    """The line past which a tool result is shown as its synopsis: `line` tokens, or (None) the trigger's read
+    size — the setting `offload_tokens`."""
+    return line if line is not None else read_tokens_for(threshold)
 
 
 def ref_of(seq: int) -> str:
@@ -67,7 +74,19 @@ class Synopses:
 
     def __init__(self, size: int = SYNOPSIS_CACHE_SIZE) -> None:
         self._cache: OrderedDict[tuple[Any, ...], tuple[str, int]] = OrderedDict()
+        self._messages: OrderedDict[tuple[Any, ...], BaseMessage] = OrderedDict()
         self._size = size
+
+    def message_of(self, shown: dict[str, Any], limit_tokens: int) -> BaseMessage:
+        """The LangChain message of a stored tool message shown as its synopsis (`shown`: as `offloaded` made it)."""
+        key = (shown["seq"], (shown.get("meta") or {}).get(FINGERPRINT_META), shown["tokens"], limit_tokens,
+               shown.get("id"))
+        message = self._messages.get(key)
+        if message is None:
+            message = self._messages[key] = to_langchain_message(shown)
+            if len(self._messages) > self._size:
+                self._messages.popitem(last=False)
+        return message
 
     def of(self, msg: dict[str, Any], limit_tokens: int) -> tuple[str, int]:
         """(synopsis text, its tokens) of the stored tool message `msg`."""
@@ -97,11 +116,13 @@ def shown_as_synopsis(entry: dict[str, Any], offload_tokens: int, shrink_upto: i
 
 
 def offloaded(entry: dict[str, Any], synopses: Synopses, limit_tokens: int) -> dict[str, Any]:
-    """The stored entry with its result replaced by its synopsis (the stored message itself is unchanged)."""
+    """The stored entry with its result replaced by its synopsis (the stored message itself is unchanged); its
+    `original` is the LangChain message that carries the synopsis (built once)."""
     text, tokens = synopses.of(entry, limit_tokens)
     parts = [{**p, "content": text} if p.get("type") == "tool_result" else p for p in entry["parts"]]
-    out = {k: v for k, v in entry.items() if k != "original"}
-    return {**out, "parts": parts, "tokens": tokens}
+    out = {**{k: v for k, v in entry.items() if k != "original"}, "parts": parts, "tokens": tokens,
+           "synopsis": True}
+    return {**out, "original": synopses.message_of(out, limit_tokens)}
 
 
 def read_window(msg: dict[str, Any], offset: Any, limit: Any, max_tokens: int) -> dict[str, Any]:

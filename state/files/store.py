@@ -104,7 +104,7 @@ class SessionStore:
     def session_exists(self, session_id: str) -> bool:
         """True once the session has been written to."""
         p = self._paths(session_id)
-        return p.meta.exists() or p.messages.exists()
+        return os.path.exists(p.meta) or os.path.exists(p.messages)
 
     def list_sessions(self) -> list[str]:
         """Original ids of every session with a readable meta (lists `sessions/`; not a hot path)."""

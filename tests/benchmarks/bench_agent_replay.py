@@ -44,6 +44,7 @@ try:
 except ImportError:  # imported as a module of the tests tree
     from tests.benchmarks.common import BenchRow, print_table
 
+from grounding import Step, Tally, seen_tokens, steps_of
 from langchain.agents import create_agent
 from langchain.agents.middleware import (
     AgentMiddleware,
@@ -54,9 +55,10 @@ from langchain.agents.middleware import (
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import StructuredTool
 from langgraph.checkpoint.memory import InMemorySaver
+from pydantic import Field
 from rich.console import Console
 from rich.table import Table
-from token_fakes import CountingModel, commit_model, message_tokens, summary_model
+from token_fakes import MEMORY_PREFIXES, CountingModel, commit_model, message_tokens, summary_model
 from token_layers import LangMemLayer
 
 from workmem.graphs.agent.middleware import WorkingMemoryMiddleware
@@ -72,6 +74,8 @@ LAYERS = ("full history", "summarization", "summarization (no trim)", "context e
           "workmem")
 PEERS = LAYERS[1:5]
 DRIVES = ("per user turn", "per model call")
+# what-ifs: middleware settings of the workmem row, as JSON (e.g. '{"offload_tokens": 4000}'); default none
+WORKMEM_OPTIONS: dict[str, Any] = json.loads(os.environ.get("WORKMEM_REPLAY_OPTIONS") or "{}")
 SESSION = "replay"
 STRESS = 10  # the stress row: every tool output of the sessions this many times over (payloads, synopses)
 INPUT_LIMIT = 128_000  # the model input limit of the stress row (the engine's default context window)
@@ -95,6 +99,8 @@ class Replay:
     tools: list[str]
     probes: list[dict[str, Any]]
     fed: int
+    steps: dict[int, Step] = field(default_factory=dict)  # recorded assistant steps by their index in the session
+    task: str = ""
 
 
 def load_sessions(path: Path = DATA) -> list[Replay] | None:
@@ -112,7 +118,8 @@ def load_sessions(path: Path = DATA) -> list[Replay] | None:
                 runs.append([])
             runs[-1].append(m)
         tools = sorted({c["function"]["name"] for m in body for c in m.get("tool_calls") or []})
-        out.append(Replay(s["id"], system, runs, tools, s["probes"], len(body)))
+        steps = {step.index: step for step in steps_of(messages)}
+        out.append(Replay(s["id"], system, runs, tools, s["probes"], len(body), steps, s.get("task") or ""))
     return out
 
 
@@ -124,7 +131,7 @@ def stressed(sessions: Sequence[Replay], factor: int = STRESS) -> list[Replay]:
         return {**m, "content": m["content"] * factor}
 
     return [Replay(s.id, s.system, [[grown(m) for m in run] for run in s.runs], s.tools,
-                   s.probes, s.fed) for s in sessions]
+                   s.probes, s.fed, s.steps, s.task) for s in sessions]
 
 
 def assistant_message(m: dict[str, Any]) -> AIMessage:
@@ -179,6 +186,10 @@ class LayerResult:
     stored: int = 0
     fed: int = 0
     commits: int = 0
+    grounding: Tally = field(default_factory=Tally)
+    parts: dict[str, int] = field(default_factory=dict)  # tokens per kind of what the calls were sent, summed
+    memory: str = ""  # workmem's final working memory
+    kept_by_kind: dict[str, int] = field(default_factory=dict)  # probes in the final call's context, per kind
 
 
 def _shared_prefix(previous: list[tuple[str, int]], current: list[tuple[str, int]]) -> int:
@@ -195,14 +206,17 @@ class ReplayModel(CountingModel):
     recorded tool results; a run whose recorded steps are spent (it ended on tool results, the next message being
     the user's) gets an empty reply, which ends the agent's run and carries nothing (workmem skips it)."""
 
-    steps: list[list[tuple[AIMessage, dict[str, str]]]] = []
+    steps: list[list[tuple[AIMessage, dict[str, str], int]]] = []
     run_index: int = 0
     step_index: int = 0
+    returned: list[int | None] = Field(default_factory=list)
 
 
 def replay_model(session: Replay, recorded: Recorded) -> ReplayModel:
-    """The replay fake of `session` (see `ReplayModel`); `start_run(i)` before each run's first invoke."""
+    """The replay fake of `session` (see `ReplayModel`); `start_run(i)` before each run's first invoke. Its
+    `returned` lists, per call, the index in the session of the recorded step it returned (None: an empty reply)."""
     steps = []
+    index = 1 if session.system is not None else 0  # the session's messages start with its system message
     for run in session.runs:
         per_run = []
         for i, m in enumerate(run):
@@ -212,16 +226,19 @@ def replay_model(session: Replay, recorded: Recorded) -> ReplayModel:
                     if later["role"] != "tool":
                         break
                     results[later["tool_call_id"]] = later.get("content") or ""
-                per_run.append((assistant_message(m), results))
+                per_run.append((assistant_message(m), results, index + i))
+        index += len(run)
         steps.append(per_run)
 
     def answer(messages: list[BaseMessage], tools: list[Any], choice: Any) -> AIMessage:
         run = model.steps[model.run_index]
         if model.step_index >= len(run):
             recorded.results = {}
+            model.returned.append(None)
             return AIMessage(content="")
-        reply, recorded.results = run[model.step_index]
+        reply, recorded.results, at = run[model.step_index]
         model.step_index += 1
+        model.returned.append(at)
         return reply
 
     model = ReplayModel(answer=answer, steps=steps)
@@ -243,7 +260,7 @@ def _middleware(layer: str, trigger: int, maintainer: CountingModel, root: str) 
     if layer == "workmem":
         engine = WorkingMemoryEngine(root=root, model=maintainer, keep=("messages", KEEP), durable=False)
         return [WorkingMemoryMiddleware(engine, session_id=SESSION, trigger=("tokens", trigger),
-                                        commit_mode="sync")], engine
+                                        commit_mode="sync", **WORKMEM_OPTIONS)], engine
     return [], None
 
 
@@ -280,10 +297,15 @@ def run_layer(layer: str, session: Replay, trigger: int, drive: str) -> LayerRes
                 if not interrupts or not agent.get_state(config).next:
                     break
                 payload = None
-        for (sent, out), prompt in zip(agent_fake.calls, agent_fake.prompts_seen, strict=True):
+        for (sent, out), prompt, at, (_memory, schemas) in zip(agent_fake.calls, agent_fake.prompts_seen,
+                                                             agent_fake.returned, agent_fake.parts, strict=True):
             current = [(f"{type(m).__name__}:{m.text}", message_tokens([m])) for m in prompt]
             result.calls.append(CallRecord(sent, out, _shared_prefix(previous, current)))
             previous = current
+            _count_parts(result.parts, prompt, schemas)
+            if at is not None:
+                seen, memory = seen_tokens(prompt, is_memory)
+                result.grounding.add(session.steps[at], seen, memory - seen, sent)
         result.maintenance = list(maintainer.calls)
         final = "\n".join(m.text for m in agent_fake.last_prompt) + "\n" + (
             agent_fake.last_answer.text if agent_fake.last_answer is not None else "")
@@ -291,6 +313,7 @@ def run_layer(layer: str, session: Replay, trigger: int, drive: str) -> LayerRes
             text = probe["text"]
             if text in final:
                 result.kept += 1
+                result.kept_by_kind[probe["kind"]] = result.kept_by_kind.get(probe["kind"], 0) + 1
             elif engine is not None and _found_by_search(engine, text):
                 result.searched += 1
             else:
@@ -298,8 +321,26 @@ def run_layer(layer: str, session: Replay, trigger: int, drive: str) -> LayerRes
         if engine is not None:
             info = engine.session_info(SESSION)
             result.stored, result.commits = info["total_message_count"], info["commit_count"]
+            result.memory = (engine.working_memory(SESSION) or {}).get("working_summary", {}).get("markdown", "")
             engine.close()
     return result
+
+
+def is_memory(message: BaseMessage) -> bool:
+    """The memory message of a call: workmem's working memory, or a summariser's summary."""
+    return message.text.startswith(MEMORY_PREFIXES)
+
+
+PARTS = ("tool schemas", "system", "memory", "user", "assistant", "tool results")
+
+
+def _count_parts(parts: dict[str, int], prompt: list[BaseMessage], schemas: int) -> None:
+    """Add one call's tokens per kind (where the tokens go)."""
+    parts["tool schemas"] = parts.get("tool schemas", 0) + schemas
+    for message in prompt:
+        kind = ("memory" if is_memory(message) else "system" if message.type == "system" else "user"
+                if message.type == "human" else "assistant" if message.type == "ai" else "tool results")
+        parts[kind] = parts.get(kind, 0) + message_tokens([message])
 
 
 def _found_by_search(engine: WorkingMemoryEngine, text: str) -> bool:
@@ -340,7 +381,22 @@ def summarize(results: list[LayerResult], trigger: int) -> dict[str, Any]:
             "searched": sum(r.searched for r in results), "lost": sum(r.lost for r in results),
             "ms": statistics.median([ms for r in results for ms in r.layer_ms] or [0.0]),
             "stored": sum(r.stored for r in results), "fed": sum(r.fed for r in results),
-            "commits": sum(r.commits for r in results)}
+            "commits": sum(r.commits for r in results), **_grounding(results, agent_in + m_in + m_out)}
+
+
+def _grounding(results: list[LayerResult], total_without_output: int) -> dict[str, Any]:
+    """Grounding pooled over the sessions, and where each call's tokens go (mean per call)."""
+    tally = Tally()
+    for r in results:
+        tally.merge(r.grounding)
+    calls = sum(len(r.calls) for r in results) or 1
+    parts = {kind: sum(r.parts.get(kind, 0) for r in results) / calls for kind in PARTS}
+    return {"steps": tally.steps, "grounds": tally.grounds, "recent": tally.recent, "unseen": tally.unseen,
+            "recent_unseen": tally.recent_unseen, "memory_only": tally.memory_only,
+            "grounds_seen": tally.seen_share, "recent_seen": tally.recent_seen_share,
+            "blind_calls": tally.blind_calls, "total_rereads": total_without_output + tally.blind_input,
+            "parts": parts, "kept_by_kind": {kind: sum(r.kept_by_kind.get(kind, 0) for r in results)
+                                             for kind in sorted({k for r in results for k in r.kept_by_kind})}}
 
 
 def table(title: str, rows: list[dict[str, Any]]) -> Table:
@@ -359,6 +415,21 @@ def table(title: str, rows: list[dict[str, Any]]) -> Table:
                     f"{r['cost'] / cheapest_cost:.2f}", f"{100 * r['cacheable']:.0f}%",
                     f"{r['kept']}/{r['searched']}/{r['lost']}", f"{r['ms']:.1f}",
                     f"{r['stored']}/{r['fed']}" if r["layer"] == "workmem" else "")
+    return out
+
+
+def grounding_table(title: str, rows: list[dict[str, Any]]) -> Table:
+    """Grounding per layer (memory-only grounds count as unseen and are shown apart), and where the tokens go."""
+    lowest = min(r["total_rereads"] for r in rows if r["layer"] in PEERS)
+    out = Table(title=title)
+    heads = ("layer", "grounds seen", "recent seen", "memory-only", "blind calls", "total + re-reads", "× lowest",
+             *(f"{kind}/call" for kind in PARTS))
+    for head in heads:
+        out.add_column(head, justify="left" if head == "layer" else "right")
+    for r in rows:
+        out.add_row(r["layer"], f"{100 * r['grounds_seen']:.1f}%", f"{100 * r['recent_seen']:.1f}%",
+                    f"{r['memory_only']:,}", f"{r['blind_calls']:,}", f"{r['total_rereads']:,}",
+                    f"{r['total_rereads'] / lowest:.2f}", *(f"{r['parts'][kind]:,.0f}" for kind in PARTS))
     return out
 
 
@@ -416,6 +487,10 @@ def run(quick: bool = False, write_baseline: bool = False) -> list[BenchRow]:
             messages = sum(s.fed for s in sessions)
             console.print(table(f"{len(sessions)} real sessions ({messages:,} messages), trigger {trigger:,}, keep "
                                 f"{KEEP}, one invoke {drive}", rows))
+            steps = rows[0]["steps"]
+            console.print(grounding_table(f"grounding: {steps:,} recorded steps, {rows[0]['grounds']:,} grounds "
+                                          f"({rows[0]['recent']:,} recent), trigger {trigger:,}, one invoke {drive}",
+                                          rows))
             figures[f"{trigger}/{drive}"] = rows
             if drive == DRIVES[0]:
                 checked += checked_rows(trigger, rows)

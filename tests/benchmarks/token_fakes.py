@@ -24,7 +24,7 @@ import json
 import re
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
@@ -153,6 +153,7 @@ class CountingModel(BaseChatModel):
     last_prompt: list[BaseMessage] = Field(default_factory=list)
     prompts_seen: list[list[BaseMessage]] = Field(default_factory=list)  # every call's messages
     last_answer: Any = None
+    clock: ClassVar[Callable[[], float]] = time.perf_counter  # what `seconds` is measured with
 
     @property
     def _llm_type(self) -> str:
@@ -164,7 +165,7 @@ class CountingModel(BaseChatModel):
 
     def _generate(self, messages: list[BaseMessage], stop: list[str] | None = None, run_manager: Any = None,
                   **kwargs: Any) -> ChatResult:
-        start = time.perf_counter()
+        start = self.clock()
         tools = list(kwargs.get("tools") or [])
         reply = self.answer(list(messages), tools, kwargs.get("tool_choice"))
         schemas = schema_tokens(tools)
@@ -175,7 +176,7 @@ class CountingModel(BaseChatModel):
         self.last_prompt = list(messages)
         self.prompts_seen.append(self.last_prompt)
         self.last_answer = reply
-        self.seconds += time.perf_counter() - start
+        self.seconds += self.clock() - start
         return ChatResult(generations=[ChatGeneration(message=reply)])
 
 
