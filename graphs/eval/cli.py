@@ -39,8 +39,8 @@ def add_eval_arguments(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--judge", help="judge model (default: the answer model)")
     cmd.add_argument("--commit-model", help="commit model, e.g. extractive (default: the answer model)")
     cmd.add_argument("--threshold", type=int, default=None,
-                     help=f"the commit trigger: tokens of the next model call (default: {TRIGGER_SHARE:.0%} of "
-                          "--budget)")
+                     help=f"the commit trigger: tokens of the next model call (default: {TRIGGER_SHARE * 100:.0f} %% "
+                          "of --budget)")
     cmd.add_argument("--keep", type=int, default=DEFAULT_KEEP_RECENT, help="recent messages kept raw by each commit")
     cmd.add_argument("--budget", type=int, default=DEFAULT_CONTEXT_WINDOW, help="token budget of the assembled context")
     cmd.add_argument("--memory-budget", type=int, default=DEFAULT_MEMORY_BUDGET,

@@ -115,6 +115,6 @@ def test_an_unknown_model_spec_is_refused_before_anything(tmp_path):
 def test_help_shows_defaults():
     for argv, default in ((["commit", "--help"], "(default: messages:10)"),
                           (["context", "--help"], "(default: 128000)"),
-                          (["demo", "--help"], "(default: 2500)"), (["eval", "--help"], "(default: 2000)")):
+                          (["demo", "--help"], "(default: 4000)"), (["eval", "--help"], "(default: 80 % of --budget)")):
         done = workmem(*argv)
         assert done.returncode == 0 and default in done.stdout, (argv, done.stdout)
