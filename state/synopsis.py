@@ -1,9 +1,9 @@
-"""The synopsis of a large tool result (§12 *Tool results*): what the model sees in its place.
+"""The synopsis of a large tool result: what the model sees in its place.
 
-A synopsis names the tool, the kind of content, its size in characters and tokens, shows its head and its
-tail (errors sit at the tail) within a token limit, gives its reference and says how to read more. It is a
-pure function of the result, so the same result gives the same bytes on every call and the prompt-cache
-prefix holds.
+A synopsis is the result's own text — its head and its tail (errors sit at the tail), whole lines within a token
+limit — around one marker line that names the tool, the kind of content, the size in characters and tokens, what is
+left out, the reference and how to read on; the marker names nothing of the part it stands for. It is a pure
+function of the result, so the same result gives the same bytes on every call and the prompt-cache prefix holds.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from workmem.state.tokens import count_tokens
 
 KINDS = ("json", "csv", "yaml", "xml", "code", "log", "text", "binary")
 READ_TOOL = READ_TOOL_NAME
-HEADER_TOKENS = 80  # what the header and the "omitted" line take, kept out of the head and tail
+MARKER_TOKENS = 80  # what the marker line takes, kept out of the head and tail
 TAIL_SHARE = 0.6  # of the head + tail allowance: errors and summaries sit at the end of an output
 SAMPLE_CHARS = 4_000  # how much of a result its kind is judged on
 
@@ -78,18 +78,18 @@ def synopsis(text: str, *, tool: str | None, ref: str, limit_tokens: int, tokens
     """The synopsis of tool result `text` within about `limit_tokens` tokens (see the module docstring)."""
     kind = kind_of(text)
     total = count_tokens(text) if tokens is None else tokens
-    header = f"[tool result {ref} · {tool or 'tool'} · {kind} · {len(text):,} chars, {total:,} tokens]"
+    about = f"tool result {ref} · {tool or 'tool'} · {kind} · {len(text):,} chars, {total:,} tokens"
     if kind == "binary":
-        return (f"{header}\n… binary content, never shown raw — {READ_TOOL}(ref=\"{ref}\", offset=0, limit=2000) "
-                f"reads it as text")
-    room = max(limit_tokens - HEADER_TOKENS, 32)
+        return (f"[… {about}: binary, never shown raw — {READ_TOOL}(ref=\"{ref}\", offset=0, limit=2000) reads it "
+                f"as text]")
+    room = max(limit_tokens - MARKER_TOKENS, 32)
     tail_room = int(room * TAIL_SHARE)
     head = _fit(text, room - tail_room, from_end=False)
     tail = _fit(text[len(head):], tail_room, from_end=True)
     omitted_from, omitted = len(head), len(text) - len(head) - len(tail)
-    more = (f"… [{omitted:,} chars omitted: {READ_TOOL}(ref=\"{ref}\", offset={omitted_from}) reads on, "
-            f"query=\"…\" finds]")
-    return "\n".join(part for part in (header, head, more, tail) if part)
+    marker = (f"[… {about}: {omitted:,} chars left out here — {READ_TOOL}(ref=\"{ref}\", offset={omitted_from}) "
+              f"reads on, query=\"…\" finds]")
+    return "\n".join(part for part in (head, marker, tail) if part)
 
 
 def _fit(text: str, tokens: int, *, from_end: bool) -> str:

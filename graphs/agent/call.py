@@ -48,6 +48,7 @@ class Call:
     limit: int  # the model's input limit for this call
     threshold: int  # the trigger in tokens
     offload_limit: int  # a tool result over this many tokens is shown as its synopsis
+    synopsis_size: int  # the tokens of a synopsis
     entries: list[dict[str, Any]]  # what the model may be shown besides the memory, in order
     pinned: dict[str, Any] | None  # the running turn's user message as shown after the memory (None: not archived)
     own_tokens: int  # the agent's own system prompt
@@ -80,15 +81,15 @@ def shrinkable(entry: dict[str, Any], exclude_tools: frozenset[str]) -> bool:
     return part is not None and part.get("name") not in exclude_tools
 
 
-def shown_entries(entries: list[dict[str, Any]], live: list[dict[str, Any]], *, boundary: int, offload_limit: int,
+def shown_entries(entries: list[dict[str, Any]], live: list[dict[str, Any]], *, boundary: int, line: int, size: int,
                   settings: MiddlewareSettings, synopses: Synopses) -> list[dict[str, Any]]:
-    """`entries` with each large result — or, up to the commit `boundary`, each result older than the newest
-    `keep_tool_results` kept ones — shown as its synopsis."""
+    """`entries` with each result over the `line` — or, up to the commit `boundary`, each result over `size` older
+    than the newest `keep_tool_results` kept ones — shown as its synopsis of `size` tokens."""
     exclude = settings.exclude_tools
     kept = [m["seq"] for m in live if m["seq"] <= boundary and shrinkable(m, exclude)]
     newest = set(kept[-settings.keep_tool_results:])
-    return [offloaded(e, synopses, offload_limit)
-            if shrinkable(e, exclude) and shown_as_synopsis(e, offload_limit, boundary, newest) else e
+    return [offloaded(e, synopses, size)
+            if shrinkable(e, exclude) and shown_as_synopsis(e, line, size, boundary, newest) else e
             for e in entries]
 
 

@@ -271,12 +271,12 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         limit = self._input_limit(request, engine, calls)
         threshold = trigger_tokens(self.settings.trigger or engine.trigger, limit)
         memory = engine.memory_of(session_id)
-        cache.read_limit = read_tokens_for(threshold)
+        cache.read_limit = size = read_tokens_for(threshold)
         offload = offload_tokens_for(threshold, limit, self.settings.offload_tokens)
         own = request.system_message
         own_tokens = count_tokens(own.text) if own is not None else 0
         schemas = self._schema_tokens(request)
-        entries = self._entries(engine, session_id, view, memory.tail_end, offload, engine.max_message_bytes)
+        entries = self._entries(engine, session_id, view, memory.tail_end, (offload, size), engine.max_message_bytes)
         tokens = call_tokens(request, view, memory, entries, own_tokens=own_tokens, schema_tokens=schemas,
                              settings=self.settings)
         floor = engine.min_commit_tokens if engine.min_commit_tokens is not None else threshold // 4
@@ -286,7 +286,7 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
                              pinned_tokens=pinned["tokens"] if pinned else 0, settings=self.settings,
                              engine_keep=engine.keep, engine_trigger=engine.trigger,
                              background_running=calls.background is not None)
-        return Call(request, engine, session_id, calls, cache, view, memory, limit, threshold, offload,
+        return Call(request, engine, session_id, calls, cache, view, memory, limit, threshold, offload, size,
                     entries, pinned, own_tokens, schemas, figures, events, update)
 
     def _act(self, call: Call, plan: Plan) -> Call:
@@ -324,7 +324,8 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
             # The run itself does not fit (say, one huge tool output): show the model a clipped view of its largest
             # messages — at most half the window each, a token being at least one byte.
             view_cap = max(1024, (budget - reserve_for_reply(budget)) // 2)
-            entries = self._entries(engine, call.session_id, view, memory.tail_end, call.offload_limit, view_cap)
+            entries = self._entries(engine, call.session_id, view, memory.tail_end,
+                                    (call.offload_limit, call.synopsis_size), view_cap)
             assembled = assemble_context(entries, memory.markdown, memory.archives_total, budget, pinned=call.pinned)
         addition, *messages = assembled["messages"]
         sent = self._record(call, assembled["stats"])
@@ -362,7 +363,8 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         removals: list[Any] = trimmed(call.view.messages, call.cache.to_trim, call.view)
         if call.request.state.get("workmem_prior_upto") is not None:
             gone = {r.id for r in removals}
-            removals += [m for m in state_synopses(call.view, call.offload_limit, self._synopses, self._shrinkable)
+            removals += [m for m in state_synopses(call.view, call.offload_limit, call.synopsis_size, self._synopses,
+                                                   self._shrinkable)
                          if m.id not in gone]
         return removals
 
@@ -478,11 +480,12 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         return view
 
     def _entries(self, engine: WorkingMemoryEngine, session_id: str, view: StateView, boundary: int,
-                 offload_limit: int, max_bytes: int) -> list[dict[str, Any]]:
+                 line_and_size: tuple[int, int], max_bytes: int) -> list[dict[str, Any]]:
         """The view's context entries, each large or (past the commit boundary) older tool result as its synopsis."""
         entries = view.context_entries(max_bytes, engine.max_message_bytes, lambda: engine.hidden(session_id))
-        return shown_entries(entries, view.live, boundary=boundary, offload_limit=offload_limit,
-                             settings=self.settings, synopses=self._synopses)
+        line, size = line_and_size
+        return shown_entries(entries, view.live, boundary=boundary, line=line, size=size, settings=self.settings,
+                             synopses=self._synopses)
 
     def _shrinkable(self, entry: dict[str, Any]) -> bool:
         return shrinkable(entry, self.settings.exclude_tools)

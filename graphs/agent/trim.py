@@ -35,7 +35,7 @@ def trimmed(messages: list[Any], to_trim: set[str], view: StateView) -> list[Rem
             if getattr(m, "id", None) and m.id in to_trim and m.id != keep_id]
 
 
-def state_synopses(view: StateView, limit: int, synopses: Synopses,
+def state_synopses(view: StateView, limit: int, size: int, synopses: Synopses,
                    shrinkable: Any) -> list[ToolMessage]:
     """The state's stored large tool results as their synopsis (same id: the reducer replaces them), so the
     agent's checkpoints do not carry megabytes; the log keeps each whole (never one it stored clipped), and the
@@ -47,7 +47,7 @@ def state_synopses(view: StateView, limit: int, synopses: Synopses,
                 or SYNOPSIS_FP in message.additional_kwargs or stored["tokens"] <= limit
                 or not shrinkable(stored) or CLIPPED_BYTES_META in (stored.get("meta") or {})):
             continue
-        text, _tokens = synopses.of(stored, limit)
+        text, _tokens = synopses.of(stored, size)
         mark = {SYNOPSIS_FP: stored["meta"][FINGERPRINT_META], SYNOPSIS_HASH: synopsis_hash(text)}
         out.append(message.model_copy(update={"content": text,
                                               "additional_kwargs": {**message.additional_kwargs, **mark}}))

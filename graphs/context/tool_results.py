@@ -36,7 +36,7 @@ SYNOPSIS_CACHE_SIZE = 4_096
 
 
 def read_tokens_for(threshold: int) -> int:
-    """The most one read of the read tool returns at a trigger of `threshold` tokens."""
+    """The size of a synopsis, and the most one read of the read tool returns, at a trigger of `threshold` tokens."""
     return max(MIN_READ_TOKENS, min(MAX_READ_TOKENS, int((threshold - READ_OVERHEAD) / READ_SHARE)))
 
 
@@ -105,14 +105,14 @@ class Synopses:
         return value
 
 
-def shown_as_synopsis(entry: dict[str, Any], offload_tokens: int, shrink_upto: int, keep: set[int]) -> bool:
-    """Whether a stored context entry goes out as its synopsis: a tool result over `offload_tokens`, or one a
-    commit boundary shrank (seq ≤ `shrink_upto`, not among the newest kept ones `keep`)."""
+def shown_as_synopsis(entry: dict[str, Any], line: int, size: int, shrink_upto: int, keep: set[int]) -> bool:
+    """Whether a stored context entry goes out as its synopsis (of `size` tokens): a tool result over the `line`,
+    or one over `size` a commit boundary shrank (seq ≤ `shrink_upto`, not among the newest kept ones `keep`)."""
     if "lc" in entry or entry.get("role") != "tool" or result_part(entry) is None:
         return False
-    if entry["tokens"] > offload_tokens:
+    if entry["tokens"] > line:
         return True
-    return entry["seq"] <= shrink_upto and entry["seq"] not in keep
+    return entry["tokens"] > size and entry["seq"] <= shrink_upto and entry["seq"] not in keep
 
 
 def offloaded(entry: dict[str, Any], synopses: Synopses, limit_tokens: int) -> dict[str, Any]:
