@@ -38,6 +38,7 @@ from workmem.graphs.eval.qa import answer_questions
 from workmem.graphs.eval.scratch import scratch_storage
 from workmem.state.errors import InvalidInput
 from workmem.state.memory import DEFAULT_MEMORY_BUDGET
+from workmem.state.retention import MESSAGES, Keep, keep_value
 from workmem.state.tokens import DEFAULT_CONTEXT_WINDOW
 from workmem.state.turns import DEFAULT_KEEP_RECENT
 
@@ -76,7 +77,7 @@ class Models:
 
 def run_eval(data: str | Path | dict[str, Any] | list[Any], *, root: str | Path | None = None, model: Any = None,
              judge: Any = None, commit_model: Any = None, threshold: int = DEFAULT_THRESHOLD,
-             keep: int = DEFAULT_KEEP_RECENT, budget: int = DEFAULT_CONTEXT_WINDOW, no_model: bool = False,
+             keep: Keep | int = DEFAULT_KEEP_RECENT, budget: int = DEFAULT_CONTEXT_WINDOW, no_model: bool = False,
              include_adversarial: bool = False, limit_questions: int | None = None,
              sample: int | str | None = None, progress: bool = True, console: Console | None = None,
              out: str | Path | None = None, search_recall: bool = False,
@@ -97,7 +98,7 @@ def run_eval(data: str | Path | dict[str, Any] | list[Any], *, root: str | Path 
 
     samples = select_samples(load_samples(data), sample)
     threshold = _positive("threshold", threshold)
-    keep = validate_keep(keep, "keep")
+    keep = (MESSAGES, validate_keep(keep, "keep")) if isinstance(keep, int) else keep_value(keep, "keep")
     budget = _positive("budget", budget)
     if limit_questions is not None:
         limit_questions = _positive("limit_questions", limit_questions)
@@ -112,11 +113,11 @@ def run_eval(data: str | Path | dict[str, Any] | list[Any], *, root: str | Path 
     with ExitStack() as stack:
         target = scratch_storage(stack, root, database_url, "workmem-eval-")
         engine = stack.enter_context(WorkingMemoryEngine(
-            **target, model=models.commit, keep_recent_count=keep, commit_token_threshold=threshold,
+            **target, model=models.commit, keep=keep, commit_token_threshold=threshold,
             memory_budget=memory_budget, durable=False))
         bar = stack.enter_context(_progress(console, progress))
         for item in samples:
-            if engine.storage.sessions.session_exists(item.session_id):
+            if engine.session_exists(item.session_id):
                 raise InvalidInput("root", str(target.get("root")), f"session {item.session_id!r} already exists "
                                                                    "there; evaluate into an empty root")
             chosen = select_questions(item, include_adversarial, limit_questions)
@@ -142,7 +143,8 @@ def run_eval(data: str | Path | dict[str, Any] | list[Any], *, root: str | Path 
             sample_rows.append(_sample_row(engine, item, ingested))
     timing["total_s"] = time.perf_counter() - started
     results = {
-        "config": {"threshold": threshold, "keep": keep, "budget": budget, "memory_budget": memory_budget,
+        "config": {"threshold": threshold, "keep": f"{keep[0]}:{keep[1]}", "budget": budget,
+                   "memory_budget": memory_budget,
                    "include_adversarial": include_adversarial,
                    "limit_questions": limit_questions, "durable": False, "search_limit": SEARCH_LIMIT,
                    "backend": "postgres" if database_url else "file",
@@ -273,7 +275,7 @@ def select_questions(sample: Sample, include_adversarial: bool, limit: int | Non
     return chosen[:limit] if limit is not None else chosen
 
 
-def ingest_sample(engine: Any, sample: Sample, *, threshold: int, keep: int,
+def ingest_sample(engine: Any, sample: Sample, *, threshold: int, keep: Keep,
                   advance: Advance | None = None) -> Ingested:
     """Store the sample turn by turn (date notes first), committing once pending tokens reach `threshold`."""
     done = Ingested(sample.session_id)
@@ -286,7 +288,7 @@ def ingest_sample(engine: Any, sample: Sample, *, threshold: int, keep: int,
         done.texts.append(text)
         transcript_tokens += stored["tokens"]
         if engine.storage.sessions.meta(done.session_id)["pending_tokens"] >= threshold:
-            result = engine.commit(done.session_id, keep_recent_count=keep, wait=True)
+            result = engine.commit(done.session_id, keep=keep, wait=True)
             archive = engine.working_memory(done.session_id) or {}
             done.commits.append({"after_seq": stored["seq"], **{k: result.get(k) for k in
                                                                  ("status", "archive_id", "reason")},
@@ -310,7 +312,7 @@ def evidence_metrics(engine: Any, sample: Sample, ingested: Ingested, questions:
                      budget: int) -> list[dict[str, Any]]:
     """Per question: where each evidence turn is (tail / WM / search top 12) and whether the answer is kept."""
     sid = ingested.session_id
-    live = {m["seq"] for m in engine.storage.sessions.live_messages(sid)}
+    live = {m["seq"] for m in engine.live_messages(sid)}
     archive = engine.working_memory(sid) or {}
     wm = padded(archive.get("working_summary", {}).get("markdown", ""))
     spans = SpanIndex({t.dia_id: t.text for t in reversed(sample.turns)})  # first occurrence of a dia id wins

@@ -32,6 +32,12 @@ WAL_PAGES = WAL_BYTES // 4096
 STUDIO_FILE = "studio.sqlite"
 
 
+def holds_data(root: Path) -> bool:
+    """Whether `root` is a workmem data root: its index or its sessions folder is there (opening a root creates
+    both, so a root that has neither was never opened)."""
+    return (root / INDEX_FILE).is_file() or (root / "sessions").is_dir()
+
+
 @asynccontextmanager
 async def open_studio_saver(root: Path) -> AsyncIterator[Any]:
     """AsyncSqliteSaver on `<root>/studio.sqlite`, WAL, 30 s timeout (the server's own async connection)."""
