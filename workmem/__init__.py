@@ -22,6 +22,7 @@ _EXPORTS: dict[str, str] = {
     "commit_node": "workmem.graphs.agent.commit_node",
     "build_commit_graph": "workmem.graphs.commit",
     "compile_commit_graph": "workmem.graphs.commit",
+    "demo_conversation": "workmem.graphs.demo.run",
     "WorkmemError": "workmem.state.errors",
     "InvalidInput": "workmem.state.errors",
     "SessionNotFound": "workmem.state.errors",
@@ -55,6 +56,7 @@ __all__ = [
     "build_commit_graph",
     "commit_node",
     "compile_commit_graph",
+    "demo_conversation",
     "make_archive_tools",
 ]
 
@@ -63,6 +65,7 @@ if TYPE_CHECKING:
     from workmem.graphs.agent.middleware import WorkingMemoryMiddleware
     from workmem.graphs.agent.tools import make_archive_tools
     from workmem.graphs.commit import build_commit_graph, compile_commit_graph
+    from workmem.graphs.demo.run import demo_conversation
     from workmem.graphs.engine import WorkingMemoryEngine
     from workmem.state.errors import (
         ArchiveConflict,
