@@ -1,4 +1,4 @@
-"""The `workmem` command line: demo, add, commit, context, search, expand, tasks, resume, reindex.
+"""The `workmem` command line: every subcommand, its options and its exit code (see docs/cli.md).
 
 Rich output for people, `--json` (before or after the subcommand) for scripts. Typed errors exit with 2; a
 degraded commit (the extractive model stood in for the configured one) exits with 3 unless `--allow-degraded`.
@@ -18,13 +18,15 @@ from rich.progress import Progress
 from rich.table import Table
 from rich.text import Text
 
+from workmem.graphs.cli_args import KEEP_HELP, add_trigger_options, keep_arg
+from workmem.graphs.context.assemble import budget_line
 from workmem.graphs.context.tool_results import MAX_READ_TOKENS
-from workmem.graphs.demo.run import DEMO_TRIGGER
+from workmem.graphs.demo.run import DEFAULT_DEMO_TRIGGER
 from workmem.graphs.eval.cli import add_eval_parser
 from workmem.graphs.help_format import DefaultsFormatter
-from workmem.state.errors import InvalidInput, WorkmemError
+from workmem.state.errors import CommitFailed, InvalidInput, WorkmemError
 from workmem.state.redact import clean_error, describe_error
-from workmem.state.retention import keep_value
+from workmem.state.retention import MESSAGES
 from workmem.state.tokens import DEFAULT_CONTEXT_WINDOW
 from workmem.state.turns import DEFAULT_KEEP_RECENT
 
@@ -36,10 +38,12 @@ class CommandFailed(Exception):
     """A command could not do its job; its message is the `error:` line."""
 
 
-def _engine(args: argparse.Namespace):
+def _engine(args: argparse.Namespace, *, create: bool = False):
+    """The engine of `--root` / `--database-url`: only `add` creates a data root; every other command refuses
+    one with no workmem data (`DataRootNotFound`: a mistyped path is never created)."""
     from workmem.graphs.engine import WorkingMemoryEngine
 
-    return WorkingMemoryEngine(root=args.root, database_url=args.database_url)
+    return WorkingMemoryEngine(root=args.root, database_url=args.database_url, create=create)
 
 
 def _emit(args: argparse.Namespace, data: Any, render) -> None:
@@ -50,10 +54,11 @@ def _emit(args: argparse.Namespace, data: Any, render) -> None:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    """Run the bundled sample session through several commits offline and show the result."""
+    """Run the bundled sample session through several commits offline and show the result (without --root, in
+    workmem/demo of the cache directory, started afresh at each run)."""
     from workmem.graphs.demo.run import run_demo
 
-    summary = run_demo(root=args.root, threshold=args.threshold, keep=args.keep, console=console,
+    summary = run_demo(root=args.root, trigger=args.trigger, keep=args.keep, console=console,
                        quiet=args.json, model=args.model or "extractive")
     if args.json:
         print(json.dumps(summary, indent=2, ensure_ascii=False, default=str))
@@ -83,23 +88,13 @@ def read_messages(file: str | None) -> list[Any]:
 def cmd_add(args: argparse.Namespace) -> int:
     """Append messages (a JSON list or JSONL from a file or stdin) to a session."""
     messages = read_messages(args.file)
-    with _engine(args) as engine:
+    with _engine(args, create=True) as engine:
         stored = engine.add_messages(args.session, messages)
         info = engine.session_info(args.session)
     _emit(args, {"added": len(stored), "first_seq": stored[0]["seq"] if stored else None,
                  "pending_tokens": info.get("pending_tokens")},
           lambda d: console.print(f"added {d['added']} message(s); pending tokens {d['pending_tokens']}"))
     return 0
-
-
-def keep_arg(text: str) -> tuple[str, int]:
-    """`--keep`: `unit:n` (messages, turns or tokens), or a bare number of messages."""
-    if isinstance(text, str) and text.strip().isdigit():
-        text = f"messages:{text.strip()}"
-    try:
-        return keep_value(text, "--keep")
-    except InvalidInput as exc:
-        raise argparse.ArgumentTypeError(exc.reason) from None
 
 
 def cmd_commit(args: argparse.Namespace) -> int:
@@ -109,13 +104,13 @@ def cmd_commit(args: argparse.Namespace) -> int:
         with CommitProgress(enabled=not args.json and console.is_terminal) as progress:
             result = engine.commit(args.session, keep=args.keep, wait=True, progress=progress)
         if result["status"] == "completed":
-            archive = engine.storage.sessions.read_archive(args.session, result["archive_id"])
+            archive = engine.read_archive(args.session, result["archive_id"])
             rng = archive["source_turn_range"]
             result["covered"] = {"start_seq": rng["start_seq"], "end_seq": rng["end_seq"],
                                  "messages": rng["end_seq"] - rng["start_seq"] + 1}
             result["tokens_before"], result["tokens_after"] = before, engine.context_tokens(args.session)
     if result["status"] == "failed":
-        raise CommandFailed(f"commit {result['task_id']} failed: {result.get('reason') or 'unknown reason'}")
+        raise CommitFailed(args.session, result["task_id"], result.get("reason") or "unknown reason")
     _emit(args, result, _render_commit)
     if result.get("degraded") and not args.allow_degraded:
         return EXIT_DEGRADED
@@ -187,8 +182,7 @@ def _render_context(data: dict[str, Any]) -> None:
         for call in m.get("tool_calls", []):
             console.print(Text(f"→ {call['name']} {json.dumps(call['args'], ensure_ascii=False)} [{call['id']}]"))
     s = data["stats"]
-    console.print(f"{s['total_tokens']} of {s['available']} tokens ({s['budget']} budget − {s['reserve']} reply "
-                  f"reserve); {s['messages_included']} message(s), {s['messages_dropped']} dropped; "
+    console.print(f"{budget_line(s)}; {s['messages_included']} message(s), {s['messages_dropped']} dropped; "
                   f"{s['archives_total']} archive(s)")
 
 
@@ -241,24 +235,75 @@ def _render_expansion(found: dict[str, Any]) -> None:
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:
-    """List commit tasks."""
+    """List commit tasks (a task resumed after a crash or failure counts its resumes)."""
     with _engine(args) as engine:
-        if args.session is not None:
-            engine.session_info(args.session)  # SessionNotFound for an unknown session
-        rows = engine.storage.tasks.list_tasks(session_id=args.session)
+        rows = engine.list_tasks(args.session)
     _emit(args, rows, _render_tasks)
     return 0
 
 
 def _render_tasks(rows: list[dict[str, Any]]) -> None:
-    table = Table("task", "session", "archive", "status", "tries", "updated")
+    table = Table("task", "session", "archive", "status", "resumes", "updated")
     for row in rows:
-        table.add_row(row["task_id"][:8], row["session_id"], row.get("archive_id") or "-", row["status"],
-                      str(row.get("attempts", 0)), str(row.get("updated_at", ""))[:16].replace("T", " "))
+        table.add_row(row["task_id"][:8], Text(row["session_id"]), row.get("archive_id") or "-", row["status"],
+                      str(row.get("attempts", 0)), _when(row.get("updated_at")))
     console.print(table)
     for row in rows:  # below the table, so a long error wraps as a paragraph at any terminal width
         if row.get("error"):
             console.print(Text(f"{row['task_id'][:8]} {row['status']}: {row['error']}"))
+
+
+def _when(stamp: Any) -> str:
+    """An ISO 8601 time as `YYYY-MM-DD HH:MM` (UTC, as stored)."""
+    return str(stamp or "")[:16].replace("T", " ")
+
+
+def cmd_sessions(args: argparse.Namespace) -> int:
+    """List the stored sessions: messages live and archived, commits, last activity."""
+    with _engine(args) as engine:
+        rows = engine.list_sessions()
+    _emit(args, rows, _render_sessions)
+    return 0
+
+
+def _render_sessions(rows: list[dict[str, Any]]) -> None:
+    if not rows:
+        console.print("no session stored yet")
+        return
+    table = Table("session", "live", "archived", "commits", "last activity")
+    for row in rows:
+        table.add_row(Text(row["session_id"]), str(row["live_messages"]), str(row["archived_messages"]),
+                      str(row["commits"]), _when(row["last_activity"]))
+    console.print(table)
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """Write every stored message of a session (archived and live) in seq order as JSONL, tool results whole."""
+    with _engine(args) as engine:
+        messages = engine.iter_messages(args.session)  # SessionNotFound before anything is written
+        if args.out is None:
+            count = write_jsonl(messages, sys.stdout)
+            return 0
+        out = Path(args.out)
+        partial = out.with_name(f".{out.name}.partial")
+        try:
+            with partial.open("w", encoding="utf-8") as handle:
+                count = write_jsonl(messages, handle)
+            os.replace(partial, out)  # a reader never sees half an export
+        finally:
+            partial.unlink(missing_ok=True)
+    _emit(args, {"session_id": args.session, "messages": count, "out": str(out)},
+          lambda d: console.print(Text(f"exported {d['messages']} message(s) of {d['session_id']!r} to {d['out']}")))
+    return 0
+
+
+def write_jsonl(messages: Any, handle: Any) -> int:
+    """Write messages one JSON object per line; returns how many."""
+    count = 0
+    for message in messages:
+        handle.write(json.dumps(message, ensure_ascii=False, separators=(",", ":")) + "\n")
+        count += 1
+    return count
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
@@ -357,9 +402,9 @@ def build_parser() -> argparse.ArgumentParser:
         return cmd
 
     demo = command("demo", cmd_demo)
-    demo.add_argument("--threshold", type=int, default=DEMO_TRIGGER,
-                      help="the commit trigger: tokens of the next model call")
-    demo.add_argument("--keep", type=int, default=DEFAULT_KEEP_RECENT, help="recent messages kept raw")
+    add_trigger_options(demo, DEFAULT_DEMO_TRIGGER)
+    demo.add_argument("--keep", type=keep_arg, default=(MESSAGES, DEFAULT_KEEP_RECENT), metavar="UNIT:N",
+                      help=f"{KEEP_HELP} (default: messages:{DEFAULT_KEEP_RECENT})")
     demo.add_argument("--model", metavar="PROVIDER:MODEL",
                       help="commit with this model (default: the offline extractive one, whatever WORKMEM_MODEL says)")
 
@@ -370,8 +415,7 @@ def build_parser() -> argparse.ArgumentParser:
     commit = command("commit", cmd_commit)
     commit.add_argument("session")
     commit.add_argument("--keep", type=keep_arg, default=f"messages:{DEFAULT_KEEP_RECENT}", metavar="UNIT:N",
-                        help="what stays raw: messages:10, turns:3, tokens:4000 or fraction:0.1 of the context window "
-                             "(a bare number counts messages)")
+                        help=KEEP_HELP)
     commit.add_argument("--allow-degraded", action="store_true",
                         help=f"exit 0, not {EXIT_DEGRADED}, when the extractive model had to stand in for the model")
 
@@ -401,6 +445,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     tasks = command("tasks", cmd_tasks)
     tasks.add_argument("--session")
+    command("sessions", cmd_sessions)
+    export = command("export", cmd_export)
+    export.add_argument("session")
+    export.add_argument("--out", metavar="FILE", help="write the JSONL here (default: standard output)")
 
     resume = command("resume", cmd_resume)
     resume.add_argument("--allow-degraded", action="store_true",

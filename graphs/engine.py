@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
-from collections.abc import Callable
+import warnings
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -44,7 +45,14 @@ from workmem.graphs.runner import DEFAULT_KEEP_CHECKPOINTS, CommitRunner
 from workmem.nodes.context import DEFAULT_CHUNK_TOKENS, DEFAULT_CLIP_TOKENS, CommitContext
 from workmem.nodes.formatting import format_messages
 from workmem.nodes.models import LazyModel, model_kwargs_setting, model_spec
-from workmem.state.errors import Anomaly, CommitInProgress, DamagedFile, InvalidInput, SessionNotFound, WorkmemError
+from workmem.state.errors import (
+    Anomaly,
+    CommitInProgress,
+    DamagedFile,
+    InvalidInput,
+    SessionNotFound,
+    WorkmemError,
+)
 from workmem.state.forget import FORGET_TASK_PREFIX, checked_seqs
 from workmem.state.index_checks import index_anomalies
 from workmem.state.memory import MAX_MEMORY_BUDGET, MIN_MEMORY_BUDGET, memory_budget_for
@@ -70,6 +78,7 @@ from workmem.state.validation import require_bool, require_int, require_list, re
 
 log = logging.getLogger("workmem.engine")
 MAX_SEARCH_HITS = 12
+EXPORT_BATCH = 500  # seqs `iter_messages` reads at a time
 MAX_SETTING = 10_000_000
 MIN_CLIP_TOKENS = 256  # the shortest a message is clipped to in a commit transcript
 TRIGGER_CLIP_SHARE = 128  # a trigger commit's transcript shows at most trigger / this tokens of one message
@@ -105,6 +114,8 @@ class WorkingMemoryEngine:
     Tool results over `payload_bytes` (64 KiB) are stored whole as content-addressed payloads, up to
     `max_payload_bytes` (256 MiB; beyond, head and tail around a marker); other messages are capped at
     `max_message_bytes` (1 MiB).
+    `create=False` opens existing data only (a reader such as the CLI's): a root or schema without workmem data is
+    `DataRootNotFound`, and nothing is created.
     """
 
     def __init__(
@@ -130,6 +141,7 @@ class WorkingMemoryEngine:
         database_url: str | None = None,
         database_schema: str | None = None,
         model_kwargs: dict[str, Any] | None = None,
+        create: bool = True,
     ) -> None:
         self.context_window = _positive_int("context_window", context_window)
         self.keep = keep_from_args(keep, keep_recent_count, default=(MESSAGES, DEFAULT_KEEP_RECENT),
@@ -161,8 +173,10 @@ class WorkingMemoryEngine:
         workers = _positive_int("max_workers", max_workers)
         kept = require_int("keep_checkpoints", keep_checkpoints, min=0, max=MAX_SETTING)
         require_bool("durable", durable)
+        require_bool("create", create)
         self.storage = open_storage(root, database_url=database_url, database_schema=database_schema, durable=durable,
-                                    max_message_bytes=max_message_bytes, payload_limits=self.payload_limits)
+                                    max_message_bytes=max_message_bytes, payload_limits=self.payload_limits,
+                                    create=create)
         self.root = getattr(self.storage, "root", None)
         self.runner = CommitRunner(self.storage, context, self.model, max_workers=workers, keep_checkpoints=kept)
         try:
@@ -348,8 +362,15 @@ class WorkingMemoryEngine:
         require_text("task_id", task_id)
         return self.storage.tasks.get_task(task_id)
 
+    def join_commits(self, session_id: str | None = None) -> None:
+        """Block until the background commits this engine started — of `session_id`, or of every session — have
+        finished, with any follow-up commit they started (`ajoin_commits` awaits the same)."""
+        if session_id is not None:
+            require_text("session_id", session_id)
+        self.runner.wait(session_id)
+
     def wait(self) -> None:
-        """Block until every background commit started by this engine has finished."""
+        """Block until every background commit started by this engine has finished (as `join_commits()`)."""
         self.runner.wait()
 
     def resume_all(self) -> list[dict[str, Any]]:
@@ -459,6 +480,59 @@ class WorkingMemoryEngine:
     def hidden(self, session_id: str) -> set[int]:
         """Live seqs an agent's state no longer holds (left out of contexts and commit transcripts)."""
         return self.storage.sessions.hidden(session_id)
+
+    # -- listing and exporting (the command line's readers) -----------------------------------------
+
+    def read_archive(self, session_id: str, archive_id: str) -> dict[str, Any]:
+        """One complete archive object (`source_turn_range`, `abstract`, sizes, model, route, guard notes);
+        `ArchiveNotFound` for any other id."""
+        require_text("archive_id", archive_id)
+        return self.storage.sessions.read_archive(session_id, archive_id)
+
+    def session_location(self, session_id: str) -> str:
+        """Where the session's data lives, for people: its folder on files, its row and database on PostgreSQL."""
+        return self.storage.sessions.location(session_id)
+
+    def list_tasks(self, session_id: str | None = None) -> list[dict[str, Any]]:
+        """Commit tasks, oldest first — every session's, or one's (`SessionNotFound` for an unknown one):
+        {task_id, session_id, archive_id, status, error, attempts (resumes), created_at, updated_at, result}."""
+        if session_id is not None:
+            self.storage.sessions.meta(session_id)
+        return self.storage.tasks.list_tasks(session_id=session_id)
+
+    def list_sessions(self) -> list[dict[str, Any]]:
+        """Every stored session, by id: {session_id (as given), live_messages, archived_messages, commits,
+        last_activity (the newest append or commit, ISO 8601)}."""
+        found = []
+        for session_id in self.storage.sessions.list_sessions():
+            try:
+                meta = self.storage.sessions.meta(session_id)
+            except SessionNotFound:  # deleted since it was listed
+                continue
+            found.append(session_summary(meta))
+        return found
+
+    def iter_messages(self, session_id: str, *, batch: int = EXPORT_BATCH) -> Iterator[dict[str, Any]]:
+        """Every stored message of the session, archived and live, in seq order, each tool result whole (its
+        payload inline); read `batch` seqs at a time, so a long session is never held whole.
+        `SessionNotFound` is raised here, before the first message."""
+        batch = _positive_int("batch", batch)
+        last = self.storage.sessions.meta(session_id)["total_message_count"]
+        return self._messages_by_batch(session_id, last, batch)
+
+    def _messages_by_batch(self, session_id: str, last: int, batch: int) -> Iterator[dict[str, Any]]:
+        for start in range(1, last + 1, batch):
+            yield from self.storage.sessions.messages_in_range(session_id, start, min(start + batch - 1, last))
+
+    async def aiter_messages(self, session_id: str, *, batch: int = EXPORT_BATCH) -> AsyncIterator[dict[str, Any]]:
+        """Async twin of `iter_messages` (each batch is read in a worker thread)."""
+        batch = _positive_int("batch", batch)
+        meta = await asyncio.to_thread(self.storage.sessions.meta, session_id)
+        last = meta["total_message_count"]
+        for start in range(1, last + 1, batch):
+            stop = min(start + batch - 1, last)
+            for message in await asyncio.to_thread(self.storage.sessions.messages_in_range, session_id, start, stop):
+                yield message
 
     def set_hidden(self, session_id: str, hide: set[int], unhide: set[int]) -> set[int]:
         """Hide and unhide live seqs (the log itself is unchanged); returns the hidden set."""
@@ -678,7 +752,10 @@ class WorkingMemoryEngine:
     aafter_turn = _async_twin(after_turn)
     acommit = _async_twin(commit)
     atask = _async_twin(task)
-    await_commits = _async_twin(wait, "await_commits")  # `await` is a keyword
+    ajoin_commits = _async_twin(join_commits)
+    aread_archive = _async_twin(read_archive)
+    alist_tasks = _async_twin(list_tasks)
+    alist_sessions = _async_twin(list_sessions)
     aresume_all = _async_twin(resume_all)
     acompact = _async_twin(compact)
     acontext_tokens = _async_twin(context_tokens)
@@ -694,6 +771,20 @@ class WorkingMemoryEngine:
     arepair = _async_twin(repair)
     asession_info = _async_twin(session_info)
     aclose = _async_twin(close)
+
+    async def await_commits(self) -> None:
+        """Deprecated alias of `ajoin_commits()` (its name read like a blocking call); kept for one release."""
+        warnings.warn("WorkingMemoryEngine.await_commits() is deprecated: use `await engine.ajoin_commits()` "
+                      "(or the blocking `engine.join_commits()`)", DeprecationWarning, stacklevel=2)
+        await self.ajoin_commits()
+
+
+def session_summary(meta: dict[str, Any]) -> dict[str, Any]:
+    """One line of `list_sessions` from a session's meta."""
+    live, total = meta["message_count"], meta["total_message_count"]
+    times = [t for t in (meta.get("updated_at"), meta.get("last_commit_at"), meta.get("created_at")) if t]
+    return {"session_id": meta["session_id"], "live_messages": live, "archived_messages": total - live,
+            "commits": meta["commit_count"], "last_activity": max(times) if times else None}
 
 
 def _expansion(archive_id: str | None, abstract: str, messages: list[dict[str, Any]]) -> dict[str, Any]:

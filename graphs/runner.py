@@ -80,7 +80,8 @@ class CommitRunner:
         self._graph: Any = None
         self._graph_lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="workmem-commit")
-        self._futures: list[Future] = []
+        self._futures: list[tuple[str, Future]] = []  # (session id, its background commit)
+        self._futures_lock = threading.Lock()
         self._closing = False
         self._warned: set[str] = set()
         self._warn_lock = threading.Lock()
@@ -129,8 +130,9 @@ class CommitRunner:
         try:
             self.tasks.create_task(task_id=task_id, session_id=session_id, status="pending")
             if not wait:
-                self._futures.append(self._pool.submit(self._run_in_background, session_id, task_id, settings,
-                                                       beat, then))
+                future = self._pool.submit(self._run_in_background, session_id, task_id, settings, beat, then)
+                with self._futures_lock:
+                    self._futures.append((session_id, future))
         except BaseException:
             beat.release()  # never leave a session locked by a commit that did not start
             raise
@@ -376,10 +378,18 @@ class CommitRunner:
             return {"status": "failed", "task_id": task["task_id"], "archive_id": task.get("archive_id"),
                     "reason": clean_error(exc)}
 
-    def wait(self) -> None:
-        """Block until every background commit (and any follow-up it started) has finished."""
-        while self._futures:
-            self._futures.pop(0).exception()
+    def wait(self, session_id: str | None = None) -> None:
+        """Block until every background commit of `session_id` (None: of every session), and any follow-up it
+        started, has finished."""
+        while True:
+            with self._futures_lock:
+                waited = [f for s, f in self._futures if session_id is None or s == session_id]
+            if not waited:
+                return
+            for future in waited:
+                future.exception()  # waits; a commit's own failure is its task's status, not the waiter's
+            with self._futures_lock:  # a follow-up is appended before the commit that started it finishes
+                self._futures = [(s, f) for s, f in self._futures if not f.done()]
 
     def close(self) -> None:
         """Wait for background commits, then release the thread pool and the checkpoint connection."""

@@ -28,6 +28,15 @@ class SessionNotFound(WorkmemError, LookupError):
         super().__init__(f"session not found: session_id={session_id!r}")
 
 
+class DataRootNotFound(WorkmemError, LookupError):
+    """A read found no workmem data where it was pointed (a data root without workmem's files, a database schema
+    without workmem's tables); nothing was created."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        super().__init__(f"no workmem data at {where}")
+
+
 class ArchiveNotFound(WorkmemError, LookupError):
     """No complete archive with this id exists in the session."""
 
@@ -109,6 +118,15 @@ class ArchiveConflict(WorkmemError, RuntimeError):
         self.task_id, self.owner_task_id = task_id, owner_task_id
         super().__init__(f"archive conflict: archive_id={archive_id!r} of session_id={session_id!r} was written "
                          f"by task {owner_task_id!r}, not by task_id={task_id!r}")
+
+
+class CommitFailed(WorkmemError, RuntimeError):
+    """A commit a command ran synchronously failed (nothing was archived); `reason` names the cause."""
+
+    def __init__(self, session_id: str, task_id: str | None, reason: str) -> None:
+        self.session_id, self.task_id, self.reason = session_id, task_id, reason
+        which = f"commit {task_id}" if task_id else "a commit"
+        super().__init__(f"{which} of session {session_id!r} failed: {reason}")
 
 
 class ModelUnavailable(WorkmemError, RuntimeError):

@@ -15,7 +15,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
-from workmem.state.errors import InvalidInput
+from workmem.state.errors import DataRootNotFound, InvalidInput
 from workmem.state.ids import safe_session_id
 from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES
 from workmem.state.payloads import DEFAULT_LIMITS, PayloadLimits
@@ -229,22 +229,25 @@ def database_url_for(root: str | os.PathLike[str] | None = None, url: str | None
 def open_storage(root: str | os.PathLike[str] | None = None, *, database_url: str | None = None,
                  database_schema: str | None = None, durable: bool = True,
                  max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-                 payload_limits: PayloadLimits = DEFAULT_LIMITS) -> Storage:
+                 payload_limits: PayloadLimits = DEFAULT_LIMITS, create: bool = True) -> Storage:
     """The storage of a Postgres database or of a data root, chosen by `database_url` (precedence above);
-    `database_schema` names the schema on Postgres (default `WORKMEM_DATABASE_SCHEMA`, else `workmem`)."""
+    `database_schema` names the schema on Postgres (default `WORKMEM_DATABASE_SCHEMA`, else `workmem`).
+    `create=False` opens existing data only: none there is `DataRootNotFound`, and nothing is created."""
     url = database_url_for(root, database_url)
     if url is not None:
         from workmem.state.postgres.storage import PostgresStorage
 
         return PostgresStorage(url, schema=database_schema, durable=durable, max_message_bytes=max_message_bytes,
-                               payload_limits=payload_limits)
-    from workmem.state.files.storage import FileStorage
+                               payload_limits=payload_limits, create=create)
+    from workmem.state.files.storage import FileStorage, holds_data
 
     if root is not None and (not isinstance(root, (str, os.PathLike)) or not str(root)):
         raise InvalidInput("root", root, "must be a non-empty path")
     path = Path(root).resolve() if root is not None else default_root()
     if path.exists() and not path.is_dir():
         raise InvalidInput("root", str(path), "is not a directory")
+    if not create and not holds_data(path):
+        raise DataRootNotFound(str(path))
     return FileStorage(path, durable=durable, max_message_bytes=max_message_bytes, payload_limits=payload_limits)
 
 

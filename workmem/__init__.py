@@ -22,11 +22,14 @@ _EXPORTS: dict[str, str] = {
     "commit_node": "workmem.graphs.agent.commit_node",
     "build_commit_graph": "workmem.graphs.commit",
     "compile_commit_graph": "workmem.graphs.commit",
+    "demo_conversation": "workmem.graphs.demo.run",
     "WorkmemError": "workmem.state.errors",
     "InvalidInput": "workmem.state.errors",
     "SessionNotFound": "workmem.state.errors",
     "ArchiveNotFound": "workmem.state.errors",
     "CommitInProgress": "workmem.state.errors",
+    "CommitFailed": "workmem.state.errors",
+    "DataRootNotFound": "workmem.state.errors",
     "ArchiveConflict": "workmem.state.errors",
     "CorruptLine": "workmem.state.errors",
     "ContextOverflow": "workmem.state.errors",
@@ -39,11 +42,13 @@ _EXPORTS: dict[str, str] = {
 __all__ = [
     "ArchiveConflict",
     "ArchiveNotFound",
+    "CommitFailed",
     "CommitInProgress",
     "ContextOverflow",
     "CorruptLine",
     "DamagedFile",
     "DatabaseUnavailable",
+    "DataRootNotFound",
     "InvalidInput",
     "SessionNotFound",
     "StorageError",
@@ -55,6 +60,7 @@ __all__ = [
     "build_commit_graph",
     "commit_node",
     "compile_commit_graph",
+    "demo_conversation",
     "make_archive_tools",
 ]
 
@@ -63,15 +69,18 @@ if TYPE_CHECKING:
     from workmem.graphs.agent.middleware import WorkingMemoryMiddleware
     from workmem.graphs.agent.tools import make_archive_tools
     from workmem.graphs.commit import build_commit_graph, compile_commit_graph
+    from workmem.graphs.demo.run import demo_conversation
     from workmem.graphs.engine import WorkingMemoryEngine
     from workmem.state.errors import (
         ArchiveConflict,
         ArchiveNotFound,
+        CommitFailed,
         CommitInProgress,
         ContextOverflow,
         CorruptLine,
         DamagedFile,
         DatabaseUnavailable,
+        DataRootNotFound,
         InvalidInput,
         SessionNotFound,
         StorageError,

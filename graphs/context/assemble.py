@@ -164,3 +164,10 @@ def assemble_context(
         "archives_total": archives_total,
     }
     return {"messages": messages, "stats": stats}
+
+
+def budget_line(stats: dict[str, Any]) -> str:
+    """How much of the budget an assembled context used, in the one phrasing every surface prints:
+    `3565 of 20000 tokens (40000 budget − 20000 reply reserve)`."""
+    return (f"{stats['total_tokens']} of {stats['available']} tokens ({stats['budget']} budget − "
+            f"{stats['reserve']} reply reserve)")

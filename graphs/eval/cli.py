@@ -11,9 +11,12 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from workmem.graphs.eval.run import TRIGGER_SHARE
+from workmem.graphs.cli_args import KEEP_HELP, add_trigger_options, keep_arg, positive_int
+from workmem.graphs.eval.run import DEFAULT_EVAL_TRIGGER
 from workmem.graphs.help_format import DefaultsFormatter
+from workmem.state.errors import CommitFailed
 from workmem.state.memory import DEFAULT_MEMORY_BUDGET
+from workmem.state.retention import MESSAGES
 from workmem.state.tokens import DEFAULT_CONTEXT_WINDOW
 from workmem.state.turns import DEFAULT_KEEP_RECENT
 
@@ -38,11 +41,11 @@ def add_eval_arguments(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument("--model", help="answer (and commit) model, e.g. openai:gpt-4o-mini (default: $WORKMEM_MODEL)")
     cmd.add_argument("--judge", help="judge model (default: the answer model)")
     cmd.add_argument("--commit-model", help="commit model, e.g. extractive (default: the answer model)")
-    cmd.add_argument("--threshold", type=int, default=None,
-                     help=f"the commit trigger: tokens of the next model call (default: {TRIGGER_SHARE * 100:.0f} %% "
-                          "of --budget)")
-    cmd.add_argument("--keep", type=int, default=DEFAULT_KEEP_RECENT, help="recent messages kept raw by each commit")
-    cmd.add_argument("--budget", type=int, default=DEFAULT_CONTEXT_WINDOW, help="token budget of the assembled context")
+    add_trigger_options(cmd, DEFAULT_EVAL_TRIGGER)
+    cmd.add_argument("--keep", type=keep_arg, default=(MESSAGES, DEFAULT_KEEP_RECENT), metavar="UNIT:N",
+                     help=f"{KEEP_HELP} (default: messages:{DEFAULT_KEEP_RECENT})")
+    cmd.add_argument("--budget", type=positive_int, default=DEFAULT_CONTEXT_WINDOW,
+                     help="token budget of the assembled context")
     cmd.add_argument("--memory-budget", type=int, default=DEFAULT_MEMORY_BUDGET,
                      help=f"token budget of the working memory (default {DEFAULT_MEMORY_BUDGET}, as an engine)")
     cmd.add_argument("--limit-questions", type=int, help="at most this many questions per sample")
@@ -61,7 +64,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
     as_json = bool(getattr(args, "json", False))
     results = run_eval(args.data, root=getattr(args, "root", None), model=args.model, judge=args.judge,
-                       commit_model=args.commit_model, threshold=args.threshold, keep=args.keep, budget=args.budget,
+                       commit_model=args.commit_model, trigger=args.trigger, keep=args.keep, budget=args.budget,
                        no_model=args.no_model, include_adversarial=args.include_adversarial,
                        limit_questions=args.limit_questions, sample=args.sample, progress=not as_json,
                        search_recall=args.search_recall, database_url=getattr(args, "database_url", None),
@@ -78,7 +81,21 @@ def cmd_eval(args: argparse.Namespace) -> int:
         render_results(results, console, out=str(path) if path else None)
         if args.report:
             console.print(f"report (JSON, CSV, plots) in {args.report}")
+    failed_commits(results, str(path) if path else None)
     return 0
+
+
+def failed_commits(results: Mapping[str, Any], out: str | None) -> None:
+    """`CommitFailed` naming the first failed commit's cause when any commit of the run failed (the results are
+    written first, so the run's measures are not lost)."""
+    failed = [(s["session_id"], c) for s in results["samples"] for c in s["commit_series"]
+              if c.get("status") not in ("completed", "skipped")]
+    if failed:
+        session_id, first = failed[0]
+        total = sum(len(s["commit_series"]) for s in results["samples"])
+        where = f"; results in {out}" if out else ""
+        raise CommitFailed(session_id, None, f"{first.get('reason') or first.get('status')} ({len(failed)} of "
+                                             f"{total} commit(s) failed{where})")
 
 
 def _pct(value: float | None) -> str:

@@ -197,10 +197,10 @@ def answer_questions(engine: Any, session_id: str, transcript: str, rows: list[d
     system_addition = "\n\n".join(str(m.text) for m in assembled if _tag(m) == "system")
     wm_context = [m for m in assembled if _tag(m) != "system"]
     tools = make_archive_tools(engine, session_id)
-    chunks = ["\n".join(message_text(m) for m in engine.storage.sessions.archive_messages(session_id, a["archive_id"]))
-              for a in engine.storage.sessions.list_archives(session_id)]
+    chunks = ["\n".join(message_text(m) for m in engine.archive_messages(session_id, a["archive_id"]))
+              for a in engine.list_archives(session_id)]
     summary, summary_tokens, errors = running_summary(model, chunks)
-    baseline = summary_context(summary, to_langchain_messages(engine.storage.sessions.live_messages(session_id)))
+    baseline = summary_context(summary, to_langchain_messages(engine.live_messages(session_id)))
     judge_tokens = 0
     for row in rows:
         question = row["question"]

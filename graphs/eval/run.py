@@ -38,11 +38,11 @@ from workmem.graphs.eval.qa import answer_questions
 from workmem.graphs.eval.scratch import scratch_storage
 from workmem.state.errors import InvalidInput
 from workmem.state.memory import DEFAULT_MEMORY_BUDGET
-from workmem.state.retention import trigger_tokens, trigger_value
+from workmem.state.retention import MESSAGES, Keep, keep_value, trigger_tokens, trigger_value
 from workmem.state.tokens import DEFAULT_CONTEXT_WINDOW
 from workmem.state.turns import DEFAULT_KEEP_RECENT
 
-TRIGGER_SHARE = 0.8  # the default commit trigger: this share of the assembled context's budget
+DEFAULT_EVAL_TRIGGER = ("fraction", 0.8)  # the default commit trigger: this share of the context budget
 RULES = {
     "session_date": "a user message '[session <n> — <date_time>]' before each dated session's first turn",
     "keywords": "question words of 3+ chars, lowercase, possessive 's dropped, minus stopwords and speaker "
@@ -77,7 +77,7 @@ class Models:
 
 def run_eval(data: str | Path | dict[str, Any] | list[Any], *, root: str | Path | None = None, model: Any = None,
              judge: Any = None, commit_model: Any = None, threshold: int | None = None, trigger: Any = None,
-             keep: int = DEFAULT_KEEP_RECENT, budget: int = DEFAULT_CONTEXT_WINDOW, no_model: bool = False,
+             keep: Keep | int = DEFAULT_KEEP_RECENT, budget: int = DEFAULT_CONTEXT_WINDOW, no_model: bool = False,
              include_adversarial: bool = False, limit_questions: int | None = None,
              sample: int | str | None = None, progress: bool = True, console: Console | None = None,
              out: str | Path | None = None, search_recall: bool = False,
@@ -89,8 +89,8 @@ def run_eval(data: str | Path | dict[str, Any] | list[Any], *, root: str | Path 
     Commits use `commit_model`, else the answer model, else the offline extractive model.
     `search_recall` adds the §7 measure of `archive_search` (`recall.measure_search_recall`).
     `database_url`: evaluate on PostgreSQL, in a scratch schema dropped afterwards (`scratch.scratch_storage`).
-    `threshold`: the commit trigger in tokens of the next call (`after_turn`'s rule; default 80 % of `budget`), or
-    `trigger`: any trigger form (e.g. `("messages", 11)`: a commit whenever 11 messages are live).
+    `trigger`: when a commit is due, by `after_turn`'s rule (default `("fraction", 0.8)` of `budget`, the model's
+    input limit here; `("messages", 11)`: a commit whenever 11 messages are live); `threshold=n` is `("tokens", n)`.
     `memory_budget`: the WM's token budget (default an engine's at its default trigger, the full section table with
     its headings: 10 105).
     """
@@ -98,13 +98,13 @@ def run_eval(data: str | Path | dict[str, Any] | list[Any], *, root: str | Path 
     from workmem.state.turns import validate_keep
 
     samples = select_samples(load_samples(data), sample)
-    keep = validate_keep(keep, "keep")
+    keep = (MESSAGES, validate_keep(keep, "keep")) if isinstance(keep, int) else keep_value(keep, "keep")
     budget = _positive("budget", budget)
     if threshold is not None and trigger is not None:
         raise InvalidInput("trigger", trigger, "give threshold or trigger, not both")
-    if trigger is None:
-        trigger = ("tokens", _positive("threshold", int(TRIGGER_SHARE * budget) if threshold is None else threshold))
-    trigger = trigger_value(trigger)
+    if threshold is not None:
+        trigger = ("tokens", _positive("threshold", threshold))
+    trigger = trigger_value(DEFAULT_EVAL_TRIGGER if trigger is None else trigger)
     if limit_questions is not None:
         limit_questions = _positive("limit_questions", limit_questions)
     models = resolve_models(model, judge, commit_model, no_model=no_model)
@@ -118,11 +118,11 @@ def run_eval(data: str | Path | dict[str, Any] | list[Any], *, root: str | Path 
     with ExitStack() as stack:
         target = scratch_storage(stack, root, database_url, "workmem-eval-")
         engine = stack.enter_context(WorkingMemoryEngine(
-            **target, model=models.commit, keep_recent_count=keep, trigger=trigger,
+            **target, model=models.commit, keep=keep, trigger=trigger, context_window=budget,
             memory_budget=memory_budget, durable=False))
         bar = stack.enter_context(_progress(console, progress))
         for item in samples:
-            if engine.storage.sessions.session_exists(item.session_id):
+            if engine.session_exists(item.session_id):
                 raise InvalidInput("root", str(target.get("root")), f"session {item.session_id!r} already exists "
                                                                    "there; evaluate into an empty root")
             chosen = select_questions(item, include_adversarial, limit_questions)
@@ -148,8 +148,9 @@ def run_eval(data: str | Path | dict[str, Any] | list[Any], *, root: str | Path 
             sample_rows.append(_sample_row(engine, item, ingested))
     timing["total_s"] = time.perf_counter() - started
     results = {
-        "config": {"threshold": trigger_tokens(trigger, budget), "trigger": list(trigger), "keep": keep,
-                   "budget": budget, "memory_budget": memory_budget, "include_adversarial": include_adversarial,
+        "config": {"threshold": trigger_tokens(trigger, budget), "trigger": list(trigger),
+                   "keep": f"{keep[0]}:{keep[1]}", "budget": budget, "memory_budget": memory_budget,
+                   "include_adversarial": include_adversarial,
                    "limit_questions": limit_questions, "durable": False, "search_limit": SEARCH_LIMIT,
                    "backend": "postgres" if database_url else "file",
                    "commit_model": _name(models.commit), "model": _name(models.answer),
@@ -279,7 +280,7 @@ def select_questions(sample: Sample, include_adversarial: bool, limit: int | Non
     return chosen[:limit] if limit is not None else chosen
 
 
-def ingest_sample(engine: Any, sample: Sample, *, trigger: Any, keep: int,
+def ingest_sample(engine: Any, sample: Sample, *, trigger: Any, keep: Keep,
                   advance: Advance | None = None) -> Ingested:
     """Store the sample turn by turn (date notes first), committing when `after_turn`'s rule says so for
     `trigger` (None: never)."""
@@ -293,7 +294,7 @@ def ingest_sample(engine: Any, sample: Sample, *, trigger: Any, keep: int,
         if trigger is None:
             turn = {"messages": engine.add_messages(done.session_id, [message]), "commit": None}
         else:
-            turn = engine.after_turn(done.session_id, [message], trigger=trigger, keep=("messages", keep), wait=True)
+            turn = engine.after_turn(done.session_id, [message], trigger=trigger, keep=keep, wait=True)
         stored = turn["messages"][0]
         done.texts.append(text)
         transcript_tokens += stored["tokens"]
@@ -322,7 +323,7 @@ def evidence_metrics(engine: Any, sample: Sample, ingested: Ingested, questions:
                      budget: int) -> list[dict[str, Any]]:
     """Per question: where each evidence turn is (tail / WM / search top 12) and whether the answer is kept."""
     sid = ingested.session_id
-    live = {m["seq"] for m in engine.storage.sessions.live_messages(sid)}
+    live = {m["seq"] for m in engine.live_messages(sid)}
     archive = engine.working_memory(sid) or {}
     wm = padded(archive.get("working_summary", {}).get("markdown", ""))
     spans = SpanIndex({t.dia_id: t.text for t in reversed(sample.turns)})  # first occurrence of a dia id wins

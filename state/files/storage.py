@@ -32,17 +32,25 @@ WAL_PAGES = WAL_BYTES // 4096
 STUDIO_FILE = "studio.sqlite"
 
 
+def holds_data(root: Path) -> bool:
+    """Whether `root` is a workmem data root: its index or its sessions folder is there (opening a root creates
+    both, so a root that has neither was never opened)."""
+    return (root / INDEX_FILE).is_file() or (root / "sessions").is_dir()
+
+
 @asynccontextmanager
 async def open_studio_saver(root: Path) -> AsyncIterator[Any]:
-    """AsyncSqliteSaver on `<root>/studio.sqlite`, WAL, 30 s timeout (the server's own async connection)."""
+    """`StudioSaver` (an AsyncSqliteSaver) on `<root>/studio.sqlite`, WAL, 30 s timeout (the server's own async
+    connection)."""
     import aiosqlite
-    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+
+    from workmem.state.files.studio_saver import StudioSaver
 
     fsutil.ensure_dirs(root)
     fsutil.create_file(root / STUDIO_FILE)
     async with aiosqlite.connect(root / STUDIO_FILE, timeout=BUSY_TIMEOUT_SECONDS, check_same_thread=False) as conn:
         await conn.execute("PRAGMA journal_mode=WAL")
-        saver = AsyncSqliteSaver(conn)
+        saver = StudioSaver(conn)
         await saver.setup()
         yield saver
 

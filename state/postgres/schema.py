@@ -235,6 +235,13 @@ def _check_idle(pool: Any) -> None:
         log.debug("pool check after a lost connection failed: %s", exc)
 
 
+def schema_exists(pool: Any, schema: str) -> bool:
+    """Whether the schema holds workmem's tables (read only: nothing is created)."""
+    with pool.connection() as conn:
+        return conn.execute("SELECT 1 FROM pg_tables WHERE schemaname = %s AND tablename = 'workmem_schema'",
+                            [schema]).fetchone() is not None
+
+
 def ensure_schema(pool: Any, schema: str) -> None:
     """Create the schema and its tables if missing (serialised between processes by an advisory lock)."""
     with pool.connection() as conn, conn.transaction():

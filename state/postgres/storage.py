@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from workmem.state.errors import DatabaseUnavailable, InvalidInput, SessionNotFound
+from workmem.state.errors import DatabaseUnavailable, DataRootNotFound, InvalidInput, SessionNotFound
 from workmem.state.forget import ABANDONED_REASON, commit_threads_to_clear, forget_result
 from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES
 from workmem.state.payloads import DEFAULT_LIMITS, PayloadLimits
@@ -21,6 +21,7 @@ from workmem.state.postgres.schema import (
     check_url,
     ensure_schema,
     open_pool,
+    schema_exists,
     schema_name,
     session_key,
     shown_url,
@@ -46,10 +47,12 @@ class PostgresStorage:
 
     def __init__(self, url: str, *, schema: str | None = None, durable: bool = True,
                  max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, payload_limits: PayloadLimits = DEFAULT_LIMITS,
-                 clock: Callable[[], float] | None = None) -> None:
+                 clock: Callable[[], float] | None = None, create: bool = True) -> None:
         self.url, self.schema = check_url(url), schema_name(schema)
         pool = open_pool(self.url, self.schema)
         try:
+            if not create and not schema_exists(pool, self.schema):
+                raise DataRootNotFound(f"schema {self.schema} of {shown_url(self.url)}")
             ensure_schema(pool, self.schema)
         except BaseException:
             pool.close()

@@ -89,3 +89,86 @@ def test_demo_stays_offline_when_workmem_model_names_a_paid_model(tmp_path):
     assert archive["model"]["name"] == "workmem-extractive"
     wm = parse_sections(summary["working_memory"])
     assert all(wm.get(name, "").strip() for name in ("Session Title", "Current State")), summary["working_memory"]
+
+
+def test_the_demo_takes_the_keep_and_trigger_syntax_of_every_command(tmp_path, capsys):
+    from workmem.graphs.cli import main
+
+    root = tmp_path / "wm"
+    assert main(["--root", str(root), "demo", "--keep", "turns:3", "--trigger", "tokens:2500", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["commits"] and all(c["status"] == "completed" for c in summary["commits"])
+    archive = json.loads(next((root / "sessions").glob("demo/history/archive_001/archive.json")).read_text())
+    assert archive["preserved_tail"]["keep"] == ["turns", 3]
+
+
+@pytest.mark.parametrize("argv", [["--threshold", "-5"], ["--trigger", "tokens:-5"], ["--trigger", "messages:5"],
+                                  ["--keep", "-3"], ["--keep", "turns:-1"]])
+def test_the_demo_refuses_negative_sizes(argv, tmp_path, capsys):
+    from workmem.graphs.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--root", str(tmp_path / "wm"), "demo", *argv])
+    assert exit_info.value.code == 2 and "error:" in capsys.readouterr().err
+    assert not (tmp_path / "wm").exists()
+
+
+def test_without_a_key_the_demo_with_a_paid_model_exits_2_with_one_error_line(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "WORKMEM_", "LANGCHAIN_"))}
+    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
+    proc = subprocess.run([sys.executable, "-c", CHILD, "demo", "--model", "openai:gpt-4.1-mini"],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "OPENAI_API_KEY" in lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_the_demo_reuses_one_folder_and_starts_it_afresh(tmp_path, capsys, monkeypatch):
+    from workmem.graphs.cli import main
+    from workmem.graphs.demo.run import default_demo_root
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    runs = []
+    for _ in range(2):
+        assert main(["demo", "--json"]) == 0
+        runs.append(json.loads(capsys.readouterr().out))
+    assert runs[0]["root"] == runs[1]["root"] == str(default_demo_root()) == str(tmp_path / "cache/workmem/demo")
+    assert [c["archive_id"] for c in runs[0]["commits"]] == [c["archive_id"] for c in runs[1]["commits"]]
+    assert runs[1]["live_messages"] == runs[0]["live_messages"]
+    assert main(["--root", runs[0]["root"], "sessions", "--json"]) == 0
+    assert [(r["session_id"], r["live_messages"] + r["archived_messages"]) for r in
+            json.loads(capsys.readouterr().out)] == [("demo", len(demo_conversation()))]
+
+
+def test_the_demo_never_appends_to_a_demo_session_in_a_root_given_to_it(tmp_path, capsys):
+    from workmem.graphs.cli import main
+
+    root = tmp_path / "mine"
+    assert main(["--root", str(root), "demo", "--json"]) == 0
+    capsys.readouterr()
+    assert main(["--root", str(root), "demo", "--json"]) == 2
+    assert "already holds a 'demo' session" in capsys.readouterr().err
+
+
+def test_an_empty_section_shows_as_none_yet():
+    from workmem.graphs.demo.run import EMPTY_SECTION, marked_empty
+    from workmem.state.memory import render_sections
+
+    wm = render_sections({"Session Title": "Fix the import", "Open Issues": ""})
+    marked = parse_sections(marked_empty(wm))
+    assert marked["Session Title"] == "Fix the import"
+    assert marked["Open Issues"] == marked["Task & Goals"] == EMPTY_SECTION
+    assert marked_empty("") == ""
+
+
+def test_the_demo_prints_the_budget_as_the_context_command_does(tmp_path, capsys):
+    from workmem.graphs.cli import main
+
+    root = tmp_path / "wm"
+    assert main(["--root", str(root), "demo"]) == 0
+    shown = " ".join(capsys.readouterr().out.replace("│", " ").split())
+    assert "of 20000 tokens (40000 budget − 20000 reply reserve)" in shown
+    assert "Open Issues (none yet)" in shown  # the bundled session leaves no issue open
+    assert main(["--root", str(root), "context", "demo", "--budget", "40000"]) == 0
+    assert "of 20000 tokens (40000 budget − 20000 reply reserve)" in " ".join(capsys.readouterr().out.split())

@@ -335,3 +335,27 @@ def test_long_generator_is_deterministic_and_loads() -> None:
     dia_ids = {t.dia_id for t in sample.turns}
     assert all(e in dia_ids for q in sample.qa for e in q.evidence)
     assert {q.category for q in sample.qa} == {1, 2, 4, 5}
+
+
+def test_cli_eval_whose_commits_fail_exits_2_naming_the_cause(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Commits that fail (a model that became unavailable mid-run, say): the results are still written, then one
+    error line names the first cause. (A commit model missing its key is refused before the run starts.)"""
+    from workmem.graphs.engine import WorkingMemoryEngine
+
+    def failing(self, session_id, keep_recent_count=None, wait=True, **kwargs):
+        return {"status": "failed", "task_id": "t1", "archive_id": None,
+                "reason": "model 'openai:gpt-4.1-mini' is unavailable: set OPENAI_API_KEY"}
+
+    monkeypatch.setattr(WorkingMemoryEngine, "commit", failing)
+    out = tmp_path / "r.json"
+    code = main(["eval", "--data", str(FIXTURE), "--no-model", "--trigger", "tokens:200", "--keep", "turns:2",
+                 "--limit-questions", "2", "--no-search-recall", "--out", str(out), "--root", str(tmp_path / "root")])
+    err = capsys.readouterr().err
+    assert code == 2
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "OPENAI_API_KEY" in lines[0], err
+    assert f"results in {out}" in lines[0]
+    results = json.loads(out.read_text(encoding="utf-8"))
+    assert results["config"]["keep"] == "turns:2" and results["config"]["threshold"] == 200
+    assert results["samples"][0]["commits_failed"] == results["samples"][0]["commits"] > 0

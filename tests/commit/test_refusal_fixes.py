@@ -256,6 +256,8 @@ def test_workmem_resume_exits_3_when_a_resumed_commit_was_degraded(root, monkeyp
     resumed = [{"status": "completed", "task_id": "t" * 32, "archive_id": "archive_001", "degraded": True,
                 "reason": "openai:x failed, the extractive model stood in: APITimeoutError: timed out"}]
     monkeypatch.setattr(WorkingMemoryEngine, "resume_all", lambda self: resumed)
+    with WorkingMemoryEngine(root) as engine:  # a data root to resume in (other commands than add refuse none)
+        engine.add_messages("s", [{"role": "user", "content": "hello"}])
     assert main(["--root", str(root), "resume"]) == EXIT_DEGRADED
     assert "degraded: task tttttttt" in capsys.readouterr().out
     assert main(["--root", str(root), "resume", "--allow-degraded"]) == 0

@@ -15,7 +15,8 @@ pytestmark = pytest.mark.anyio
 
 PUBLIC_METHODS = ("add_messages", "after_turn", "commit", "compact", "assemble", "archive_search", "archive_expand",
                   "delete_session", "working_memory", "session_info", "resume_all", "check", "close", "task",
-                  "reindex", "repair", "context_tokens")
+                  "reindex", "repair", "context_tokens", "join_commits", "read_archive", "list_tasks",
+                  "list_sessions")
 
 
 @pytest.fixture
@@ -33,7 +34,7 @@ def test_every_public_method_has_an_async_twin():
         twin = getattr(WorkingMemoryEngine, f"a{name}")
         assert inspect.iscoroutinefunction(twin), name
         assert twin.__doc__.startswith(f"Async twin of `{name}`")
-    assert inspect.iscoroutinefunction(WorkingMemoryEngine.await_commits)
+    assert inspect.iscoroutinefunction(WorkingMemoryEngine.await_commits)  # the deprecated name still awaits
 
 
 async def test_the_async_twins_store_commit_assemble_search_expand_and_delete(root):
@@ -81,7 +82,7 @@ async def test_concurrent_after_turns_on_two_sessions_each_store_and_commit_thei
 
                 group.start_soon(run, "left")
                 group.start_soon(run, "right")
-            await engine.await_commits()
+            await engine.ajoin_commits()
             for session in ("left", "right"):
                 assert sum(r["stored"] for r in outcomes[session]) == 12
                 assert any(r["commit"] for r in outcomes[session])

@@ -1,0 +1,155 @@
+"""What the command line reads through the engine: sessions listed, every message exported, archives and tasks
+read, a data root that is not there refused without creating it; waiting for a session's background commits."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import warnings
+from typing import Any
+
+import pytest
+from engine_helpers import assistant, user
+from langchain_core.messages import BaseMessage
+
+from workmem.graphs.engine import WorkingMemoryEngine
+from workmem.nodes.extractive.model import ExtractiveChatModel
+from workmem.state.errors import ArchiveNotFound, DataRootNotFound, SessionNotFound
+
+ODD_ID = "team/alice:42"  # stored under a hashed folder name; listed as given
+
+
+def talk(tag: str, turns: int, size: int = 40) -> list[dict[str, Any]]:
+    out = []
+    for t in range(turns):
+        out.append(user(f"{tag} question {t}: " + " ".join(f"{tag}{t}" for _ in range(size))))
+        out.append(assistant(f"{tag} answer {t}: " + " ".join(f"detail{t}" for _ in range(size))))
+    return out
+
+
+def test_list_sessions_counts_live_and_archived_messages_by_original_id(backend):
+    with backend.engine(durable=False) as engine:
+        assert engine.list_sessions() == []
+        engine.add_messages(ODD_ID, talk("odd", 3))
+        engine.add_messages("plain", talk("plain", 2))
+        assert engine.commit("plain", keep_recent_count=1)["status"] == "completed"
+        rows = {r["session_id"]: r for r in engine.list_sessions()}
+        assert set(rows) == {ODD_ID, "plain"}
+        assert {k: rows["plain"][k] for k in ("live_messages", "archived_messages", "commits")} == \
+            {"live_messages": 1, "archived_messages": 3, "commits": 1}
+        assert {k: rows[ODD_ID][k] for k in ("live_messages", "archived_messages", "commits")} == \
+            {"live_messages": 6, "archived_messages": 0, "commits": 0}
+        info = engine.session_info("plain")
+        assert rows["plain"]["last_activity"] == max(info["updated_at"], info["last_commit_at"])
+        engine.delete_session(ODD_ID)
+        assert [r["session_id"] for r in engine.list_sessions()] == ["plain"]
+
+
+def test_iter_messages_gives_every_message_in_seq_order_with_payloads_inline(backend):
+    big = "\n".join(f"row {i}: value {i * 7}" for i in range(4_000))  # over payload_bytes: stored as a payload
+    messages = [user("read the export"),
+                {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "name": "read", "args": {}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": big}, *talk("more", 3)]
+    with backend.engine(durable=False, payload_bytes=4096) as engine:
+        engine.add_messages("s", messages)
+        engine.commit("s", keep_recent_count=2)
+        exported = list(engine.iter_messages("s", batch=3))  # batch edges inside the archive and the live tail
+        assert [m["seq"] for m in exported] == list(range(1, len(messages) + 1))
+        result = next(p for p in exported[2]["parts"] if p["type"] == "tool_result")
+        assert result["content"] == big
+        assert exported[-1]["parts"][0]["text"] == messages[-1]["content"]
+        assert asyncio.run(_collect(engine.aiter_messages("s", batch=4))) == exported
+        with pytest.raises(SessionNotFound):
+            engine.iter_messages("nobody")  # at the call, before any message
+
+
+async def _collect(iterator: Any) -> list[dict[str, Any]]:
+    return [m async for m in iterator]
+
+
+def test_read_archive_list_tasks_and_location(backend):
+    with backend.engine(durable=False) as engine:
+        engine.add_messages("s", talk("s", 2))
+        result = engine.commit("s")
+        archive = engine.read_archive("s", result["archive_id"])
+        assert archive["source_turn_range"]["start_seq"] == 1 and archive["source_turn_range"]["end_seq"] == 4
+        with pytest.raises(ArchiveNotFound):
+            engine.read_archive("s", "archive_009")
+        tasks = engine.list_tasks("s")
+        assert [(t["task_id"], t["status"]) for t in tasks] == [(result["task_id"], "completed")]
+        assert engine.list_tasks() == tasks
+        with pytest.raises(SessionNotFound):
+            engine.list_tasks("nobody")
+        assert "s" in engine.session_location("s")
+
+
+def test_create_false_refuses_a_root_without_workmem_data_and_creates_nothing(tmp_path):
+    missing, empty = tmp_path / "typo", tmp_path / "empty"
+    empty.mkdir()
+    for root in (missing, empty):
+        with pytest.raises(DataRootNotFound, match=f"no workmem data at {root}"):
+            WorkingMemoryEngine(root, create=False)
+    assert not missing.exists() and list(empty.iterdir()) == []
+    with WorkingMemoryEngine(missing) as engine:  # the default still creates a new root
+        engine.add_messages("s", talk("s", 1))
+    with WorkingMemoryEngine(missing, create=False) as engine:
+        assert engine.session_exists("s")
+
+
+def test_create_false_on_postgres_refuses_a_schema_without_workmem_tables(database_url):
+    with pytest.raises(DataRootNotFound, match="schema nothing_here"):
+        WorkingMemoryEngine(database_url=database_url, database_schema="nothing_here", create=False)
+    with WorkingMemoryEngine(database_url=database_url, database_schema="made_here") as engine:
+        engine.add_messages("s", talk("s", 1))
+    with WorkingMemoryEngine(database_url=database_url, database_schema="made_here", create=False) as engine:
+        assert engine.session_exists("s")
+    import psycopg
+
+    with psycopg.connect(database_url) as conn:
+        names = {r[0] for r in conn.execute("SELECT nspname FROM pg_namespace")}
+    assert "nothing_here" not in names and "made_here" in names
+
+
+class GatedTopic(ExtractiveChatModel):
+    """The extractive model, but a commit whose transcript names `topic` waits for `gate`."""
+
+    topic: str = "slowtopic"
+    gate: Any = None
+    entered: Any = None
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.gate, self.entered = threading.Event(), threading.Event()
+
+    def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any) -> Any:
+        if any(self.topic in str(m.content) for m in messages):
+            self.entered.set()
+            assert self.gate.wait(30), "the gate was never opened"
+        return super()._generate(messages, stop, run_manager, **kwargs)
+
+
+def test_join_commits_waits_for_one_session_or_for_all(make_engine):
+    model = GatedTopic()
+    engine = make_engine(model, keep_recent_count=2, commit_token_threshold=200)
+    slow = engine.after_turn("slow", talk("slowtopic", 4))
+    assert model.entered.wait(10), "the slow session's background commit never reached the model"
+    fast = engine.after_turn("fast", talk("fast", 4))
+    assert fast["task_id"] is not None
+    engine.join_commits("fast")  # returns while the slow session's commit is still held
+    assert engine.task(fast["task_id"])["status"] == "completed"
+    assert engine.task(slow["task_id"])["status"] in ("pending", "running")
+    model.gate.set()
+    engine.join_commits()
+    assert engine.task(slow["task_id"])["status"] == "completed"
+
+
+def test_ajoin_commits_awaits_and_the_old_names_still_work(make_engine):
+    engine = make_engine(None, keep_recent_count=2, commit_token_threshold=200)
+    first = engine.after_turn("a", talk("a", 4))
+    asyncio.run(engine.ajoin_commits("a"))
+    assert engine.task(first["task_id"])["status"] == "completed"
+    with pytest.warns(DeprecationWarning, match="ajoin_commits"):
+        asyncio.run(engine.await_commits())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        engine.wait()  # the blocking spelling the middleware uses stays silent
