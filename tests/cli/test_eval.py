@@ -341,13 +341,13 @@ def test_cli_eval_whose_commits_fail_exits_2_naming_the_cause(tmp_path: Path, ca
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """Commits that fail (a model that became unavailable mid-run, say): the results are still written, then one
     error line names the first cause. (A commit model missing its key is refused before the run starts.)"""
-    from workmem.graphs.engine import WorkingMemoryEngine
+    from workmem.graphs.runner import CommitRunner
 
-    def failing(self, session_id, keep_recent_count=None, wait=True, **kwargs):
+    def failing(self, session_id, keep, **kwargs):
         return {"status": "failed", "task_id": "t1", "archive_id": None,
                 "reason": "model 'openai:gpt-4.1-mini' is unavailable: set OPENAI_API_KEY"}
 
-    monkeypatch.setattr(WorkingMemoryEngine, "commit", failing)
+    monkeypatch.setattr(CommitRunner, "start", failing)
     out = tmp_path / "r.json"
     code = main(["eval", "--data", str(FIXTURE), "--no-model", "--trigger", "tokens:200", "--keep", "turns:2",
                  "--limit-questions", "2", "--no-search-recall", "--out", str(out), "--root", str(tmp_path / "root")])
