@@ -279,7 +279,8 @@ class WorkingMemoryEngine:
         calls = self.call_state(session_id)
         plan = decide(figures, calls.counters, sync=sync)
         calls.counters = plan.counters
-        warn_capped_keep(session_id, calls, figures.keep, plan.keep)
+        if plan.action == "commit":
+            warn_capped_keep(session_id, calls, figures.keep, plan.keep)
         return plan
 
     def _commit_for_turn(self, session_id: str, keep: Keep, rule: _TurnRule) -> dict[str, Any]:

@@ -101,3 +101,36 @@ def test_ruff_bans_per_folder_what_the_layers_forbid():
         assert config["extend"].endswith("pyproject.toml")
         api = config["lint"]["flake8-tidy-imports"]["banned-api"]
         assert banned | {"state", "nodes", "graphs"} == set(api), folder
+
+
+ENGINE_OWNERS = {REPO / "graphs" / "engine.py", REPO / "graphs" / "runner.py"}
+
+
+def _storage_reads(path: Path) -> list[int]:
+    """Lines of `path` that read `.storage` off an engine (`engine.storage`, `self.engine.storage`, …)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr == "storage":
+            base = node.value
+            name = base.attr if isinstance(base, ast.Attribute) else base.id if isinstance(base, ast.Name) else ""
+            if "engine" in name.lower():
+                found.append(node.lineno)
+    return found
+
+
+@pytest.mark.parametrize("path", [p for p in SOURCES if p not in ENGINE_OWNERS], ids=lambda p: str(p.relative_to(REPO)))
+def test_only_the_engine_and_the_runner_read_engine_storage(path):
+    """The engine is the only way in: the middleware, the CLI, the demo and the eval use its methods, so a storage
+    change stops at the engine."""
+    assert _storage_reads(path) == [], f"{path.relative_to(REPO)} reads engine.storage"
+
+
+def test_the_engine_storage_rule_sees_a_read():
+    """The rule is not vacuous: a planted read is found."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        planted = Path(folder) / "planted.py"
+        planted.write_text("def f(engine):\n    return engine.storage.sessions.meta('s')\n", encoding="utf-8")
+        assert _storage_reads(planted) == [2]

@@ -172,4 +172,5 @@ def figures_of(view: StateView, entries: list[dict[str, Any]], *, tokens: tuple[
         keep=resolve_keep(settings.keep or engine_keep, limit),  # a fraction: of the model's input limit
         low_water=settings.low_water, max_messages=trigger_messages(settings.trigger or engine_trigger),
         pinned_tokens=pinned_tokens, background_running=background_running,
-        newest_whole_tokens=newest_whole_tokens(entries))
+        newest_whole_tokens=newest_whole_tokens(entries),
+        shown={e["seq"]: e["tokens"] for e in entries if "lc" not in e and "seq" in e})

@@ -293,7 +293,7 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         """Carry the plan out: commit (and wait when it must), or wait for the running commit. A new snapshot
         when a commit finished; else the same one."""
         call.calls.counters = plan.counters
-        self._warn_once(call, plan.keep, plan.breaker_engaged)
+        self._warn_once(call, plan.keep if plan.action == "commit" else None, plan.breaker_engaged)
         if plan.action == "wait":
             call.engine.wait()
             return self._remeasured(call) if self._report_background(call.engine, call.session_id,
@@ -490,10 +490,12 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
     def _shrinkable(self, entry: dict[str, Any]) -> bool:
         return shrinkable(entry, self.settings.exclude_tools)
 
-    def _warn_once(self, call: Call, keep: KeepChoice, breaker_engaged: bool) -> None:
-        """The WARNINGs a decision may give, once per session and cause."""
+    def _warn_once(self, call: Call, keep: KeepChoice | None, breaker_engaged: bool) -> None:
+        """The WARNINGs a decision may give, once per session and cause: a keep the low-water mark caps (only when a
+        commit uses it), the breaker engaging."""
         calls, session_id = call.calls, call.session_id
-        warn_capped_keep(session_id, calls, call.figures.keep, keep)
+        if keep is not None:
+            warn_capped_keep(session_id, calls, call.figures.keep, keep)
         if breaker_engaged and "breaker" not in calls.warned:
             calls.warned.add("breaker")
             log.warning("session %r: %d commits in a row left the next call over the trigger (%d tokens); trigger "
@@ -502,8 +504,14 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
             call.events.append(emit("loop_breaker_engaged", session_id, ineffective=calls.counters.ineffective))
 
     def _commit(self, call: Call, keep: Keep, wait: bool, reason: str) -> dict[str, Any]:
-        call.events.append(emit("commit_started", call.session_id, reason=reason, keep=list(keep)))
+        """Start the commit; `commit_started` (with its task) once a task exists — one that found another commit
+        running (`busy`) started nothing — then its outcome, now or at a later call."""
         result = call.engine.commit_for_call(call.session_id, keep, call.threshold, wait=wait)
+        if result.get("status") == "busy":
+            return result
+        if result.get("task_id"):
+            call.events.append(emit("commit_started", call.session_id, task_id=result["task_id"], reason=reason,
+                                    keep=list(keep)))
         self._report(call.engine, call.session_id, result, call.events)
         return result
 
@@ -522,7 +530,8 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
                 self._caches.of(session_id).to_trim |= {
                     i for m in engine.archive_messages(session_id, result["archive_id"]) if (i := lc_id(m))}
         elif status == "skipped":
-            events.append(emit("commit_skipped", session_id, reason=result.get("reason")))
+            events.append(emit("commit_skipped", session_id, task_id=result.get("task_id"),
+                               reason=result.get("reason")))
         elif status != "busy":
             events.append(emit("commit_failed", session_id, task_id=result.get("task_id"),
                                reason=result.get("reason")))
@@ -628,11 +637,13 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         return await asyncio.to_thread(self.before_agent, state, runtime)
 
     def after_agent(self, state: WorkmemAgentState, runtime: Any) -> dict[str, Any] | None:
-        """Store what the run added since its last model call, hide what the state dropped; trim the state.
-        No commit is decided here: the next model call decides, on the call it is about to send."""
+        """Store what the run added since its last model call, hide what the state dropped; trim the state; report
+        a background commit that has finished. No commit is decided here: the next model call decides, on the call
+        it is about to send."""
         engine, session_id = resolve_engine(self.engine), self._session(runtime)
         messages: list[BaseMessage] = list(state.get("messages") or [])
         try:
+            self._report_background(engine, session_id, [])  # its event is streamed; the next call reads the log
             view = self._view(engine, session_id, dict(state))
             turn = view.new_for_storing(engine.max_message_bytes, engine.payload_limits)
             stored = engine.add_messages(session_id, turn) if turn else []

@@ -25,19 +25,18 @@ MAX_EXPAND_CHARS = 20_000
 # Sent with every agent call, so they are hand-written and short (the pydantic form of the same arguments
 # costs twice the tokens: `anyOf` with null, defaults, bounds); the system note says when to search, and
 # the engine checks every argument (a bad one comes back to the model as the tool's error text).
-SEARCH_DESCRIPTION = "Search archived messages, best 12 first: 2-3 keywords or an exact name or id."
-EXPAND_DESCRIPTION = "Read archived messages verbatim: an archive_id, or start_seq..end_seq."
+SEARCH_DESCRIPTION = "Search archived messages: 2-3 keywords, or an exact name or id."
+EXPAND_DESCRIPTION = "Read archived messages: an archive_id, or start_seq..end_seq."
 SEARCH_ARGS: dict[str, Any] = {
     "type": "object",
     "properties": {
         "query": {"type": "string"},
         "archive_id": {"type": "string"},
-        "context": {"type": "integer", "description": f"0-{MAX_CONTEXT} messages around each hit"},
+        "context": {"type": "integer", "description": f"0-{MAX_CONTEXT} neighbours"},
     },
     "required": ["query"],
 }
-READ_DESCRIPTION = ("Read a large tool result by its ref: a window (offset, limit: chars) or the lines matching "
-                    "query. No ref: query searches all; no arguments lists them.")
+READ_DESCRIPTION = "Read a tool result by ref: offset and limit in chars, or query; no ref: query all, or list."
 READ_ARGS: dict[str, Any] = {
     "type": "object",
     "properties": {"ref": {"type": "string"}, "offset": {"type": "integer"}, "limit": {"type": "integer"},

@@ -12,7 +12,8 @@ each rule is there.
   less than the newest step (the call about to go out answers it).
 - **No compaction loop**: after a commit, the next call says whether it helped. Three ineffective commits in a
   row engage the breaker; trigger commits then wait until pending tokens grew by the floor.
-- **Over the input limit**: a background commit already running is waited for instead of starting another.
+- **A commit already running**: a background commit a call started is never joined by a second one; over the input
+  limit it is waited for.
 """
 
 from __future__ import annotations
@@ -97,13 +98,17 @@ class Plan:
 
 def figures_for(live: Sequence[dict[str, Any]], *, call_tokens: int, fixed_tokens: int, threshold: int, floor: int,
                 input_limit: int, reserve: int, keep: Keep, low_water: float, max_messages: int | None,
-                pinned_tokens: int = 0, background_running: bool = False,
-                newest_whole_tokens: int = 0) -> CallFigures:
-    """`CallFigures` of a call whose live messages (stored, oldest first, hidden ones included) are `live`."""
+                pinned_tokens: int = 0, background_running: bool = False, newest_whole_tokens: int = 0,
+                shown: dict[int, int] | None = None) -> CallFigures:
+    """`CallFigures` of a call whose live messages (stored, oldest first, hidden ones included) are `live`;
+    `shown` (seq → tokens): what the call shows of each (a synopsis, nothing for a hidden one), else their stored
+    tokens."""
+    tokens = [m["tokens"] for m in live] if shown is None else [shown.get(m["seq"], 0) for m in live]
+    roles = [m["role"] for m in live]
     return CallFigures(
         call_tokens=call_tokens, fixed_tokens=fixed_tokens, threshold=threshold, floor=floor, input_limit=input_limit,
-        reserve=reserve, live_tokens=tuple(m["tokens"] for m in live),
-        turn_starts=tuple(m["role"] == "user" for m in live), newest_step_tokens=newest_step_tokens(live),
+        reserve=reserve, live_tokens=tuple(tokens), turn_starts=tuple(role == "user" for role in roles),
+        newest_step_tokens=_newest_step(roles, tokens),
         pinned_tokens=pinned_tokens, keep=keep, low_water=low_water, max_messages=max_messages,
         background_running=background_running, newest_whole_tokens=newest_whole_tokens)
 
@@ -111,10 +116,14 @@ def figures_for(live: Sequence[dict[str, Any]], *, call_tokens: int, fixed_token
 def newest_step_tokens(live: Sequence[dict[str, Any]]) -> int:
     """Tokens of the newest step of the live messages: the last message, or, when it answers a tool call, the
     assistant message that made the call and everything after it."""
-    for i in range(len(live) - 1, -1, -1):
-        if live[i]["role"] != "tool":
-            return sum(m["tokens"] for m in live[i:])
-    return sum(m["tokens"] for m in live)
+    return _newest_step([m["role"] for m in live], [m["tokens"] for m in live])
+
+
+def _newest_step(roles: Sequence[str], tokens: Sequence[int]) -> int:
+    for i in range(len(roles) - 1, -1, -1):
+        if roles[i] != "tool":
+            return sum(tokens[i:])
+    return sum(tokens)
 
 
 def choose_keep(figures: CallFigures, target: int) -> KeepChoice:
@@ -161,8 +170,10 @@ def decide(figures: CallFigures, counters: Counters, *, sync: bool) -> Plan:
     if not due:
         note = BREAKER_NOTE if counters.breaker_at is not None else None
         return Plan("nothing", keep, False, counters, engaged, note)
-    if figures.background_running and figures.over_limit:
-        return Plan("wait", keep, True, counters, engaged)  # what the running commit leaves may be enough
+    if figures.background_running:  # a commit a call started is still running: never a second one
+        if figures.over_limit:
+            return Plan("wait", keep, True, counters, engaged)  # what the running commit leaves may be enough
+        return Plan("nothing", keep, False, counters, engaged, reason="commit_running")
     return Plan("commit", keep, sync or figures.over_limit, counters, engaged)
 
 
