@@ -68,9 +68,7 @@ def agent_for(root: str) -> tuple[Any, Any, sqlite3.Connection]:
     url = Path(f"{root}.url").read_text().strip() if Path(f"{root}.url").exists() else None
     engine = WorkingMemoryEngine(root=root, database_url=url, durable=True)
     conn = sqlite3.connect(f"{root}.agent.sqlite", check_same_thread=False)
-    # offload_tokens pinned: a tighter default would show the results so small that the run never commits
-    middleware = WorkingMemoryMiddleware(engine, session_id="task", trigger=("tokens", TRIGGER), commit_mode="sync",
-                                         offload_tokens=256)
+    middleware = WorkingMemoryMiddleware(engine, session_id="task", trigger=("tokens", TRIGGER), commit_mode="sync")
     agent = create_agent(StepModel(), tools=[work], middleware=[middleware], checkpointer=SqliteSaver(conn))
     return agent, engine, conn
 

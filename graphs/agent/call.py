@@ -50,7 +50,8 @@ class Call:
     offload_limit: int  # a tool result over this many tokens is shown as its synopsis
     synopsis_size: int  # the tokens of a synopsis
     entries: list[dict[str, Any]]  # what the model may be shown besides the memory, in order
-    pinned: dict[str, Any] | None  # the running turn's user message as shown after the memory (None: not archived)
+    pinned: list[dict[str, Any]]  # shown after the memory once archived: the running turn's user message, the newest
+    # step of a pinned tool
     own_tokens: int  # the agent's own system prompt
     schema_tokens: int  # every bound tool's schema
     figures: CallFigures
@@ -126,29 +127,29 @@ def _head_lines(text: str, max_tokens: int) -> str:
     return "\n".join(kept) + f"\n[… {left} more line(s) of this message are archived: archive_search finds them]"
 
 
-def call_tokens(request: ModelRequest, view: StateView, memory: SessionMemory, entries: list[dict[str, Any]], *,
-                own_tokens: int, schema_tokens: int, settings: MiddlewareSettings) -> tuple[int, int]:
+def call_tokens(request: ModelRequest, memory: SessionMemory, entries: list[dict[str, Any]],
+                pinned: list[dict[str, Any]], *, own_tokens: int, schema_tokens: int,
+                settings: MiddlewareSettings) -> tuple[int, int]:
     """(the whole call as it would go out if nothing were dropped, what rides on every call: the system prompts
     and the tool schemas). With a `token_counter`, the call's messages are counted by it (tool schemas still by
     cl100k: a message counter does not see them)."""
     if settings.token_counter is not None:
-        return _counted(request, view, memory, entries, schema_tokens, settings)
+        return _counted(request, memory, entries, pinned, schema_tokens, settings)
     fixed = own_tokens + SYSTEM_ADDITION_TOKENS + schema_tokens
-    pinned = shown_pinned(view.pinned, settings.pinned_tokens)
-    return fixed + memory.tokens + (pinned["tokens"] if pinned else 0) + sum(e["tokens"] for e in entries), fixed
+    shown = sum(p["tokens"] for p in pinned) + sum(e["tokens"] for e in entries)
+    return fixed + memory.tokens + shown, fixed
 
 
-def _counted(request: ModelRequest, view: StateView, memory: SessionMemory, entries: list[dict[str, Any]],
-             schema_tokens: int, settings: MiddlewareSettings) -> tuple[int, int]:
+def _counted(request: ModelRequest, memory: SessionMemory, entries: list[dict[str, Any]],
+             pinned: list[dict[str, Any]], schema_tokens: int, settings: MiddlewareSettings) -> tuple[int, int]:
     counter = settings.token_counter
     assert counter is not None
     system = [m for m in (request.system_message, SystemMessage(content=SYSTEM_ADDITION)) if m is not None]
     summary = [HumanMessage(content=SUMMARY_PREFIX + memory.markdown)] if memory.markdown.strip() else []
-    shown = shown_pinned(view.pinned, settings.pinned_tokens)
-    pinned = [shown.get("lc") or to_langchain_message(shown)] if shown is not None else []
+    shown = [p.get("lc") or to_langchain_message(p) for p in pinned]
     tail = [e["lc"] if "lc" in e else e.get("original") or to_langchain_message(e) for e in entries]
     fixed = counted(counter, system) + schema_tokens
-    return fixed + counted(counter, [*summary, *pinned, *tail]), fixed
+    return fixed + counted(counter, [*summary, *shown, *tail]), fixed
 
 
 def newest_whole_tokens(entries: list[dict[str, Any]]) -> int:

@@ -51,7 +51,7 @@ from workmem.graphs.agent.overflow import is_context_overflow, lowered_limit
 from workmem.graphs.agent.session_cache import ARCHIVE_TAIL, session_caches
 from workmem.graphs.agent.settings import CommitMode, MemoryMessage, MiddlewareSettings, TokenCounter
 from workmem.graphs.agent.tools import make_archive_tools, make_tool_result_reader, schema_tokens
-from workmem.graphs.agent.trim import archived_in_state, state_synopses, trimmed
+from workmem.graphs.agent.trim import archived_in_state, pinned_step_ids, state_synopses, trimmed
 from workmem.graphs.agent.view import NormalisedCache, StateView, carries_content, combine_system
 from workmem.graphs.context.assemble import assemble_context, reserve_for_reply
 from workmem.graphs.context.call_state import warn_capped_keep
@@ -75,6 +75,8 @@ if TYPE_CHECKING:
     from workmem.graphs.engine import WorkingMemoryEngine
 
 STORAGE_DOWN = (DatabaseUnavailable, OSError)  # storage that cannot be reached, read or written right now
+PINNED_TOOLS = ("write_todos",)  # LangChain's TodoListMiddleware: its newest list stays in view
+DEFAULT_PINNED_TOKENS = 600  # the archived running-turn message, shown as its first lines (the archive keeps it)
 
 log = logging.getLogger("workmem.agent")
 
@@ -115,7 +117,8 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         keep_tool_results: int = DEFAULT_KEEP_TOOL_RESULTS,
         exclude_tools: list[str] | None = None,
         memory_message: MemoryMessage = "human",
-        pinned_tokens: int | None = None,
+        pinned_tokens: int | None = DEFAULT_PINNED_TOKENS,
+        pinned_tools: list[str] | tuple[str, ...] = PINNED_TOOLS,
         forget_on_remove: bool = False,
         token_counter: TokenCounter | None = None,
         **engine_options: Any,
@@ -142,14 +145,17 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
                 "sync" (commit first).
             trim_state: archived messages leave the agent's state (its checkpoints stay bounded).
             tools: contribute `archive_search`, `archive_expand` and `read_tool_result`.
-            offload_tokens: a tool result over this many tokens is shown as its synopsis; default from the trigger.
+            offload_tokens: a tool result over this many tokens is shown as its synopsis; smaller ones are shown whole
+                until a commit. Default a 32nd of the model's input limit, at most 20 000 (4 000 at 128k).
             keep_tool_results: after a commit, the kept tail's results but the newest this many are shown as
                 their synopsis.
             exclude_tools: tools whose results are never shown as a synopsis.
             memory_message: "human" (the working memory in a message of its own) or "system" (inside the system
                 message, for chat templates that need strict user/assistant alternation).
             pinned_tokens: once a commit archived the running turn's user message, it stays in view after the
-                memory as its first lines within this many tokens (None: whole).
+                memory as its first lines within this many tokens (default 600; None: whole).
+            pinned_tools: tools whose newest call and result stay in view after the memory once a commit archived
+                them (default `write_todos`: `TodoListMiddleware`'s list survives commits).
             forget_on_remove: live stored messages the state drops lose their text too
                 (`engine.forget_messages`), instead of only being hidden.
             token_counter: LangChain's counter signature (messages → tokens) for the trigger and input-limit
@@ -165,7 +171,7 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
             token_budget=token_budget, keep=keep, trigger=trigger, low_water=low_water, commit_mode=commit_mode,
             trim_state=trim_state, offload_tokens=offload_tokens, keep_tool_results=keep_tool_results,
             exclude_tools=exclude_tools, memory_message=memory_message, pinned_tokens=pinned_tokens,
-            forget_on_remove=forget_on_remove, token_counter=token_counter)
+            pinned_tools=pinned_tools, forget_on_remove=forget_on_remove, token_counter=token_counter)
         self.default_session_id = default_session_id
         if build is not None:  # every argument is checked: only now may the engine touch the disk
             engine = self._build_engine(build)
@@ -277,13 +283,14 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         own_tokens = count_tokens(own.text) if own is not None else 0
         schemas = self._schema_tokens(request)
         entries = self._entries(engine, session_id, view, memory.tail_end, (offload, size), engine.max_message_bytes)
-        tokens = call_tokens(request, view, memory, entries, own_tokens=own_tokens, schema_tokens=schemas,
+        pinned = [p for p in (shown_pinned(view.pinned, self.settings.pinned_tokens),) if p is not None]
+        pinned += view.pinned_tool_step(self.settings.pinned_tools)
+        tokens = call_tokens(request, memory, entries, pinned, own_tokens=own_tokens, schema_tokens=schemas,
                              settings=self.settings)
         floor = engine.min_commit_tokens if engine.min_commit_tokens is not None else threshold // 4
-        pinned = shown_pinned(view.pinned, self.settings.pinned_tokens)
         figures = figures_of(view, entries, tokens=tokens, threshold=threshold, floor=floor, limit=limit,
                              memory_budget=engine.budget_for_trigger(threshold),
-                             pinned_tokens=pinned["tokens"] if pinned else 0, settings=self.settings,
+                             pinned_tokens=sum(p["tokens"] for p in pinned), settings=self.settings,
                              engine_keep=engine.keep, engine_trigger=engine.trigger,
                              background_running=calls.background is not None)
         return Call(request, engine, session_id, calls, cache, view, memory, limit, threshold, offload, size,
@@ -360,7 +367,8 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         client re-sends plain dicts, which would lose the synopsis mark."""
         if not self.settings.trim_state:
             return []
-        removals: list[Any] = trimmed(call.view.messages, call.cache.to_trim, call.view)
+        keep = {p["lc"].id for p in call.pinned if p.get("lc") is not None and p["lc"].id}
+        removals: list[Any] = trimmed(call.view.messages, call.cache.to_trim, keep)
         if call.request.state.get("workmem_prior_upto") is not None:
             gone = {r.id for r in removals}
             removals += [m for m in state_synopses(call.view, call.offload_limit, call.synopsis_size, self._synopses,
@@ -442,8 +450,10 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         """`RemoveMessage`s for the state's archived messages (each archive's ids read once)."""
         cache = self._caches.of(session_id)
         incarnation = engine.memory_of(session_id).created_at
-        return archived_in_state(engine, session_id, messages, lambda archive_id: cache.ids_of(
+        removals = archived_in_state(engine, session_id, messages, lambda archive_id: cache.ids_of(
             incarnation, archive_id, lambda: engine.archive_messages(session_id, archive_id)))
+        keep = pinned_step_ids(messages, self.settings.pinned_tools)
+        return [r for r in removals if r.id not in keep]
 
     def _input_limit(self, request: ModelRequest, engine: WorkingMemoryEngine, calls: Any) -> int:
         """The call's input limit: explicit, else the model profile's, else `context_window`; never over what a

@@ -36,14 +36,15 @@ class MiddlewareSettings:
     exclude_tools: frozenset[str] = OWN_TOOLS
     memory_message: MemoryMessage = "human"
     pinned_tokens: int | None = None
+    pinned_tools: frozenset[str] = frozenset()
     forget_on_remove: bool = False
     token_counter: TokenCounter | None = None
 
     @classmethod
     def checked(cls, *, token_budget: int | None, keep: Keep | None, trigger: Trigger | int | None, low_water: Any,
                 commit_mode: Any, trim_state: Any, offload_tokens: Any, keep_tool_results: Any, exclude_tools: Any,
-                memory_message: Any, pinned_tokens: Any, forget_on_remove: Any, token_counter: Any
-                ) -> MiddlewareSettings:
+                memory_message: Any, pinned_tokens: Any, pinned_tools: Any, forget_on_remove: Any,
+                token_counter: Any) -> MiddlewareSettings:
         """The settings, each one checked (in the order the constructor names them)."""
         if memory_message not in ("human", "system"):
             raise InvalidInput("memory_message", memory_message, "must be 'human' or 'system'")
@@ -60,6 +61,8 @@ class MiddlewareSettings:
                                           or not all(isinstance(t, str) for t in exclude_tools)):
             raise InvalidInput("exclude_tools", exclude_tools, "must be a list of tool names")
         pinned = None if pinned_tokens is None else require_int("pinned_tokens", pinned_tokens, min=1)
+        if not isinstance(pinned_tools, (list, tuple)) or not all(isinstance(t, str) for t in pinned_tools):
+            raise InvalidInput("pinned_tools", pinned_tools, "must be a list of tool names")
         if commit_mode not in ("background", "sync"):
             raise InvalidInput("commit_mode", commit_mode, "must be 'background' or 'sync'")
         for name, value in (("trim_state", trim_state), ("forget_on_remove", forget_on_remove)):
@@ -68,8 +71,8 @@ class MiddlewareSettings:
         return cls(token_budget=budget, keep=keep, trigger=trigger, low_water=float(low_water),
                    commit_mode=commit_mode, trim_state=trim_state, offload_tokens=offload,
                    keep_tool_results=kept_results, exclude_tools=frozenset(exclude_tools or ()) | OWN_TOOLS,
-                   memory_message=memory_message, pinned_tokens=pinned, forget_on_remove=forget_on_remove,
-                   token_counter=token_counter)
+                   memory_message=memory_message, pinned_tokens=pinned, pinned_tools=frozenset(pinned_tools),
+                   forget_on_remove=forget_on_remove, token_counter=token_counter)
 
     @property
     def keeps_fraction(self) -> bool:

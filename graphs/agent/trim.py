@@ -26,13 +26,23 @@ if TYPE_CHECKING:
     from workmem.graphs.engine import WorkingMemoryEngine
 
 
-def trimmed(messages: list[Any], to_trim: set[str], view: StateView) -> list[RemoveMessage]:
-    """`RemoveMessage`s for the state's messages a commit archived (the running turn's user message stays)."""
+def trimmed(messages: list[Any], to_trim: set[str], keep: set[str]) -> list[RemoveMessage]:
+    """`RemoveMessage`s for the state's messages a commit archived, but those that stay in view (`keep`: the
+    running turn's user message, a pinned tool's newest step)."""
     if not to_trim:
         return []
-    keep_id = view.pinned["lc"].id if view.pinned is not None else None
     return [RemoveMessage(id=m.id) for m in messages
-            if getattr(m, "id", None) and m.id in to_trim and m.id != keep_id]
+            if getattr(m, "id", None) and m.id in to_trim and m.id not in keep]
+
+
+def pinned_step_ids(messages: list[Any], tools: frozenset[str]) -> set[str]:
+    """Ids of the newest call of one of `tools` in the state and of its results (they stay in the state)."""
+    for index in range(len(messages) - 1, -1, -1):
+        calls = {c.get("id") for c in getattr(messages[index], "tool_calls", None) or [] if c.get("name") in tools}
+        if calls:
+            results = {m.id for m in messages[index + 1:] if isinstance(m, ToolMessage) and m.tool_call_id in calls}
+            return {i for i in (messages[index].id, *results) if i}
+    return set()
 
 
 def state_synopses(view: StateView, limit: int, size: int, synopses: Synopses,

@@ -28,6 +28,7 @@ from workmem.state.messages import (
     for_storage,
     lc_id,
     message_text,
+    normalize_message,
     prepare_message,
 )
 from workmem.state.payloads import PayloadLimits
@@ -205,6 +206,29 @@ class StateView:
             msg = self._normalised[index]
             return {**msg, "tokens": count_tokens(message_text(msg)), "lc": message}
         return None
+
+    def pinned_tool_step(self, tools: frozenset[str]) -> list[dict[str, Any]]:
+        """The newest call of one of `tools` in the state with its results, once a commit archived it: entries of
+        an assistant message carrying only those calls and of their results (nothing while the call is live, not
+        stored yet, or has no result in the state)."""
+        if not tools:
+            return []
+        for index in range(len(self.messages) - 1, -1, -1):
+            message = self.messages[index]
+            calls = [c for c in getattr(message, "tool_calls", None) or [] if c.get("name") in tools]
+            if not calls:
+                continue
+            new = {self.indexes[pos] for pos in self.alignment.new}
+            if not getattr(message, "id", None) or index in new or self._is_live(message.id):
+                return []
+            ids = {c.get("id") for c in calls}
+            results = [m for m in self.messages[index + 1:] if isinstance(m, ToolMessage) and m.tool_call_id in ids]
+            if not results:
+                return []
+            step = [AIMessage(content="", tool_calls=calls, id=message.id), *results]
+            return [{"role": "assistant" if isinstance(m, AIMessage) else "tool", "parts": [], "lc": m,
+                     "tokens": count_tokens(message_text(normalize_message(m)))} for m in step]
+        return []
 
     def _is_live(self, message_id: str) -> bool:
         """Whether a live stored message has this LangChain id (the newest first: the running turn's user message

@@ -100,13 +100,15 @@ def _tokens(unit: Unit) -> int:
 
 def assemble_context(
     live: list[dict[str, Any]], working_memory: str, archives_total: int, token_budget: int,
-    pending: list[dict[str, Any]] | None = None, pinned: dict[str, Any] | None = None,
+    pending: list[dict[str, Any]] | None = None, pinned: dict[str, Any] | list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Pick what fits by priority (system, newest user turn, WM whole or not at all, older units).
 
-    `pinned`: the running turn's user message when a commit archived it (§12): shown verbatim right after the
+    `pinned`: what stays in view after the WM once a commit archived it — the running turn's user message, the
+    newest step of a pinned tool (a list of entries, or one) — shown right after the
     WM, required like the newest turn. A stored entry with an `original` (the agent state's own message) is
     sent as that object."""
+    pinned = [pinned] if isinstance(pinned, dict) else list(pinned or [])
     budget = validate_budget(token_budget)
     reserve = reserve_for_reply(budget)
     available = budget - reserve
@@ -116,11 +118,13 @@ def assemble_context(
     unstored = [i for i, unit in enumerate(units) if any("lc" in m for m in unit)]
     if unstored:
         required = set(unstored)
-    elif pinned:  # the running turn's user message is archived: its newest step must go out, older ones may not
+    elif any(p.get("role") == "user" for p in pinned):  # the running turn's user message is archived: its newest
+        # step must go out, older ones may not
         required = {len(units) - 1} if units else set()
     else:
         required = set(range(newest_turn_start(units), len(units)))
-    newest_tokens = sum(_tokens(units[i]) for i in required) + (pinned["tokens"] if pinned else 0)
+    pinned_tokens = sum(p["tokens"] for p in pinned)
+    newest_tokens = sum(_tokens(units[i]) for i in required) + pinned_tokens
     if system_tokens + newest_tokens > available:
         what = "the messages not stored yet" if unstored else "the newest user turn"
         raise InvalidInput("token_budget", token_budget,
@@ -143,8 +147,7 @@ def assemble_context(
     messages: list[BaseMessage] = [SystemMessage(content=SYSTEM_ADDITION, additional_kwargs={"workmem": "system"})]
     if include_summary:
         messages.append(HumanMessage(content=summary_text, additional_kwargs={"workmem": "summary"}))
-    if pinned:
-        messages.append(pinned.get("lc") or to_langchain_message(pinned))
+    messages.extend(p.get("lc") or to_langchain_message(p) for p in pinned)
     messages.extend(m["lc"] if "lc" in m else m.get("original") or to_langchain_message(m) for m in kept)
     stats = {
         "budget": budget,
@@ -157,7 +160,7 @@ def assemble_context(
         "newest_turn_tokens": newest_tokens,
         "messages_tokens": sum(m["tokens"] for m in kept),
         "messages_included": len(kept),
-        "pinned_tokens": pinned["tokens"] if pinned else 0,
+        "pinned_tokens": pinned_tokens,
         "messages_dropped": len(candidates) - len(kept),
         "pending_included": sum("lc" in m for m in kept),
         "total_tokens": used,

@@ -232,8 +232,8 @@ def test_a_tool_output_over_the_message_cap_is_stored_whole_or_clipped_past_the_
             sent = [m for m in prompt if isinstance(m, ToolMessage)]
             assert [m.tool_call_id for m in sent] == ["call_dump"]
             shown.append(sent[0].content)
-        assert shown[0] == shown[1] and shown[0].startswith("[tool result seq:3 · dump_log · ")
-        assert "\nLOG-HEAD\nline 000000" in shown[0] and shown[0].endswith("\nLOG-TAIL")
+        assert shown[0] == shown[1] and "\n[… tool result seq:3 · dump_log · " in shown[0]
+        assert shown[0].startswith("LOG-HEAD\nline 000000") and shown[0].endswith("\nLOG-TAIL"), "its own head and tail"
         assert "read_tool_result(ref=\"seq:3\"" in shown[0] and count_tokens(shown[0]) <= 3_000
 
         # direct callers get the typed error for any other message over the cap (§10)
@@ -256,8 +256,8 @@ def test_a_turn_too_large_for_the_window_is_shown_as_its_synopsis(root):
 
         assert state["messages"][-1].content == "The log ends with LOG-TAIL."
         sent = [m for m in model.prompts[1] if isinstance(m, ToolMessage)]
-        assert len(sent) == 1 and sent[0].content.startswith("[tool result seq:3 · dump_log")
-        assert "\nLOG-HEAD\n" in sent[0].content and sent[0].content.endswith("LOG-TAIL")
+        assert len(sent) == 1 and "\n[… tool result seq:3 · dump_log" in sent[0].content
+        assert sent[0].content.startswith("LOG-HEAD\n") and sent[0].content.endswith("LOG-TAIL")
         assert count_tokens(sent[0].content) <= 3_000
         assert sum(count_tokens(m.text) for m in model.prompts[1]) <= 128_000 - reserve_for_reply(128_000)
         stored = engine.storage.sessions.live_messages("window")[2]["parts"][0]["content"]

@@ -39,7 +39,7 @@ def test_a_synopsis_is_deterministic_bounded_and_shows_head_tail_and_reference()
     first = synopsis(LOG, tool="read_log", ref="seq:7", limit_tokens=1_000)
     assert first == synopsis(LOG, tool="read_log", ref="seq:7", limit_tokens=1_000), "same result, same bytes"
     assert count_tokens(first) <= 1_000
-    assert first.startswith("[tool result seq:7 · read_log · log · ")
+    assert "\n[… tool result seq:7 · read_log · log · " in first
     assert "request 0 served" in first and first.endswith("billing/export.py:88"), "head and tail (the error)"
     assert 'read_tool_result(ref="seq:7", offset=' in first and "request 6000 served" not in first
     binary = synopsis("\x00\x01" * 5_000, tool="dump", ref="seq:2", limit_tokens=500)
@@ -119,7 +119,7 @@ def test_an_agent_sees_the_synopsis_on_every_call_and_reads_the_result_through_i
         agent.invoke({"messages": [HumanMessage("Why did billing crash?")]}, {"configurable": {"thread_id": "s"}})
         shown = [[m.content for m in p if isinstance(m, ToolMessage) and m.tool_call_id == "c0"][0]
                  for p in model.prompts[1:]]
-        assert len(set(shown)) == 1 and shown[0].startswith("[tool result seq:3 · read_log · log"), "same bytes"
+        assert len(set(shown)) == 1 and "\n[… tool result seq:3 · read_log · log" in shown[0], "same bytes"
         assert count_tokens(shown[0]) <= 373  # (16 000 − 2 000) / 37.5
         page = [m.content for m in model.prompts[2] if isinstance(m, ToolMessage) and m.tool_call_id == "c1"][0]
         assert LOG[:500] in page and "more characters: offset=500" in page
@@ -146,7 +146,7 @@ def test_the_agent_state_holds_a_stored_large_result_as_its_synopsis_and_the_log
         agent.invoke({"messages": [HumanMessage("Read it again.")]}, config)
         state = agent.invoke({"messages": [HumanMessage("Thanks.")]}, config)
         in_state = [m for m in state["messages"] if isinstance(m, ToolMessage)]
-        assert len(in_state) == 2 and all(m.content.startswith("[tool result seq:") for m in in_state)
+        assert len(in_state) == 2 and all("\n[… tool result seq:" in m.content for m in in_state)
         assert all(len(m.content) < len(LOG) // 20 for m in in_state), "the checkpoints carry synopses, not logs"
         stored = engine.live_messages("s")
         assert [m["role"] for m in stored] == ["user", "assistant", "tool", "assistant", "user", "assistant", "tool",
@@ -179,7 +179,7 @@ def test_an_edited_synopsis_copy_is_an_edit_and_a_grown_limit_shows_the_whole_re
         agent.invoke({"messages": [HumanMessage("Why?")]}, config)
         agent.invoke({"messages": [HumanMessage("And?")]}, config)
         copy = next(m for m in agent.get_state(config).values["messages"] if isinstance(m, ToolMessage))
-        assert copy.content.startswith("[tool result seq:3")
+        assert "\n[… tool result seq:3" in copy.content
         agent.update_state(config, {"messages": [copy.model_copy(update={"content": "REDACTED by the user"})]})
         agent.invoke({"messages": [HumanMessage("Now?")]}, config)
         assert "REDACTED by the user" in [m.text for m in model.prompts[-1]]
