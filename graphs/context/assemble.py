@@ -27,7 +27,7 @@ from workmem.state.turns import tool_pairs
 SUMMARY_PREFIX = SUMMARY_MARKER + "\n"
 SYSTEM_ADDITION = (
     "[Session History Summary] is a lossy memory of older turns; newer messages win. Before saying something "
-    "is unknown, try archive_search."
+    "is unknown, try archive_search, then archive_expand."
 )
 MAX_BUDGET = 10_000_000
 LARGE_BUDGET = 40_000
