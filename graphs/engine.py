@@ -27,7 +27,7 @@ from workmem.graphs.context.assemble import (
     validate_budget,
 )
 from workmem.graphs.context.call_state import SessionCalls, call_states, warn_capped_keep
-from workmem.graphs.context.decision import DEFAULT_LOW_WATER, Plan, decide, figures_for
+from workmem.graphs.context.decision import DEFAULT_LOW_WATER, Plan, check_low_water, decide, figures_for
 from workmem.graphs.context.injected import strip_injected
 from workmem.graphs.context.search_results import MAX_CONTEXT, with_context
 from workmem.graphs.context.session_memory import NO_MEMORY, MemoryCache, SessionMemory
@@ -236,8 +236,7 @@ class WorkingMemoryEngine:
         require_int("pre_prompt_count", pre_prompt_count, min=0, max=len(messages))
         require_bool("wait", wait)
         require_int("tool_tokens", tool_tokens, min=0, max=MAX_SETTING)
-        if isinstance(low_water, bool) or not isinstance(low_water, (int, float)) or not 0 < low_water < 1:
-            raise InvalidInput("low_water", low_water, "must be a number in (0, 1)")
+        low_water = check_low_water(low_water)
         limit = self.context_window if input_limit is None else _positive_int("input_limit", input_limit)
         keep = self.keep if keep is None else keep_from_args(keep, None, default=self.keep, input_limit=limit)
         rule = _TurnRule(keep, self.trigger if trigger is None else trigger_value(trigger), limit, tool_tokens,

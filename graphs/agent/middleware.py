@@ -47,12 +47,14 @@ from workmem.graphs.agent.binding import (
 )
 from workmem.graphs.agent.call import Call, Prepared, call_tokens, figures_of, shown_entries, shown_pinned, shrinkable
 from workmem.graphs.agent.events import emit
+from workmem.graphs.agent.fallback import last_good, remember_sent
+from workmem.graphs.agent.outcomes import report, report_background
 from workmem.graphs.agent.overflow import is_context_overflow, lowered_limit
 from workmem.graphs.agent.session_cache import ARCHIVE_TAIL, session_caches
 from workmem.graphs.agent.settings import CommitMode, MemoryMessage, MiddlewareSettings, TokenCounter
 from workmem.graphs.agent.tools import make_archive_tools, make_tool_result_reader, schema_tokens
 from workmem.graphs.agent.trim import archived_in_state, pinned_step_ids, state_synopses, trimmed
-from workmem.graphs.agent.view import NormalisedCache, StateView, carries_content, combine_system
+from workmem.graphs.agent.view import NormalisedCache, StateView, combine_system
 from workmem.graphs.context.assemble import assemble_context, reserve_for_reply
 from workmem.graphs.context.call_state import warn_capped_keep
 from workmem.graphs.context.decision import DEFAULT_LOW_WATER, KeepChoice, Plan, decide, decide_overflow
@@ -65,7 +67,6 @@ from workmem.graphs.context.tool_results import (
 from workmem.state.archive_object import OWN_TOOLS
 from workmem.state.errors import CommitInProgress, ContextOverflow, DatabaseUnavailable, InvalidInput, SessionNotFound
 from workmem.state.forget import is_forgotten
-from workmem.state.messages import lc_id
 from workmem.state.redact import describe_error
 from workmem.state.retention import Keep, Trigger, trigger_tokens
 from workmem.state.tokens import DEFAULT_CONTEXT_WINDOW, count_tokens
@@ -226,7 +227,7 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         except Exception as exc:
             prepared = self._recover(request, prepared, exc)
             response = self._send_again(handler, prepared)
-        self._remember_sent(request, prepared)
+        self._sent(request, prepared)
         return ExtendedModelResponse(model_response=response, command=prepared.command())
 
     async def awrap_model_call(
@@ -244,7 +245,7 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
                 if is_context_overflow(again):
                     raise _too_long(prepared) from again
                 raise
-        self._remember_sent(request, prepared)
+        self._sent(request, prepared)
         return ExtendedModelResponse(model_response=response, command=prepared.command())
 
     def _prepare(self, request: ModelRequest) -> Prepared:
@@ -257,7 +258,10 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
             call = self._act(call, plan)
             return self._assemble(call, plan)
         except STORAGE_DOWN as exc:
-            return self._last_good(request, session_id, exc)
+            engine = resolve_engine(self.engine)
+            budget = self.settings.token_budget or self._profile_limit or DEFAULT_CONTEXT_WINDOW
+            return last_good(request, session_id, exc, cache=self._caches.of(session_id),
+                             calls=engine.call_state(session_id), budget=budget)
 
     def _snapshot(self, request: ModelRequest, session_id: str) -> Call:
         """Store the run's new messages and read the call once: the view, the memory, the limit, the counts."""
@@ -265,7 +269,7 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         state = dict(request.state)
         events: list[dict[str, Any]] = []
         view = self._store(engine, session_id, self._view(engine, session_id, state))
-        if self._report_background(engine, session_id, events):
+        if report_background(engine, session_id, self._caches.of(session_id), events):
             view = self._view(engine, session_id, state)
         self._hide_dropped(engine, session_id, view, [])
         return self._measured(request, engine, session_id, view, events=events, update={})
@@ -302,16 +306,16 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         call.calls.counters = plan.counters
         self._warn_once(call, plan.keep if plan.action == "commit" else None, plan.breaker_engaged)
         if plan.action == "wait":
-            call.engine.wait()
-            return self._remeasured(call) if self._report_background(call.engine, call.session_id,
-                                                                        call.events) else call
+            call.engine.join_commits(call.session_id)
+            finished = report_background(call.engine, call.session_id, call.cache, call.events)
+            return self._remeasured(call) if finished else call
         if plan.action == "nothing":
             return call
         result = self._commit(call, plan.keep.keep, plan.wait, "trigger")
         call.update["workmem_commit_task"] = result.get("task_id")
         status = result.get("status")
         if status == "busy" and call.figures.over_limit:
-            call.engine.wait()
+            call.engine.join_commits(call.session_id)
         if status not in ("completed", "busy"):
             return call
         call.calls.counters = replace(call.calls.counters, check_next=status == "completed")
@@ -393,8 +397,8 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
                     "tokens from now on", session_id, overflowed, describe_error(exc), calls.input_limit)
         events = list(prepared.sent.get("events", []))
         if calls.background is not None:
-            engine.wait()
-            self._report_background(engine, session_id, events)
+            engine.join_commits(session_id)
+            report_background(engine, session_id, self._caches.of(session_id), events)
         state = dict(request.state)
         call = self._measured(request, engine, session_id, self._view(engine, session_id, state), events=events,
                               update=dict(prepared.update))
@@ -402,7 +406,7 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         self._warn_once(call, keep, False)
         result = self._commit(call, keep.keep, True, "overflow")
         if result.get("status") == "busy":
-            engine.wait()
+            engine.join_commits(session_id)
         call.update["workmem_commit_task"] = result.get("task_id")
         call = self._remeasured(call)
         call.events.append(emit("overflow_recovered", session_id, call_tokens=overflowed, limit=calls.input_limit))
@@ -417,6 +421,12 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
             raise
 
     # -- the steps' parts -------------------------------------------------------------------------
+
+    def _sent(self, request: ModelRequest, prepared: Prepared) -> None:
+        """A call went out and was answered: an outage falls back to it."""
+        session_id = prepared.sent["session_id"]
+        remember_sent(self._caches.of(session_id), resolve_engine(self.engine).call_state(session_id), request,
+                      prepared)
 
     def _session(self, runtime: Any) -> str:
         return session_from_run(self.session_id, runtime=runtime, default=self.default_session_id)
@@ -522,43 +532,8 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         if result.get("task_id"):
             call.events.append(emit("commit_started", call.session_id, task_id=result["task_id"], reason=reason,
                                     keep=list(keep)))
-        self._report(call.engine, call.session_id, result, call.events)
+        report(call.engine, call.session_id, result, call.cache, call.events)
         return result
-
-    def _report(self, engine: WorkingMemoryEngine, session_id: str, result: dict[str, Any],
-                events: list[dict[str, Any]]) -> None:
-        status = result.get("status")
-        if status == "pending":
-            engine.call_state(session_id).background = result.get("task_id")
-            return
-        if status == "completed":
-            task = engine.task(result["task_id"]) or {}
-            degraded = bool((task.get("result") or {}).get("degraded"))
-            events.append(emit("commit_degraded" if degraded else "commit_finished", session_id,
-                               task_id=result["task_id"], archive_id=result.get("archive_id")))
-            if result.get("archive_id"):
-                self._caches.of(session_id).to_trim |= {
-                    i for m in engine.archive_messages(session_id, result["archive_id"]) if (i := lc_id(m))}
-        elif status == "skipped":
-            events.append(emit("commit_skipped", session_id, task_id=result.get("task_id"),
-                               reason=result.get("reason")))
-        elif status != "busy":
-            events.append(emit("commit_failed", session_id, task_id=result.get("task_id"),
-                               reason=result.get("reason")))
-
-    def _report_background(self, engine: WorkingMemoryEngine, session_id: str, events: list[dict[str, Any]]) -> bool:
-        """Report a background commit a call started, once it ended; True when it completed."""
-        calls = engine.call_state(session_id)
-        if calls.background is None:
-            return False
-        task = engine.task(calls.background) or {}
-        if task.get("status") in ("pending", "running"):
-            return False
-        calls.background = None
-        result = {"status": task.get("status"), "task_id": task.get("task_id"), "archive_id": task.get("archive_id"),
-                  "reason": task.get("error")}
-        self._report(engine, session_id, result, events)
-        return task.get("status") == "completed"
 
     def _hide_dropped(self, engine: WorkingMemoryEngine, session_id: str, view: StateView,
                       stored_seqs: list[int]) -> None:
@@ -583,42 +558,6 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
             log.info("session %r: forgetting removed messages waits for commit %s", session_id, exc.task_id)
             return
         self._caches.of(session_id).archive_tail = None
-
-    # -- when storage is down ---------------------------------------------------------------------
-
-    def _remember_sent(self, request: ModelRequest, prepared: Prepared) -> None:
-        """A call storage served went out and was answered: it is the view an outage falls back to."""
-        if prepared.sent.get("storage_unavailable"):
-            return
-        session_id = prepared.sent["session_id"]
-        messages = list(request.state.get("messages") or [])
-        self._caches.of(session_id).last_good = (prepared.request.system_message, list(prepared.request.messages),
-                                                 {m.id for m in messages if getattr(m, "id", None)})
-        resolve_engine(self.engine).call_state(session_id).warned.discard("storage")  # a later outage is warned of
-
-    def _last_good(self, request: ModelRequest, session_id: str, exc: Exception) -> Prepared:
-        """The call as the last good one was sent, plus the state's messages that came after it (or the state's own
-        messages when there was none); nothing is recorded as stored."""
-        calls = resolve_engine(self.engine).call_state(session_id)
-        if "storage" not in calls.warned:
-            calls.warned.add("storage")
-            log.warning("session %r: storage is unavailable (%s); the call goes out with the last good view and "
-                        "storing is retried at the next call", session_id, describe_error(exc))
-        events = [emit("storage_unavailable", session_id, error=describe_error(exc))]
-        messages = [m for m in request.state.get("messages") or [] if carries_content(m)]
-        present = {m.id for m in messages if getattr(m, "id", None)}
-        last_good = self._caches.of(session_id).last_good
-        if last_good is None or not last_good[2] <= present:
-            # nothing sent yet, or the state dropped messages since (a clear, a trim): only what it holds now
-            system, shown = request.system_message, messages
-        else:
-            system, before, ids = last_good
-            shown = [*before, *(m for m in messages if getattr(m, "id", None) not in ids)]
-        budget = self.settings.token_budget or self._profile_limit or DEFAULT_CONTEXT_WINDOW
-        tokens = sum(count_tokens(m.text) for m in shown) + (count_tokens(system.text) if system else 0)
-        sent = {"session_id": session_id, "storage_unavailable": True, "events": events, "budget": budget,
-                "call_tokens": tokens, "state_messages": len(messages), "messages_shown": len(shown)}
-        return Prepared(request.override(messages=shown, system_message=system), sent, [], {})
 
     # -- around the run -------------------------------------------------------------------------
 
@@ -653,7 +592,7 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         engine, session_id = resolve_engine(self.engine), self._session(runtime)
         messages: list[BaseMessage] = list(state.get("messages") or [])
         try:
-            self._report_background(engine, session_id, [])  # its event is streamed; the next call reads the log
+            report_background(engine, session_id, self._caches.of(session_id), [])  # streamed: its event pairs
             view = self._view(engine, session_id, dict(state))
             turn = view.new_for_storing(engine.max_message_bytes, engine.payload_limits)
             stored = engine.add_messages(session_id, turn) if turn else []

@@ -9,7 +9,7 @@ from typing import Any, Literal
 from langchain_core.messages import BaseMessage
 
 from workmem.graphs.context.assemble import validate_budget
-from workmem.graphs.context.decision import DEFAULT_LOW_WATER
+from workmem.graphs.context.decision import DEFAULT_LOW_WATER, check_low_water
 from workmem.graphs.context.tool_results import DEFAULT_KEEP_TOOL_RESULTS
 from workmem.state.archive_object import OWN_TOOLS
 from workmem.state.errors import InvalidInput
@@ -46,23 +46,17 @@ class MiddlewareSettings:
                 memory_message: Any, pinned_tokens: Any, pinned_tools: Any, forget_on_remove: Any,
                 token_counter: Any) -> MiddlewareSettings:
         """The settings, each one checked (in the order the constructor names them)."""
-        if memory_message not in ("human", "system"):
-            raise InvalidInput("memory_message", memory_message, "must be 'human' or 'system'")
-        if token_counter is not None and not callable(token_counter):
-            raise InvalidInput("token_counter", token_counter, "must be a function of a list of messages → int")
+        _check_choices(memory_message, token_counter)
         budget = None if token_budget is None else validate_budget(token_budget)
         keep = None if keep is None else keep_value(keep)
         trigger = None if trigger is None else trigger_value(trigger)
-        if isinstance(low_water, bool) or not isinstance(low_water, (int, float)) or not 0 < low_water < 1:
-            raise InvalidInput("low_water", low_water, "must be a number in (0, 1)")
+        check_low_water(low_water)
         offload = None if offload_tokens is None else require_int("offload_tokens", offload_tokens, min=1)
         kept_results = require_int("keep_tool_results", keep_tool_results, min=1)
-        if exclude_tools is not None and (not isinstance(exclude_tools, list)
-                                          or not all(isinstance(t, str) for t in exclude_tools)):
-            raise InvalidInput("exclude_tools", exclude_tools, "must be a list of tool names")
+        if exclude_tools is not None:
+            _check_names("exclude_tools", exclude_tools, (list,))
         pinned = None if pinned_tokens is None else require_int("pinned_tokens", pinned_tokens, min=1)
-        if not isinstance(pinned_tools, (list, tuple)) or not all(isinstance(t, str) for t in pinned_tools):
-            raise InvalidInput("pinned_tools", pinned_tools, "must be a list of tool names")
+        _check_names("pinned_tools", pinned_tools, (list, tuple))
         if commit_mode not in ("background", "sync"):
             raise InvalidInput("commit_mode", commit_mode, "must be 'background' or 'sync'")
         for name, value in (("trim_state", trim_state), ("forget_on_remove", forget_on_remove)):
@@ -78,6 +72,18 @@ class MiddlewareSettings:
     def keeps_fraction(self) -> bool:
         """True when `keep` is a share of the model's input limit (resolved per call, not by the engine)."""
         return self.keep is not None and self.keep[0] == "fraction"
+
+
+def _check_choices(memory_message: Any, token_counter: Any) -> None:
+    if memory_message not in ("human", "system"):
+        raise InvalidInput("memory_message", memory_message, "must be 'human' or 'system'")
+    if token_counter is not None and not callable(token_counter):
+        raise InvalidInput("token_counter", token_counter, "must be a function of a list of messages → int")
+
+
+def _check_names(field: str, value: Any, kinds: tuple[type, ...]) -> None:
+    if not isinstance(value, kinds) or not all(isinstance(t, str) for t in value):
+        raise InvalidInput(field, value, "must be a list of tool names")
 
 
 def counted(counter: TokenCounter, messages: list[BaseMessage]) -> int:

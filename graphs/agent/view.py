@@ -160,15 +160,7 @@ class StateView:
                  stored_upto: int | None = None) -> None:
         self.messages = messages
         self._cache = cache if cache is not None else NormalisedCache(size=0)
-        normalize = self._cache.normalize
-        # An empty model reply (no text, no tool call: cut or filtered output) is nothing to store or send:
-        # skipped before validation, which would refuse it. workmem's own injections never count.
-        contentful = [i for i, m in enumerate(messages) if carries_content(m)]
-        self.empty_replies = len(messages) - len(contentful)
-        kept = clean_messages([messages[i] for i in contentful], max_bytes=NO_BYTE_CAP, normalize=normalize)
-        self.indexes = [contentful[j] for j, _msg, _changed in kept]
-        normalised = {contentful[j]: msg for j, msg, _changed in kept}
-        self._normalised = normalised
+        self.indexes, self._normalised, self.empty_replies = self._normalise(messages)
         exists = engine.session_exists(session_id)
         self.live = engine.live_messages(session_id) if exists else []
         last_input = next((i for i, m in enumerate(messages) if run_from and getattr(m, "id", None) == run_from),
@@ -177,7 +169,7 @@ class StateView:
                         else sum(1 for i in self.indexes if i <= last_input))
         # index into `messages` of the run's first own message (unknown: those stored by this run)
         self.first_output_index = len(messages) if last_input is None else last_input + 1
-        self.alignment: Alignment = align([normalised[i] for i in self.indexes], self.live,
+        self.alignment: Alignment = align([self._normalised[i] for i in self.indexes], self.live,
                                           newest_archive if exists else list, first_output)
         self.shown = self.alignment.shown({m["seq"] for m in self.live})
         before_run = run_seq if run_seq is not None else float("inf")
@@ -189,6 +181,15 @@ class StateView:
         self.state_decides = holds_prior or stored_upto is not None
         self._run_from = run_from
         self.pinned = self._running_turn_message(run_from)
+
+    def _normalise(self, messages: list[Any]) -> tuple[list[int], dict[int, dict[str, Any]], int]:
+        """(indexes of the messages that count, their normalised forms by index, empty replies skipped). An empty
+        model reply (no text, no tool call: cut or filtered output) is nothing to store or send: skipped before
+        validation, which would refuse it. workmem's own injections never count."""
+        contentful = [i for i, m in enumerate(messages) if carries_content(m)]
+        kept = clean_messages([messages[i] for i in contentful], max_bytes=NO_BYTE_CAP, normalize=self._cache.normalize)
+        indexes = [contentful[j] for j, _msg, _changed in kept]
+        return indexes, {contentful[j]: msg for j, msg, _changed in kept}, len(messages) - len(contentful)
 
     def _running_turn_message(self, run_from: str | None) -> dict[str, Any] | None:
         """The running turn's user message when a commit archived it (it stays in view, §12): an entry of the
@@ -280,13 +281,20 @@ class StateView:
                    if p in self.shown or p in entries]
         if max_view_bytes < max_message_bytes:
             return [entry if "lc" in entry else clipped_entry(entry, max_view_bytes) for entry in out]
-        # A stored message the state holds is sent as the state's own object (its artifact, its metadata),
-        # unless its stored copy was clipped.
-        originals = {m["seq"]: self.messages[self.indexes[pos]] for pos, m in self.alignment.stored.items()
-                     if CLIPPED_BYTES_META not in (m.get("meta") or {})
-                     and SYNOPSIS_FP not in getattr(self.messages[self.indexes[pos]], "additional_kwargs", {})}
+        originals = self._originals()
         return [{**entry, "original": originals[entry["seq"]]} if "lc" not in entry and entry.get("seq") in originals
                 else entry for entry in out]
+
+    def _originals(self) -> dict[int, Any]:
+        """A stored message the state holds is sent as the state's own object (its artifact, its metadata), unless
+        its stored copy was clipped or the state holds it as a synopsis: seq → that object."""
+        out = {}
+        for pos, stored in self.alignment.stored.items():
+            message = self.messages[self.indexes[pos]]
+            if (CLIPPED_BYTES_META not in (stored.get("meta") or {})
+                    and SYNOPSIS_FP not in getattr(message, "additional_kwargs", {})):
+                out[stored["seq"]] = message
+        return out
 
     def hidden_changes(self, stored_seqs: list[int]) -> tuple[set[int], set[int]]:
         """(hide, unhide): live messages that came from an agent (they carry a LangChain id) and are no

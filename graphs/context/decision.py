@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from workmem.state.errors import InvalidInput
 from workmem.state.retention import TOKENS, Keep, covered_tokens
 
 DEFAULT_LOW_WATER = 0.5
@@ -111,6 +112,13 @@ def figures_for(live: Sequence[dict[str, Any]], *, call_tokens: int, fixed_token
         newest_step_tokens=_newest_step(roles, tokens),
         pinned_tokens=pinned_tokens, keep=keep, low_water=low_water, max_messages=max_messages,
         background_running=background_running, newest_whole_tokens=newest_whole_tokens)
+
+
+def check_low_water(low_water: Any) -> float:
+    """`low_water`: a number in (0, 1), else `InvalidInput`."""
+    if isinstance(low_water, bool) or not isinstance(low_water, (int, float)) or not 0 < low_water < 1:
+        raise InvalidInput("low_water", low_water, "must be a number in (0, 1)")
+    return float(low_water)
 
 
 def newest_step_tokens(live: Sequence[dict[str, Any]]) -> int:
