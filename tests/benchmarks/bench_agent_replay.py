@@ -179,6 +179,7 @@ class LayerResult:
     stored: int = 0
     fed: int = 0
     commits: int = 0
+    memory: str = ""  # the final working memory's markdown (workmem)
 
 
 def _shared_prefix(previous: list[tuple[str, int]], current: list[tuple[str, int]]) -> int:
@@ -298,6 +299,7 @@ def run_layer(layer: str, session: Replay, trigger: int, drive: str) -> LayerRes
         if engine is not None:
             info = engine.session_info(SESSION)
             result.stored, result.commits = info["total_message_count"], info["commit_count"]
+            result.memory = engine.summary_of(SESSION)[0]
             engine.close()
     return result
 
