@@ -97,7 +97,8 @@ def _done(goal: str, order: int, lines: list[Line], dialogue: bool) -> bool:
     return False
 
 
-def _rejected(goal: str, order: int, fixes: list[tuple[Line, str]]) -> bool:
+def rejected(goal: str, order: int, fixes: list[tuple[Line, str]]) -> bool:
+    """A later correction negates a term the goal names."""
     return any(line.order > order and any(mentions(goal, t) for t in negated_terms(line.text)) for line, _ in fixes)
 
 
@@ -113,16 +114,17 @@ def goals_op(old_body: str, lines: list[Line], fixes: list[tuple[Line, str]],
             known.add(norm(goal))
             candidates.append((line.order, goal))
     dialogue = any(line.msg.speaker for line in lines)
-    still = [g for order, g in candidates if not _done(g, order, lines, dialogue) and not _rejected(g, order, fixes)]
+    still = [g for order, g in candidates if not _done(g, order, lines, dialogue) and not rejected(g, order, fixes)]
     kept: list[str] = []
     for goal in reversed(still):
         if len(kept) >= MAX_GOALS or count_tokens("\n".join(kept + [goal])) > max_tokens:
             break
         kept.insert(0, goal)
-    return _list_op(old_items, kept)
+    return list_op(old_items, kept)
 
 
-def _list_op(old_items: list[str], items: list[str]) -> dict[str, Any]:
+def list_op(old_items: list[str], items: list[str]) -> dict[str, Any]:
+    """KEEP when the items are the old ones, APPEND when they only add to them, else UPDATE."""
     if items == old_items:
         return {"op": "KEEP"}
     if items[: len(old_items)] == old_items:
@@ -152,7 +154,8 @@ def issue_lines(lines: list[Line]) -> list[tuple[Line, str]]:
     return out
 
 
-def _resolved(item: str, lines: list[Line]) -> bool:
+def resolved(item: str, lines: list[Line]) -> bool:
+    """An open item settled by these lines: a question answered by another party, a TODO reported done."""
     asked = _ASKED_RE.match(item)
     if asked:
         question = norm(item[asked.end() :])
@@ -168,13 +171,13 @@ def issues_op(old_body: str, lines: list[Line]) -> dict[str, Any]:
     for item in old_items:
         if RESOLVED_TAG in item.lower():
             continue
-        items.append(f"{RESOLVED_TAG} {item}" if _resolved(item, lines) else item)
+        items.append(f"{RESOLVED_TAG} {item}" if resolved(item, lines) else item)
     known = {norm(i) for i in old_items}
     for _, issue in issue_lines(lines):
         if norm(issue) not in known:
             known.add(norm(issue))
             items.append(issue)
-    return _list_op(old_items, items)
+    return list_op(old_items, items)
 
 
 def create_issues(lines: list[Line]) -> list[str]:

@@ -30,6 +30,7 @@ PREFIX_CHARS = 40
 MIN_TITLE_WORDS = 2
 _WORD_RE = re.compile(r"[A-Za-z]+")
 _POINTER = "[archived]"
+_EXTENSION_RE = re.compile(r"\w\.[A-Za-z]\w{0,7}$")
 
 
 def normalised(text: str) -> str:
@@ -87,10 +88,11 @@ def file_entries(memory: str) -> list[str]:
 
 
 def entry_path(entry: str) -> str | None:
-    """The path a Files & Context bullet names: its first path-like token, as written."""
+    """The path a Files & Context bullet names: its first path-like token (a `/` in it, or a file extension),
+    as written."""
     for token in re.split(r"[\s`'\"(),;]+", entry):
         token = token.rstrip(".:")
-        if token and path_tokens(token):
+        if token and re.search(r"\w", token) and ("/" in token or _EXTENSION_RE.search(token) or path_tokens(token)):
             return token
     return None
 
