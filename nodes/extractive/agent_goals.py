@@ -146,13 +146,12 @@ def _todos(all_steps: list[Step]) -> list[tuple[str, str]] | None:
 
 
 def _asked_user(msgs: list[Msg]) -> list[str]:
-    """Questions the agent put to the user (a message without tool calls) that no later user message followed."""
-    out = []
-    for i, m in enumerate(msgs):
-        if m.role != "assistant" or m.calls or any(n.role == "user" for n in msgs[i + 1:]):
-            continue
-        out += [f"Agent asked: {clean(s)}" for s in sentences(m.body) if is_question(s)]
-    return out
+    """The questions the agent ended its turn with (the last message, the agent's, with no tool call): what it
+    waits for the user to answer. Questions it asks itself while it works are no open issue."""
+    last = msgs[-1] if msgs else None
+    if last is None or last.role != "assistant" or last.calls:
+        return []
+    return [f"Agent asked: {clean(s)}" for s in sentences(last.body) if is_question(s)]
 
 
 def issues(old_body: str, msgs: list[Msg], lines: list[Line], all_steps: list[Step]) -> list[str]:

@@ -50,6 +50,11 @@ npm npx yarn make docker curl wget awk touch ed tox node apt apt-get conda
 """.split())
 # Labels a ReAct agent writes before its reasoning (`THOUGHT: …`), dropped before a sentence is read.
 THOUGHT_LABELS = tuple("thought thoughts reasoning analysis plan observation note".split())
+# Words a sentence cannot end on (`… because we're looking for a`): the end of a clipped piece.
+GLUE_ENDS = tuple("""
+a an the and or of to in on for with by at from is are was were be this these that those as if then than but
+so because when which who into onto my your our their its
+""".split())
 # A finding or a result (`worth.coding_worth`): what the agent learned or what happened.
 FINDING_CUES = (
     "the issue is", "the problem is", "the bug is", "root cause", "this means", "this confirms", "confirms",

@@ -24,6 +24,8 @@ _WHERE_RE = re.compile(r"^(.*?)(?: \(at (.+):(\d+)\))?$")
 _FIXED_RE = re.compile(r" — fixed: .*$")
 _TOOL_PREFIX_RE = re.compile(r"^[A-Za-z_][\w.-]*: (?=\S)")
 _EDITS = ("edited", "changed", "restored")
+_ERROR_SAYS_RE = re.compile(
+    r"[A-Za-z](?:Error|Exception|Exit|Interrupt|Failure)\b|^FAILED\b|(?i:\b(?:error|fatal)\s*:\s*\S)")
 
 
 @dataclass
@@ -53,10 +55,16 @@ class Seen:
 
 
 def error_key(item: str) -> str:
-    """What makes two error items the same error: the text without tool prefix, location, fix note and digits."""
+    """What makes two error items the same error: the text without tool prefix, location and fix note, every
+    word holding a digit masked (line numbers, temporary directories, ids)."""
     text = _FIXED_RE.sub("", item.strip())
     text = _WHERE_RE.match(text).group(1)  # type: ignore[union-attr]
-    return re.sub(r"\d+", "#", " ".join(text.lower().split()))
+    return " ".join("#" if re.search(r"\d", w) else w for w in text.lower().split())
+
+
+def is_error_line(item: str) -> bool:
+    """An error line says so: an exception name, a `FAILED` test, or `error:` / `fatal:` with a message."""
+    return bool(_ERROR_SAYS_RE.search(item))
 
 
 def _keys(item: str) -> set[str]:
@@ -80,7 +88,7 @@ def seen_errors(all_steps: list[Step], msgs: list[Msg], trail: Trail) -> list[Se
     for step in all_steps:
         if step.result is None:
             continue
-        items = error_items(step.result)
+        items = [i for i in error_items(step.result) if is_error_line(i)]
         keys = {error_key(i) for i in items}
         clean_runs.setdefault(_signature(step), []).append((step.order, keys))
         for item in items:
@@ -89,7 +97,7 @@ def seen_errors(all_steps: list[Step], msgs: list[Msg], trail: Trail) -> list[Se
             by_key[error_key(item)] = Seen(text, step.name, path, line, step.order, _signature(step))
     for i, msg in enumerate(msgs):
         if msg.role == "user":
-            for item in error_items(Result("", False, msg.text)):
+            for item in filter(is_error_line, error_items(Result("", False, msg.text))):
                 text, path, line = _split(item, trail)
                 by_key.setdefault(error_key(item), Seen(text, "", path, line, i, ""))
     for key, seen in by_key.items():

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from workmem.nodes.extractive.tracking import list_op
-from workmem.nodes.extractive.trail import MAX_RANGES, TIERS, FileTrail, Trail, segments
+from workmem.nodes.extractive.trail import MAX_RANGES, TIERS, FileTrail, Trail, segments, twins
 from workmem.nodes.guards import path_tokens
 from workmem.nodes.spill import POINTER_TOKENS
 from workmem.state.memory import bullet_items, split_pointer
@@ -122,6 +122,8 @@ def entries(old_items: list[str], trail: Trail, extra_paths: list[str]) -> list[
     touched: list[FileTrail] = trail.entries()
     for f in touched:
         new_parts = segments(f)
+        if f.path not in out:  # the same file as an old entry wrote it (absolute there, relative here)
+            f.path = next((p for p in out if twins(p, f.path)), f.path)
         if f.path in out and SEPARATOR not in (out[f.path].old_text or SEPARATOR):
             continue  # another writer's entry for this file stays as it was
         if f.path in out:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from workmem.nodes.extractive.code_words import COMMAND_WORDS, THOUGHT_LABELS
+from workmem.nodes.extractive.code_words import COMMAND_WORDS, GLUE_ENDS, THOUGHT_LABELS
 from workmem.nodes.extractive.text import alternation
 
 _LABEL_RE = re.compile(rf"^(?:{alternation(THOUGHT_LABELS)})\s*:\s*", re.I)
@@ -27,8 +27,10 @@ _CODE_HINT_RE = re.compile(r"\w\s*(?:==|!=|\+=|-=|<=|>=|=)\s*[\w\"'(\[{]|\w\([^)
 _PLAIN_WORD_RE = re.compile(r"(?<![\w.])[A-Za-z][a-z]+(?![\w.(])")
 MIN_PLAIN_WORDS = 3  # prose has words of its own outside backticks and quotes
 CODE_HINT_WORDS = 6  # a line with an assignment or a call needs this many plain words to be prose
+HEADING_WORDS = 10
 _SYMBOLS_RE = re.compile(r"[(){}\[\]=<>;\\|$&*_\"]")
 _OPENERS = {"(": ")", "[": "]", "{": "}"}
+_GLUE_END_RE = re.compile(rf"\b(?:{alternation(GLUE_ENDS)})[.!?]?$", re.I)
 
 
 def strip_label(sentence: str) -> str:
@@ -74,17 +76,28 @@ def _unbalanced(text: str) -> bool:
 
 
 def is_fragment(sentence: str) -> bool:
-    """A broken piece: opens lowercase or with a symbol, ends on a comma or colon, or leaves a pair open."""
+    """A broken piece: opens lowercase or with a symbol, ends on a comma, a colon or a word no sentence ends on,
+    or leaves a pair open."""
     text = sentence.strip()
     if not text:
         return True
     first = text[0]
     if not (first.isupper() or first.isdigit() or first in "`\"'"):
         return True
-    return bool(re.search(r"[,:;]\s*[.!?]?$", text)) or _unbalanced(text)
+    return bool(re.search(r"[,:;]\s*[.!?]?$", text) or _GLUE_END_RE.search(text)) or _unbalanced(text)
+
+
+def is_heading(sentence: str) -> bool:
+    """A heading or label, not a sentence: short, no end punctuation, its words mostly capitalised
+    (`Manual Session Resumption Test`, `Step 1: Create a Test Project`)."""
+    text = sentence.strip()
+    words = [w for w in text.split() if any(c.isalpha() for c in w)]
+    if not words or len(words) > HEADING_WORDS or re.search(r"[.!?]$", text):
+        return False
+    return sum(w[0].isupper() for w in words) * 10 >= len(words) * 6
 
 
 def is_prose(sentence: str) -> bool:
-    """Neither a command, nor code, nor a fragment, with words of its own."""
+    """Neither a command, nor code, nor a fragment, nor a heading, with words of its own."""
     return plain_words(sentence) >= MIN_PLAIN_WORDS and not (
-        is_command(sentence) or is_code(sentence) or is_fragment(sentence))
+        is_command(sentence) or is_code(sentence) or is_fragment(sentence) or is_heading(sentence))

@@ -11,6 +11,7 @@ is not a file the agent worked on.
 
 from __future__ import annotations
 
+import posixpath
 import re
 import shlex
 from dataclasses import dataclass
@@ -41,6 +42,7 @@ _OPEN_WRITE_RE = re.compile(r"""open\(\s*(?:r|f)?(['"])([^'"\n]+)\1\s*,\s*(['"])
 _WRITE_TEXT_RE = re.compile(r"""Path\(\s*(['"])([^'"\n]+)\1\s*\)\.write_(?:text|bytes)""")
 _GLOB_CHARS = set("*?[]{}$`<>|\\")
 _SCRIPT_EXT = re.compile(r"\.(?:py|sh|bash|js|ts|rb|pl)$")
+DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")  # a test module or test id named by dots
 _NOT_PATH = re.compile(r"^(?:-|/dev/|&|\d+$|https?://)")
 
 
@@ -250,7 +252,10 @@ def _body_touches(target: str | None, body: str, line: str) -> list[Touch]:
 
 
 def _test_targets(args: list[str]) -> list[str]:
-    return list(dict.fromkeys(p for w in _operands(args, TEST_OPTIONS) if (p := clean_path(w.split("::")[0]))))
+    """The test files a test run names (`tests/test_a.py::test_b` → `tests/test_a.py`), and dotted test names
+    (`tests.test_a.TestB`: the trail finds their file among the files it knows)."""
+    return list(dict.fromkeys(p for w in _operands(args, TEST_OPTIONS) if (p := clean_path(w.split("::")[0]))
+                              and ("/" in p or _SCRIPT_EXT.search(p) or DOTTED_NAME.fullmatch(p))))
 
 
 def _one(program: str, written_as: str, args: list[str], line: str, body: str | None) -> list[Touch]:
@@ -301,28 +306,50 @@ def _one(program: str, written_as: str, args: list[str], line: str, body: str | 
     return []
 
 
+def _moved(here: str, target: str) -> str:
+    """The directory after `cd target` from `here` (relative to where the command started; '' when unknown or
+    absolute: absolute directories are the trail's roots)."""
+    if not target or target.startswith(("/", "~", "-", "$")):
+        return ""
+    moved = posixpath.normpath(posixpath.join(here or ".", target))
+    return "" if moved == "." or moved.startswith("..") else moved
+
+
+def _under(here: str, touches: list[Touch]) -> list[Touch]:
+    if not here:
+        return touches
+    return [t if t.path.startswith(("/", "~")) else Touch(posixpath.join(here, t.path), t.kind, t.lines, t.detail)
+            for t in touches]
+
+
 def command_touches(command: str) -> list[Touch]:
-    """Every touch of a command line, in order (a heredoc-fed `cat > f` creates `f`, its script body read)."""
+    """Every touch of a command line, in order (a heredoc-fed `cat > f` creates `f`, its script body read);
+    paths after a relative `cd sub` are written from where the command started (`sub/f`)."""
     lines, bodies = simple_commands(command)
     out: list[Touch] = []
     next_body = iter(bodies)
+    here = ""
     for line, pipelines in lines:
         for pipeline in pipelines:
             for position, words in enumerate(pipeline):
                 args, written, heredoc = _split_redirects(words)
                 program, written_as, rest = _program(args)
                 body = next(next_body, "") if heredoc else None
+                if program == "cd":
+                    here = _moved(here, rest[0] if rest else "")
+                    continue
                 if position and program == "sed" and out and out[-1].kind == "read":
                     # `nl -ba f | sed -n '10,20p'`: the range applies to the file the pipe reads
                     shown = sed_lines(_sed_parts(rest)[0])
                     if shown and not _sed_parts(rest)[1]:
                         out[-1] = Touch(out[-1].path, "read", shown, out[-1].detail)
                     continue
-                out += _one(program, written_as, rest, line, body)
+                found = _one(program, written_as, rest, line, body)
                 for path in written:
-                    out.append(Touch(path, "created", None, line))
+                    found.append(Touch(path, "created", None, line))
                     if body is not None:
-                        out += _body_touches(path, body, line)
+                        found += _body_touches(path, body, line)
+                out += _under(here, found)
     return out
 
 

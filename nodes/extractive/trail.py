@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from workmem.nodes.extractive.shell import Kind, Touch, cd_dirs
+from workmem.nodes.extractive.shell import DOTTED_NAME, Kind, Touch, cd_dirs
 from workmem.nodes.extractive.steps import Step, defined_names
 from workmem.nodes.extractive.text import clean
 
@@ -29,6 +29,7 @@ _NUMBERED_RES = (re.compile(r"^\s*(\d+)→(.*)$"), re.compile(r"^\s*(\d+)\t(.*)$
 _WRAPPER_RE = re.compile(r"^\s*</?[A-Za-z_][\w-]*>(?:.*</[A-Za-z_][\w-]*>)?\s*$")
 _DIFF_RE = re.compile(r"^(?:diff --git a/\S+ b/(\S+)|\+\+\+ b/(\S+))")
 _SCRIPT_NAME_RE = re.compile(r"^[\w./-]+$")
+_SCRIPT_EXT_RE = re.compile(r"\.(?:py|sh|js|ts|rb|pl)$")
 
 
 @dataclass
@@ -93,6 +94,14 @@ class FileTrail:
         return max(order for order, _ in self.touches)
 
 
+def twins(a: str, b: str) -> bool:
+    """One path absolute (or home-relative), the other a relative path it ends with (holding a `/`)."""
+    if a.startswith(("/", "~")) == b.startswith(("/", "~")):
+        return False
+    full, rel = (a, b) if a.startswith(("/", "~")) else (b, a)
+    return "/" in rel and full.endswith("/" + rel)
+
+
 def _output(result_lines: list[str]) -> list[str]:
     """A tool result without the wrapper tag lines agents put around output (`<returncode>0</returncode>`)."""
     lines = list(result_lines)
@@ -131,25 +140,52 @@ class Trail:
         self.roots = sorted({d for s in all_steps for d in cd_dirs(s.command)}, key=len, reverse=True)
         self.files: dict[str, FileTrail] = {}
         self.shown: dict[str, Shown] = {}
+        dotted: list[tuple[int, Touch]] = []
         for step in all_steps:
             touches = list(step.touches) + self._diffed(step)
             for touch in touches:
+                if DOTTED_NAME.fullmatch(touch.path) and not _SCRIPT_EXT_RE.search(touch.path):
+                    dotted.append((step.order, touch))  # a test named by dots: its file, once all files are known
+                    continue
                 path = self.relative(touch.path)
                 shown = self.shown.setdefault(path, Shown())
                 if len([t for t in step.touches if t.kind in ("read", "searched")]) == 1:
                     _show(shown, step, touch)
                 self._note(path, step.order, touch, shown)
+        for order, touch in dotted:
+            found = self._module_file(touch.path)
+            if found:
+                self._note(found, order, Touch(found, touch.kind, touch.lines, touch.detail), self.shown[found])
+                self.files[found].touches.sort(key=lambda pair: pair[0])
+
+    def _module_file(self, name: str) -> str | None:
+        """The known file a dotted test name lives in (`tests.test_a.TestB.test_c` → `tests/test_a.py`)."""
+        parts = name.split(".")
+        for end in range(len(parts), 0, -1):
+            stem = "/".join(parts[:end])
+            found = next((p for p in self.files if p.rsplit(".", 1)[0] in (stem, f"./{stem}")), None)
+            if found:
+                return found
+        return None
 
     def relative(self, path: str) -> str:
-        """`path` relative to a directory the agent changed into (`/srv/app/x.py` → `x.py`), or an absolute
-        path as the relative one the trail already holds (`/testbed/src/a.py` → `src/a.py`)."""
+        """`path` as the trail writes it: relative to a directory the agent changed into (`/srv/app/x.py` →
+        `x.py`), else as the trail first met the same file (`/testbed/src/a.py` and `src/a.py` are one file)."""
         for root in self.roots:
             if path.startswith(root + "/"):
-                return path[len(root) + 1:]
-        if path.startswith("/"):
-            return next((p for p in self.files if not p.startswith(("/", "~")) and "/" in p
-                         and path.endswith("/" + p)), path)
-        return path
+                path = path[len(root) + 1:]
+                break
+        if path in self.files:
+            return path
+        twin = next((p for p in self.files if twins(p, path)), None)
+        if twin is None:
+            return path
+        if path.startswith(("/", "~")):  # the absolute form names the file wherever the agent stands
+            self.files[path] = self.files.pop(twin)
+            self.files[path].path = path
+            self.shown[path] = self.shown.pop(twin, Shown())
+            return path
+        return twin
 
     def _diffed(self, step: Step) -> list[Touch]:
         if step.result is None or "git diff" not in step.command:
