@@ -37,6 +37,7 @@ from workmem.state.memory import bullet_items, split_pointer
 from workmem.state.tokens import count_tokens
 
 USER_PREFIX = "User: "
+TRAIL_SEPARATOR = " — "  # between a Files & Context entry's path and what was done to it (`files_section`)
 DONE_MARK = " (done)"
 TODO_PREFIXES = {"pending": "To do: ", "in_progress": "In progress: "}
 MAX_CONSTRAINTS = 3
@@ -46,10 +47,11 @@ _TODO_RE = re.compile(r"^(?:To do|In progress): ")
 _SELF_RE = re.compile(r"^(?:let me|let's|i'll|i will|i'm going to|now i)\b", re.I)  # the agent's own next action
 
 
-def is_agentic(msgs: Sequence[Msg], old_goals: str = "") -> bool:
-    """An agent works with tools here: the transcript has tool calls or results, or the memory a task."""
-    return any(m.calls or m.results for m in msgs) or any(
-        i.startswith(TASK_PREFIX) for i in bullet_items(old_goals))
+def is_agentic(msgs: Sequence[Msg], old_files: str = "") -> bool:
+    """An agent works with tools here: the transcript has tool calls or results, or the memory's Files &
+    Context holds the trail of earlier ones (`path — what was done`)."""
+    entries = bullet_items(split_pointer(old_files)[0])
+    return any(m.calls or m.results for m in msgs) or any(TRAIL_SEPARATOR in i for i in entries)
 
 
 def _user_item(msg: Msg, fixes: list[tuple[Line, str]]) -> str | None:

@@ -24,7 +24,7 @@ from workmem.nodes.extractive.current_state import (
     known_speakers,
     title,
 )
-from workmem.nodes.extractive.errors import error_items_of, new_error_items, seen_errors
+from workmem.nodes.extractive.errors import error_items_of, fixed_since, new_error_items, seen_errors
 from workmem.nodes.extractive.facts import Fact, key_facts_op, new_fact, parse_facts
 from workmem.nodes.extractive.files_section import files_op
 from workmem.nodes.extractive.prose import is_prose, strip_label
@@ -75,12 +75,12 @@ class Reading:
 
 
 def read(transcript: str, legacy: str = "", start_date: str | None = None, known: Sequence[str] = (),
-         old_goals: str = "") -> Reading:
+         old_files: str = "") -> Reading:
     """Parse the transcript once for every section builder (`known`: speakers the memory already names;
-    `old_goals`: the memory's Task & Goals, which says whether an agent works with tools here)."""
+    `old_files`: the memory's Files & Context, which says whether an agent works with tools here)."""
     msgs = parse_transcript(transcript, start_date, known)
     lines = lines_of(msgs)
-    if not agent_goals.is_agentic(msgs, old_goals):
+    if not agent_goals.is_agentic(msgs, old_files):
         return Reading(msgs, lines, corrections(lines), legacy, tuple(known))
     found = steps(msgs)
     return Reading(msgs, lines, corrections(lines), legacy, tuple(known), True, found, Trail(found))
@@ -107,6 +107,7 @@ def new_facts(reading: Reading, goals: Sequence[str] = ()) -> list[Fact]:
     used = set() if coding else {line.order for line, _ in goal_lines(reading.lines) + issue_lines(reading.lines)}
     fixed = {line.order for line, _ in reading.fixes}
     in_goals = norm(" ".join(goals))
+    task = {norm(g[len(TASK_PREFIX):]) for g in goals if g.startswith(TASK_PREFIX)}
     legacy = sentences(reading.legacy)  # older than every transcript line, so ordered before them
     facts: list[Fact] = [f for i, s in enumerate(legacy) if (f := new_fact(s, None, None, i - len(legacy), coding))]
     for line in reading.lines:
@@ -115,7 +116,7 @@ def new_facts(reading: Reading, goals: Sequence[str] = ()) -> list[Fact]:
             continue
         if line.order in fixed and not is_decision(text):
             continue
-        if coding and (not is_prose(text) or (line.msg.role == "user" and is_request(text)
+        if coding and (not is_prose(text) or (line.msg.role == "user" and (is_request(text) or norm(text) in task)
                                               and norm(text) in in_goals)):
             continue
         fact = new_fact(text, line.msg.speaker, line.msg.date, line.order, coding)
@@ -149,7 +150,9 @@ def _errors_op(reading: Reading, old_body: str, limits: Budgets) -> dict[str, An
     items = _take(_errors(reading), MAX_NEW_ERRORS) if not reading.agentic else _errors(reading)
     if not reading.agentic:
         return _append(old_body, items)
-    fresh = new_error_items(bullet_items(split_pointer(old_body)[0]), items)
+    old_items = bullet_items(split_pointer(old_body)[0])
+    items = fixed_since(old_items, reading.steps, reading.trail) + items
+    fresh = new_error_items(old_items, items, [w for _, w in reading.fixes])
     return _append(old_body, _newest_fitting(fresh[-MAX_NEW_ERRORS:], limits.sections["Errors & Corrections"]))
 
 
@@ -174,7 +177,8 @@ def _task(goals: Sequence[str]) -> str:
 
 
 def _title(reading: Reading, limits: Budgets) -> str:
-    if len(dialogue_speakers(reading.msgs)) >= 2 or not reading.agentic:
+    """A dialogue's speakers, else the task within the title's budget."""
+    if len(reading.speakers) >= 2:
         return title(reading.msgs, reading.legacy)
     return title_of(task_of(reading.msgs, reading.legacy), limits.sections["Session Title"])
 
@@ -235,7 +239,9 @@ def update_sections(reading: Reading, old: dict[str, str],
                                                    limits.sections["Task & Goals"], reading.legacy)
         ops["Open Issues"] = agent_goals.issues_op(old_issues, reading.msgs, reading.lines, reading.steps)
     else:
-        ops["Task & Goals"] = goals_op(old_goals, reading.lines, reading.fixes, _goal_tokens(limits))
+        first = not old_title.strip()  # the first commit reads the first request: the task comes from there
+        task = task_of(reading.msgs, reading.legacy) if first and len(reading.speakers) < 2 else ""
+        ops["Task & Goals"] = goals_op(old_goals, reading.lines, reading.fixes, _goal_tokens(limits), task)
         ops["Open Issues"] = issues_op(old_issues, reading.lines)
     goals = _after(old_goals, ops["Task & Goals"])
     issues = [i for i in _after(old_issues, ops["Open Issues"]) if not i.startswith("[resolved]")]
@@ -289,7 +295,8 @@ def memory_tool_call(text: str, tools: Sequence[dict[str, Any]], tool_choice: An
     name = _tool_name(tools, tool_choice, wm is not None)
     old = parse_sections(untag(wm or ""))
     known = known_speakers(old.get("Current State", ""))
-    reading = read(transcript or "", untag(legacy or ""), _conversation_date(old), known, old.get("Task & Goals", ""))
+    reading = read(transcript or "", untag(legacy or ""), _conversation_date(old), known,
+                   old.get("Files & Context", ""))
     limits = prompt_budgets(system)
     if name == UPDATE_TOOL_NAME:
         return name, {"sections": update_sections(reading, old, limits)}

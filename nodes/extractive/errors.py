@@ -10,6 +10,7 @@ in the section (the same error, unless this one is now fixed) are not added agai
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from workmem.nodes.extractive.artifacts import error_items
@@ -21,7 +22,9 @@ from workmem.nodes.extractive.transcript import Line, Msg, Result
 
 MAX_FIXED_BY = 3
 _WHERE_RE = re.compile(r"^(.*?)(?: \(at (.+):(\d+)\))?$")
-_FIXED_RE = re.compile(r" — fixed: .*$")
+FIXED_MARK = " — fixed: "
+RUN_MARK = " — when running "
+_FIXED_RE = re.compile(r" — (?:fixed: |when running |no longer seen running ).*$")
 _TOOL_PREFIX_RE = re.compile(r"^[A-Za-z_][\w.-]*: (?=\S)")
 _EDITS = ("edited", "changed", "restored")
 _ERROR_SAYS_RE = re.compile(
@@ -38,6 +41,7 @@ class Seen:
     line: str | None
     order: int
     signature: str
+    run: str = ""  # the script or test file whose run showed it
     fixed_by: list[str] = field(default_factory=list)
     fixed: bool = False
 
@@ -50,8 +54,15 @@ class Seen:
         """The Errors & Corrections item (`joiner` between a named tool and the error)."""
         head = f"{self.named_tool}{joiner}{self.text}" if self.named_tool else self.text
         where = f" (at {self.path}:{self.line})" if self.path else ""
-        done = f" — fixed: edited {', '.join(self.fixed_by)}" if self.fixed and self.fixed_by else ""
-        return clean(f"{head}{where}{done}", 320)
+        return clean(f"{head}{where}{_status(self.fixed, self.fixed_by, self.run)}", 320)
+
+
+def _status(fixed: bool, fixed_by: list[str], run: str) -> str:
+    if fixed and fixed_by:
+        return f"{FIXED_MARK}edited {', '.join(fixed_by)}"
+    if fixed:
+        return f" — no longer seen running {run}" if run else ""
+    return f"{RUN_MARK}{run}" if run else ""
 
 
 def error_key(item: str) -> str:
@@ -71,7 +82,16 @@ def _keys(item: str) -> set[str]:
     return {error_key(item), error_key(_TOOL_PREFIX_RE.sub("", item, count=1))}
 
 
-def _signature(step: Step) -> str:
+def _runs(step: Step, trail: Trail) -> str:
+    """The scripts and test files a step ran, as the trail writes them ('' for none)."""
+    return ", ".join(dict.fromkeys(trail.relative(t.path) for t in step.touches if t.kind in ("ran", "tested")))
+
+
+def _signature(step: Step, trail: Trail) -> str:
+    """What makes two steps the same run: the scripts or tests they ran, else the command or call."""
+    runs = _runs(step, trail)
+    if runs:
+        return runs
     return " ".join(step.command.split()) if step.command else f"{step.name} {sorted(t.path for t in step.touches)}"
 
 
@@ -90,11 +110,12 @@ def seen_errors(all_steps: list[Step], msgs: list[Msg], trail: Trail) -> list[Se
             continue
         items = [i for i in error_items(step.result) if is_error_line(i)]
         keys = {error_key(i) for i in items}
-        clean_runs.setdefault(_signature(step), []).append((step.order, keys))
+        signature = _signature(step, trail)
+        clean_runs.setdefault(signature, []).append((step.order, keys))
         for item in items:
             text, path, line = _split(item, trail)
             by_key.pop(error_key(item), None)
-            by_key[error_key(item)] = Seen(text, step.name, path, line, step.order, _signature(step))
+            by_key[error_key(item)] = Seen(text, step.name, path, line, step.order, signature, _runs(step, trail))
     for i, msg in enumerate(msgs):
         if msg.role == "user":
             for item in filter(is_error_line, error_items(Result("", False, msg.text))):
@@ -118,20 +139,40 @@ def _edited_between(trail: Trail, start: int, end: int, error: str) -> list[str]
     return (named or edited[-1:])[-MAX_FIXED_BY:]
 
 
+def fixed_since(old_items: list[str], all_steps: list[Step], trail: Trail) -> list[str]:
+    """Errors the section holds from a run (`… — when running repro.py`) that a run of the same script or test
+    in these messages no longer shows: each once more, with what was edited before that run."""
+    out = []
+    for item in old_items:
+        head, mark, run = item.partition(RUN_MARK)
+        if not mark or any(error_key(o) == error_key(item) and FIXED_MARK in o for o in old_items):
+            continue
+        passed = [s.order for s in all_steps if s.result is not None and _runs(s, trail) == run
+                  and error_key(head) not in {error_key(i) for i in error_items(s.result)}]
+        if passed:
+            out.append(clean(head + _status(True, _edited_between(trail, -1, passed[0], head), run), 320))
+    return out
+
+
 def error_items_of(errors: list[Seen], fixes: list[tuple[Line, str]]) -> list[str]:
     """Error and correction items in transcript order (corrections sit where they were said)."""
     placed = [(s.order * 1000 + 999, s.item()) for s in errors] + [(line.index * 1000, text) for line, text in fixes]
     return [text for _, text in sorted(placed, key=lambda p: p[0])]
 
 
-def new_error_items(old_body_items: list[str], items: list[str]) -> list[str]:
-    """`items` not already in the section: an error it holds is not added again unless now fixed."""
+def new_error_items(old_body_items: list[str], items: list[str], corrections: Sequence[str] = ()) -> list[str]:
+    """`items` not already in the section: an error it holds is not added again unless now fixed
+    (`corrections`, the user's own words, are compared whole)."""
     old_keys = {k for item in old_body_items for k in _keys(item)}
-    old_fixed = {k for item in old_body_items if " — fixed: " in item for k in _keys(item)}
+    old_fixed = {k for item in old_body_items if FIXED_MARK in item for k in _keys(item)}
     out = []
     for item in items:
+        if item in corrections:
+            if item not in old_body_items:
+                out.append(item)
+            continue
         keys = _keys(item)
-        if keys & old_keys and not (" — fixed: " in item and not keys & old_fixed):
+        if keys & old_keys and not (FIXED_MARK in item and not keys & old_fixed):
             continue
         out.append(item)
     return out

@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from workmem.nodes.extractive.agent_goals import TRAIL_SEPARATOR
 from workmem.nodes.extractive.tracking import list_op
 from workmem.nodes.extractive.trail import MAX_RANGES, TIERS, FileTrail, Trail, segments, twins
 from workmem.nodes.guards import path_tokens
@@ -22,7 +23,7 @@ from workmem.nodes.spill import POINTER_TOKENS
 from workmem.state.memory import bullet_items, split_pointer
 from workmem.state.tokens import count_tokens
 
-SEPARATOR = " — "
+SEPARATOR = TRAIL_SEPARATOR
 MAX_NAMES = 3
 OTHER_TIER = 5  # an entry without a kind it can be ranked by (a bare path, another writer's entry)
 _SEGMENT_RE = re.compile(r"^(?P<kind>[a-z]+)(?: (?P<ranges>L\d+(?:-\d+)?(?:, L\d+(?:-\d+)?)*))?"

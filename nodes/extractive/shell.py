@@ -94,7 +94,7 @@ def _words(line: str) -> list[str]:
     try:
         words = list(lexer)
     except ValueError:  # an unclosed quote (a clipped command): plain words are good enough
-        return line.split()
+        return [w.strip("'\"") for w in line.split()]
     merged: list[str] = []
     for word in words:  # `2>&1` and `2> log` arrive as `2`, `>&`, `1`: the fd belongs to its redirect
         if merged and merged[-1].isdigit() and len(merged[-1]) == 1 and word in (">", ">>", ">&"):
@@ -207,8 +207,8 @@ def _sed_parts(args: list[str]) -> tuple[str, list[str]]:
     """The sed script and the files of a sed command."""
     scripts = [args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-e", "--expression")]
     ops = _operands([a for a in args if not re.fullmatch(r"-i\S*|--in-place\S*", a)], SED_OPTIONS)
-    if scripts:
-        return scripts[0], ops
+    if scripts or any(a in ("-f", "--file") for a in args):  # the script is given by option: all else are files
+        return (scripts[0] if scripts else ""), ops
     return (ops[0], ops[1:]) if ops else ("", [])
 
 

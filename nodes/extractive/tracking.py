@@ -25,6 +25,7 @@ from workmem.nodes.extractive.cues import (
     negated_terms,
     reports_done,
 )
+from workmem.nodes.extractive.task import TASK_PREFIX
 from workmem.nodes.extractive.text import alternation, as_sentence, clean, is_question, norm, overlaps
 from workmem.nodes.extractive.transcript import Line
 from workmem.nodes.extractive.words import PAST_WORDS
@@ -103,12 +104,15 @@ def rejected(goal: str, order: int, fixes: list[tuple[Line, str]]) -> bool:
 
 
 def goals_op(old_body: str, lines: list[Line], fixes: list[tuple[Line, str]],
-             max_tokens: int = GOAL_TOKENS) -> dict[str, Any]:
+             max_tokens: int = GOAL_TOKENS, task: str = "") -> dict[str, Any]:
     """Rewrite Task & Goals to the newest goals still open (KEEP or APPEND when none closed or aged out),
-    within `max_tokens`."""
+    within `max_tokens`. The session's task (`Task: …`, given for a section that holds none yet) stays first."""
     old_items = bullet_items(old_body)
-    candidates = [(-len(old_items) + i, item) for i, item in enumerate(old_items)]
-    known = {norm(i) for i in old_items}
+    pinned = [i for i in old_items if i.startswith(TASK_PREFIX)]
+    if not pinned and task and not old_items:
+        pinned = [TASK_PREFIX + task]
+    candidates = [(-len(old_items) + i, item) for i, item in enumerate(old_items) if item not in pinned]
+    known = {norm(i) for i in old_items} | {norm(p[len(TASK_PREFIX):]) for p in pinned}
     for line, goal in goal_lines(lines):
         if norm(goal) not in known:
             known.add(norm(goal))
@@ -117,10 +121,10 @@ def goals_op(old_body: str, lines: list[Line], fixes: list[tuple[Line, str]],
     still = [g for order, g in candidates if not _done(g, order, lines, dialogue) and not rejected(g, order, fixes)]
     kept: list[str] = []
     for goal in reversed(still):
-        if len(kept) >= MAX_GOALS or count_tokens("\n".join(kept + [goal])) > max_tokens:
+        if len(pinned) + len(kept) >= MAX_GOALS or count_tokens("\n".join(pinned + kept + [goal])) > max_tokens:
             break
         kept.insert(0, goal)
-    return list_op(old_items, kept)
+    return list_op(old_items, pinned + kept)
 
 
 def list_op(old_items: list[str], items: list[str]) -> dict[str, Any]:

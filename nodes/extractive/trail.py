@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from workmem.nodes.extractive.shell import DOTTED_NAME, Kind, Touch, cd_dirs
 from workmem.nodes.extractive.steps import Step, defined_names
 from workmem.nodes.extractive.text import clean
+from workmem.nodes.guard_words import PATH_EXTENSIONS
 
 TIERS: dict[str, int] = {"edited": 0, "changed": 0, "restored": 0, "created": 1, "tested": 2, "ran": 2, "read": 3,
                          "searched": 4, "removed": 5}
@@ -29,7 +30,7 @@ _NUMBERED_RES = (re.compile(r"^\s*(\d+)→(.*)$"), re.compile(r"^\s*(\d+)\t(.*)$
 _WRAPPER_RE = re.compile(r"^\s*</?[A-Za-z_][\w-]*>(?:.*</[A-Za-z_][\w-]*>)?\s*$")
 _DIFF_RE = re.compile(r"^(?:diff --git a/\S+ b/(\S+)|\+\+\+ b/(\S+))")
 _SCRIPT_NAME_RE = re.compile(r"^[\w./-]+$")
-_SCRIPT_EXT_RE = re.compile(r"\.(?:py|sh|js|ts|rb|pl)$")
+_FILE_EXT_RE = re.compile(rf"\.(?:{'|'.join(PATH_EXTENSIONS)}|txt|rst|html|csv|cfg|rb|pl)$", re.I)
 
 
 @dataclass
@@ -144,10 +145,10 @@ class Trail:
         for step in all_steps:
             touches = list(step.touches) + self._diffed(step)
             for touch in touches:
-                if DOTTED_NAME.fullmatch(touch.path) and not _SCRIPT_EXT_RE.search(touch.path):
+                if touch.kind == "tested" and DOTTED_NAME.fullmatch(touch.path) and not _FILE_EXT_RE.search(touch.path):
                     dotted.append((step.order, touch))  # a test named by dots: its file, once all files are known
                     continue
-                path = self.relative(touch.path)
+                path = self._place(touch.path)
                 shown = self.shown.setdefault(path, Shown())
                 if len([t for t in step.touches if t.kind in ("read", "searched")]) == 1:
                     _show(shown, step, touch)
@@ -168,24 +169,31 @@ class Trail:
                 return found
         return None
 
-    def relative(self, path: str) -> str:
-        """`path` as the trail writes it: relative to a directory the agent changed into (`/srv/app/x.py` →
-        `x.py`), else as the trail first met the same file (`/testbed/src/a.py` and `src/a.py` are one file)."""
+    def _rooted(self, path: str) -> str:
         for root in self.roots:
             if path.startswith(root + "/"):
-                path = path[len(root) + 1:]
-                break
-        if path in self.files:
-            return path
-        twin = next((p for p in self.files if twins(p, path)), None)
+                return path[len(root) + 1:]
+        return path
+
+    def relative(self, path: str) -> str:
+        """`path` as the trail writes it: relative to a directory the agent changed into (`/srv/app/x.py` →
+        `x.py`), else as the trail writes the same file (`/testbed/src/a.py` and `src/a.py` are one file)."""
+        path = self._rooted(path)
+        return path if path in self.files else next((p for p in self.files if twins(p, path)), path)
+
+    def _place(self, path: str) -> str:
+        """The key a touched path is kept under: one per file, its absolute form once the agent used one (it
+        names the file wherever the agent stands)."""
+        path = self._rooted(path)
+        twin = None if path in self.files else next((p for p in self.files if twins(p, path)), None)
         if twin is None:
             return path
-        if path.startswith(("/", "~")):  # the absolute form names the file wherever the agent stands
-            self.files[path] = self.files.pop(twin)
-            self.files[path].path = path
-            self.shown[path] = self.shown.pop(twin, Shown())
-            return path
-        return twin
+        if not path.startswith(("/", "~")):
+            return twin
+        self.files[path] = self.files.pop(twin)
+        self.files[path].path = path
+        self.shown[path] = self.shown.pop(twin, Shown())
+        return path
 
     def _diffed(self, step: Step) -> list[Touch]:
         if step.result is None or "git diff" not in step.command:

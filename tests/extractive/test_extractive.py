@@ -153,7 +153,7 @@ def test_it_finds_title_paths_errors_corrections_decisions_and_questions():
     errors = bullet_items(sections["Errors & Corrections"])
     assert (
         "run_tests: ValueError: missing columns: ['sku', 'price'] (at app/importers/csv_loader.py:31)"
-        in errors
+        " — when running tests/test_csv_loader.py" in errors
     )
     assert "User correction: No, the delimiter is a semicolon, not a tab." in errors
     assert "User correction: Don't touch config/settings.toml." in errors
@@ -180,7 +180,8 @@ def test_current_state_names_the_announced_next_step():
     state = run_create(transcript(working))["args"]["sections"]["Current State"]
     assert state == (
         "Working on: Fix the failing CSV import in our Flask app. Last result: run_tests failed: ValueError: "
-        "missing columns: ['sku', 'price'] (at app/importers/csv_loader.py:31). Next step: Let me read the config."
+        "missing columns: ['sku', 'price'] (at app/importers/csv_loader.py:31) — when running "
+        "tests/test_csv_loader.py. Next step: Let me read the config."
     )
 
 
@@ -248,7 +249,7 @@ def test_a_user_correction_supersedes_the_goal_it_corrects():
     ]
     ops = run_update(wm, transcript(fix))["args"]["sections"]
     assert ops["Task & Goals"] == {
-        "op": "UPDATE", "content": "- Fix the failing CSV import in our Flask app.\n- Return 400, not 422."
+        "op": "UPDATE", "content": "- Task: Fix the failing CSV import in our Flask app.\n- Return 400, not 422."
     }
     assert ops["Errors & Corrections"] == {"op": "APPEND", "items": [
         "User correction: Actually, return 400, not 422 - our admin client treats 422 as a form error."
