@@ -31,7 +31,8 @@ FAIL = ('Traceback (most recent call last):\n  File "/repo/app/loader.py", line 
 
 def bash(i: int, thought: str, command: str, output: str) -> list[dict]:
     """One mini-swe-agent step: the thought with its bash call, and the wrapped output."""
-    call = {"id": f"c{i}", "type": "function", "function": {"name": "bash", "arguments": json.dumps({"command": command})}}
+    arguments = json.dumps({"command": command})
+    call = {"id": f"c{i}", "type": "function", "function": {"name": "bash", "arguments": arguments}}
     result = f"<returncode>0</returncode>\n<output>\n{output}\n</output>"
     return [{"role": "assistant", "content": f"THOUGHT: {thought}", "tool_calls": [call]},
             {"role": "tool", "tool_call_id": f"c{i}", "name": "bash", "content": result}]
