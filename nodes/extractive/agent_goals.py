@@ -69,6 +69,20 @@ def _user_item(msg: Msg, fixes: list[tuple[Line, str]]) -> str | None:
     return USER_PREFIX + clean(" ".join(kept), MAX_USER_CHARS)
 
 
+def _revised(item: str, lines: list[Line], fixes: list[tuple[Line, str]]) -> str | None:
+    """An earlier user item after these messages: the requests a correction here rejects left out (the item
+    goes when none is left), marked done when the agent reports it done here."""
+    if item.endswith(DONE_MARK):
+        return item
+    sents = sentences(item[len(USER_PREFIX):])
+    others = [(line, text) for line, text in fixes if norm(line.text) not in norm(item)]  # not its own words
+    kept = [s for s in sents if not rejected(s, -1, others)]
+    if not kept:
+        return None
+    text = USER_PREFIX + " ".join(kept) if len(kept) < len(sents) else item
+    return f"{text}{DONE_MARK}" if _done(text, -1, lines) else text
+
+
 def _done(item: str, order: int, lines: list[Line]) -> bool:
     return any(x.order > order and x.msg.role == "assistant" and reports_done(x.text) and overlaps(item, x.text)
                for x in lines)
@@ -118,7 +132,7 @@ def goals(old_body: str, msgs: list[Msg], lines: list[Line], fixes: list[tuple[L
     described += [i for i in rest if not i.startswith(USER_PREFIX)]
     known = {norm(i) for i in rest}
     new = [(m.seq * 1000, s) for m in users if (s := _user_item(m, fixes)) and norm(s) not in known]
-    said = [i for i in rest if i.startswith(USER_PREFIX)] + [
+    said = [r for i in rest if i.startswith(USER_PREFIX) and (r := _revised(i, lines, fixes))] + [
         f"{s}{DONE_MARK}" if _done(s, order, lines) else s for order, s in new]
     room = budget - (POINTER_TOKENS if split_pointer(old_body)[1] else 0)
     order = [*task_items, *described, *said]

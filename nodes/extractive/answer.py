@@ -1,10 +1,14 @@
 """The extractive model's answer to a commit prompt: read it, build each section, pick KEEP / APPEND / UPDATE.
 
 It never paraphrases, so it cannot invent; it reads no clock and no random state, so the same prompt
-always yields the same tool arguments. `model.py` wraps it as a chat model. The section rules live in
-`facts` (Key Facts), `tracking` (Task & Goals, Open Issues), `current_state` (Session Title, Current
-State) and `artifacts` (files, errors); sentence cues are in `cues`, fact worth in `worth`, text
-helpers in `text`, the word tables in `words`, and the prompt and transcript are read by `transcript`.
+always yields the same tool arguments. `model.py` wraps it as a chat model. A session where an agent
+works with tools (a coding session) gets a handoff: the task (`task`) as title and pinned in Task &
+Goals with the user's own words (`agent_goals`), the artifact trail in Files & Context (`shell`,
+`steps`, `trail`, `files_section`), each error once with what fixed it (`errors`), prose-only facts
+(`prose`). Other sessions keep the dialogue and request rules: Key Facts in `facts`, Task & Goals and
+Open Issues in `tracking`, Session Title and Current State in `current_state`, files and errors in
+`artifacts`; sentence cues are in `cues`, fact worth in `worth`, text helpers in `text`, the word
+tables in `words` and `code_words`, and the prompt and transcript are read by `transcript`.
 """
 
 from __future__ import annotations

@@ -79,3 +79,12 @@ def test_questions_the_agent_asks_itself_while_working_are_no_issue():
            {"role": "tool", "tool_call_id": "c", "content": "a.py"}]
     msgs, lines, _ = read(raw)
     assert issues("", msgs, lines, steps(msgs)) == []
+
+
+def test_a_later_correction_takes_the_request_it_rejects_out_of_an_earlier_user_item():
+    old = ("- Task: Fix the import\n- User: Please add a test. Also the endpoint should return 422 instead of 500.")
+    raw = [{"role": "user", "content": "Actually, return 400, not 422 - the client shows 422 as a form error."}]
+    msgs, lines, fixes = read(raw, first_seq=40)
+    assert goals(old, msgs, lines, fixes, 1500) == [
+        "Task: Fix the import", "User: Please add a test.",
+        "User: Actually, return 400, not 422 - the client shows 422 as a form error."]
