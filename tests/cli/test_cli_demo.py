@@ -73,7 +73,8 @@ def test_demo_working_memory_reads_as_a_handoff(demo):
     assert bullet_items(sections["Task & Goals"])[0] == "Task: Fix the failing CSV import in the Flask app."
     files = bullet_items(sections["Files & Context"])
     assert files[0].startswith("app/importers/csv_loader.py — edited")
-    assert any("— fixed: edited app/importers/csv_loader.py" in e for e in bullet_items(sections["Errors & Corrections"]))
+    errors = bullet_items(sections["Errors & Corrections"])
+    assert any("— fixed: edited app/importers/csv_loader.py" in e for e in errors)
 
 
 @pytest.mark.slow
