@@ -69,7 +69,7 @@ def _user_item(msg: Msg, fixes: list[tuple[Line, str]]) -> str | None:
     return USER_PREFIX + clean(" ".join(kept), MAX_USER_CHARS)
 
 
-def _revised(item: str, lines: list[Line], fixes: list[tuple[Line, str]]) -> str | None:
+def _revised(item: str, reports: list[Line], fixes: list[tuple[Line, str]]) -> str | None:
     """An earlier user item after these messages: the requests a correction here rejects left out (the item
     goes when none is left), marked done when the agent reports it done here."""
     if item.endswith(DONE_MARK):
@@ -80,31 +80,40 @@ def _revised(item: str, lines: list[Line], fixes: list[tuple[Line, str]]) -> str
     if not kept:
         return None
     text = USER_PREFIX + " ".join(kept) if len(kept) < len(sents) else item
-    return f"{text}{DONE_MARK}" if _done(text, -1, lines) else text
+    return f"{text}{DONE_MARK}" if _done(text, -1, reports) else text
 
 
-def _done(item: str, order: int, lines: list[Line]) -> bool:
-    return any(x.order > order and x.msg.role == "assistant" and reports_done(x.text) and overlaps(item, x.text)
-               for x in lines)
+def _reports(lines: list[Line]) -> list[Line]:
+    """The agent's sentences that report something done."""
+    return [x for x in lines if x.msg.role == "assistant" and reports_done(x.text)]
+
+
+def _done(item: str, order: int, reports: list[Line]) -> bool:
+    return any(x.order > order and overlaps(item, x.text) for x in reports)
 
 
 def _tokens(items: Sequence[str]) -> int:
-    return count_tokens("\n".join(f"- {i}" for i in items))
+    """An upper bound of the tokens of the items as bullets: each bullet line counted on its own."""
+    return sum(count_tokens(f"- {i}\n") for i in items)
 
 
 def _fit(ranked: list[str], order: list[str], budget: int) -> list[str]:
     """The items of `ranked` (most important first) that fit in `budget` together, in the order of `order`;
     the task's names item is cut to what fits rather than left out."""
     kept: list[str] = []
+    used = 0
     for item in ranked:
-        if _tokens([*kept, item]) <= budget:
+        cost = _tokens([item])
+        if used + cost <= budget:
             kept.append(item)
+            used += cost
         elif item.startswith(NAMES_PREFIX):
             names = item[len(NAMES_PREFIX):].split(", ")
-            while names and _tokens([*kept, NAMES_PREFIX + ", ".join(names)]) > budget:
+            while names and used + _tokens([NAMES_PREFIX + ", ".join(names)]) > budget:
                 names.pop()
             if names:
                 kept.append(NAMES_PREFIX + ", ".join(names))
+                used += _tokens([kept[-1]])
     position = {item.split(": ", 1)[0] if item.startswith(NAMES_PREFIX) else item: i for i, item in enumerate(order)}
     return sorted(kept, key=lambda i: position.get(i.split(": ", 1)[0] if i.startswith(NAMES_PREFIX) else i, 0))
 
@@ -132,8 +141,9 @@ def goals(old_body: str, msgs: list[Msg], lines: list[Line], fixes: list[tuple[L
     described += [i for i in rest if not i.startswith(USER_PREFIX)]
     known = {norm(i) for i in rest}
     new = [(m.seq * 1000, s) for m in users if (s := _user_item(m, fixes)) and norm(s) not in known]
-    said = [r for i in rest if i.startswith(USER_PREFIX) and (r := _revised(i, lines, fixes))] + [
-        f"{s}{DONE_MARK}" if _done(s, order, lines) else s for order, s in new]
+    reports = _reports(lines)
+    said = [r for i in rest if i.startswith(USER_PREFIX) and (r := _revised(i, reports, fixes))] + [
+        f"{s}{DONE_MARK}" if _done(s, order, reports) else s for order, s in new]
     room = budget - (POINTER_TOKENS if split_pointer(old_body)[1] else 0)
     order = [*task_items, *described, *said]
     open_first = [s for s in reversed(said) if not s.endswith(DONE_MARK)] + [
