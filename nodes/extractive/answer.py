@@ -33,7 +33,7 @@ from workmem.nodes.extractive.facts import Fact, key_facts_op, new_fact, parse_f
 from workmem.nodes.extractive.files_section import files_op
 from workmem.nodes.extractive.prose import is_prose, strip_label
 from workmem.nodes.extractive.steps import Step, steps
-from workmem.nodes.extractive.task import TASK_PREFIX, task_of, title_of
+from workmem.nodes.extractive.task import TASK_PREFIX, is_wrapped, task_of, title_of
 from workmem.nodes.extractive.text import clean, is_question, norm, sentences
 from workmem.nodes.extractive.tracking import (
     GOAL_SHARE,
@@ -181,8 +181,9 @@ def _task(goals: Sequence[str]) -> str:
 
 
 def _title(reading: Reading, limits: Budgets) -> str:
-    """A dialogue's speakers, else the task within the title's budget."""
-    if len(reading.speakers) >= 2:
+    """A dialogue's speakers or a chat's first request; the task within the title's budget for an agent's
+    session or a task prompt."""
+    if len(reading.speakers) >= 2 or not (reading.agentic or is_wrapped(reading.msgs)):
         return title(reading.msgs, reading.legacy)
     return title_of(task_of(reading.msgs, reading.legacy), limits.sections["Session Title"])
 
@@ -243,8 +244,9 @@ def update_sections(reading: Reading, old: dict[str, str],
                                                    limits.sections["Task & Goals"], reading.legacy)
         ops["Open Issues"] = agent_goals.issues_op(old_issues, reading.msgs, reading.lines, reading.steps)
     else:
-        first = not old_title.strip()  # the first commit reads the first request: the task comes from there
-        task = task_of(reading.msgs, reading.legacy) if first and len(reading.speakers) < 2 else ""
+        # the first commit of a task prompt (a wrapped first request) pins its task, as a coding session's does
+        first = not old_title.strip() and len(reading.speakers) < 2 and is_wrapped(reading.msgs)
+        task = task_of(reading.msgs, reading.legacy) if first else ""
         ops["Task & Goals"] = goals_op(old_goals, reading.lines, reading.fixes, _goal_tokens(limits), task)
         ops["Open Issues"] = issues_op(old_issues, reading.lines)
     goals = _after(old_goals, ops["Task & Goals"])

@@ -74,6 +74,18 @@ def salient_lines(body: str) -> list[str]:
     return out
 
 
+def is_wrapped(msgs: list[Msg]) -> bool:
+    """The first request wraps its task in boilerplate (a tag line, a lead-in, a skipped block): a task prompt
+    written for an agent, not a message of a chat."""
+    first = first_request(msgs)
+    if first is None:
+        return False
+    raw = [ln.strip() for ln in first.head.split("\n") if ln.strip()]
+    salient = salient_lines(first.head)
+    before = raw[: next((i for i, ln in enumerate(raw) if salient and salient[0] in ln), 0)]
+    return any(_TAG_RE.fullmatch(ln) or ln.endswith(":") or ln.startswith("<!--") for ln in before)
+
+
 def _is_headline(line: str) -> bool:
     return not re.search(r"[.!?]$", line) and len(sentences(line)) == 1 and len(line.split()) <= _HEADLINE_WORDS
 

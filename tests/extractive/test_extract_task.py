@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from fakes import stored_messages
 
-from workmem.nodes.extractive.task import constraints, salient_lines, task_names, task_of, title_of
+from workmem.nodes.extractive.task import constraints, is_wrapped, salient_lines, task_names, task_of, title_of
 from workmem.nodes.extractive.transcript import parse_transcript
 from workmem.nodes.formatting import format_messages
 
@@ -68,3 +68,10 @@ def test_the_names_of_the_task_and_its_constraints():
     task = task_of(msgs)
     assert task_names(msgs, task) == ["request.node.add_marker(mark)"]
     assert constraints(msgs, task) == ["The marker should be honoured."]
+
+
+def test_a_task_prompt_is_wrapped_a_chat_message_is_not():
+    assert is_wrapped(msgs_of(SWE))
+    assert is_wrapped(msgs_of("Here is the issue:\nThe parser drops rows"))
+    assert not is_wrapped(msgs_of("Hi!\nCan you fix the parser? It drops rows."))
+    assert not is_wrapped(msgs_of("@claude-code-prompt.md really ULTRATHINK this"))

@@ -249,7 +249,7 @@ def test_a_user_correction_supersedes_the_goal_it_corrects():
     ]
     ops = run_update(wm, transcript(fix))["args"]["sections"]
     assert ops["Task & Goals"] == {
-        "op": "UPDATE", "content": "- Task: Fix the failing CSV import in our Flask app.\n- Return 400, not 422."
+        "op": "UPDATE", "content": "- Fix the failing CSV import in our Flask app.\n- Return 400, not 422."
     }
     assert ops["Errors & Corrections"] == {"op": "APPEND", "items": [
         "User correction: Actually, return 400, not 422 - our admin client treats 422 as a form error."
