@@ -45,7 +45,7 @@ from workmem.nodes.extractive.tracking import (
 )
 from workmem.nodes.extractive.trail import Trail
 from workmem.nodes.extractive.transcript import Line, Msg, block, dialogue_speakers, lines_of, parse_transcript, untag
-from workmem.nodes.extractive.worth import is_decision
+from workmem.nodes.extractive.worth import HEDGE_RE, is_decision
 from workmem.nodes.guards import path_tokens
 from workmem.nodes.prompts import SECTIONS_HEADING
 from workmem.state.errors import InvalidInput
@@ -106,7 +106,7 @@ def _take(items: Sequence[str], limit: int, known: Callable[[str], bool] | None 
 
 def new_facts(reading: Reading, goals: Sequence[str] = ()) -> list[Fact]:
     """Facts of the transcript: sentences worth keeping that are not goals, issues or plain corrections (in a
-    coding session: prose sentences only, none of them already in Task & Goals)."""
+    coding session: prose sentences only, no thinking aloud, none of them already in Task & Goals)."""
     coding = reading.agentic
     used = set() if coding else {line.order for line, _ in goal_lines(reading.lines) + issue_lines(reading.lines)}
     fixed = {line.order for line, _ in reading.fixes}
@@ -120,8 +120,8 @@ def new_facts(reading: Reading, goals: Sequence[str] = ()) -> list[Fact]:
             continue
         if line.order in fixed and not is_decision(text):
             continue
-        if coding and (not is_prose(text) or (line.msg.role == "user" and (is_request(text) or norm(text) in task)
-                                              and norm(text) in in_goals)):
+        if coding and (not is_prose(text) or HEDGE_RE.match(text) or (
+                line.msg.role == "user" and (is_request(text) or norm(text) in task) and norm(text) in in_goals)):
             continue
         fact = new_fact(text, line.msg.speaker, line.msg.date, line.order, coding)
         if fact:
