@@ -1,40 +1,57 @@
 """The extractive model's answer to a commit prompt: read it, build each section, pick KEEP / APPEND / UPDATE.
 
 It never paraphrases, so it cannot invent; it reads no clock and no random state, so the same prompt
-always yields the same tool arguments. `model.py` wraps it as a chat model. The section rules live in
-`facts` (Key Facts), `tracking` (Task & Goals, Open Issues), `current_state` (Session Title, Current
-State) and `artifacts` (files, errors); sentence cues are in `cues`, fact worth in `worth`, text
-helpers in `text`, the word tables in `words`, and the prompt and transcript are read by `transcript`.
+always yields the same tool arguments. `model.py` wraps it as a chat model. A session where an agent
+works with tools (a coding session) gets a handoff: the task (`task`) as title and pinned in Task &
+Goals with the user's own words (`agent_goals`), the artifact trail in Files & Context (`shell`,
+`steps`, `trail`, `files_section`), each error once with what fixed it (`errors`), prose-only facts
+(`prose`). Other sessions keep the dialogue and request rules: Key Facts in `facts`, Task & Goals and
+Open Issues in `tracking`, Session Title and Current State in `current_state`, files and errors in
+`artifacts`; sentence cues are in `cues`, fact worth in `worth`, text helpers in `text`, the word
+tables in `words` and `code_words`, and the prompt and transcript are read by `transcript`.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from workmem.nodes.extractive.artifacts import files, tool_errors
-from workmem.nodes.extractive.cues import is_ack, is_issue, is_next_step
-from workmem.nodes.extractive.current_state import SESSION_DATE_RE, current_state, known_speakers, title
-from workmem.nodes.extractive.facts import Fact, create_facts, key_facts_op, new_fact, parse_facts
+from workmem.nodes.extractive import agent_goals
+from workmem.nodes.extractive.artifacts import files, paths_in, tool_errors
+from workmem.nodes.extractive.cues import is_ack, is_issue, is_next_step, is_request
+from workmem.nodes.extractive.current_state import (
+    SESSION_DATE_RE,
+    coding_state,
+    current_state,
+    known_speakers,
+    title,
+)
+from workmem.nodes.extractive.errors import error_items_of, fixed_since, new_error_items, seen_errors
+from workmem.nodes.extractive.facts import Fact, key_facts_op, new_fact, parse_facts
+from workmem.nodes.extractive.files_section import files_op
+from workmem.nodes.extractive.prose import is_prose, strip_label
+from workmem.nodes.extractive.steps import Step, steps
+from workmem.nodes.extractive.task import TASK_PREFIX, is_wrapped, task_of, title_of
 from workmem.nodes.extractive.text import clean, is_question, norm, sentences
 from workmem.nodes.extractive.tracking import (
     GOAL_SHARE,
     corrections,
-    create_issues,
     goal_lines,
     goals_op,
     issue_lines,
     issues_op,
 )
+from workmem.nodes.extractive.trail import Trail
 from workmem.nodes.extractive.transcript import Line, Msg, block, dialogue_speakers, lines_of, parse_transcript, untag
-from workmem.nodes.extractive.worth import is_decision
+from workmem.nodes.extractive.worth import HEDGE_RE, is_decision
 from workmem.nodes.guards import path_tokens
 from workmem.nodes.prompts import SECTIONS_HEADING
 from workmem.state.errors import InvalidInput
-from workmem.state.memory import FULL_BUDGETS, SECTIONS, Budgets, bullet_items, parse_sections
+from workmem.state.memory import FULL_BUDGETS, SECTIONS, Budgets, bullet_items, parse_sections, split_pointer
 from workmem.state.ops import CREATE_TOOL_NAME, UPDATE_TOOL_NAME
+from workmem.state.tokens import count_tokens
 
 EXTRACTIVE_MODEL_NAME = "workmem-extractive"
 MAX_NEW_ERRORS = 10
@@ -51,6 +68,9 @@ class Reading:
     fixes: list[tuple[Line, str]]
     legacy: str
     known: tuple[str, ...] = ()
+    agentic: bool = False  # an agent works with tools here (a coding session): its own section rules
+    steps: list[Step] = field(default_factory=list)
+    trail: Trail = field(default_factory=lambda: Trail([]))
 
     @property
     def speakers(self) -> list[str]:
@@ -58,11 +78,16 @@ class Reading:
         return list(dict.fromkeys([*self.known, *dialogue_speakers(self.msgs)]))
 
 
-def read(transcript: str, legacy: str = "", start_date: str | None = None, known: Sequence[str] = ()) -> Reading:
-    """Parse the transcript once for every section builder (`known`: speakers the memory already names)."""
+def read(transcript: str, legacy: str = "", start_date: str | None = None, known: Sequence[str] = (),
+         old_files: str = "") -> Reading:
+    """Parse the transcript once for every section builder (`known`: speakers the memory already names;
+    `old_files`: the memory's Files & Context, which says whether an agent works with tools here)."""
     msgs = parse_transcript(transcript, start_date, known)
     lines = lines_of(msgs)
-    return Reading(msgs, lines, corrections(lines), legacy, tuple(known))
+    if not agent_goals.is_agentic(msgs, old_files):
+        return Reading(msgs, lines, corrections(lines), legacy, tuple(known))
+    found = steps(msgs)
+    return Reading(msgs, lines, corrections(lines), legacy, tuple(known), True, found, Trail(found))
 
 
 def _take(items: Sequence[str], limit: int, known: Callable[[str], bool] | None = None) -> list[str]:
@@ -79,19 +104,26 @@ def _take(items: Sequence[str], limit: int, known: Callable[[str], bool] | None 
     return out
 
 
-def new_facts(reading: Reading) -> list[Fact]:
-    """Facts of the transcript: sentences worth keeping that are not goals, issues or plain corrections."""
-    used = {line.order for line, _ in goal_lines(reading.lines) + issue_lines(reading.lines)}
+def new_facts(reading: Reading, goals: Sequence[str] = ()) -> list[Fact]:
+    """Facts of the transcript: sentences worth keeping that are not goals, issues or plain corrections (in a
+    coding session: prose sentences only, no thinking aloud, none of them already in Task & Goals)."""
+    coding = reading.agentic
+    used = set() if coding else {line.order for line, _ in goal_lines(reading.lines) + issue_lines(reading.lines)}
     fixed = {line.order for line, _ in reading.fixes}
+    in_goals = norm(" ".join(goals))
+    task = {norm(g[len(TASK_PREFIX):]) for g in goals if g.startswith(TASK_PREFIX)}
     legacy = sentences(reading.legacy)  # older than every transcript line, so ordered before them
-    facts: list[Fact] = [f for i, s in enumerate(legacy) if (f := new_fact(s, None, None, i - len(legacy)))]
+    facts: list[Fact] = [f for i, s in enumerate(legacy) if (f := new_fact(s, None, None, i - len(legacy), coding))]
     for line in reading.lines:
-        text = line.text
+        text = strip_label(line.text) if coding else line.text
         if line.order in used or is_question(text) or is_ack(text) or is_issue(text) or is_next_step(text):
             continue
         if line.order in fixed and not is_decision(text):
             continue
-        fact = new_fact(text, line.msg.speaker, line.msg.date, line.order)
+        if coding and (not is_prose(text) or HEDGE_RE.match(text) or (
+                line.msg.role == "user" and (is_request(text) or norm(text) in task) and norm(text) in in_goals)):
+            continue
+        fact = new_fact(text, line.msg.speaker, line.msg.date, line.order, coding)
         if fact:
             facts.append(fact)
     return facts
@@ -102,7 +134,58 @@ def _fix_orders(reading: Reading) -> list[tuple[int, str]]:
 
 
 def _errors(reading: Reading) -> list[str]:
+    if reading.agentic:
+        return error_items_of(seen_errors(reading.steps, reading.msgs, reading.trail), reading.fixes)
     return tool_errors(reading.msgs) + [wording for _, wording in reading.fixes]
+
+
+def _newest_fitting(items: list[str], budget: int) -> list[str]:
+    """The newest items (the last ones) whose bullets fit in `budget` tokens together, in order."""
+    kept: list[str] = []
+    for item in reversed(items):
+        if kept and count_tokens("\n".join(f"- {i}" for i in [item, *kept])) > budget:
+            break
+        kept.insert(0, item)
+    return kept
+
+
+def _errors_op(reading: Reading, old_body: str, limits: Budgets) -> dict[str, Any]:
+    """APPEND the new errors and corrections (a coding session: those the section lacks, newest that fit)."""
+    items = _take(_errors(reading), MAX_NEW_ERRORS) if not reading.agentic else _errors(reading)
+    if not reading.agentic:
+        return _append(old_body, items)
+    old_items = bullet_items(split_pointer(old_body)[0])
+    items = fixed_since(old_items, reading.steps, reading.trail) + items
+    fresh = new_error_items(old_items, items, [w for _, w in reading.fixes])
+    return _append(old_body, _newest_fitting(fresh[-MAX_NEW_ERRORS:], limits.sections["Errors & Corrections"]))
+
+
+def _extra_paths(reading: Reading) -> list[str]:
+    """Paths of Files & Context besides the trail: a previous memory's, and in a session without tools the
+    paths its messages name."""
+    named = [] if reading.agentic else [p for m in reading.msgs if m.role in ("user", "assistant") for p in
+                                        paths_in(m.body)]
+    return list(dict.fromkeys([*paths_in(reading.legacy), *named]))
+
+
+def _files_op(reading: Reading, old_body: str, limits: Budgets) -> dict[str, Any]:
+    if not reading.agentic:
+        old_paths = path_tokens(old_body)
+        return _append(old_body, _take(files(reading.msgs, reading.legacy), MAX_NEW_FILES),
+                       known=lambda item: item.split(" (")[0].lower() in old_paths)
+    return files_op(old_body, reading.trail, limits.sections["Files & Context"], _extra_paths(reading))
+
+
+def _task(goals: Sequence[str]) -> str:
+    return next((g[len(TASK_PREFIX):] for g in goals if g.startswith(TASK_PREFIX)), "")
+
+
+def _title(reading: Reading, limits: Budgets) -> str:
+    """A dialogue's speakers or a chat's first request; the task within the title's budget for an agent's
+    session or a task prompt."""
+    if len(reading.speakers) >= 2 or not (reading.agentic or is_wrapped(reading.msgs)):
+        return title(reading.msgs, reading.legacy)
+    return title_of(task_of(reading.msgs, reading.legacy), limits.sections["Session Title"])
 
 
 def prompt_budgets(system: str) -> Budgets:
@@ -126,17 +209,10 @@ def _goal_tokens(limits: Budgets) -> int:
 
 def create_sections(reading: Reading, limits: Budgets = FULL_BUDGETS) -> dict[str, str]:
     """Bodies of all seven sections for `create_working_memory`."""
-    goals = goals_op("", reading.lines, reading.fixes, _goal_tokens(limits)).get("items", [])
-    issues = create_issues(reading.lines)
-    return {
-        "Session Title": title(reading.msgs, reading.legacy),
-        "Current State": current_state(reading.msgs, reading.lines, goals, issues),
-        "Task & Goals": _bullets(goals),
-        "Key Facts & Decisions": create_facts(new_facts(reading), _fix_orders(reading), limits),
-        "Files & Context": _bullets(_take(files(reading.msgs, reading.legacy), MAX_NEW_FILES)),
-        "Errors & Corrections": _bullets(_take(_errors(reading), MAX_NEW_ERRORS)),
-        "Open Issues": _bullets(issues),
-    }
+    ops = update_sections(reading, {}, limits)
+    bodies = {name: "\n".join(f"- {i}" for i in op.get("items", [])) if op["op"] == "APPEND" else
+              op.get("content", "") for name, op in ops.items()}
+    return {name: bodies[name] for name in SECTIONS}
 
 
 def _bullets(items: list[str]) -> str:
@@ -160,25 +236,34 @@ def update_sections(reading: Reading, old: dict[str, str],
     """One op per section for `update_working_memory`: KEEP > APPEND > UPDATE, as the prompt asks."""
     ops: dict[str, dict[str, Any]] = {}
     old_title = old.get("Session Title", "")
-    new_title = title(reading.msgs, reading.legacy) if not old_title.strip() else ""
+    new_title = _title(reading, limits) if not old_title.strip() else ""
     ops["Session Title"] = {"op": "UPDATE", "content": new_title} if new_title else {"op": "KEEP"}
-    ops["Task & Goals"] = goals_op(old.get("Task & Goals", ""), reading.lines, reading.fixes, _goal_tokens(limits))
-    ops["Open Issues"] = issues_op(old.get("Open Issues", ""), reading.lines)
-    goals = _after(old.get("Task & Goals", ""), ops["Task & Goals"])
-    issues = [i for i in _after(old.get("Open Issues", ""), ops["Open Issues"]) if not i.startswith("[resolved]")]
-    state = current_state(reading.msgs, reading.lines, goals, issues, reading.known) if reading.msgs else ""
+    old_goals, old_issues = old.get("Task & Goals", ""), old.get("Open Issues", "")
+    if reading.agentic:
+        ops["Task & Goals"] = agent_goals.goals_op(old_goals, reading.msgs, reading.lines, reading.fixes,
+                                                   limits.sections["Task & Goals"], reading.legacy)
+        ops["Open Issues"] = agent_goals.issues_op(old_issues, reading.msgs, reading.lines, reading.steps)
+    else:
+        # the first commit of a task prompt (a wrapped first request) pins its task, as a coding session's does
+        first = not old_title.strip() and len(reading.speakers) < 2 and is_wrapped(reading.msgs)
+        task = task_of(reading.msgs, reading.legacy) if first else ""
+        ops["Task & Goals"] = goals_op(old_goals, reading.lines, reading.fixes, _goal_tokens(limits), task)
+        ops["Open Issues"] = issues_op(old_issues, reading.lines)
+    goals = _after(old_goals, ops["Task & Goals"])
+    issues = [i for i in _after(old_issues, ops["Open Issues"]) if not i.startswith("[resolved]")]
+    ops["Errors & Corrections"] = _errors_op(reading, old.get("Errors & Corrections", ""), limits)
+    if reading.agentic:
+        errors = [(reading.msgs[e.order].seq * 1000 + 999, e.item(" failed: "))
+                  for e in seen_errors(reading.steps, reading.msgs, reading.trail) if not e.fixed]
+        state = coding_state(reading.msgs, reading.lines, goals, errors, _task(goals), issues) if reading.msgs else ""
+    else:
+        state = current_state(reading.msgs, reading.lines, goals, issues, reading.known) if reading.msgs else ""
     ops["Current State"] = {"op": "UPDATE", "content": state} if state else {"op": "KEEP"}
     old_facts_body = old.get("Key Facts & Decisions", "")
     ops["Key Facts & Decisions"] = key_facts_op(
-        old_facts_body, parse_facts(old_facts_body, reading.speakers), new_facts(reading), _fix_orders(reading),
-        limits)
-    old_paths = path_tokens(old.get("Files & Context", ""))
-    ops["Files & Context"] = _append(
-        old.get("Files & Context", ""),
-        _take(files(reading.msgs, reading.legacy), MAX_NEW_FILES),
-        known=lambda item: item.split(" (")[0].lower() in old_paths,
-    )
-    ops["Errors & Corrections"] = _append(old.get("Errors & Corrections", ""), _take(_errors(reading), MAX_NEW_ERRORS))
+        old_facts_body, parse_facts(old_facts_body, reading.speakers, reading.agentic), new_facts(reading, goals),
+        _fix_orders(reading), limits)
+    ops["Files & Context"] = _files_op(reading, old.get("Files & Context", ""), limits)
     return {name: ops[name] for name in SECTIONS}
 
 
@@ -216,7 +301,8 @@ def memory_tool_call(text: str, tools: Sequence[dict[str, Any]], tool_choice: An
     name = _tool_name(tools, tool_choice, wm is not None)
     old = parse_sections(untag(wm or ""))
     known = known_speakers(old.get("Current State", ""))
-    reading = read(transcript or "", untag(legacy or ""), _conversation_date(old), known)
+    reading = read(transcript or "", untag(legacy or ""), _conversation_date(old), known,
+                   old.get("Files & Context", ""))
     limits = prompt_budgets(system)
     if name == UPDATE_TOOL_NAME:
         return name, {"sections": update_sections(reading, old, limits)}

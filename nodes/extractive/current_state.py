@@ -23,8 +23,11 @@ from workmem.nodes.extractive.cues import (
     is_request,
     reports_done,
 )
+from workmem.nodes.extractive.prose import is_prose, strip_label
+from workmem.nodes.extractive.task import task_of
 from workmem.nodes.extractive.text import as_sentence, clean, is_question, sentences
 from workmem.nodes.extractive.transcript import Line, Msg, dialogue_speakers
+from workmem.nodes.extractive.worth import HEDGE_RE
 
 MAX_TITLE_CHARS = 80
 SESSION_DATE_RE = re.compile(r"the latest session is dated (.{4,40}?)\.(?: |$)", re.I)
@@ -107,6 +110,38 @@ def current_state(
         parts.append(f"Still open: {as_sentence(issues[0], _PART_CHARS)}")
     if _latest_date(msgs):
         parts.append(f"The latest session is dated {_latest_date(msgs)}.")
+    if not parts and msgs:
+        parts.append(f"Messages #{msgs[0].seq}–#{msgs[-1].seq} hold no request or result yet.")
+    return " ".join(parts)
+
+
+def coding_state(msgs: list[Msg], lines: list[Line], goals: Sequence[str], errors: Sequence[tuple[int, str]],
+                 task: str, issues: Sequence[str] = ()) -> str:
+    """A coding session's Current State, in up to three sentences: what is being worked on (the user's latest
+    request here, else the newest one in Task & Goals, else the task), the newest result (a report, else the
+    newest error or statement) and the agent's next step announced after the user's latest message (else the
+    first open issue).
+
+    `errors`: (order, item) of the errors met, ordered like the lines (`Line.order`)."""
+    first = next((m for m in msgs if m.role == "user" and not m.is_note), None)
+    first = first if first is not None and task and task_of([first]) == task else None  # the task's own request
+    user = [x for x in lines if x.msg.role == "user" and x.msg is not first and not is_ack(x.text)]
+    asked = [as_task(x.text) for x in user if is_request(x.text)]
+    earlier = [g[len("User: "):] for g in goals if g.startswith("User: ") and is_request(g[len("User: "):])]
+    doing = asked[-1] if asked else (as_task(earlier[-1]) if earlier else task)
+    parts = [f"Working on: {as_sentence(doing, _PART_CHARS)}"] if doing else []
+    after = max((x.order for x in lines if x.msg.role == "user"), default=-1)
+    agent = [(x.order, strip_label(x.text)) for x in lines if x.msg.role == "assistant"]
+    prose = [(o, t) for o, t in agent if is_prose(t) and not is_question(t)]
+    said = [(o, t) for o, t in prose if not is_next_step(t) and not HEDGE_RE.match(t)]
+    outcomes = sorted([(o, t) for o, t in said if reports_done(t)] + [e for e in errors if e[0] > after]) or said
+    if outcomes:
+        parts.append(f"Last result: {as_sentence(outcomes[-1][1], _PART_CHARS)}")
+    steps = [t for o, t in prose if is_next_step(t) and o > after]
+    if steps:
+        parts.append(f"Next step: {as_sentence(steps[-1], _PART_CHARS)}")
+    elif issues:
+        parts.append(f"Still open: {as_sentence(issues[0], _PART_CHARS)}")
     if not parts and msgs:
         parts.append(f"Messages #{msgs[0].seq}–#{msgs[-1].seq} hold no request or result yet.")
     return " ".join(parts)

@@ -21,7 +21,7 @@ from typing import Any
 from workmem.nodes.extractive.cues import mentions, negated_terms
 from workmem.nodes.extractive.text import DATE_RE, alternation, as_sentence, keywords, norm, sentences
 from workmem.nodes.extractive.words import COPULAS, SUBJECT_DETERMINERS, SUBJECT_PRONOUNS
-from workmem.nodes.extractive.worth import content_words, fact_worth, trim_filler
+from workmem.nodes.extractive.worth import coding_worth, content_words, fact_worth, trim_filler
 from workmem.nodes.guards import lexical_anchors
 from workmem.state.memory import FULL_BUDGETS, MAX_BULLETS, Budgets, bullet_items
 from workmem.state.tokens import count_tokens
@@ -48,11 +48,12 @@ class Fact:
     speaker: str | None
     label: str | None
     order: int
+    coding: bool = False  # said in a coding agent's session: ranked by `coding_worth`
 
     @property
     def worth(self) -> float:
-        """`fact_worth` of the sentence itself."""
-        return fact_worth(self.text)
+        """`fact_worth` of the sentence itself (`coding_worth` in a coding session)."""
+        return coding_worth(self.text) if self.coding else fact_worth(self.text)
 
 
 def fact_line(fact: Fact) -> str:
@@ -60,8 +61,9 @@ def fact_line(fact: Fact) -> str:
     return f"{fact.speaker}: {fact.text}" if fact.speaker else fact.text
 
 
-def parse_facts(body: str, speakers: Iterable[str] = ()) -> list[Fact]:
-    """The facts of a Key Facts body (date-group bullets are split back into their sentences)."""
+def parse_facts(body: str, speakers: Iterable[str] = (), coding: bool = False) -> list[Fact]:
+    """The facts of a Key Facts body (date-group bullets are split back into their sentences); `coding`: of a
+    coding agent's session."""
     items = [i for i in bullet_items(body) if not i.startswith(("[archived]", "[⚠"))]
     known = set(speakers) | _bullet_speakers(items)
     facts: list[Fact] = []
@@ -77,7 +79,7 @@ def parse_facts(body: str, speakers: Iterable[str] = ()) -> list[Fact]:
                 speaker, sent = head.group(1), sent[head.end() :]
             elif not label:
                 speaker = None
-            facts.append(Fact(sent, speaker, label, len(facts)))
+            facts.append(Fact(sent, speaker, label, len(facts), coding))
     return facts
 
 
@@ -86,10 +88,11 @@ def _bullet_speakers(items: list[str]) -> set[str]:
     return {h for h in heads if heads.count(h) >= 2}
 
 
-def new_fact(text: str, speaker: str | None, label: str | None, order: int) -> Fact | None:
-    """A fact for a transcript sentence worth keeping, else None."""
+def new_fact(text: str, speaker: str | None, label: str | None, order: int, coding: bool = False) -> Fact | None:
+    """A fact for a transcript sentence worth keeping, else None (`coding`: a coding agent's sentence)."""
     text = as_sentence(trim_filler(text))
-    return Fact(text, speaker, label, order) if fact_worth(text) >= MIN_WORTH else None
+    fact = Fact(text, speaker, label, order, coding)
+    return fact if fact.worth >= MIN_WORTH else None
 
 
 def render(facts: list[Fact]) -> list[str]:

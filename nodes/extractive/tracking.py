@@ -25,6 +25,7 @@ from workmem.nodes.extractive.cues import (
     negated_terms,
     reports_done,
 )
+from workmem.nodes.extractive.task import TASK_PREFIX
 from workmem.nodes.extractive.text import alternation, as_sentence, clean, is_question, norm, overlaps
 from workmem.nodes.extractive.transcript import Line
 from workmem.nodes.extractive.words import PAST_WORDS
@@ -97,32 +98,37 @@ def _done(goal: str, order: int, lines: list[Line], dialogue: bool) -> bool:
     return False
 
 
-def _rejected(goal: str, order: int, fixes: list[tuple[Line, str]]) -> bool:
+def rejected(goal: str, order: int, fixes: list[tuple[Line, str]]) -> bool:
+    """A later correction negates a term the goal names."""
     return any(line.order > order and any(mentions(goal, t) for t in negated_terms(line.text)) for line, _ in fixes)
 
 
 def goals_op(old_body: str, lines: list[Line], fixes: list[tuple[Line, str]],
-             max_tokens: int = GOAL_TOKENS) -> dict[str, Any]:
+             max_tokens: int = GOAL_TOKENS, task: str = "") -> dict[str, Any]:
     """Rewrite Task & Goals to the newest goals still open (KEEP or APPEND when none closed or aged out),
-    within `max_tokens`."""
+    within `max_tokens`. The session's task (`Task: …`, given for a section that holds none yet) stays first."""
     old_items = bullet_items(old_body)
-    candidates = [(-len(old_items) + i, item) for i, item in enumerate(old_items)]
-    known = {norm(i) for i in old_items}
+    pinned = [i for i in old_items if i.startswith(TASK_PREFIX)]
+    if not pinned and task and not old_items:
+        pinned = [TASK_PREFIX + task]
+    candidates = [(-len(old_items) + i, item) for i, item in enumerate(old_items) if item not in pinned]
+    known = {norm(i) for i in old_items} | {norm(p[len(TASK_PREFIX):]) for p in pinned}
     for line, goal in goal_lines(lines):
         if norm(goal) not in known:
             known.add(norm(goal))
             candidates.append((line.order, goal))
     dialogue = any(line.msg.speaker for line in lines)
-    still = [g for order, g in candidates if not _done(g, order, lines, dialogue) and not _rejected(g, order, fixes)]
+    still = [g for order, g in candidates if not _done(g, order, lines, dialogue) and not rejected(g, order, fixes)]
     kept: list[str] = []
     for goal in reversed(still):
-        if len(kept) >= MAX_GOALS or count_tokens("\n".join(kept + [goal])) > max_tokens:
+        if len(pinned) + len(kept) >= MAX_GOALS or count_tokens("\n".join(pinned + kept + [goal])) > max_tokens:
             break
         kept.insert(0, goal)
-    return _list_op(old_items, kept)
+    return list_op(old_items, pinned + kept)
 
 
-def _list_op(old_items: list[str], items: list[str]) -> dict[str, Any]:
+def list_op(old_items: list[str], items: list[str]) -> dict[str, Any]:
+    """KEEP when the items are the old ones, APPEND when they only add to them, else UPDATE."""
     if items == old_items:
         return {"op": "KEEP"}
     if items[: len(old_items)] == old_items:
@@ -152,7 +158,8 @@ def issue_lines(lines: list[Line]) -> list[tuple[Line, str]]:
     return out
 
 
-def _resolved(item: str, lines: list[Line]) -> bool:
+def resolved(item: str, lines: list[Line]) -> bool:
+    """An open item settled by these lines: a question answered by another party, a TODO reported done."""
     asked = _ASKED_RE.match(item)
     if asked:
         question = norm(item[asked.end() :])
@@ -168,13 +175,13 @@ def issues_op(old_body: str, lines: list[Line]) -> dict[str, Any]:
     for item in old_items:
         if RESOLVED_TAG in item.lower():
             continue
-        items.append(f"{RESOLVED_TAG} {item}" if _resolved(item, lines) else item)
+        items.append(f"{RESOLVED_TAG} {item}" if resolved(item, lines) else item)
     known = {norm(i) for i in old_items}
     for _, issue in issue_lines(lines):
         if norm(issue) not in known:
             known.add(norm(issue))
             items.append(issue)
-    return _list_op(old_items, items)
+    return list_op(old_items, items)
 
 
 def create_issues(lines: list[Line]) -> list[str]:

@@ -20,6 +20,7 @@ from workmem.nodes.extractive.words import NOT_SPEAKERS
 from workmem.nodes.formatting import CALL_PREFIX, CLIP_MARKER, CONTEXT_PREFIX, HEADER_RE, RESULT_PREFIX
 from workmem.nodes.prompts import TAG_LINES
 
+CALL_CUT = "\n…\n"  # where a clipped tool call's arguments lost their middle
 _CLIP_RE = re.compile("^" + re.escape(CLIP_MARKER).replace(re.escape("{n}"), r"\d+") + "$")
 _SPEAKER_RE = re.compile(r"^([A-Z][\w'’.-]{1,30}(?: [A-Z][\w'’.-]{1,30}){0,2}): (?=\S)")
 
@@ -31,6 +32,7 @@ class Result:
     name: str
     is_error: bool
     lines: list[str] = field(default_factory=list)
+    clip_at: int | None = None  # index in `lines` where the transcript clipped the result's middle out
 
 
 @dataclass
@@ -45,11 +47,21 @@ class Msg:
     speaker: str | None = None
     date: str | None = None
     is_note: bool = False
+    call_tail_from: int | None = None  # `text[i:]` is the end of a tool call the transcript clipped in two
+    clip_at: int | None = None  # `text[i:]` follows the middle the transcript clipped out of the message
 
     @property
     def body(self) -> str:
-        """The message text, without a dialogue speaker prefix."""
-        text = "\n".join(self.text).lstrip()
+        """The message text, without a dialogue speaker prefix (or the end of a clipped tool call)."""
+        text = "\n".join(self.text[: self.call_tail_from]).lstrip()
+        if self.speaker and text.startswith(f"{self.speaker}: "):
+            return text[len(self.speaker) + 2 :]
+        return text
+
+    @property
+    def head(self) -> str:
+        """The message text before the middle the transcript clipped out (all of it when nothing was)."""
+        text = "\n".join(self.text[: self.clip_at if self.clip_at is not None else self.call_tail_from]).lstrip()
         if self.speaker and text.startswith(f"{self.speaker}: "):
             return text[len(self.speaker) + 2 :]
         return text
@@ -98,15 +110,27 @@ def parse_transcript(text: str, start_date: str | None = None, known_speakers: S
     """
     msgs: list[Msg] = []
     result: Result | None = None
+    in_call = False  # the last line read was a tool call: a clip marker now cuts that call in two
     for raw in text.split("\n"):
         found = HEADER_RE.match(raw)
         if found:
             msgs.append(Msg(int(found.group(1)), found.group(2)))
-            result = None
+            result, in_call = None, False
             continue
-        if not msgs or _CLIP_RE.match(raw):
+        if not msgs:
             continue
         msg = msgs[-1]
+        if _CLIP_RE.match(raw):
+            if result is not None and result.clip_at is None:
+                result.clip_at = len(result.lines)
+            elif in_call and msg.call_tail_from is None:
+                msg.call_tail_from = len(msg.text)
+                name, args = msg.calls[-1]
+                msg.calls[-1] = (name, args + CALL_CUT)
+            elif result is None and msg.clip_at is None:
+                msg.clip_at = len(msg.text)
+            continue
+        in_call = raw.startswith(CALL_PREFIX)
         if raw.startswith(CALL_PREFIX):
             name, _, args = raw[len(CALL_PREFIX) :].partition(" ")
             msg.calls.append((name, args))
@@ -121,6 +145,9 @@ def parse_transcript(text: str, start_date: str | None = None, known_speakers: S
         elif result is not None:
             result.lines.append(_unescape(raw))
         else:
+            if msg.call_tail_from is not None and msg.calls:
+                name, args = msg.calls[-1]
+                msg.calls[-1] = (name, args + raw)
             msg.text.append(_unescape(raw))
     _mark_speakers(msgs, set(known_speakers))
     _mark_dates(msgs, start_date)

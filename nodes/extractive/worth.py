@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+from workmem.nodes.extractive.code_words import FINDING_CUES, HEDGES, RESULT_CUES
 from workmem.nodes.extractive.text import DATE_RE, alternation, is_question
 from workmem.nodes.extractive.words import (
     CONTENT_STOPWORDS,
@@ -38,6 +39,10 @@ _FIRST_PERSON_RE = re.compile(rf"\b(?:{alternation(FIRST_PERSON)})\b")
 _SECOND_PERSON_RE = re.compile(rf"\b(?:{alternation(SECOND_PERSON)})\b", re.I)
 REACTION_RE = re.compile(rf"^(?:{alternation(REACTIONS)}|aw+)\b", re.I)
 _TIME_RE = re.compile(rf"\b(?:{alternation(TIME_WORDS)})\b", re.I)
+_FINDING_RE = re.compile(rf"\b(?:{alternation(FINDING_CUES)})\b", re.I)
+_RESULT_RE = re.compile(rf"\b(?:{alternation(RESULT_CUES)})\b", re.I)
+HEDGE_RE = re.compile(rf"^(?:{alternation(HEDGES)})\b", re.I)
+_CODE_SPAN_RE = re.compile(r"`[^`]+`")
 
 
 def is_decision(sent: str) -> bool:
@@ -77,4 +82,17 @@ def fact_worth(sent: str) -> float:
     worth -= 1.0 * bool(_FEELING_RE.search(sent))
     worth -= 0.8 * bool(REACTION_RE.match(sent))
     worth += 0.35 * len(content_words(sent))
+    return max(worth, 0.0)
+
+
+def coding_worth(sent: str) -> float:
+    """`fact_worth` for a coding agent's sentence: findings and results raise it, and so do the code names it
+    quotes; thinking aloud (`Wait,`, `Maybe`, `I suspect`) lowers it."""
+    worth = fact_worth(sent)
+    if worth == 0.0:
+        return 0.0
+    worth += 2.0 * bool(_FINDING_RE.search(sent))
+    worth += 1.5 * bool(_RESULT_RE.search(sent))
+    worth += 0.8 * min(len(_CODE_SPAN_RE.findall(sent)), 2)
+    worth -= 1.5 * bool(HEDGE_RE.match(sent))
     return max(worth, 0.0)

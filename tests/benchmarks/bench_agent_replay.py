@@ -329,7 +329,7 @@ def run_layer(layer: str, session: Replay, trigger: int, drive: str) -> LayerRes
         if engine is not None:
             info = engine.session_info(SESSION)
             result.stored, result.commits = info["total_message_count"], info["commit_count"]
-            result.memory = (engine.working_memory(SESSION) or {}).get("working_summary", {}).get("markdown", "")
+            result.memory = engine.summary_of(SESSION)[0]
             engine.close()
     return result
 

@@ -9,10 +9,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from snapshot import assert_snapshot
 
 from workmem.graphs.demo.run import demo_conversation
 from workmem.state.files.store import SessionStore
-from workmem.state.memory import SECTIONS, parse_sections
+from workmem.state.memory import SECTIONS, bullet_items, parse_sections
 
 # Runs the CLI with every way out to the network closed: a connect attempt fails loudly.
 CHILD = """
@@ -59,6 +60,21 @@ def test_demo_working_memory_is_readable(demo):
     for path in KEY_FILES:
         assert path in sections["Files & Context"], path
     assert sections["Errors & Corrections"].strip()  # the session has failing tests and user corrections
+
+
+@pytest.mark.slow
+def test_demo_working_memory_reads_as_a_handoff(demo):
+    """The printed memory, as stored in `tests/snapshots/demo_working_memory.md`: the task first, the user's own
+    words, files edited first, each error once with what fixed it."""
+    _, out = demo
+    wm = out["working_memory"]
+    assert_snapshot("demo_working_memory.md", wm)
+    sections = parse_sections(wm)
+    assert bullet_items(sections["Task & Goals"])[0] == "Task: Fix the failing CSV import in the Flask app."
+    files = bullet_items(sections["Files & Context"])
+    assert files[0].startswith("app/importers/csv_loader.py — edited")
+    errors = bullet_items(sections["Errors & Corrections"])
+    assert any("— fixed: edited app/importers/csv_loader.py" in e for e in errors)
 
 
 @pytest.mark.slow

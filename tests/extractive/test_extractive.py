@@ -143,15 +143,17 @@ def test_update_call_is_valid_against_the_schema():
 def test_it_finds_title_paths_errors_corrections_decisions_and_questions():
     sections = run_create(transcript())["args"]["sections"]
     assert sections["Session Title"] == "Fix the failing CSV import in our Flask app"
-    assert "Fix the failing CSV import in our Flask app." in bullet_items(sections["Task & Goals"])
+    assert bullet_items(sections["Task & Goals"]) == [
+        "Task: Fix the failing CSV import in our Flask app.",
+        "User: No, the delimiter is a semicolon, not a tab. Don't touch config/settings.toml.",
+    ]
     files = sections["Files & Context"]
-    assert "app/importers/csv_loader.py (read_file)" in bullet_items(files)
-    assert "tests/test_csv_loader.py (run_tests)" in bullet_items(files)
-    assert "config/settings.toml" in files
+    assert bullet_items(files) == ["tests/test_csv_loader.py — tested", "app/importers/csv_loader.py — read"]
+    assert "config/settings.toml" not in files  # only named in a message: no file the agent touched
     errors = bullet_items(sections["Errors & Corrections"])
     assert (
         "run_tests: ValueError: missing columns: ['sku', 'price'] (at app/importers/csv_loader.py:31)"
-        in errors
+        " — when running tests/test_csv_loader.py" in errors
     )
     assert "User correction: No, the delimiter is a semicolon, not a tab." in errors
     assert "User correction: Don't touch config/settings.toml." in errors
@@ -178,7 +180,8 @@ def test_current_state_names_the_announced_next_step():
     state = run_create(transcript(working))["args"]["sections"]["Current State"]
     assert state == (
         "Working on: Fix the failing CSV import in our Flask app. Last result: run_tests failed: ValueError: "
-        "missing columns: ['sku', 'price'] (at app/importers/csv_loader.py:31). Next step: Let me read the config."
+        "missing columns: ['sku', 'price'] (at app/importers/csv_loader.py:31) — when running "
+        "tests/test_csv_loader.py. Next step: Let me read the config."
     )
 
 
@@ -199,14 +202,15 @@ def test_update_keeps_the_title_appends_and_marks_resolved_issues():
             ),
         }
     )
-    later = SAMPLE + [
+    later = SAMPLE[1:6] + [
         {"role": "user", "content": "Empty rows are skipped now, fixed. Also add a test for BOM headers."},
     ]
     ops = run_update(old, transcript(later))["args"]["sections"]
     assert ops["Session Title"] == {"op": "KEEP"}
     assert ops["Current State"]["op"] == "UPDATE"
-    assert ops["Task & Goals"] == {"op": "APPEND", "items": ["Add a test for BOM headers."]}
-    assert "app/importers/csv_loader.py" not in json.dumps(ops["Files & Context"])  # already known
+    assert ops["Task & Goals"] == {"op": "APPEND", "items": ["User: Also add a test for BOM headers."]}
+    assert "app/importers/csv_loader.py (read_file)" in ops["Files & Context"]["content"]  # kept as it was
+    assert ops["Files & Context"]["content"].count("app/importers/csv_loader.py") == 1  # and not listed twice
     assert ops["Open Issues"] == {
         "op": "UPDATE",
         "content": "- [resolved] Should empty rows be skipped or rejected?\n"
@@ -333,9 +337,11 @@ def test_the_demo_session_reads_like_notes():
     sections = run_create(format_messages(messages))["args"]["sections"]
     assert sections["Session Title"] == "Fix the failing CSV import in the Flask app"
     goals = bullet_items(sections["Task & Goals"])
-    assert "Return 400, not 422." in goals  # the correction replaced the 422 goal
-    assert not any("422 instead of 500" in g for g in goals)
-    assert not any("negative stock" in g for g in goals)  # reported done
+    assert goals[0] == "Task: Fix the failing CSV import in the Flask app."
+    assert any(g.startswith("User: Actually, return 400, not 422") for g in goals)  # the user's own words
+    assert not any("422 instead of 500" in g for g in goals)  # the request the correction rejected
+    assert "User: Please add a test that loads it." in goals  # the rest of that message stays
+    assert any("negative stock" in g and g.endswith("(done)") for g in goals)  # reported done
     facts = sections["Key Facts & Decisions"]
     assert "tab-separated" not in facts  # the agent's wrong guess, corrected by the user
     assert "2024-05-20" in facts and "cp1252" in facts

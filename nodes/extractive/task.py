@@ -1,0 +1,192 @@
+"""The task of a session, read from its first request: the title, and what Task & Goals starts with.
+
+A first message often wraps its task in boilerplate: tag lines (`<pr_description>`), a lead-in that ends
+with a colon (`Consider the following PR description:`), greetings, bare paths, HTML comments, code
+blocks, and wrapper blocks that are never the task (`<system-reminder>`). The first line left is the
+salient one. A headline (one line, no sentence end: an issue title) is the task as written; a paragraph
+gives its first request (`Can you fix X?` → `Fix X.`), else its first sentence. The stated constraints
+are the other sentences of the request that say what must, should or must not happen.
+"""
+
+from __future__ import annotations
+
+import re
+
+from workmem.nodes.extractive.code_words import CONSTRAINT_CUES, SKIPPED_BLOCKS
+from workmem.nodes.extractive.cues import LEAD_RE, POLITE_RE, as_task, is_ack, is_correction, is_request
+from workmem.nodes.extractive.prose import is_prose
+from workmem.nodes.extractive.text import alternation, clean, sentences
+from workmem.nodes.extractive.transcript import Msg
+from workmem.nodes.guard_words import TITLE_STOPWORDS
+from workmem.state.tokens import count_tokens, encoder
+
+MAX_TASK_CHARS = 240
+TASK_PREFIX = "Task: "
+NAMES_PREFIX = "Names in the task: "
+MAX_TASK_NAMES = 10
+MAX_NAME_CHARS = 60
+_URL_RE = re.compile(r"\b(?:https?://|www\.)\S+")
+_DOMAIN_RE = re.compile(r"\.(?:com|org|net|io|dev|html?)$")
+_NAME_RE = re.compile(
+    r"`([^`\n]+)`|(?<![\w./-])[\w.-]+(?:/[\w.-]+)+|(?<![\w./])[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+(?:\(\w*\))?|"
+    r"(?<![\w./])[A-Za-z]\w*_\w+|(?<![\w./])[A-Z][a-z]+[A-Z]\w*"
+)
+_TAG_RE = re.compile(r"</?[A-Za-z_][\w:-]*(?:\s[^<>]*)?/?>")
+_SKIPPED_OPEN_RE = re.compile(rf"^\s*<({alternation(SKIPPED_BLOCKS)})(?:\s[^>]*)?>", re.I)
+_FENCE_RE = re.compile(r"^\s*(```|~~~)")
+_BARE_PATH_RE = re.compile(r"^\s*(?:[~/.]?[\w.-]*/[\w./-]*|https?://\S+)\s*$")
+_CONSTRAINT_RE = re.compile(rf"\b(?:{alternation(CONSTRAINT_CUES)})\b", re.I)
+_HEADLINE_WORDS = 30
+_CLAUSE_RE = re.compile(r"[:;,]\s|\s[-—]\s|\s\(")
+
+
+def first_request(msgs: list[Msg]) -> Msg | None:
+    """The first user message with text (date notes left out)."""
+    return next((m for m in msgs if m.role == "user" and not m.is_note and m.body.strip()), None)
+
+
+def salient_lines(body: str) -> list[str]:
+    """The lines of a request that are not boilerplate, in order (tags stripped from each)."""
+    out: list[str] = []
+    skipping: str | None = None
+    in_fence = in_comment = False
+    for raw in body.split("\n"):
+        if skipping:
+            if re.search(rf"</{re.escape(skipping)}\s*>", raw, re.I):
+                skipping = None
+            continue
+        if _FENCE_RE.match(raw):
+            in_fence = not in_fence
+            continue
+        opened = _SKIPPED_OPEN_RE.match(raw)
+        if opened and not re.search(rf"</{re.escape(opened.group(1))}\s*>", raw, re.I):
+            skipping = opened.group(1)
+            continue
+        if in_comment or raw.strip().startswith("<!--"):
+            in_comment = "-->" not in raw
+            continue
+        line = _TAG_RE.sub(" ", raw).strip()
+        if in_fence or opened or not line or _BARE_PATH_RE.match(line) or line.endswith(":"):
+            continue
+        if not LEAD_RE.sub("", line).strip(" !.,;"):  # a greeting alone
+            continue
+        out.append(line)
+    return out
+
+
+def is_wrapped(msgs: list[Msg]) -> bool:
+    """The first request wraps its task in boilerplate (a tag line, a lead-in, a skipped block): a task prompt
+    written for an agent, not a message of a chat."""
+    first = first_request(msgs)
+    if first is None:
+        return False
+    raw = [ln.strip() for ln in first.head.split("\n") if ln.strip()]
+    salient = salient_lines(first.head)
+    before = raw[: next((i for i, ln in enumerate(raw) if salient and salient[0] in ln), 0)]
+    return any(_TAG_RE.fullmatch(ln) or ln.endswith(":") or ln.startswith("<!--") for ln in before)
+
+
+def _is_headline(line: str) -> bool:
+    return not re.search(r"[.!?]$", line) and len(sentences(line)) == 1 and len(line.split()) <= _HEADLINE_WORDS
+
+
+def task_of(msgs: list[Msg], legacy: str = "") -> str:
+    """The session's task as one line ('' when no request is there)."""
+    first = first_request(msgs)
+    lines = salient_lines(first.body) if first else [ln for ln in legacy.split("\n") if ln.strip()]
+    if not lines:
+        return ""
+    if _is_headline(lines[0]):
+        return clean(lines[0], MAX_TASK_CHARS)
+    sents = sentences("\n".join(lines))
+    requests = [as_task(s) for s in sents if is_request(s) and not is_correction(s, False) and not is_ack(s)]
+    plain = [s for s in sents if len(LEAD_RE.sub("", s).split()) >= 3 and not is_correction(s, False)]
+    pick = (requests or plain or [lines[0]])[0]
+    return clean(POLITE_RE.sub("", LEAD_RE.sub("", pick)).strip(), MAX_TASK_CHARS)
+
+
+def fit_tokens(text: str, budget: int) -> str:
+    """`text` cut after the last word that fits in `budget` tokens (the first word cut by tokens)."""
+    if count_tokens(text) <= budget:
+        return text
+    words = text.split(" ")
+    while len(words) > 1 and count_tokens(" ".join(words)) > budget:
+        words.pop()
+    head = " ".join(words).rstrip(" ,;:-—(")
+    if count_tokens(head) <= budget:
+        return head
+    return encoder().decode(encoder().encode(head, disallowed_special=())[:max(budget, 0)]).rstrip("\ufffd")
+
+
+def _content_words(text: str) -> int:
+    return sum(1 for w in re.findall(r"[A-Za-z]{4,}", text))
+
+
+def title_of(task: str, budget: int) -> str:
+    """The Session Title: the task as written when it fits the title's token budget; else its first clause
+    that fits and names two words of the task; else the task's words without glue words and version
+    numbers, cut to fit (`Regression in 5.2.3: pytest tries …` → `Regression pytest tries collect`)."""
+    text = task.rstrip(".!?:").strip()
+    if count_tokens(text) <= budget:
+        return text
+    cuts = [m.start() for m in _CLAUSE_RE.finditer(text)]
+    for cut in reversed(cuts):
+        head = text[:cut].strip()
+        if count_tokens(head) <= budget and _content_words(head) >= 2:
+            return head
+    words = [w for w in text.split() if w.lower().strip(":,;()") not in TITLE_STOPWORDS
+             and not re.fullmatch(r"[\W\d.]*\d[\W\d.v]*", w) and re.search(r"\w", w)]
+    return fit_tokens(" ".join(w.rstrip(":,;") for w in words), budget)
+
+
+def task_block(body: str) -> list[str]:
+    """The lines of the block the task is in: from its salient line to the next line that is only a tag
+    (`</pr_description>`), code blocks included."""
+    lines = body.split("\n")
+    salient = salient_lines(body)
+    if not salient:
+        return []
+    start = next((i for i, ln in enumerate(lines) if salient[0] in _TAG_RE.sub(" ", ln)), 0)
+    out = []
+    for line in lines[start:]:
+        if out and _TAG_RE.fullmatch(line.strip() or "-"):
+            break
+        out.append(line)
+    return out
+
+
+def task_names(msgs: list[Msg], task: str) -> list[str]:
+    """The code names the task's block mentions (quoted code, dotted, snake_case and CamelCase names) that its
+    first line does not, in order: what to search for when the task is picked up again."""
+    first = first_request(msgs)
+    if first is None:
+        return []
+    text = _URL_RE.sub(" ", "\n".join(task_block(first.head)))
+    found = [(m.start(), m.group(1) or m.group(0)) for m in _NAME_RE.finditer(text)]
+    names: list[str] = []
+    for _, name in sorted(found):
+        name = name.strip().rstrip(".,;:")
+        if (2 < len(name) <= MAX_NAME_CHARS and name not in task and all(name not in n for n in names)
+                and not _DOMAIN_RE.search(name) and name.lower() not in ("e.g", "i.e", "etc")):
+            names = [n for n in names if n not in name] + [name]
+    return names[:MAX_TASK_NAMES]
+
+
+def names_item(names: list[str]) -> str:
+    """The Task & Goals item listing the task's code names."""
+    return NAMES_PREFIX + ", ".join(f"`{n}`" for n in names) if names else ""
+
+
+def constraints(msgs: list[Msg], task: str) -> list[str]:
+    """The sentences of the first request that state a constraint or an expectation (prose only)."""
+    first = first_request(msgs)
+    if first is None:
+        return []
+    out: list[str] = []
+    lines = [ln for ln in salient_lines(first.head) if not ln.startswith("#")]
+    for sent in sentences("\n".join(lines)):
+        sent = clean(sent)
+        if sent.rstrip(".") != task.rstrip(".") and _CONSTRAINT_RE.search(sent) and is_prose(sent) and (
+                sent not in out and re.search(r"[.!?)\"'`]$", sent)):
+            out.append(sent)
+    return out

@@ -1,0 +1,61 @@
+"""Errors & Corrections of a coding session (nodes/extractive/errors.py): once each, latest place, what fixed it."""
+
+from __future__ import annotations
+
+from fakes import stored_messages
+from test_extract_trail import session
+
+from workmem.nodes.extractive.errors import error_key, is_error_line, new_error_items, seen_errors
+from workmem.nodes.extractive.steps import steps
+from workmem.nodes.extractive.trail import Trail
+from workmem.nodes.extractive.transcript import parse_transcript
+from workmem.nodes.formatting import format_messages
+
+
+def errors_of(raw: list[dict]) -> list[str]:
+    msgs = parse_transcript(format_messages(stored_messages(raw)))
+    found = steps(msgs)
+    return [e.item() for e in seen_errors(found, msgs, Trail(found))]
+
+
+def trace(line: int) -> str:
+    return f'Traceback (most recent call last):\n  File "/repo/src/term.py", line {line}, in f\nTypeError: no len()'
+
+
+def test_the_same_error_at_another_line_is_one_item_at_its_latest_place():
+    raw = session(("python run.py", trace(1251)), ("python run.py", trace(1257)))
+    assert errors_of(raw) == ["TypeError: no len() (at /repo/src/term.py:1257) — when running run.py"]
+    # the file the trail knows as `src/term.py` is written so
+    assert errors_of(session(("cat src/term.py", "x"), ("python run.py", trace(9)))) == [
+        "TypeError: no len() (at src/term.py:9) — when running run.py"]
+
+
+def test_a_fixed_error_says_which_edit_fixed_it():
+    raw = session(("cat src/term.py", "x"), ("python run.py", trace(12)), ("sed -i 's/a/b/' src/other.py", ""),
+                  ("sed -i '12c\\    x' src/term.py", ""), ("python run.py", "ok"))
+    assert errors_of(raw) == ["TypeError: no len() (at src/term.py:12) — fixed: edited src/term.py"]
+
+
+def test_an_error_the_trail_names_relative_is_written_so():
+    raw = session(("cd /repo && cat src/term.py", "x"), ("python run.py", trace(3)))
+    assert errors_of(raw) == ["TypeError: no len() (at src/term.py:3) — when running run.py"]
+
+
+def test_an_error_line_must_say_it_is_one():
+    assert is_error_line("ValueError: bad") and is_error_line("FAILED tests/a.py::b") and is_error_line("error: x")
+    assert not is_error_line("error=exc,")
+
+
+def test_keys_ignore_place_digits_fix_notes_and_tool_names():
+    a = "run_tests: ValueError: bad row 12 (at app/x.py:31)"
+    b = "ValueError: bad row 40 (at app/x.py:90) — fixed: edited app/x.py"
+    assert error_key(a.split(": ", 1)[1]) == error_key(b)
+    assert error_key("Error: cannot load /tmp/tmpab12cd/src") == error_key("Error: cannot load /tmp/tmpzz93/src")
+
+
+def test_an_error_already_held_comes_back_only_as_fixed():
+    old = ["bash: TypeError: no len() (at a.py:3)"]
+    assert new_error_items(old, ["TypeError: no len() (at a.py:9)"]) == []
+    fixed = "TypeError: no len() (at a.py:9) — fixed: edited a.py"
+    assert new_error_items(old, [fixed]) == [fixed]
+    assert new_error_items([fixed], [fixed.replace(":9", ":10")]) == []

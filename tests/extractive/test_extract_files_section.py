@@ -1,0 +1,44 @@
+"""Files & Context of a coding session (nodes/extractive/files_section.py): merged, ranked, within budget."""
+
+from __future__ import annotations
+
+from test_extract_trail import session, trail_of
+
+from workmem.nodes.extractive.files_section import entry_path, files_op, merge_parts
+from workmem.nodes.guards import guard_ops
+from workmem.state.memory import bullet_items
+from workmem.state.tokens import count_tokens
+
+
+def test_segments_of_one_file_merge():
+    assert merge_parts(["edited L10-12 in load", "read L1-50"], ["edited L13, L40 in parse", "tested: pytest t.py"]) \
+        == ["edited L10-13, L40 in load, parse", "tested: pytest t.py", "read L1-50"]
+
+
+def test_entry_paths():
+    assert entry_path("src/a.py — edited L3") == "src/a.py"
+    assert entry_path("app/importers/csv_loader.py (read_file)") == "app/importers/csv_loader.py"
+
+
+def test_an_old_entry_and_a_new_touch_of_the_same_file_are_one_entry_edited_files_first():
+    old = "- tests/t.py — tested: pytest tests/t.py\n- src/a.py — read L1-20"
+    trail = trail_of(session(("sed -i '5c\\    x' src/a.py", ""), ("cat README.md", "x")))
+    op = files_op(old, trail, 1500, [])
+    assert op == {"op": "UPDATE", "content": "- src/a.py — edited L5; read L1-20\n- tests/t.py — tested: pytest "
+                                             "tests/t.py\n- README.md — read"}
+    assert guard_ops({"Files & Context": old}, {"Files & Context": op})[1] == []  # no path lost
+
+
+def test_nothing_new_keeps_the_section():
+    trail = trail_of(session(("cat src/a.py", "x")))
+    body = "- src/a.py — read"
+    assert files_op(body, trail, 1500, []) == {"op": "KEEP"}
+
+
+def test_a_small_budget_shortens_then_leaves_new_reads_out_but_never_an_old_entry():
+    old = "- src/a.py — read L1-20"
+    commands = [(f"cat src/module_{i}.py", "x") for i in range(12)] + [("sed -i '5c\\    x' src/b.py", "")]
+    op = files_op(old, trail_of(session(*commands)), 30, [])
+    items = bullet_items(op["content"] if op["op"] == "UPDATE" else old + "\n" + "\n".join(op.get("items", [])))
+    assert items[0].startswith("src/b.py — edited") and "src/a.py — read" in items
+    assert count_tokens("\n".join(f"- {i}" for i in items)) <= 30
