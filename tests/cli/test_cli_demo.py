@@ -72,7 +72,9 @@ def test_demo_working_memory_reads_as_a_handoff(demo):
     sections = parse_sections(wm)
     assert bullet_items(sections["Task & Goals"])[0] == "Task: Fix the failing CSV import in the Flask app."
     files = bullet_items(sections["Files & Context"])
-    assert files[0].startswith("app/importers/csv_loader.py — edited")
+    edited = [" — edited" in f for f in files]
+    assert edited == sorted(edited, reverse=True), "edited files first"
+    assert any(f.startswith("app/importers/csv_loader.py — edited") for f in files)
     errors = bullet_items(sections["Errors & Corrections"])
     assert any("— fixed: edited app/importers/csv_loader.py" in e for e in errors)
 
