@@ -8,7 +8,15 @@ import os
 from typing import Any
 
 from workmem.state.errors import InvalidInput
-from workmem.state.messages import CLIPPED_BYTES_META, FINGERPRINT_META, ROLES, lc_id, message_text, prepare_messages
+from workmem.state.messages import (
+    CLIPPED_BYTES_META,
+    FINGERPRINT_META,
+    FORGOTTEN_META,
+    ROLES,
+    lc_id,
+    message_text,
+    prepare_messages,
+)
 from workmem.state.payloads import DEFAULT_LIMITS, PayloadLimits, is_payload
 from workmem.state.tokens import count_tokens_each
 
@@ -85,12 +93,20 @@ def repeats(prepared: list[tuple[dict[str, Any], bytes | None]], known: list[dic
     """For each message of a batch, the stored message it repeats — the same LangChain id and the same
     fingerprint, among `known` (the live messages and the newest archive's) — else None (§12 *Idempotent
     appends*). The same id with another content is an edit, stored anew; a message without an id is never a
-    repeat. Within one batch a repeated message is stored once too."""
+    repeat. Within one batch a repeated message is stored once too.
+
+    A forgotten message (`forget.is_forgotten`) keeps its id but nothing derived from its text, so any message
+    with its id repeats it while it is the newest stored message of that id: a re-sent copy, or a changed one
+    (the synopsis an agent's state holds of a forgotten result), never brings the text back."""
     by_id: dict[tuple[str, str], dict[str, Any]] = {}
+    newest: dict[str, dict[str, Any]] = {}
     for msg in known:
         key = (lc_id(msg), (msg.get("meta") or {}).get(FINGERPRINT_META))
+        if key[0]:
+            newest[key[0]] = msg
         if key[0] and isinstance(key[1], str):
             by_id[key] = msg
+    forgotten = {key: msg for key, msg in newest.items() if FORGOTTEN_META in (msg.get("meta") or {})}
     out: list[Any] = []
     seen: dict[tuple[str, str], int] = {}
     for i, (msg, _body) in enumerate(prepared):
@@ -99,12 +115,23 @@ def repeats(prepared: list[tuple[dict[str, Any], bytes | None]], known: list[dic
             out.append(None)
         elif key in by_id:
             out.append(by_id[key])
+        elif key[0] in forgotten:
+            out.append(forgotten[key[0]])
         elif key in seen:
             out.append(seen[key])  # a position of this batch: filled with its stored copy by `merge_repeats`
         else:
             seen[key] = i
             out.append(None)
     return out
+
+
+def to_write(given: list[dict[str, Any]], found: list[Any] | None) -> list[dict[str, Any]]:
+    """The batch's messages whose payloads an append writes: all of them (a repeat's payload heals a damaged
+    stored copy) but those repeating a forgotten message, whose text must not come back."""
+    if found is None:
+        return given
+    return [msg for msg, copy in zip(given, found, strict=True)
+            if not (isinstance(copy, dict) and FORGOTTEN_META in (copy.get("meta") or {}))]
 
 
 def merge_repeats(found: list[Any], stored: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -51,7 +51,7 @@ from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES
 from workmem.state.payloads import DEFAULT_LIMITS, PayloadCache, PayloadLimits, payloads_of, resolve, with_given_texts
 from workmem.state.retention import Keep, as_keep
 from workmem.state.session_meta import now_iso, public
-from workmem.state.stored import batch_ids, merge_repeats, prepared_batch, repeats
+from workmem.state.stored import batch_ids, merge_repeats, prepared_batch, repeats, to_write
 
 log = logging.getLogger("workmem.store")
 TOMBSTONE_PREFIX = ".deleted-"
@@ -214,9 +214,9 @@ class SessionStore:
             self._create(p, now)
         live = self._sync(p)
         given = [msg for msg, _body in prepared]
-        # always durable, before the line that refers to them; a repeat's too (it heals a damaged stored copy)
-        payload_files.write(p.dir, payloads_of(given))
         found = repeats(prepared, self._recent(p, live)) if batch_ids(prepared) else None
+        # always durable, before the line that refers to them; a repeat's too (it heals a damaged stored copy)
+        payload_files.write(p.dir, payloads_of(to_write(given, found)))
         if found is not None and any(copy is not None for copy in found):
             fresh = [i for i, copy in enumerate(found) if copy is None]
             prepared, counts = [prepared[i] for i in fresh], [counts[i] for i in fresh]

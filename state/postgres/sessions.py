@@ -33,7 +33,7 @@ from workmem.state.postgres.schema import NUL_STANDIN, Database, index_documents
 from workmem.state.retention import MESSAGES, Keep, as_keep
 from workmem.state.search.search_hits import doc_fields, memory_seq
 from workmem.state.session_meta import now_iso, public
-from workmem.state.stored import batch_ids, merge_repeats, prepared_batch, repeats, stored_records
+from workmem.state.stored import batch_ids, merge_repeats, prepared_batch, repeats, stored_records, to_write
 from workmem.state.turns import DEFAULT_KEEP_RECENT
 
 MESSAGE_COLUMNS = "id, seq, turn_id, role, created_at, tokens, meta, parts, exact_body"
@@ -138,7 +138,7 @@ class PgSessionStore:
         given = [msg for msg, _body in prepared]
         with self.db.transaction(durable=self.durable if durable is None else durable) as conn:
             found = self._repeats(conn, session_id, prepared) if batch_ids(prepared) else None
-            payloads = payloads_of(given)  # a repeat's too: it heals a damaged stored copy
+            payloads = payloads_of(to_write(given, found))  # a repeat's too: it heals a damaged stored copy
             if payloads:
                 with conn.cursor() as cur:
                     cur.executemany(_PAYLOAD, [(session_id, sha, len(data), data) for sha, data in payloads.items()])
