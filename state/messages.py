@@ -88,11 +88,18 @@ def prepare_message(obj: Any, *, field: str = "message", max_bytes: int = DEFAUL
         raise InvalidInput(field, obj, "expected a LangChain message or a dict with 'role'")
     _mark_own_tool_parts(msg)
     msg["meta"].pop(FORGOTTEN_META, None)  # only `forget_messages` marks a message forgotten
-    if FINGERPRINT_META not in msg["meta"] and isinstance(msg["parts"], list):
+    if isinstance(msg["parts"], list) and not _keeps_fingerprint(msg["meta"]):
         msg["meta"][FINGERPRINT_META] = fingerprint(msg)
     if payloads is not None:
         externalize(msg, payloads)
     return msg, encode_body(msg, field=field, max_bytes=max_bytes)
+
+
+def _keeps_fingerprint(meta: dict[str, Any]) -> bool:
+    """True when a message's given fingerprint stands: only a copy workmem clipped (`clip_to_cap`) carries its
+    original's, so the agent's unclipped message still aligns with it. Any other given `fp` is recomputed — an
+    edited message sent back with its old meta is an edit, never a repeat."""
+    return CLIPPED_BYTES_META in meta and isinstance(meta.get(FINGERPRINT_META), str)
 
 
 def synopsis_hash(text: str) -> str:
