@@ -8,8 +8,8 @@ result's content, a context's abstract) becomes `FORGOTTEN_TEXT`, a tool call ke
 empty arguments, a tool result its call id, name and error flag, a context part loses its uri; the meta keeps
 only the LangChain id (so an agent's state still aligns with it, and a copy sent again under that id stores
 nothing: `stored.repeats`) and gains `workmem_forgotten` (when); the fingerprint (a hash of the text a short
-secret could be recovered from), content blocks and payload references go, and `tokens` counts the placeholder. Forgotten
-messages are not indexed (`messages.indexed_text`). The working memory a commit already made from them is
+secret could be recovered from), content blocks and payload references go, and `tokens` counts the placeholder.
+Forgotten messages are not indexed (`messages.indexed_text`). The working memory a commit already made from them is
 not rewritten (`WM_NOTE`).
 """
 
