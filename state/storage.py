@@ -79,8 +79,8 @@ class SessionStorage(Protocol):
     def read_archive(self, session_id: str, archive_id: str) -> dict[str, Any]:
         """An archive object plus `overview` and `abstract`."""
 
-    def archive_messages(self, session_id: str, archive_id: str, *, damaged_ok: bool = False) -> list[dict[str, Any]]:
-        """The messages one complete archive covers (`damaged_ok`: a damaged payload reads as its preview)."""
+    def archive_messages(self, session_id: str, archive_id: str) -> list[dict[str, Any]]:
+        """The messages one complete archive covers (a damaged payload reads as its preview with a note)."""
 
     def write_archive(self, session_id: str, archive: dict[str, Any], messages: list[dict[str, Any]],
                       overview: str, abstract: str, spilled: list[dict[str, str]] | None = None) -> Any:

@@ -178,8 +178,11 @@ class SessionStore:
         for p in list(self._paths_by_id.values()):
             live = self._live.get(p.dir)
             if live is not None and live.dirty:
-                with self._lock(p):
-                    self._save_meta(p, self._sync(p), durable=False)
+                try:
+                    with self._lock(p):
+                        self._save_meta(p, self._sync(p), durable=False)
+                except OSError as exc:  # a damaged session: its meta is a cache the next reader recomputes
+                    log.warning("could not refresh %s: %s", p.meta, exc)
 
     def close(self) -> None:
         """Flush stale metas; the store stays usable."""
@@ -388,13 +391,11 @@ class SessionStore:
         p, n = self._complete(session_id, archive_id)
         return archives.parse_spilled(archives.read_text(archives.archive_dir(p.dir, n) / archives.SPILLED))
 
-    def archive_messages(self, session_id: str, archive_id: str, *, strict: bool = False,
-                         damaged_ok: bool = False) -> list[dict[str, Any]]:
-        """The messages one complete archive covers (`damaged_ok`: a missing or altered payload reads as its
-        preview and a marker instead of raising `DamagedFile` — what `reindex` indexes, so one damaged payload
-        never leaves the rest of the index empty; `check()` reports it)."""
+    def archive_messages(self, session_id: str, archive_id: str, *, strict: bool = False) -> list[dict[str, Any]]:
+        """The messages one complete archive covers (a damaged payload reads as its placeholder; `check()`
+        reports it)."""
         p, n = self._complete(session_id, archive_id)
-        return self._resolved(p, self._archive_messages(p, n, strict), damaged_ok=damaged_ok)
+        return self._resolved(p, self._archive_messages(p, n, strict))
 
     def latest_overview(self, session_id: str) -> str | None:
         """The working-memory document of the newest complete archive, or None."""
@@ -580,11 +581,9 @@ class SessionStore:
         self._problems.note(p.dir, path, found, replace=True)
         return parsed, picked
 
-    def _resolved(self, p: SessionPaths, messages: list[dict[str, Any]], *,
-                  damaged_ok: bool = False) -> list[dict[str, Any]]:
-        """Stored messages with their payloads' texts (`DamagedFile` for a missing or altered payload)."""
-        return resolve(messages, lambda shas: payload_files.read(p.dir, shas), p.safe_id, self._payload_texts,
-                       lambda sha: str(payload_files.path_of(p.dir, sha)), damaged_ok=damaged_ok)
+    def _resolved(self, p: SessionPaths, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Stored messages with their payloads' texts (a damaged payload reads as its placeholder, `resolve`)."""
+        return resolve(messages, lambda shas: payload_files.read(p.dir, shas), p.safe_id, self._payload_texts)
 
     def _archive_messages(self, p: SessionPaths, n: int, strict: bool = False) -> list[dict[str, Any]]:
         """The messages of archive `n` by the readers' rules; a seq of its range that is missing is reported."""

@@ -161,12 +161,10 @@ class PgSessionStore:
                 _recount(conn, session_id, (row["keep_unit"], row["keep_n"]))
         return with_given_texts(merge_repeats(found, stored), given) if found is not None else stored
 
-    def _resolved(self, session_id: str, messages: list[dict[str, Any]], *,
-                  damaged_ok: bool = False) -> list[dict[str, Any]]:
-        """Stored messages with their payloads' texts (`DamagedFile` for a missing or altered payload row)."""
-        return resolve(messages, lambda shas: self._payloads(session_id, shas), session_id, self._payload_texts,
-                       lambda sha: self.db.where("payloads", f"session_id={session_id!r}, sha256={sha!r}"),
-                       damaged_ok=damaged_ok)
+    def _resolved(self, session_id: str, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Stored messages with their payloads' texts (a missing or altered payload row reads as its placeholder,
+        `resolve`)."""
+        return resolve(messages, lambda shas: self._payloads(session_id, shas), session_id, self._payload_texts)
 
     def _payloads(self, session_id: str, shas: list[str]) -> dict[str, bytes]:
         rows = self.db.rows("SELECT sha256, data FROM payloads WHERE session_id = %s AND sha256 = ANY(%s)",
@@ -253,10 +251,10 @@ class PgSessionStore:
         return self.db.rows("SELECT section, item FROM spilled_items WHERE session_id = %s AND archive_id = %s "
                             "ORDER BY ord", [session_id, row["archive_id"]])
 
-    def archive_messages(self, session_id: str, archive_id: str, *, damaged_ok: bool = False) -> list[dict[str, Any]]:
-        """The messages one archive covers (`damaged_ok`: a damaged payload reads as its preview and a marker)."""
+    def archive_messages(self, session_id: str, archive_id: str) -> list[dict[str, Any]]:
+        """The messages one archive covers (a damaged payload reads as its placeholder)."""
         row = self._archive(session_id, archive_id, "archive_id, start_seq, end_seq")
-        return self._resolved(session_id, damaged_ok=damaged_ok, messages=_messages(self.db.rows(
+        return self._resolved(session_id, messages=_messages(self.db.rows(
             f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = %s AND seq BETWEEN %s AND %s "
             "AND archive_id = %s ORDER BY seq", [session_id, row["start_seq"], row["end_seq"], row["archive_id"]])))
 
