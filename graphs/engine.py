@@ -41,9 +41,10 @@ from workmem.state.errors import Anomaly, CommitInProgress, DamagedFile, Invalid
 from workmem.state.forget import FORGET_TASK_PREFIX, checked_seqs
 from workmem.state.ids import archive_number
 from workmem.state.index_checks import index_anomalies
+from workmem.state.index_text import DIGEST_MARK, is_digest
 from workmem.state.memory import MAX_MEMORY_BUDGET, MIN_MEMORY_BUDGET, memory_budget_for
 from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES, message_text
-from workmem.state.payloads import DIGEST_MARK, MAX_PAYLOAD_BYTES, PAYLOAD_BYTES, PayloadLimits, is_digest
+from workmem.state.payloads import MAX_PAYLOAD_BYTES, PAYLOAD_BYTES, PayloadLimits
 from workmem.state.redact import describe_error
 from workmem.state.retention import (
     DEFAULT_TRIGGER,

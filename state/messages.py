@@ -15,8 +15,9 @@ from typing import Any
 
 from workmem.state.archive_object import OWN_TOOLS
 from workmem.state.errors import InvalidInput
+from workmem.state.index_text import index_text
 from workmem.state.jsonutil import dumps
-from workmem.state.payloads import CLIPPED_META, PayloadLimits, externalize, index_text, is_payload, stored_parts
+from workmem.state.payloads import CLIPPED_META, PayloadLimits, externalize, is_payload, stored_parts
 
 ROLES = ("user", "assistant", "tool", "system")
 DEFAULT_MAX_MESSAGE_BYTES = 1 << 20
@@ -155,7 +156,7 @@ def _mark_own_tool_parts(msg: dict[str, Any]) -> None:
 
 def indexed_text(msg: dict[str, Any]) -> str:
     """What the full-text index holds of a message: its text without workmem's own tool traffic, bounded by
-    `payloads.index_text` (a long message's head, then each further distinct word once); nothing of a forgotten
+    `index_text.index_text` (a long message's head, then each further distinct word once); nothing of a forgotten
     message (its placeholder is no text of the conversation)."""
     if FORGOTTEN_META in (msg.get("meta") or ()):
         return ""

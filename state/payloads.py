@@ -7,16 +7,13 @@ memory a stored message always holds the whole text in `content` (a reader resol
 read path sees what was sent; only the stored form leaves it out (`stored_parts`). Beyond `max_payload_bytes`
 the result is stored clipped, head and tail around a marker, and flagged (`workmem_clipped_bytes`).
 
-The search index holds at most `INDEX_CHARS` of any message (`index_text`): its head verbatim, then each
-further distinct word once, so a Postgres `tsvector` stays far under its 1 MB limit and every word of a large
-result up to that size is found.
+What the search index holds of a large result is `state.index_text`'s rule.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
-import re
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,14 +30,9 @@ PAYLOAD_FIELDS = ("content_ref", "size", "chars", "sha256", "tokens", "preview",
 PREVIEW_CHARS = 1_000  # of the head and of the tail, in the stored line (what a reader without the payload sees)
 EXACT_TOKENS_CHARS = 4 << 20  # larger texts get an estimate from a sample: tiktoken over 30 MB takes seconds
 SAMPLE_CHARS = 1 << 20
-INDEX_CHARS = 128 * 1024  # the most of one message the search index holds
-INDEX_HEAD_CHARS = 16 * 1024  # of which the head is verbatim
-DIGEST_MARK = "\u2063"  # starts an index text that is a digest (invisible, never a word to either tokenizer)
 CACHE_CHARS = 96 << 20  # resolved payload texts kept per store
 CLIPPED_META = "workmem_clipped_bytes"  # = messages.CLIPPED_BYTES_META (messages imports this module)
-_WORDS = re.compile(r"\w+")
 log = logging.getLogger("workmem.store")
-_DIGIT = re.compile(r"\d")
 
 
 @dataclass(frozen=True)
@@ -272,30 +264,3 @@ def _warn_damaged(session: str, part: dict[str, Any], reason: str) -> None:
         _WARNED.add(key)
         log.warning("session %r: payload %s %s; it reads as its preview with a note (see docs/repair.md)",
                     session, part.get("content_ref"), reason)
-
-
-def index_text(text: str) -> str:
-    """What the search index holds of a message's text: the text itself up to `INDEX_CHARS`; beyond, a digest —
-    `DIGEST_MARK`, the head and the tail verbatim, then each further distinct word once (words without digits
-    first, then ids, hashes and numbers), in order of first use, within `INDEX_CHARS`. A hit on a digest is shown
-    from the message itself (`search_hits.from_message`)."""
-    if len(text) <= INDEX_CHARS:
-        return text
-    head, tail = text[:INDEX_HEAD_CHARS // 2], text[-(INDEX_HEAD_CHARS // 2):]
-    seen = set(_WORDS.findall((head + " " + tail).lower()))
-    middle = text[INDEX_HEAD_CHARS // 2: len(text) - INDEX_HEAD_CHARS // 2].lower()
-    distinct = [w for w in dict.fromkeys(_WORDS.findall(middle)) if w not in seen and len(w) <= 64]
-    plain = [w for w in distinct if not _DIGIT.search(w)]
-    room = INDEX_CHARS - len(head) - len(tail) - 3
-    words = []
-    for word in (*plain, *(w for w in distinct if _DIGIT.search(w))):
-        room -= len(word) + 1
-        if room < 0:
-            break
-        words.append(word)
-    return f"{DIGEST_MARK}{head}\n{tail}\n{' '.join(words)}"
-
-
-def is_digest(text: str) -> bool:
-    """True when an indexed text is a digest of a longer message (see `index_text`)."""
-    return text.startswith(DIGEST_MARK)

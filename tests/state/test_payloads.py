@@ -15,7 +15,8 @@ from langchain_core.tools import tool
 from workmem.graphs.agent.middleware import WorkingMemoryMiddleware
 from workmem.state.errors import InvalidInput, UnsupportedFormat
 from workmem.state.files import fsutil, payload_files
-from workmem.state.payloads import INDEX_CHARS, PayloadLimits, index_text, is_digest
+from workmem.state.index_text import INDEX_CHARS, index_text, is_digest
+from workmem.state.payloads import PayloadLimits
 from workmem.state.tokens import count_tokens
 
 MB = 1 << 20
