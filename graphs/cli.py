@@ -215,6 +215,15 @@ def _render_hits(query: str, hits: list[dict[str, Any]]) -> None:
 
 def cmd_expand(args: argparse.Namespace) -> int:
     """Print an archive (by id) or a seq / turn range of a session verbatim; or read a tool result by reference."""
+    ranges = {"archive_id": args.archive_id, "--start-seq": args.start_seq, "--end-seq": args.end_seq,
+              "--start-turn": args.start_turn, "--end-turn": args.end_turn}
+    reads = {"--offset": args.offset, "--limit": args.limit}
+    if args.ref is not None or args.query is not None:
+        given = [name for name, value in ranges.items() if value is not None]
+        if given:
+            raise CommandFailed(f"--ref / --query read a tool result: {', '.join(given)} cannot go with them")
+    elif any(value is not None for value in reads.values()):
+        raise CommandFailed("--offset and --limit go with --ref")
     with _engine(args) as engine:
         if args.ref is not None or args.query is not None:
             from workmem.graphs.agent.tools import format_read
@@ -387,7 +396,7 @@ def build_parser() -> argparse.ArgumentParser:
     expand.add_argument("session")
     expand.add_argument("archive_id", nargs="?", help="e.g. archive_002 (or give a range)")
     expand.add_argument("--start-seq", type=int)
-    expand.add_argument("--end-seq", type=int)
+    expand.add_argument("--end-seq", type=int, help="last seq (default: the start seq)")
     expand.add_argument("--start-turn", help="first turn id, e.g. t3")
     expand.add_argument("--end-turn", help="last turn id (default: the start turn)")
     expand.add_argument("--ref", help="a tool result's reference, e.g. seq:12 (read by window)")

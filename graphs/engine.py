@@ -14,11 +14,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from workmem.graphs.agent.view import clip_oversized, clipped_entry
 from workmem.graphs.context.assemble import (
     SUMMARY_PREFIX,
     SYSTEM_ADDITION,
     assemble_context,
     pending_entries,
+    reserve_for_reply,
     validate_budget,
 )
 from workmem.graphs.context.injected import strip_injected
@@ -37,7 +39,14 @@ from workmem.graphs.runner import DEFAULT_KEEP_CHECKPOINTS, CommitRunner
 from workmem.nodes.context import DEFAULT_CHUNK_TOKENS, DEFAULT_CLIP_TOKENS, CommitContext
 from workmem.nodes.formatting import format_messages
 from workmem.nodes.models import LazyModel, model_kwargs_setting, model_spec
-from workmem.state.errors import Anomaly, CommitInProgress, DamagedFile, InvalidInput, WorkmemError
+from workmem.state.errors import (
+    Anomaly,
+    CommitInProgress,
+    DamagedFile,
+    InvalidInput,
+    SessionNotFound,
+    WorkmemError,
+)
 from workmem.state.forget import FORGET_TASK_PREFIX, checked_seqs
 from workmem.state.ids import archive_number
 from workmem.state.index_checks import index_anomalies
@@ -384,12 +393,24 @@ class WorkingMemoryEngine:
         does not exist yet is simply empty. Hidden messages (§7) are left out.
         """
         budget = self.context_window if token_budget is None else validate_budget(token_budget)
-        extra = (pending_entries(require_list("pending", pending), max_bytes=self.max_message_bytes,
-                                 payloads=self.payload_limits) if pending else [])
-        if pending is not None and not self.storage.sessions.session_exists(session_id):
-            return assemble_context([], "", 0, budget, pending=extra)
-        wm, archives_total = self.summary_of(session_id)
-        return assemble_context(self.shown_live(session_id), wm, archives_total, budget, extra)
+        pending = require_list("pending", pending) if pending is not None else None
+        exists = self.storage.sessions.session_exists(session_id) if pending is not None else True
+        wm, archives_total = self.summary_of(session_id) if exists else ("", 0)
+        live = self.shown_live(session_id) if exists else []
+        try:
+            return assemble_context(live, wm, archives_total, budget, self._pending(pending, self.max_message_bytes))
+        except InvalidInput as exc:
+            if exc.field != "token_budget":
+                raise
+        # The newest turn alone does not fit (one huge tool result, say): its largest messages are clipped, head
+        # and tail, as the middleware shows them (at most half the window each; a token is at least one byte).
+        cap = max(1024, (budget - reserve_for_reply(budget)) // 2)
+        return assemble_context([clipped_entry(m, cap) for m in live], wm, archives_total, budget,
+                                self._pending(clip_oversized(pending, cap) if pending else pending, cap))
+
+    def _pending(self, pending: list[Any] | None, max_bytes: int) -> list[dict[str, Any]]:
+        """Entries of messages not stored yet, for `assemble_context`."""
+        return pending_entries(pending, max_bytes=max_bytes, payloads=self.payload_limits) if pending else []
 
     def summary_of(self, session_id: str) -> tuple[str, int]:
         """The WM markdown of the latest archive ('' before the first commit) and the archive count."""
@@ -409,6 +430,8 @@ class WorkingMemoryEngine:
         it — or, without `ref`, in every tool result of the session — or, with neither, the list of the
         session's results over `max_tokens`."""
         max_tokens = _positive_int("max_tokens", max_tokens)
+        if not self.session_exists(session_id):
+            raise SessionNotFound(session_id)
         if ref is None:
             results = self.storage.sessions.messages_in_range(session_id, 1, max(self.next_seq(session_id) - 1, 1))
             if query is None:
@@ -494,7 +517,8 @@ class WorkingMemoryEngine:
     def archive_expand(self, session_id: str, archive_id: str | None = None, *,
                        start_seq: int | None = None, end_seq: int | None = None,
                        start_turn_id: str | None = None, end_turn_id: str | None = None) -> dict[str, Any]:
-        """An archive's abstract and its messages as text; or any seq range, or turn range, of the session."""
+        """An archive's abstract and its messages as text; or any seq range (`end_seq` defaults to `start_seq`), or
+        turn range, of the session."""
         ranges = [v is not None for v in (start_seq, end_seq, start_turn_id, end_turn_id)]
         if archive_id is not None:
             if any(ranges):
@@ -510,6 +534,7 @@ class WorkingMemoryEngine:
             if last < first:
                 raise InvalidInput("end_turn_id", end_turn_id, f"must not come before start_turn_id ({start_turn_id})")
             return _expansion(None, "", self._turn_messages(session_id, first, last))
+        end_seq = start_seq if end_seq is None else end_seq  # one message, as a turn range without its end
         for field, value in (("start_seq", start_seq), ("end_seq", end_seq)):
             require_int(field, value, min=1)
         first_seq, last_seq = int(start_seq or 0), int(end_seq or 0)

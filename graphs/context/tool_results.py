@@ -109,7 +109,7 @@ def read_window(msg: dict[str, Any], offset: Any, limit: Any, max_tokens: int) -
     text = (result_part(msg) or {}).get("content") or ""
     offset = require_int("offset", 0 if offset is None else offset, min=0)
     limit = require_int("limit", max_tokens * 4 if limit is None else limit, min=1)
-    if offset >= len(text) and text:
+    if offset and offset >= len(text):
         raise InvalidInput("offset", offset, f"past the end of the result ({len(text):,} characters)")
     piece = _within(text[offset:offset + min(limit, max_tokens * 4)], max_tokens)
     return {"ref": ref_of(msg["seq"]), **_about(msg, text), "offset": offset, "end": offset + len(piece),
@@ -118,7 +118,13 @@ def read_window(msg: dict[str, Any], offset: Any, limit: Any, max_tokens: int) -
 
 def _within(piece: str, max_tokens: int) -> str:
     """The head of `piece` its first `max_tokens` tokens spell (one encode; re-encoding a token prefix never
-    takes more tokens)."""
+    takes more tokens) — at least its first character, so a read always moves on (an emoji takes several
+    tokens: a cap of one or two would spell none of it)."""
+    head = _token_head(piece, max_tokens)
+    return head or piece[:1]
+
+
+def _token_head(piece: str, max_tokens: int) -> str:
     if len(piece) <= max_tokens:  # a token is at least one character
         return piece
     tokens = encoder().encode(piece, disallowed_special=())

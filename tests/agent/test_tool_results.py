@@ -204,3 +204,31 @@ def test_trim_state_off_keeps_the_whole_result_in_the_state(root):
             WorkingMemoryMiddleware(engine, trigger=("tokens", 16_000), trim_state=False)])
         state = agent.invoke({"messages": [HumanMessage("Why?")]}, {"configurable": {"thread_id": "s"}})
         assert [m.content for m in state["messages"] if isinstance(m, ToolMessage)] == [LOG]
+
+
+@pytest.mark.parametrize("max_tokens", [1, 2])
+def test_a_read_of_a_token_or_two_always_moves_on(root, max_tokens):
+    """An emoji takes several tokens: a read capped below it still returns its first character."""
+    text = "🎉🚀✨" * 40
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        engine.add_messages("s", [{"role": "assistant", "content": "", "tool_calls": [
+            {"id": "c", "type": "function", "function": {"name": "party", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c", "name": "party", "content": text}])
+        pieces, offset = [], 0
+        while offset < len(text):
+            window = engine.read_tool_result("s", "seq:2", offset=offset, max_tokens=max_tokens)
+            assert window["end"] > offset and window["text"], "never an empty window"
+            pieces.append(window["text"])
+            offset = window["end"]
+        assert "".join(pieces) == text
+
+
+def test_an_empty_result_refuses_an_offset_past_its_end(root):
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        engine.add_messages("s", [{"role": "assistant", "content": "", "tool_calls": [
+            {"id": "c", "type": "function", "function": {"name": "noop", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c", "name": "noop", "content": ""}])
+        assert engine.read_tool_result("s", "seq:2")["text"] == ""
+        with pytest.raises(InvalidInput) as info:
+            engine.read_tool_result("s", "seq:2", offset=5)
+        assert info.value.field == "offset"
