@@ -236,16 +236,19 @@ def cmd_expand(args: argparse.Namespace) -> int:
             raise CommandFailed("say what to expand: an archive id (e.g. archive_001), --start-seq N [--end-seq M], "
                                 "--start-turn tN [--end-turn tM], or --ref / --query for tool results")
         found = engine.archive_expand(args.session, args.archive_id, start_seq=args.start_seq, end_seq=args.end_seq,
-                                      start_turn_id=args.start_turn, end_turn_id=args.end_turn)
-    _emit(args, found, _render_expansion)
+                                      start_turn_id=args.start_turn, end_turn_id=args.end_turn, previews=True)
+    _emit(args, found, lambda data: _render_expansion(data, args.session))
     return 0
 
 
-def _render_expansion(found: dict[str, Any]) -> None:
+def _render_expansion(found: dict[str, Any], session: str) -> None:
     if found["archive_id"]:
         console.print(Text(f"{found['archive_id']}: {found['abstract']}", style="bold"))
     console.print(f"{found['message_count']} message(s), seq {found['start_seq']}–{found['end_seq']}")
     console.print(Text(found["content"]))
+    if "reads it by windows]" in found["content"]:  # a large tool result was shown as its preview
+        console.print(Text(f"read a large tool result whole: workmem expand {session} --ref seq:N "
+                           "[--offset N --limit N] (or --query TEXT)"))
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:

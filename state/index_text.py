@@ -112,7 +112,7 @@ def _distinct_words(text: str, start: int, end: int, seen: set[str], room: int) 
         if stop < end:
             boundary = _NON_WORD.search(text, stop, min(end, stop + 4096))
             stop = boundary.end() if boundary else stop
-        for word in _WORDS.findall(text[at:stop].lower()):
+        for word in dict.fromkeys(_WORDS.findall(text[at:stop].lower())):  # each piece's words once, in order
             if len(word) > _MAX_WORD or word in seen or word in plain or word in numbers:
                 continue
             if _DIGIT.search(word):

@@ -235,7 +235,7 @@ def resolve(messages: list[dict[str, Any]], fetch: Callable[[list[str]], dict[st
             sha = str(part.get("sha256"))
             if sha in texts or sha in damaged:
                 continue
-            data = found.get(sha, "is missing")
+            data = found.pop(sha, "is missing")  # each payload's bytes go as soon as its text is made
             reason = data if isinstance(data, str) else payload_damage(data, part)
             if reason:
                 damaged[sha] = reason

@@ -64,8 +64,9 @@ def format_expansion(found: dict[str, Any], max_chars: int = MAX_EXPAND_CHARS) -
     head += f"messages #{found['start_seq']}-#{found['end_seq']} ({found['message_count']}):\n\n"
     content = found["content"]
     if len(content) > max_chars:
-        content = (content[:max_chars] + f"\n\n[cut: {len(content) - max_chars} more characters; call "
-                   "archive_expand with start_seq/end_seq to read a smaller range]")
+        how = (f"{READ_TOOL_NAME}(ref=\"seq:{found['start_seq']}\", offset=…) reads a long tool result by windows"
+               if found["message_count"] == 1 else "call archive_expand with start_seq/end_seq to read a smaller range")
+        content = content[:max_chars] + f"\n\n[cut: {len(content) - max_chars} more characters; {how}]"
     return head + content
 
 
@@ -120,7 +121,7 @@ def make_archive_tools(
         bound = None
         try:
             bound = resolve_engine(engine)
-            found = bound.archive_expand(_session(), archive_id, start_seq=start_seq, end_seq=end_seq)
+            found = bound.archive_expand(_session(), archive_id, start_seq=start_seq, end_seq=end_seq, previews=True)
         except (WorkmemError, OSError) as exc:
             raise tool_error(exc, bound) from exc
         return format_expansion(found, max_expand_chars)

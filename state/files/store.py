@@ -257,13 +257,17 @@ class SessionStore:
 
     # -- reading ------------------------------------------------------------------------------------
 
-    def live_messages(self, session_id: str, *, strict: bool = False) -> list[dict[str, Any]]:
-        """Messages not yet archived, oldest first (bad lines skipped and recorded; strict → CorruptLine)."""
+    def live_messages(self, session_id: str, *, strict: bool = False, texts: bool = True) -> list[dict[str, Any]]:
+        """Messages not yet archived, oldest first (bad lines skipped and recorded; strict → CorruptLine;
+        `texts=False`: payload parts as stored)."""
         p = self._existing(session_id)
-        return self._resolved(p, self._live_snapshot(p, strict)[0])
+        live = self._live_snapshot(p, strict)[0]
+        return self._resolved(p, live) if texts else live
 
-    def messages_in_range(self, session_id: str, start_seq: int, end_seq: int) -> list[dict[str, Any]]:
-        """Messages with start_seq ≤ seq ≤ end_seq, from the archives and/or the live file."""
+    def messages_in_range(self, session_id: str, start_seq: int, end_seq: int, *,
+                          texts: bool = True) -> list[dict[str, Any]]:
+        """Messages with start_seq ≤ seq ≤ end_seq, from the archives and/or the live file (`texts=False`: payload
+        parts as stored, their payloads not read)."""
         check_seq_range(start_seq, end_seq)
         p = self._existing(session_id)
         live, n, end = self._live_snapshot(p, strict=False)
@@ -273,7 +277,7 @@ class SessionStore:
             out.extend(m for m in self._archive_messages(p, k) if start_seq <= m["seq"] <= end_seq)
             k += 1
         out.extend(m for m in live if start_seq <= m["seq"] <= end_seq)
-        return self._resolved(p, out)
+        return self._resolved(p, out) if texts else out
 
     def problems(self, session_id: str) -> list[Anomaly]:
         """What the latest reads of the session's files found wrong (corrupt, repeated or out-of-order lines,
@@ -391,11 +395,13 @@ class SessionStore:
         p, n = self._complete(session_id, archive_id)
         return archives.parse_spilled(archives.read_text(archives.archive_dir(p.dir, n) / archives.SPILLED))
 
-    def archive_messages(self, session_id: str, archive_id: str, *, strict: bool = False) -> list[dict[str, Any]]:
+    def archive_messages(self, session_id: str, archive_id: str, *, strict: bool = False,
+                         texts: bool = True) -> list[dict[str, Any]]:
         """The messages one complete archive covers (a damaged payload reads as its placeholder; `check()`
-        reports it)."""
+        reports it; `texts=False`: payload parts as stored)."""
         p, n = self._complete(session_id, archive_id)
-        return self._resolved(p, self._archive_messages(p, n, strict))
+        messages = self._archive_messages(p, n, strict)
+        return self._resolved(p, messages) if texts else messages
 
     def latest_overview(self, session_id: str) -> str | None:
         """The working-memory document of the newest complete archive, or None."""

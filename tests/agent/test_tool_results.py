@@ -232,3 +232,30 @@ def test_an_empty_result_refuses_an_offset_past_its_end(root):
         with pytest.raises(InvalidInput) as info:
             engine.read_tool_result("s", "seq:2", offset=5)
         assert info.value.field == "offset"
+
+
+def test_the_listing_and_the_expansions_read_no_payload(root, monkeypatch):
+    """Memory follows what is read: the listing comes from the stored records, the archive tool and the CLI show a
+    payload's stored preview with how to read it whole; only a read by reference loads the payload."""
+    from workmem.graphs.agent.tools import format_expansion, make_archive_tools
+    from workmem.state.files import payload_files
+
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        seq = big_session(engine)
+        engine.add_messages("s", [{"role": "assistant", "content": "The billing worker crashed."}])
+        engine.commit("s", keep_recent_count=0)
+        engine.storage.sessions._payload_texts.forget("s")
+        reads = []
+        real = payload_files.read
+        monkeypatch.setattr(payload_files, "read", lambda *a: reads.append(a) or real(*a))
+        listed = engine.read_tool_result("s")["results"]
+        assert [(r["ref"], r["kind"], r["chars"]) for r in listed] == [(f"seq:{seq}", "log", len(LOG))]
+        expand = make_archive_tools(engine, "s")[1]
+        shown = expand.invoke({"archive_id": "archive_001"})
+        assert LOG[:500] in shown and LOG[-50:] in shown and "request 6000 served" not in shown
+        assert f'read_tool_result(ref="seq:{seq}", offset=0) reads it by windows' in shown
+        assert reads == [], "no payload was read"
+        found = engine.archive_expand("s", start_seq=seq, end_seq=seq)  # the API reads it whole
+        assert LOG in found["content"] and len(reads) == 1
+        cut = format_expansion(found, max_chars=1_000)
+        assert f'read_tool_result(ref="seq:{seq}", offset=…)' in cut, "one long message: read it by reference"

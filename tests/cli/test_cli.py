@@ -150,3 +150,19 @@ def test_context_clips_a_newest_result_too_large_for_the_budget(capsys, root):
         assert result.startswith(log[:200]) and result.endswith("FATAL: out of memory") and "clipped" in result
     code, context = run(capsys, root, "context", "big", "--budget", "8000")
     assert code == 0 and "clipped" in context["messages"][-1]["content"]
+
+
+def test_expand_shows_a_large_result_as_a_window_with_how_to_read_on(capsys, root):
+    log = "\n".join(f"2026-11-30 line {i}: compiled pkg/{i}.go" for i in range(20_000)) + "\nFATAL: out of memory"
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        engine.add_messages("big", [
+            {"role": "user", "content": "Build it."},
+            {"role": "assistant", "content": "", "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "build", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "name": "build", "content": log},
+            {"role": "assistant", "content": "Out of memory."}])
+        engine.commit("big", keep_recent_count=0)
+    assert main(["--root", str(root), "expand", "big", "archive_001"]) == 0
+    out = capsys.readouterr().out
+    assert "FATAL: out of memory" in out and "line 10000:" not in out and len(out) < 10_000
+    assert 'read_tool_result(ref="seq:3", offset=0)' in " ".join(out.split())
