@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 import threading
 import time
 from collections import OrderedDict
@@ -60,6 +61,19 @@ _WARNED_ROOTS: set[Path] = set()
 NEWEST_ARCHIVES_CACHED = 64  # sessions whose newest archive an append can check repeats against without a read
 
 
+def _folder_stamp(sessions_dir: Path, session_dir: Path) -> tuple[int, ...] | None:
+    """What changes when a link is planted in, or a folder moved into or out of, the sessions folder or a
+    session's folder: their inodes, mtimes, ctimes and link counts (None while either is missing or a link)."""
+    try:
+        outer, inner = os.lstat(sessions_dir), os.lstat(session_dir)
+    except OSError:
+        return None
+    if not (stat.S_ISDIR(outer.st_mode) and stat.S_ISDIR(inner.st_mode)):
+        return None
+    return (outer.st_ino, outer.st_mtime_ns, outer.st_ctime_ns, outer.st_nlink,
+            inner.st_ino, inner.st_mtime_ns, inner.st_ctime_ns, inner.st_nlink)
+
+
 class SessionStore:
     """Session files under `<root>/sessions/`; safe for many threads and processes at once."""
 
@@ -83,6 +97,8 @@ class SessionStore:
         self.meta_refresh_seconds = float(meta_refresh_seconds)
         self.lock_timeout = float(lock_timeout)
         self._paths_by_id: dict[str, SessionPaths] = {}
+        self._safe: dict[Path, tuple[int, ...]] = {}  # session folder → its folders' stamp when last found safe
+        self._mutexes: dict[Path, FileMutex] = {}
         self._live: dict[Path, LiveState] = {}
         self._archives = archives.ArchiveCache()
         # the newest archive's messages per session, for idempotent appends (a retried batch a commit took)
@@ -538,11 +554,23 @@ class SessionStore:
 
     def _check_safe(self, p: SessionPaths) -> None:
         """No folder of the session may be a symlink: the sessions folder, the session's folder, its history and
-        payloads (files below are opened with O_NOFOLLOW, archive folders checked when read)."""
+        payloads (files below are opened with O_NOFOLLOW, archive folders checked when read); a session a newer
+        build wrote is refused.
+
+        Checked in full once per open session, and again whenever the sessions folder or the session's folder
+        changed since (two `lstat`s per access): planting a link or moving a folder in or out changes its
+        folder's inode, mtime, ctime or link count."""
+        stamp = _folder_stamp(self.sessions_dir, p.dir)
+        if stamp is not None and self._safe.get(p.dir) == stamp:
+            return
         for path in (self.sessions_dir, p.dir, p.dir / archives.HISTORY, payload_files.folder(p.dir)):
             if os.path.islink(path):
                 raise UnsafePath(str(path))
-        payload_files.check_format(p.dir)  # a session a newer build wrote is refused, for writes as for reads
+        payload_files.check_format(p.dir)
+        if stamp is not None:
+            if len(self._safe) > 10_000:
+                self._safe.clear()
+            self._safe[p.dir] = stamp
 
     def _complete(self, session_id: str, archive_id: Any) -> tuple[SessionPaths, int]:
         p = self._existing(session_id)
@@ -557,7 +585,12 @@ class SessionStore:
         return p, n
 
     def _lock(self, p: SessionPaths) -> FileMutex:
-        return session_lock(p.lock, self.lock_timeout)
+        mutex = self._mutexes.get(p.lock)  # the process-wide mutex of the path, looked up once per session
+        if mutex is None:
+            if len(self._mutexes) > 10_000:
+                self._mutexes.clear()
+            mutex = self._mutexes[p.lock] = session_lock(p.lock, self.lock_timeout)
+        return mutex
 
     def _last_complete(self, p: SessionPaths) -> tuple[int, int]:
         """Last complete archive: hint from our state or the stored meta, checked with two `.done` stats."""
