@@ -56,7 +56,7 @@ def create_file(path: str | Path) -> None:
 
 def _open(path: str | Path, flags: int) -> int:
     try:
-        return os.open(path, flags | NOFOLLOW, file_mode())
+        return os.open(path, flags | NOFOLLOW | NONBLOCK, file_mode())
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise UnsafePath(str(path)) from None
@@ -155,7 +155,7 @@ def append_bytes(path: str | Path, data: bytes, *, durable: bool = True) -> tupl
 
     Returns (inode, size before the write). A short or failed write is truncated away before raising.
     """
-    fd = _open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | NONBLOCK)  # a FIFO without a reader: ENXIO
+    fd = _open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)  # a FIFO without a reader: ENXIO, never a wait
     try:
         st = check_regular(fd, path)
         try:

@@ -138,3 +138,19 @@ def test_a_fifo_payload_never_blocks_check_context_or_expand(root):
     assert f"payload sha256:{SHA}" in json.dumps(json.loads(context.stdout))
     expanded = run_cli(root, "expand", "s", "--ref", "seq:3", "--limit", "200000", "--max-tokens", "100000")
     assert expanded.returncode == 0 and f"sha256:{SHA}" in expanded.stdout, expanded.stderr
+
+
+def test_a_fifo_in_place_of_the_live_file_is_an_error_never_a_wait(root):
+    from workmem.graphs.engine import WorkingMemoryEngine
+
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        engine.add_messages("s", conversation())
+    live = root / "sessions" / "s" / "messages.jsonl"
+    live.unlink()
+    os.mkfifo(live, 0o600)
+    for argv in (("context", "s"), ("expand", "s", "--start-seq", "1")):
+        done = run_cli(root, *argv)
+        assert done.returncode == 2 and "a FIFO" in done.stderr, done.stderr
+    added = subprocess.run([sys.executable, "-m", "workmem.graphs.cli", "--root", str(root), "add", "s"],
+                           input='[{"role": "user", "content": "hi"}]', capture_output=True, text=True, timeout=5)
+    assert added.returncode == 2, added.stderr
