@@ -17,7 +17,7 @@ from workmem.state.messages import (
     message_text,
     prepare_messages,
 )
-from workmem.state.payloads import DEFAULT_LIMITS, PayloadLimits, is_payload
+from workmem.state.payloads import DEFAULT_LIMITS, PayloadLimits
 from workmem.state.tokens import count_tokens_each
 
 log = logging.getLogger("workmem.store")
@@ -34,19 +34,22 @@ def prepared_batch(messages: list[Any], durable: bool | None, max_bytes: int,
     prepared = prepare_messages(messages, max_bytes=max_bytes, payloads=limits)
     if not prepared:
         return prepared, []
-    for msg, _body in prepared:
-        if is_payload(msg["parts"][0]) and msg["parts"][0].get("clipped"):
-            log.warning("a tool result of %d bytes exceeds max_payload_bytes (%d): its head and tail are stored",
-                        msg["meta"][CLIPPED_BYTES_META], limits.max_payload_bytes)
-    counts = count_tokens_each(["" if _payload_tokens(m) is not None else message_text(m) for m, _body in prepared])
-    return prepared, [c if (t := _payload_tokens(m)) is None else t for c, (m, _body) in zip(counts, prepared,
-                                                                                               strict=True)]
+    counted = [_payload_tokens(msg, limits) for msg, _body in prepared]  # a payload's, counted by `externalize`
+    counts = count_tokens_each(["" if n is not None else message_text(m)
+                                for n, (m, _body) in zip(counted, prepared, strict=True)])
+    return prepared, [c if n is None else n for c, n in zip(counts, counted, strict=True)]
 
 
-def _payload_tokens(msg: dict[str, Any]) -> int | None:
-    """The token count a payload part carries (a tool message has one part), else None."""
+def _payload_tokens(msg: dict[str, Any], limits: PayloadLimits) -> int | None:
+    """The token count a payload part carries (a tool message has one part), else None; one WARNING for a result
+    stored clipped."""
     part = msg["parts"][0]
-    return part["tokens"] if is_payload(part) else None
+    if "content_ref" not in part:  # `payloads.is_payload`, inlined: this runs for every message of every append
+        return None
+    if part.get("clipped"):
+        log.warning("a tool result of %d bytes exceeds max_payload_bytes (%d): its head and tail are stored",
+                    msg["meta"][CLIPPED_BYTES_META], limits.max_payload_bytes)
+    return part["tokens"]
 
 
 def stored_records(prepared: list[tuple[dict[str, Any], bytes | None]], counts: list[int], first_seq: int, turn: int,
