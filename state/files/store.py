@@ -63,15 +63,21 @@ NEWEST_ARCHIVES_CACHED = 64  # sessions whose newest archive an append can check
 
 def _folder_stamp(sessions_dir: Path, session_dir: Path) -> tuple[int, ...] | None:
     """What changes when a link is planted in, or a folder moved into or out of, the sessions folder or a
-    session's folder: their inodes, mtimes, ctimes and link counts (None while either is missing or a link)."""
+    session's folder, or the session's format marker is written: their inodes, mtimes, ctimes and link counts,
+    the marker's inode, mtime and size (None while either folder is missing or a link)."""
     try:
         outer, inner = os.lstat(sessions_dir), os.lstat(session_dir)
     except OSError:
         return None
     if not (stat.S_ISDIR(outer.st_mode) and stat.S_ISDIR(inner.st_mode)):
         return None
+    try:
+        marker = os.lstat(os.path.join(session_dir, payload_files.FORMAT_FILE))
+        written: tuple[int, ...] = (marker.st_ino, marker.st_mtime_ns, marker.st_size)
+    except OSError:
+        written = ()
     return (outer.st_ino, outer.st_mtime_ns, outer.st_ctime_ns, outer.st_nlink,
-            inner.st_ino, inner.st_mtime_ns, inner.st_ctime_ns, inner.st_nlink)
+            inner.st_ino, inner.st_mtime_ns, inner.st_ctime_ns, inner.st_nlink, *written)
 
 
 class SessionStore:
@@ -557,9 +563,9 @@ class SessionStore:
         payloads (files below are opened with O_NOFOLLOW, archive folders checked when read); a session a newer
         build wrote is refused.
 
-        Checked in full once per open session, and again whenever the sessions folder or the session's folder
-        changed since (two `lstat`s per access): planting a link or moving a folder in or out changes its
-        folder's inode, mtime, ctime or link count."""
+        Checked in full once per open session, and again whenever the sessions folder, the session's folder or
+        its format marker changed since (three `lstat`s per access): planting a link or moving a folder in or out
+        changes its folder's inode, mtime, ctime or link count."""
         stamp = _folder_stamp(self.sessions_dir, p.dir)
         if stamp is not None and self._safe.get(p.dir) == stamp:
             return
