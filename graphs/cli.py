@@ -210,6 +210,15 @@ def _render_hits(query: str, hits: list[dict[str, Any]]) -> None:
 
 def cmd_expand(args: argparse.Namespace) -> int:
     """Print an archive (by id) or a seq / turn range of a session verbatim; or read a tool result by reference."""
+    ranges = {"archive_id": args.archive_id, "--start-seq": args.start_seq, "--end-seq": args.end_seq,
+              "--start-turn": args.start_turn, "--end-turn": args.end_turn}
+    reads = {"--offset": args.offset, "--limit": args.limit}
+    if args.ref is not None or args.query is not None:
+        given = [name for name, value in ranges.items() if value is not None]
+        if given:
+            raise CommandFailed(f"--ref / --query read a tool result: {', '.join(given)} cannot go with them")
+    elif any(value is not None for value in reads.values()):
+        raise CommandFailed("--offset and --limit go with --ref")
     with _engine(args) as engine:
         if args.ref is not None or args.query is not None:
             from workmem.graphs.agent.tools import format_read
@@ -222,16 +231,19 @@ def cmd_expand(args: argparse.Namespace) -> int:
             raise CommandFailed("say what to expand: an archive id (e.g. archive_001), --start-seq N [--end-seq M], "
                                 "--start-turn tN [--end-turn tM], or --ref / --query for tool results")
         found = engine.archive_expand(args.session, args.archive_id, start_seq=args.start_seq, end_seq=args.end_seq,
-                                      start_turn_id=args.start_turn, end_turn_id=args.end_turn)
-    _emit(args, found, _render_expansion)
+                                      start_turn_id=args.start_turn, end_turn_id=args.end_turn, previews=True)
+    _emit(args, found, lambda data: _render_expansion(data, args.session))
     return 0
 
 
-def _render_expansion(found: dict[str, Any]) -> None:
+def _render_expansion(found: dict[str, Any], session: str) -> None:
     if found["archive_id"]:
         console.print(Text(f"{found['archive_id']}: {found['abstract']}", style="bold"))
     console.print(f"{found['message_count']} message(s), seq {found['start_seq']}–{found['end_seq']}")
     console.print(Text(found["content"]))
+    if "reads it by windows]" in found["content"]:  # a large tool result was shown as its preview
+        console.print(Text(f"read a large tool result whole: workmem expand {session} --ref seq:N "
+                           "[--offset N --limit N] (or --query TEXT)"))
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:
@@ -433,7 +445,7 @@ def build_parser() -> argparse.ArgumentParser:
     expand.add_argument("session")
     expand.add_argument("archive_id", nargs="?", help="e.g. archive_002 (or give a range)")
     expand.add_argument("--start-seq", type=int)
-    expand.add_argument("--end-seq", type=int)
+    expand.add_argument("--end-seq", type=int, help="last seq (default: the start seq)")
     expand.add_argument("--start-turn", help="first turn id, e.g. t3")
     expand.add_argument("--end-turn", help="last turn id (default: the start turn)")
     expand.add_argument("--ref", help="a tool result's reference, e.g. seq:12 (read by window)")

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from workmem.graphs.agent.view import clip_oversized, clipped_entry
 from workmem.graphs.context.assemble import (
     SUMMARY_PREFIX,
     SYSTEM_ADDITION,
@@ -39,6 +40,7 @@ from workmem.graphs.context.tool_results import (
     parse_ref,
     read_window,
     result_part,
+    with_preview,
 )
 from workmem.graphs.lease import acquire, heartbeat
 from workmem.graphs.runner import DEFAULT_KEEP_CHECKPOINTS, CommitRunner
@@ -55,9 +57,10 @@ from workmem.state.errors import (
 )
 from workmem.state.forget import FORGET_TASK_PREFIX, checked_seqs
 from workmem.state.index_checks import index_anomalies
+from workmem.state.index_text import DIGEST_MARK, is_digest
 from workmem.state.memory import MAX_MEMORY_BUDGET, MIN_MEMORY_BUDGET, memory_budget_for
 from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES, message_text
-from workmem.state.payloads import DIGEST_MARK, MAX_PAYLOAD_BYTES, PAYLOAD_BYTES, PayloadLimits, is_digest
+from workmem.state.payloads import MAX_PAYLOAD_BYTES, PAYLOAD_BYTES, PayloadLimits
 from workmem.state.redact import describe_error
 from workmem.state.retention import (
     DEFAULT_TRIGGER,
@@ -415,12 +418,24 @@ class WorkingMemoryEngine:
         does not exist yet is simply empty. Hidden messages (§7) are left out.
         """
         budget = self.context_window if token_budget is None else validate_budget(token_budget)
-        extra = (pending_entries(require_list("pending", pending), max_bytes=self.max_message_bytes,
-                                 payloads=self.payload_limits) if pending else [])
-        if pending is not None and not self.storage.sessions.session_exists(session_id):
-            return assemble_context([], "", 0, budget, pending=extra)
-        wm, archives_total = self.summary_of(session_id)
-        return assemble_context(self.shown_live(session_id), wm, archives_total, budget, extra)
+        pending = require_list("pending", pending) if pending is not None else None
+        exists = self.storage.sessions.session_exists(session_id) if pending is not None else True
+        wm, archives_total = self.summary_of(session_id) if exists else ("", 0)
+        live = self.shown_live(session_id) if exists else []
+        try:
+            return assemble_context(live, wm, archives_total, budget, self._pending(pending, self.max_message_bytes))
+        except InvalidInput as exc:
+            if exc.field != "token_budget":
+                raise
+        # The newest turn alone does not fit (one huge tool result, say): its largest messages are clipped, head
+        # and tail, as the middleware shows them (at most half the window each; a token is at least one byte).
+        cap = max(1024, (budget - reserve_for_reply(budget)) // 2)
+        return assemble_context([clipped_entry(m, cap) for m in live], wm, archives_total, budget,
+                                self._pending(clip_oversized(pending, cap) if pending else pending, cap))
+
+    def _pending(self, pending: list[Any] | None, max_bytes: int) -> list[dict[str, Any]]:
+        """Entries of messages not stored yet, for `assemble_context`."""
+        return pending_entries(pending, max_bytes=max_bytes, payloads=self.payload_limits) if pending else []
 
     def summary_of(self, session_id: str) -> tuple[str, int]:
         """The WM markdown of the latest archive ('' before the first commit) and the archive count."""
@@ -439,12 +454,22 @@ class WorkingMemoryEngine:
         it — or, without `ref`, in every tool result of the session — or, with neither, the list of the
         session's results over `max_tokens`."""
         max_tokens = _positive_int("max_tokens", max_tokens)
+        if not self.session_exists(session_id):
+            raise SessionNotFound(session_id)
         if ref is None:
-            results = self.storage.sessions.messages_in_range(session_id, 1, max(self.next_seq(session_id) - 1, 1))
+            # the stored records only: a listing never reads a payload, a search reads one result at a time
+            records = self.storage.sessions.messages_in_range(session_id, 1, max(self.next_seq(session_id) - 1, 1),
+                                                              texts=False)
             if query is None:
-                return {"results": listing(results, max_tokens)}
-            tool_results = [m for m in results if result_part(m) is not None]
-            return {"query": query, "matches": [w for m in tool_results for w in find_in(m, query)][:MAX_MATCHES]}
+                return {"results": listing(records, max_tokens)}
+            require_text("query", query)
+            matches: list[dict[str, Any]] = []
+            for record in records:
+                if len(matches) >= MAX_MATCHES or result_part(record) is None:
+                    continue
+                whole = self.storage.sessions.messages_in_range(session_id, record["seq"], record["seq"])
+                matches.extend(find_in(whole[0], query))
+            return {"query": query, "matches": matches[:MAX_MATCHES]}
         seq = parse_ref(ref)
         found = self.storage.sessions.messages_in_range(session_id, seq, seq) if seq < self.next_seq(session_id) else []
         if not found or result_part(found[0]) is None:
@@ -579,14 +604,20 @@ class WorkingMemoryEngine:
 
     def archive_expand(self, session_id: str, archive_id: str | None = None, *,
                        start_seq: int | None = None, end_seq: int | None = None,
-                       start_turn_id: str | None = None, end_turn_id: str | None = None) -> dict[str, Any]:
-        """An archive's abstract and its messages as text; or any seq range, or turn range, of the session."""
+                       start_turn_id: str | None = None, end_turn_id: str | None = None,
+                       previews: bool = False) -> dict[str, Any]:
+        """An archive's abstract and its messages as text; or any seq range (`end_seq` defaults to `start_seq`), or
+        turn range, of the session. `previews`: a tool result stored as a payload shows its stored preview and how
+        to read it whole, its payload never read — memory bounded by the messages, not their payloads (what the
+        archive tool and `workmem expand` show)."""
+        require_bool("previews", previews)
+        texts = not previews
         ranges = [v is not None for v in (start_seq, end_seq, start_turn_id, end_turn_id)]
         if archive_id is not None:
             if any(ranges):
                 raise InvalidInput("archive_id", archive_id, "give an archive id or a range, not both")
             archive = self.storage.sessions.read_archive(session_id, archive_id)
-            messages = self.storage.sessions.archive_messages(session_id, archive_id)
+            messages = self.storage.sessions.archive_messages(session_id, archive_id, texts=texts)
             return _expansion(archive["archive_id"], archive.get("abstract", ""), messages)
         if start_turn_id is not None or end_turn_id is not None:
             if start_seq is not None or end_seq is not None:
@@ -595,7 +626,8 @@ class WorkingMemoryEngine:
             last = parse_turn_id(end_turn_id if end_turn_id is not None else start_turn_id, "end_turn_id")
             if last < first:
                 raise InvalidInput("end_turn_id", end_turn_id, f"must not come before start_turn_id ({start_turn_id})")
-            return _expansion(None, "", self._turn_messages(session_id, first, last))
+            return _expansion(None, "", self._turn_messages(session_id, first, last, texts))
+        end_seq = start_seq if end_seq is None else end_seq  # one message, as a turn range without its end
         for field, value in (("start_seq", start_seq), ("end_seq", end_seq)):
             require_int(field, value, min=1)
         first_seq, last_seq = int(start_seq or 0), int(end_seq or 0)
@@ -604,17 +636,18 @@ class WorkingMemoryEngine:
         newest = self.storage.sessions.meta(session_id)["total_message_count"]
         if first_seq > newest:
             raise InvalidInput("start_seq", start_seq, f"past the session's last message (seq {newest})")
-        return _expansion(None, "", self.storage.sessions.messages_in_range(session_id, first_seq, last_seq))
+        return _expansion(None, "", self.storage.sessions.messages_in_range(session_id, first_seq, last_seq,
+                                                                             texts=texts))
 
-    def _turn_messages(self, session_id: str, first: int, last: int) -> list[dict[str, Any]]:
+    def _turn_messages(self, session_id: str, first: int, last: int, texts: bool = True) -> list[dict[str, Any]]:
         """Messages of turns first..last: from the archives whose turn range overlaps, then the live file."""
         out: list[dict[str, Any]] = []
         for entry in self.storage.sessions.list_archives(session_id):
             rng = self.storage.sessions.read_archive(session_id, entry["archive_id"]).get("source_turn_range", {})
             lo, hi = turn_number(rng.get("start_turn_id")), turn_number(rng.get("end_turn_id"))
             if lo <= last and hi >= first:
-                out.extend(self.storage.sessions.archive_messages(session_id, entry["archive_id"]))
-        out.extend(self.storage.sessions.live_messages(session_id))
+                out.extend(self.storage.sessions.archive_messages(session_id, entry["archive_id"], texts=texts))
+        out.extend(self.storage.sessions.live_messages(session_id, texts=texts))
         seen: set[int] = set()
         picked = []
         for msg in out:
@@ -788,11 +821,12 @@ def session_summary(meta: dict[str, Any]) -> dict[str, Any]:
 
 
 def _expansion(archive_id: str | None, abstract: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """An expansion of stored messages (a payload not read shows its stored preview, `with_preview`)."""
     return {"archive_id": archive_id, "abstract": abstract,
             "start_seq": messages[0]["seq"] if messages else None,
             "end_seq": messages[-1]["seq"] if messages else None,
             "message_count": len(messages),
-            "content": format_messages(messages, clip_tokens=0, brief_own_tools=False)}
+            "content": format_messages([with_preview(m) for m in messages], clip_tokens=0, brief_own_tools=False)}
 
 
 def _compact_result(compacted: bool, reason: str, summary: str | None, archive_id: str | None,

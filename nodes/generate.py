@@ -92,9 +92,11 @@ def generate(state: CommitState, runtime: Runtime[CommitContext]) -> dict[str, A
     attempt = state.get("attempt", 0) + 1
     time.sleep(retry_delay(context_of(runtime).retry_backoff_s, attempt))
     common: dict[str, Any] = {"model_name": clean_error(model_name(svc.model)), "route": ["generate"]}
-    fix: str | None = None  # at most one fix-retry per call
+    fix: str | None = None  # a fix this call learnt (taken back when its retry is refused too)
+    retried = False  # at most one fix-retry per call
     prompt, tool = build_prompt(state, svc)
     while True:
+        sent = svc.fixes.names()  # read before `apply`: a fix learnt in between is at worst retried once more
         try:
             reply = bind_commit_tool(svc.fixes.apply(svc.model), tool).invoke(prompt)
             break
@@ -107,11 +109,15 @@ def generate(state: CommitState, runtime: Runtime[CommitContext]) -> dict[str, A
                     failed |= {"model_error": error, "model_errors": [error]}
                 return failed
             if is_api_refusal(exc):
-                if fix is not None:  # refused again: the fix did not cure it, nothing of it is kept
-                    svc.fixes.forget(fix)
-                elif (fix := svc.fixes.learn(error, svc.model, svc.tool_schema, getattr(exc, "param", None))):
-                    log.warning("%s refused the request (%s); retrying once with the fix %r (kept if it helps)",
-                                common["model_name"], error, fix)
+                if retried:
+                    if fix is not None:  # refused again: the fix did not cure it, nothing of it is kept
+                        svc.fixes.forget(fix)
+                elif (fix := svc.fixes.learn(error, svc.model, svc.tool_schema, getattr(exc, "param", None))) \
+                        or (newer := svc.fixes.since(sent)):
+                    retried = True
+                    log.warning("%s refused the request (%s); retrying once with the fix %r (%s)",
+                                common["model_name"], error, fix or newer,
+                                "kept if it helps" if fix else "learnt meanwhile by another commit")
                     tool = commit_tool(state, svc)  # the transcript stays; only the tool's schema may change
                     continue
                 return {**common, "attempt": 0, "transport_error": "", "answer": {}, "model_error": error,

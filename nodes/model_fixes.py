@@ -4,7 +4,8 @@ Two refusals are common and curable: a grammar engine (vLLM, llama.cpp) rejectin
 commit tool's schema → send the tool with the op object written out per section; a model rejecting a
 sampling parameter (reasoning models refuse `temperature`) → send the request without it. `generate`
 retries a refused call once when `learn` finds a new fix, and keeps the fix only when that retry gets past
-the refusal; every later call of the engine gets it from the start (`apply`, `tool_schema`). The fixes in
+the refusal; every later call of the engine gets it from the start (`apply`, `tool_schema`), and a call sent
+before another commit learnt it retries with it when refused (`since`). The fixes in
 effect are recorded by name in the archive (`model.fixes`).
 """
 
@@ -69,6 +70,13 @@ class ModelFixes:
             name = "+".join(without_fix(p) for p in sorted(wanted))
             self._learnt[name] = wanted
             return name
+
+    def since(self, sent: list[str]) -> str | None:
+        """The fixes in effect now that a request sent with the fixes `sent` (`names()` when it was sent) lacked,
+        named; None when there are none. A commit refused for what another commit of the engine has fixed since
+        retries with the fix instead of degrading (it is that commit's fix: the retry never takes it back)."""
+        newer = [name for name in self.names() if name not in sent]
+        return "+".join(newer) if newer else None
 
     def forget(self, name: str) -> None:
         """Take back a fix whose retry did not get past the refusal (nothing is kept that fixed nothing)."""

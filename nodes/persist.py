@@ -118,7 +118,7 @@ def persist(state: CommitState, runtime: Runtime[CommitContext]) -> dict[str, An
     """Archive the covered messages with the new WM, then let the live file forget them."""
     svc = services(runtime)
     session_id, archive_id = state["session_id"], state["archive_id"]
-    messages = svc.sessions.messages_in_range(session_id, state["start_seq"], state["end_seq"])
+    messages = svc.sessions.messages_in_range(session_id, state["start_seq"], state["end_seq"], texts=False)
     number = archive_number(archive_id)
     previous = svc.sessions.read_archive(session_id, archive_name(number - 1)) if number > 1 else None
     archive = build_archive(state, messages, previous)

@@ -6,9 +6,10 @@ counts, turns and archive ranges stay what they were, a tool call still has its 
 duplicated). Its id, seq, turn_id, role and created_at stay; its verbatim text goes: each text (and a tool
 result's content, a context's abstract) becomes `FORGOTTEN_TEXT`, a tool call keeps its id and name with
 empty arguments, a tool result its call id, name and error flag, a context part loses its uri; the meta keeps
-only the LangChain id (so an agent's state still aligns with it) and gains `workmem_forgotten` (when); the
-fingerprint, content blocks and payload references go, and `tokens` counts the placeholder. Forgotten
-messages are not indexed (`messages.indexed_text`). The working memory a commit already made from them is
+only the LangChain id (so an agent's state still aligns with it, and a copy sent again under that id stores
+nothing: `stored.repeats`) and gains `workmem_forgotten` (when); the fingerprint (a hash of the text a short
+secret could be recovered from), content blocks and payload references go, and `tokens` counts the placeholder.
+Forgotten messages are not indexed (`messages.indexed_text`). The working memory a commit already made from them is
 not rewritten (`WM_NOTE`).
 """
 

@@ -15,8 +15,9 @@ from typing import Any
 
 from workmem.state.archive_object import OWN_TOOLS
 from workmem.state.errors import InvalidInput
+from workmem.state.index_text import index_text
 from workmem.state.jsonutil import dumps
-from workmem.state.payloads import CLIPPED_META, PayloadLimits, externalize, index_text, is_payload, stored_parts
+from workmem.state.payloads import CLIPPED_META, PayloadLimits, externalize, is_payload, stored_parts
 
 ROLES = ("user", "assistant", "tool", "system")
 DEFAULT_MAX_MESSAGE_BYTES = 1 << 20
@@ -110,11 +111,18 @@ def prepare_message(obj: Any, *, field: str = "message", max_bytes: int = DEFAUL
         raise InvalidInput(field, obj, "expected a LangChain message or a dict with 'role'")
     _mark_own_tool_parts(msg)
     msg["meta"].pop(FORGOTTEN_META, None)  # only `forget_messages` marks a message forgotten
-    if FINGERPRINT_META not in msg["meta"] and isinstance(msg["parts"], list):
+    if isinstance(msg["parts"], list) and not _keeps_fingerprint(msg["meta"]):
         msg["meta"][FINGERPRINT_META] = fingerprint(msg)
     if payloads is not None:
         externalize(msg, payloads)
     return msg, encode_body(msg, field=field, max_bytes=max_bytes)
+
+
+def _keeps_fingerprint(meta: dict[str, Any]) -> bool:
+    """True when a message's given fingerprint stands: only a copy workmem clipped (`clip_to_cap`) carries its
+    original's, so the agent's unclipped message still aligns with it. Any other given `fp` is recomputed — an
+    edited message sent back with its old meta is an edit, never a repeat."""
+    return CLIPPED_BYTES_META in meta and isinstance(meta.get(FINGERPRINT_META), str)
 
 
 def synopsis_hash(text: str) -> str:
@@ -172,7 +180,7 @@ def _mark_own_tool_parts(msg: dict[str, Any]) -> None:
 
 def indexed_text(msg: dict[str, Any]) -> str:
     """What the full-text index holds of a message: its text without workmem's own tool traffic, bounded by
-    `payloads.index_text` (a long message's head, then each further distinct word once); nothing of a forgotten
+    `index_text.index_text` (a long message's head, then each further distinct word once); nothing of a forgotten
     message (its placeholder is no text of the conversation)."""
     if FORGOTTEN_META in (msg.get("meta") or ()):
         return ""
@@ -223,9 +231,10 @@ def prepare_messages(objs: Any, *, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
             role, content = obj.get("role"), obj.get("content")
             if (type(role) is str and role in _PLAIN_ROLES and type(content) is str
                     and 0 < len(content) <= longest_plain and content.isascii()):
-                msg = {"role": role, "parts": [{"type": "text", "text": content}], "meta": {}}
-                msg["meta"][FINGERPRINT_META] = fingerprint(msg)
-                out.append((msg, None))
+                digest = hashlib.blake2b(role.encode(), digest_size=8)  # `fingerprint` of one text part, inlined
+                digest.update(b"\x00t\x1f" + content.encode())
+                out.append(({"role": role, "parts": [{"type": "text", "text": content}],
+                             "meta": {FINGERPRINT_META: digest.hexdigest()}}, None))
                 continue
         out.append(prepare_message(obj, field=f"messages[{i}]", max_bytes=max_bytes, payloads=payloads))
     _mark_nameless_own_results(out, max_bytes)

@@ -7,21 +7,19 @@ memory a stored message always holds the whole text in `content` (a reader resol
 read path sees what was sent; only the stored form leaves it out (`stored_parts`). Beyond `max_payload_bytes`
 the result is stored clipped, head and tail around a marker, and flagged (`workmem_clipped_bytes`).
 
-The search index holds at most `INDEX_CHARS` of any message (`index_text`): its head verbatim, then each
-further distinct word once, so a Postgres `tsvector` stays far under its 1 MB limit and every word of a large
-result up to that size is found.
+What the search index holds of a large result is `state.index_text`'s rule.
 """
 
 from __future__ import annotations
 
 import hashlib
-import re
+import logging
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from workmem.state.errors import DamagedFile, InvalidInput
+from workmem.state.errors import InvalidInput
 from workmem.state.tokens import count_tokens
 
 PAYLOAD_BYTES = 64 * 1024
@@ -32,13 +30,9 @@ PAYLOAD_FIELDS = ("content_ref", "size", "chars", "sha256", "tokens", "preview",
 PREVIEW_CHARS = 1_000  # of the head and of the tail, in the stored line (what a reader without the payload sees)
 EXACT_TOKENS_CHARS = 4 << 20  # larger texts get an estimate from a sample: tiktoken over 30 MB takes seconds
 SAMPLE_CHARS = 1 << 20
-INDEX_CHARS = 128 * 1024  # the most of one message the search index holds
-INDEX_HEAD_CHARS = 16 * 1024  # of which the head is verbatim
-DIGEST_MARK = "\u2063"  # starts an index text that is a digest (invisible, never a word to either tokenizer)
 CACHE_CHARS = 96 << 20  # resolved payload texts kept per store
 CLIPPED_META = "workmem_clipped_bytes"  # = messages.CLIPPED_BYTES_META (messages imports this module)
-_WORDS = re.compile(r"\w+")
-_DIGIT = re.compile(r"\d")
+log = logging.getLogger("workmem.store")
 
 
 @dataclass(frozen=True)
@@ -162,15 +156,24 @@ def refs_of(msg: dict[str, Any]) -> list[str]:
     return [p["sha256"] for p in msg.get("parts") or () if is_payload(p) and isinstance(p.get("sha256"), str)]
 
 
-def check_payload(data: bytes, part: dict[str, Any], where: str) -> str:
-    """A payload's text, checked against the part that refers to it; DamagedFile on a size or sha256 mismatch."""
+def payload_damage(data: bytes, part: dict[str, Any]) -> str:
+    """Why a payload's bytes are not the text its part refers to ('' when they are): a size or sha256 mismatch, or
+    bytes that are not UTF-8. No path in it: a reader may show it to a model."""
     if len(data) != part.get("size") or hashlib.sha256(data).hexdigest() != part.get("sha256"):
-        raise DamagedFile(where, f"payload {part.get('sha256')} does not match its reference "
-                                 f"(size {len(data)}, expected {part.get('size')})")
+        return f"does not match its reference (size {len(data)}, expected {part.get('size')})"
     try:
-        return data.decode("utf-8")
+        data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise DamagedFile(where, f"payload {part.get('sha256')} is not UTF-8: {exc}") from None
+        return f"is not UTF-8: {exc}"
+    return ""
+
+
+def damaged_text(part: dict[str, Any], reason: str) -> str:
+    """What a reader gets for a payload it cannot read: the stored preview and a marked note naming the payload's
+    reference and how to repair it (docs/repair.md) — never a path."""
+    return (f"{part.get('preview') or ''}\n…[workmem: payload {part.get('content_ref')} {reason}; only the preview "
+            "above is left. To repair: send the tool result again, or forget the message (workmem forget-messages). "
+            "`workmem check` lists damaged payloads]…")
 
 
 class PayloadCache:
@@ -203,18 +206,21 @@ class PayloadCache:
             self._chars -= len(self._texts.pop(key))
 
 
-def resolve(messages: list[dict[str, Any]], fetch: Callable[[list[str]], dict[str, bytes]], session: str,
-            cache: PayloadCache, where: Callable[[str], str], *, damaged_ok: bool = False) -> list[dict[str, Any]]:
+def resolve(messages: list[dict[str, Any]], fetch: Callable[[list[str]], dict[str, bytes | str]], session: str,
+            cache: PayloadCache) -> list[dict[str, Any]]:
     """Stored messages with the text of every payload part filled in (copies of those that change; a cached
     list of the caller is never altered).
 
-    `fetch(shas)` returns the bytes of the payloads it has; a missing one or a mismatch is `DamagedFile` at
-    `where(sha)` (with `damaged_ok`, its preview and a marker instead). Checked texts are cached, so a session's
-    payloads are read and hashed once."""
+    `fetch(shas)` returns the bytes of each payload, or why it cannot be read. A payload that cannot be read or
+    does not match its reference reads as `damaged_text` — its preview and a marked note — with the reason in the
+    part's `damaged` field (never stored: the stored line keeps its reference, so a later repair heals every
+    reader); one WARNING per payload. Damage stays local: the session's other messages, its commits and its
+    reads go on. Checked texts are cached, so a session's payloads are read and hashed once."""
     wanted = [p for m in messages for p in m["parts"] if is_payload(p) and "content" not in p]
     if not wanted:
         return messages
     texts: dict[str, str] = {}
+    damaged: dict[str, str] = {}
     missing = []
     for part in wanted:
         sha = str(part.get("sha256"))
@@ -227,45 +233,34 @@ def resolve(messages: list[dict[str, Any]], fetch: Callable[[list[str]], dict[st
         found = fetch(sorted(set(missing)))
         for part in wanted:
             sha = str(part.get("sha256"))
-            if sha in texts:
+            if sha in texts or sha in damaged:
                 continue
-            try:
-                if sha not in found:
-                    raise DamagedFile(where(sha), f"payload {sha} is missing")
-                texts[sha] = check_payload(found[sha], part, where(sha))
-            except DamagedFile as exc:
-                if not damaged_ok:
-                    raise
-                texts[sha] = f"{part.get('preview') or ''}\n…[workmem: {exc.reason} — see `workmem check`]…"
+            data = found.pop(sha, "is missing")  # each payload's bytes go as soon as its text is made
+            reason = data if isinstance(data, str) else payload_damage(data, part)
+            if reason:
+                damaged[sha] = reason
+                texts[sha] = damaged_text(part, reason)
+                _warn_damaged(session, part, reason)
                 continue
+            texts[sha] = data.decode("utf-8")
+            del data
             cache.put((session, sha), texts[sha])
+
+    def filled(part: dict[str, Any]) -> dict[str, Any]:
+        sha = str(part["sha256"])
+        return {**part, "content": texts[sha], **({"damaged": damaged[sha]} if sha in damaged else {})}
+
     return [m if not any(is_payload(p) and "content" not in p for p in m["parts"]) else
-            {**m, "parts": [{**p, "content": texts[str(p["sha256"])]} if is_payload(p) and "content" not in p else p
-                            for p in m["parts"]]} for m in messages]
+            {**m, "parts": [filled(p) if is_payload(p) and "content" not in p else p for p in m["parts"]]}
+            for m in messages]
 
 
-def index_text(text: str) -> str:
-    """What the search index holds of a message's text: the text itself up to `INDEX_CHARS`; beyond, a digest —
-    `DIGEST_MARK`, the head and the tail verbatim, then each further distinct word once (words without digits
-    first, then ids, hashes and numbers), in order of first use, within `INDEX_CHARS`. A hit on a digest is shown
-    from the message itself (`search_hits.from_message`)."""
-    if len(text) <= INDEX_CHARS:
-        return text
-    head, tail = text[:INDEX_HEAD_CHARS // 2], text[-(INDEX_HEAD_CHARS // 2):]
-    seen = set(_WORDS.findall((head + " " + tail).lower()))
-    middle = text[INDEX_HEAD_CHARS // 2: len(text) - INDEX_HEAD_CHARS // 2].lower()
-    distinct = [w for w in dict.fromkeys(_WORDS.findall(middle)) if w not in seen and len(w) <= 64]
-    plain = [w for w in distinct if not _DIGIT.search(w)]
-    room = INDEX_CHARS - len(head) - len(tail) - 3
-    words = []
-    for word in (*plain, *(w for w in distinct if _DIGIT.search(w))):
-        room -= len(word) + 1
-        if room < 0:
-            break
-        words.append(word)
-    return f"{DIGEST_MARK}{head}\n{tail}\n{' '.join(words)}"
+_WARNED: set[tuple[str, str, str]] = set()
 
 
-def is_digest(text: str) -> bool:
-    """True when an indexed text is a digest of a longer message (see `index_text`)."""
-    return text.startswith(DIGEST_MARK)
+def _warn_damaged(session: str, part: dict[str, Any], reason: str) -> None:
+    key = (session, str(part.get("sha256")), reason)
+    if key not in _WARNED:
+        _WARNED.add(key)
+        log.warning("session %r: payload %s %s; it reads as its preview with a note (see docs/repair.md)",
+                    session, part.get("content_ref"), reason)

@@ -58,11 +58,13 @@ class SessionStorage(Protocol):
     def set_hidden(self, session_id: str, hide: set[int], unhide: set[int]) -> set[int]:
         """Record messages as hidden / shown again (beside the log, which never changes); returns the set."""
 
-    def live_messages(self, session_id: str) -> list[dict[str, Any]]:
-        """Messages not yet archived, oldest first."""
+    def live_messages(self, session_id: str, *, texts: bool = True) -> list[dict[str, Any]]:
+        """Messages not yet archived, oldest first (`texts=False` as for `messages_in_range`)."""
 
-    def messages_in_range(self, session_id: str, start_seq: int, end_seq: int) -> list[dict[str, Any]]:
-        """Messages with start_seq ≤ seq ≤ end_seq, archived or live."""
+    def messages_in_range(self, session_id: str, start_seq: int, end_seq: int, *,
+                          texts: bool = True) -> list[dict[str, Any]]:
+        """Messages with start_seq ≤ seq ≤ end_seq, archived or live (`texts=False`: payload parts as stored —
+        their record of size, characters, tokens and preview — without reading the payloads)."""
 
     def last_complete_archive(self, session_id: str) -> dict[str, Any] | None:
         """The newest complete archive object, or None."""
@@ -79,8 +81,9 @@ class SessionStorage(Protocol):
     def read_archive(self, session_id: str, archive_id: str) -> dict[str, Any]:
         """An archive object plus `overview` and `abstract`."""
 
-    def archive_messages(self, session_id: str, archive_id: str, *, damaged_ok: bool = False) -> list[dict[str, Any]]:
-        """The messages one complete archive covers (`damaged_ok`: a damaged payload reads as its preview)."""
+    def archive_messages(self, session_id: str, archive_id: str, *, texts: bool = True) -> list[dict[str, Any]]:
+        """The messages one complete archive covers (a damaged payload reads as its preview with a note;
+        `texts=False` as for `messages_in_range`)."""
 
     def write_archive(self, session_id: str, archive: dict[str, Any], messages: list[dict[str, Any]],
                       overview: str, abstract: str, spilled: list[dict[str, str]] | None = None) -> Any:

@@ -11,13 +11,14 @@ from workmem.state.errors import InvalidInput
 from workmem.state.messages import (
     CLIPPED_BYTES_META,
     FINGERPRINT_META,
+    FORGOTTEN_META,
     LC_ID_META,
     ROLES,
     lc_id,
     message_text,
     prepare_messages,
 )
-from workmem.state.payloads import DEFAULT_LIMITS, PayloadLimits, is_payload
+from workmem.state.payloads import DEFAULT_LIMITS, PayloadLimits
 from workmem.state.tokens import count_tokens_each
 
 log = logging.getLogger("workmem.store")
@@ -34,19 +35,22 @@ def prepared_batch(messages: list[Any], durable: bool | None, max_bytes: int,
     prepared = prepare_messages(messages, max_bytes=max_bytes, payloads=limits)
     if not prepared:
         return prepared, []
-    for msg, _body in prepared:
-        if is_payload(msg["parts"][0]) and msg["parts"][0].get("clipped"):
-            log.warning("a tool result of %d bytes exceeds max_payload_bytes (%d): its head and tail are stored",
-                        msg["meta"][CLIPPED_BYTES_META], limits.max_payload_bytes)
-    counts = count_tokens_each(["" if _payload_tokens(m) is not None else message_text(m) for m, _body in prepared])
-    return prepared, [c if (t := _payload_tokens(m)) is None else t for c, (m, _body) in zip(counts, prepared,
-                                                                                               strict=True)]
+    counted = [_payload_tokens(msg, limits) for msg, _body in prepared]  # a payload's, counted by `externalize`
+    counts = count_tokens_each(["" if n is not None else message_text(m)
+                                for n, (m, _body) in zip(counted, prepared, strict=True)])
+    return prepared, [c if n is None else n for c, n in zip(counts, counted, strict=True)]
 
 
-def _payload_tokens(msg: dict[str, Any]) -> int | None:
-    """The token count a payload part carries (a tool message has one part), else None."""
+def _payload_tokens(msg: dict[str, Any], limits: PayloadLimits) -> int | None:
+    """The token count a payload part carries (a tool message has one part), else None; one WARNING for a result
+    stored clipped."""
     part = msg["parts"][0]
-    return part["tokens"] if is_payload(part) else None
+    if "content_ref" not in part:  # `payloads.is_payload`, inlined: this runs for every message of every append
+        return None
+    if part.get("clipped"):
+        log.warning("a tool result of %d bytes exceeds max_payload_bytes (%d): its head and tail are stored",
+                    msg["meta"][CLIPPED_BYTES_META], limits.max_payload_bytes)
+    return part["tokens"]
 
 
 def stored_records(prepared: list[tuple[dict[str, Any], bytes | None]], counts: list[int], first_seq: int, turn: int,
@@ -93,14 +97,23 @@ def repeats(prepared: list[tuple[dict[str, Any], bytes | None]], known: list[dic
     """For each message of a batch, the stored message it repeats — the same LangChain id and the same
     fingerprint, among `known` (the live messages and the newest archive's) — else None (§12 *Idempotent
     appends*). The same id with another content is an edit, stored anew; a message without an id is never a
-    repeat. Within one batch a repeated message is stored once too."""
+    repeat. Within one batch a repeated message is stored once too.
+
+    A forgotten message (`forget.is_forgotten`) keeps its id but nothing derived from its text, so any message
+    with its id repeats it while it is the newest stored message of that id: a re-sent copy, or a changed one
+    (the synopsis an agent's state holds of a forgotten result), never brings the text back."""
     wanted = {i for msg, _body in prepared if (i := lc_id(msg))}
     by_id: dict[tuple[str, str], dict[str, Any]] = {}
-    for msg in known:  # `lc_id` inlined: every append looks at every live message
+    newest: dict[str, dict[str, Any]] = {}
+    for msg in known:  # `lc_id` inlined, the batch's ids only: every append looks at every live message
         meta = msg.get("meta") or {}
         ident = meta.get(LC_ID_META) or meta.get("source_id")
-        if type(ident) is str and ident in wanted and isinstance(meta.get(FINGERPRINT_META), str):
+        if type(ident) is not str or ident not in wanted:
+            continue
+        newest[ident] = msg
+        if isinstance(meta.get(FINGERPRINT_META), str):
             by_id[(ident, meta[FINGERPRINT_META])] = msg
+    forgotten = {key: msg for key, msg in newest.items() if FORGOTTEN_META in (msg.get("meta") or {})}
     out: list[Any] = []
     seen: dict[tuple[str, str], int] = {}
     for i, (msg, _body) in enumerate(prepared):
@@ -109,12 +122,23 @@ def repeats(prepared: list[tuple[dict[str, Any], bytes | None]], known: list[dic
             out.append(None)
         elif key in by_id:
             out.append(by_id[key])
+        elif key[0] in forgotten:
+            out.append(forgotten[key[0]])
         elif key in seen:
             out.append(seen[key])  # a position of this batch: filled with its stored copy by `merge_repeats`
         else:
             seen[key] = i
             out.append(None)
     return out
+
+
+def to_write(given: list[dict[str, Any]], found: list[Any] | None) -> list[dict[str, Any]]:
+    """The batch's messages whose payloads an append writes: all of them (a repeat's payload heals a damaged
+    stored copy) but those repeating a forgotten message, whose text must not come back."""
+    if found is None:
+        return given
+    return [msg for msg, copy in zip(given, found, strict=True)
+            if not (isinstance(copy, dict) and FORGOTTEN_META in (copy.get("meta") or {}))]
 
 
 def merge_repeats(found: list[Any], stored: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -85,21 +85,22 @@ def synopsis(text: str, *, tool: str | None, ref: str, limit_tokens: int, tokens
     room = max(limit_tokens - MARKER_TOKENS, 32)
     tail_room = int(room * TAIL_SHARE)
     head = _fit(text, room - tail_room, from_end=False)
-    tail = _fit(text[len(head):], tail_room, from_end=True)
+    tail = _fit(text, tail_room, from_end=True, start=len(head))
     omitted_from, omitted = len(head), len(text) - len(head) - len(tail)
     marker = (f"[… {about}: {omitted:,} chars left out here — {READ_TOOL}(ref=\"{ref}\", offset={omitted_from}) "
               f"reads on, query=\"…\" finds]")
     return "\n".join(part for part in (head, marker, tail) if part)
 
 
-def _fit(text: str, tokens: int, *, from_end: bool) -> str:
-    """The longest run of whole lines (else characters) at the start (or end) of `text` within `tokens`."""
+def _fit(text: str, tokens: int, *, from_end: bool, start: int = 0) -> str:
+    """The longest run of whole lines (else characters) at the start (or end) of `text[start:]` within `tokens`
+    (`start` instead of a slice: a result of hundreds of MB is never copied whole)."""
     chars = max(tokens, 0) * 4
-    piece = text[-chars:] if from_end else text[:chars]
+    piece = (text[max(start, len(text) - chars):] if chars else "") if from_end else text[start:start + chars]
     while piece and count_tokens(piece) > tokens:
         cut = max(len(piece) // 8, 1)
         piece = piece[cut:] if from_end else piece[:-cut]
-    if not piece or len(piece) == len(text):
+    if not piece or len(piece) == len(text) - start:
         return piece
     newline = piece.find("\n") if from_end else piece.rfind("\n")
     if newline > 0 and (len(piece) - newline if not from_end else newline) < len(piece) // 2:

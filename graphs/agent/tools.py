@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -62,9 +63,21 @@ def format_expansion(found: dict[str, Any], max_chars: int = MAX_EXPAND_CHARS) -
     head += f"messages #{found['start_seq']}-#{found['end_seq']} ({found['message_count']}):\n\n"
     content = found["content"]
     if len(content) > max_chars:
-        content = (content[:max_chars] + f"\n\n[cut: {len(content) - max_chars} more characters; call "
-                   "archive_expand with start_seq/end_seq to read a smaller range]")
+        how = (f"{READ_TOOL_NAME}(ref=\"seq:{found['start_seq']}\", offset=…) reads a long tool result by windows"
+               if found["message_count"] == 1 else "call archive_expand with start_seq/end_seq to read a smaller range")
+        content = content[:max_chars] + f"\n\n[cut: {len(content) - max_chars} more characters; {how}]"
     return head + content
+
+
+def tool_error(exc: BaseException, engine: Any) -> ToolException:
+    """An error of a tool call as the text the model gets: workmem's typed errors and the file system's own
+    (`OSError`: a damaged file, a full disk) alike, with paths shown inside the data root (never its absolute
+    path, which says nothing to the model and much about the host)."""
+    text = str(exc) if isinstance(exc, WorkmemError) else f"storage error: {exc}"
+    root = getattr(engine, "root", None)
+    if root is not None:
+        text = text.replace(str(root) + os.sep, "").replace(str(root), "the data root")
+    return ToolException(text)
 
 
 def _refuse(unknown: dict[str, Any]) -> None:
@@ -94,19 +107,22 @@ def make_archive_tools(
     def archive_search(query: Any = None, archive_id: Any = None, context: Any = 0,
                        **unknown: Any) -> tuple[str, list[dict[str, Any]]]:
         _refuse(unknown)
+        bound = None
         try:
-            hits = resolve_engine(engine).archive_search(_session(), query, archive_id=archive_id, context=context)
-        except WorkmemError as exc:
-            raise ToolException(str(exc)) from exc
+            bound = resolve_engine(engine)
+            hits = bound.archive_search(_session(), query, archive_id=archive_id, context=context)
+        except (WorkmemError, OSError) as exc:
+            raise tool_error(exc, bound) from exc
         return format_hits(query, hits), hits
 
     def archive_expand(archive_id: Any = None, start_seq: Any = None, end_seq: Any = None, **unknown: Any) -> str:
         _refuse(unknown)
+        bound = None
         try:
-            found = resolve_engine(engine).archive_expand(_session(), archive_id, start_seq=start_seq,
-                                                          end_seq=end_seq)
-        except WorkmemError as exc:
-            raise ToolException(str(exc)) from exc
+            bound = resolve_engine(engine)
+            found = bound.archive_expand(_session(), archive_id, start_seq=start_seq, end_seq=end_seq, previews=True)
+        except (WorkmemError, OSError) as exc:
+            raise tool_error(exc, bound) from exc
         return format_expansion(found, max_expand_chars)
 
     async def aarchive_search(**args: Any) -> tuple[str, list[dict[str, Any]]]:
@@ -159,11 +175,12 @@ def make_tool_result_reader(
         _refuse(unknown)
         session = session_from_run(session_id, default=default_session_id)
         cap = max_tokens(session) if callable(max_tokens) else max_tokens
+        bound = None
         try:
-            found = resolve_engine(engine).read_tool_result(session, ref, offset=offset, limit=limit, query=query,
-                                                            max_tokens=cap)
-        except WorkmemError as exc:
-            raise ToolException(str(exc)) from exc
+            bound = resolve_engine(engine)
+            found = bound.read_tool_result(session, ref, offset=offset, limit=limit, query=query, max_tokens=cap)
+        except (WorkmemError, OSError) as exc:
+            raise tool_error(exc, bound) from exc
         return format_read(found)
 
     async def aread_tool_result(**args: Any) -> str:

@@ -15,8 +15,10 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 
 from workmem.graphs.context.lc_messages import to_langchain_message
+from workmem.state.archive_object import READ_TOOL_NAME
 from workmem.state.errors import InvalidInput
 from workmem.state.messages import FINGERPRINT_META
+from workmem.state.payloads import is_payload
 from workmem.state.synopsis import kind_of, synopsis
 from workmem.state.tokens import count_tokens, encoder
 from workmem.state.validation import require_int, require_text
@@ -137,7 +139,7 @@ def read_window(msg: dict[str, Any], offset: Any, limit: Any, max_tokens: int) -
     text = (result_part(msg) or {}).get("content") or ""
     offset = require_int("offset", 0 if offset is None else offset, min=0)
     limit = require_int("limit", max_tokens * 4 if limit is None else limit, min=1)
-    if offset >= len(text) and text:
+    if offset and offset >= len(text):
         raise InvalidInput("offset", offset, f"past the end of the result ({len(text):,} characters)")
     piece = _within(text[offset:offset + min(limit, max_tokens * 4)], max_tokens)
     return {"ref": ref_of(msg["seq"]), **_about(msg, text), "offset": offset, "end": offset + len(piece),
@@ -146,7 +148,13 @@ def read_window(msg: dict[str, Any], offset: Any, limit: Any, max_tokens: int) -
 
 def _within(piece: str, max_tokens: int) -> str:
     """The head of `piece` its first `max_tokens` tokens spell (one encode; re-encoding a token prefix never
-    takes more tokens)."""
+    takes more tokens) — at least its first character, so a read always moves on (an emoji takes several
+    tokens: a cap of one or two would spell none of it)."""
+    head = _token_head(piece, max_tokens)
+    return head or piece[:1]
+
+
+def _token_head(piece: str, max_tokens: int) -> str:
     if len(piece) <= max_tokens:  # a token is at least one character
         return piece
     tokens = encoder().encode(piece, disallowed_special=())
@@ -178,14 +186,32 @@ def find_in(msg: dict[str, Any], query: Any) -> list[dict[str, Any]]:
 
 
 def listing(messages: list[dict[str, Any]], min_tokens: int) -> list[dict[str, Any]]:
-    """The session's tool results over `min_tokens`, oldest first: reference, tool, kind, size."""
+    """The session's tool results over `min_tokens`, oldest first: reference, tool, kind, size (from the stored
+    record of a payload when its text was not read: `messages_in_range(texts=False)`)."""
     return [{"ref": ref_of(m["seq"]), **_about(m, (result_part(m) or {}).get("content") or "")}
             for m in messages if result_part(m) is not None and m["tokens"] > min_tokens]
 
 
+def with_preview(msg: dict[str, Any]) -> dict[str, Any]:
+    """A stored message whose payload was not read (`texts=False`) with its stored preview in the payload's place
+    and how to read the whole result (any other message as it is)."""
+    part = result_part(msg)
+    if part is None or not is_payload(part) or "content" in part:
+        return msg
+    ref = ref_of(msg["seq"])
+    note = (f"…[the whole result: {part.get('chars', 0):,} characters — {READ_TOOL_NAME}(ref=\"{ref}\", offset=0) "
+            f"reads it by windows]")
+    return {**msg, "parts": [{**part, "content": f"{part.get('preview') or ''}\n{note}"}]}
+
+
 def _about(msg: dict[str, Any], text: str) -> dict[str, Any]:
     part = result_part(msg) or {}
-    about = {"tool": part.get("name"), "kind": kind_of(text), "chars": len(text), "tokens": msg["tokens"],
+    if is_payload(part) and "content" not in part:  # the stored record: its size and preview, the payload unread
+        text = part.get("preview") or ""
+        chars = part.get("chars") if isinstance(part.get("chars"), int) else len(text)
+    else:
+        chars = len(text)
+    about = {"tool": part.get("name"), "kind": kind_of(text), "chars": chars, "tokens": msg["tokens"],
              "archive_id": msg.get("archive_id")}
     if "sha256" in part:  # stored as a payload (§12)
         about["sha256"] = part["sha256"]

@@ -42,10 +42,12 @@ def is_complete(session_dir: Path, n: int) -> bool:
 def read_json(path: Path) -> Any:
     """Parse a JSON file; a missing or garbled one is `DamagedFile` naming it."""
     try:
-        with open(path, "rb") as f:
-            return json.loads(f.read())
-    except FileNotFoundError:
-        raise DamagedFile(str(path), "missing") from None
+        data = fsutil.read_file(path)
+        if data is None:
+            raise DamagedFile(str(path), "missing")
+        return json.loads(data)
+    except DamagedFile:
+        raise
     except (OSError, ValueError) as exc:
         raise DamagedFile(str(path), f"unreadable: {exc}") from None
 
@@ -64,10 +66,8 @@ def read_archive_json(folder: Path) -> dict[str, Any]:
 
 def read_text(path: Path) -> str:
     """A UTF-8 text file, '' when it is missing."""
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return ""
+    data = fsutil.read_file(path)
+    return data.decode("utf-8") if data is not None else ""
 
 
 def seq_range(archive: dict[str, Any]) -> tuple[int, int]:
@@ -137,7 +137,7 @@ def rebuilt_archive_json(folder: Path, n: int, damage: DamagedFile) -> dict[str,
 
 def _end_from_done(folder: Path) -> int:
     try:
-        end = json.loads((folder / DONE).read_bytes()).get("end_seq")
+        end = json.loads(fsutil.read_file(folder / DONE) or b"").get("end_seq")
     except (OSError, ValueError, AttributeError):
         return 0
     return end if isinstance(end, int) and not isinstance(end, bool) and end > 0 else 0

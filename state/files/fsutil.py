@@ -10,13 +10,17 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import stat
 import uuid
 from pathlib import Path
 
-from workmem.state.errors import InvalidInput, UnsafePath
+from workmem.state.errors import DamagedFile, InvalidInput, UnsafePath
 
-# Files under the data root are never opened through a symlink (§2): O_NOFOLLOW makes the open fail.
+# Files under the data root are never opened through a symlink (§2): O_NOFOLLOW makes the open fail. Nor do they
+# block on what is not a regular file (a FIFO put in a file's place): O_NONBLOCK, then fstat refuses it.
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+READ_FLAGS = os.O_RDONLY | NOFOLLOW | NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 ENV_FILE_MODE = "WORKMEM_FILE_MODE"
 DEFAULT_FILE_MODE = 0o600  # the data root holds whole conversations: owner-only unless configured
 
@@ -52,11 +56,52 @@ def create_file(path: str | Path) -> None:
 
 def _open(path: str | Path, flags: int) -> int:
     try:
-        return os.open(path, flags | NOFOLLOW, file_mode())
+        return os.open(path, flags | NOFOLLOW | NONBLOCK, file_mode())
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise UnsafePath(str(path)) from None
         raise
+
+
+def read_file(path: str | Path, start: int = 0, size: int | None = None) -> bytes | None:
+    """The bytes of a stored file (from `start`, at most `size`), or None when it does not exist. A symlink is
+    `UnsafePath`; anything else that is not a regular file (a FIFO, a directory, a device) is `DamagedFile`, found
+    without blocking."""
+    try:
+        fd = os.open(path, READ_FLAGS)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UnsafePath(str(path)) from None
+        raise
+    try:
+        check_regular(fd, path)
+    except BaseException:
+        os.close(fd)
+        raise
+    with os.fdopen(fd, "rb") as f:
+        if start:
+            f.seek(start)
+        return f.read() if size is None else f.read(size)
+
+
+def check_regular(fd: int, path: str | Path, st: os.stat_result | None = None) -> os.stat_result:
+    """The `fstat` of an open stored file; `DamagedFile` naming what it is when it is not a regular file."""
+    st = st if st is not None else os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        raise DamagedFile(str(path), f"is not a regular file ({file_kind(st.st_mode)})")
+    return st
+
+
+def file_kind(mode: int) -> str:
+    """What a file of `mode` is, in a word."""
+    for test, word in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISLNK, "a symlink"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return word
+    return "not a regular file"
 
 
 def fsync_dir(path: str | Path) -> None:
@@ -110,9 +155,9 @@ def append_bytes(path: str | Path, data: bytes, *, durable: bool = True) -> tupl
 
     Returns (inode, size before the write). A short or failed write is truncated away before raising.
     """
-    fd = _open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    fd = _open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)  # a FIFO without a reader: ENXIO, never a wait
     try:
-        st = os.fstat(fd)
+        st = check_regular(fd, path)
         try:
             if os.write(fd, data) != len(data):
                 raise OSError(errno.ENOSPC, f"short write to {path}")

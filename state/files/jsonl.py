@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import errno
 import json
 import logging
 import os
@@ -13,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from workmem.state import jsonutil
-from workmem.state.errors import Anomaly, CorruptLine, UnsafePath
+from workmem.state.errors import Anomaly, CorruptLine
+from workmem.state.files import fsutil
 from workmem.state.jsonutil import dumps
 from workmem.state.stored import check_stored, stored_records
 
@@ -191,14 +191,6 @@ def ordered(parsed: Parsed, path: str, *, after: int = 0) -> tuple[list[int], li
 
 
 def read_bytes(path: str | os.PathLike[str]) -> bytes | None:
-    """The whole file, or None when it does not exist; a symlink is `UnsafePath`, never followed."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise UnsafePath(str(path)) from None
-        raise
-    with os.fdopen(fd, "rb") as f:
-        return f.read()
+    """The whole file, or None when it does not exist; a symlink is `UnsafePath`, never followed, and a FIFO or
+    any other file that is not regular is `DamagedFile`, found without blocking (`fsutil.read_file`)."""
+    return fsutil.read_file(path)

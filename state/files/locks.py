@@ -111,7 +111,7 @@ class FileMutex:
     def _open(self) -> int | None:
         """The lock file's descriptor (opened once); None on a read-only file system without one."""
         if self._fd is None:
-            nofollow = getattr(os, "O_NOFOLLOW", 0)
+            nofollow = getattr(os, "O_NOFOLLOW", 0) | fsutil.NONBLOCK  # never through a link, never waiting on a FIFO
             try:
                 fsutil.ensure_dirs(Path(self.path).parent)
                 fd = os.open(self.path, os.O_RDWR | os.O_CREAT | nofollow, fsutil.file_mode())

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
 from workmem.state.errors import Anomaly, DamagedFile, InvalidInput
-from workmem.state.files import archives, jsonl
+from workmem.state.files import archives, fsutil, jsonl
 from workmem.state.ids import archive_name, archive_number
 from workmem.state.retention import MESSAGES, Keep, covered_tokens, keep_value
 from workmem.state.session_meta import now_iso, public
@@ -70,9 +70,8 @@ def live_file_stamp(path: Path) -> tuple[int, int] | None:
 def read_meta(path: Path) -> dict[str, Any] | None:
     """The stored meta, or None when missing or unreadable (it is recomputed from the files then)."""
     try:
-        with open(path, "rb") as f:
-            obj = json.loads(f.read())
-    except (FileNotFoundError, ValueError):
+        obj = json.loads(fsutil.read_file(path) or b"")
+    except (OSError, ValueError):  # missing, garbled, or not a regular file (a symlink is refused elsewhere)
         return None
     return obj if isinstance(obj, dict) and isinstance(obj.get("session_id"), str) else None
 
@@ -80,10 +79,10 @@ def read_meta(path: Path) -> dict[str, Any] | None:
 def read_hidden(path: Path) -> set[int]:
     """Seqs recorded in `hidden.json`; missing or unreadable → none hidden (the log is the truth)."""
     try:
-        with open(path, "rb") as f:
-            obj = json.loads(f.read())
-    except FileNotFoundError:
-        return set()
+        data = fsutil.read_file(path)
+        if data is None:
+            return set()
+        obj = json.loads(data)
     except (OSError, ValueError) as exc:
         log.warning("ignoring unreadable %s: %s", path, exc)
         return set()
@@ -218,9 +217,7 @@ def catch_up(p: SessionPaths, live: LiveState) -> jsonl.Parsed | None:
     stamp = live_file_stamp(p.messages)
     assert stamp is not None and live.file_stamp is not None
     start = live.file_stamp[1]
-    with open(p.messages, "rb") as f:
-        f.seek(start)
-        data = f.read(stamp[1] - start)
+    data = fsutil.read_file(p.messages, start, stamp[1] - start) or b""
     parsed = jsonl.parse(data, str(p.messages), first_line=live.lines + 1)
     last = live.seqs[-1] if live.seqs else live.archive_end
     seqs = [m["seq"] for m in parsed.messages]
@@ -315,8 +312,8 @@ def _archive_object(p: SessionPaths, cache: archives.ArchiveCache, n: int) -> di
 def _first_created_at(p: SessionPaths, live: list[dict[str, Any]]) -> str:
     """When the meta is lost: the creation time of the session's first message (archive_001 or live)."""
     try:
-        with open(archives.archive_dir(p.dir, 1) / archives.MESSAGES, "rb") as f:
-            first = json.loads(f.readline())
+        data = fsutil.read_file(archives.archive_dir(p.dir, 1) / archives.MESSAGES, 0, 1 << 22) or b""
+        first = json.loads(data.split(b"\n", 1)[0])
         return str(first.get("created_at") or "")
     except (OSError, ValueError, AttributeError):
         return str(live[0].get("created_at") or "") if live else ""

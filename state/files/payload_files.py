@@ -15,7 +15,7 @@ from pathlib import Path
 
 from workmem.state.errors import Anomaly, DamagedFile, UnsafePath, UnsupportedFormat
 from workmem.state.files import fsutil, jsonl
-from workmem.state.payloads import PAYLOAD_FORMAT, check_payload
+from workmem.state.payloads import PAYLOAD_FORMAT, payload_damage
 
 FOLDER = "payloads"
 FORMAT_FILE = "FORMAT"
@@ -48,6 +48,8 @@ def write(session_dir: Path, payloads: dict[str, bytes]) -> None:
     for sha, data in payloads.items():
         path = path_of(session_dir, sha)
         if not _holds(path, sha, len(data)):  # a missing or damaged copy is replaced by the caller's
+            if os.path.isdir(path) and not os.path.islink(path):
+                fsutil.remove_tree(path)  # a directory in its place holds no payload; a rename cannot replace it
             fsutil.atomic_write(path, data, durable=True)
             _VERIFIED.pop(str(path), None)
 
@@ -68,7 +70,10 @@ def _holds(path: Path, sha: str, size: int) -> bool:
     stamp = (st.st_ino, st.st_mtime_ns, st.st_size)
     if _VERIFIED.get(str(path)) == stamp:
         return True
-    data = jsonl.read_bytes(path)
+    try:
+        data = fsutil.read_file(path)
+    except OSError:  # not a regular file any more, or unreadable: the caller's copy replaces it
+        return False
     if data is None or hashlib.sha256(data).hexdigest() != sha:
         return False
     if len(_VERIFIED) >= _VERIFIED_MAX:
@@ -82,13 +87,21 @@ def forget_verified(path: Path) -> None:
     _VERIFIED.pop(str(path), None)
 
 
-def read(session_dir: Path, shas: list[str]) -> dict[str, bytes]:
-    """sha256 → bytes of the payloads found (a missing one is simply absent; a symlink is `UnsafePath`)."""
-    out = {}
+def read(session_dir: Path, shas: list[str]) -> dict[str, bytes | str]:
+    """sha256 → the bytes of each payload, or why it cannot be read ("is missing", "is not a regular file (a
+    FIFO)", …: no path in it, a reader may show it to a model). A FIFO or a directory in a payload's place is
+    found without blocking; a symlinked payload file is never followed."""
+    out: dict[str, bytes | str] = {}
     for sha in shas:
-        data = jsonl.read_bytes(path_of(session_dir, sha))
-        if data is not None:
-            out[sha] = data
+        try:
+            data = fsutil.read_file(path_of(session_dir, sha))
+        except (DamagedFile, UnsafePath) as exc:
+            out[sha] = exc.reason
+            continue
+        except OSError as exc:
+            out[sha] = f"cannot be read ({exc.strerror or type(exc).__name__})"
+            continue
+        out[sha] = data if data is not None else "is missing"
     return out
 
 
@@ -106,7 +119,8 @@ def check_format(session_dir: Path) -> None:
 
 
 def anomalies(session_dir: Path, messages: list[dict], where: str) -> list[Anomaly]:
-    """A missing payload or one whose bytes differ from its reference, for each stored message referring to one."""
+    """A missing, unreadable or non-regular payload, or one whose bytes differ from its reference, for each stored
+    message referring to one."""
     found = []
     checked: dict[str, str] = {}
     for msg in messages:
@@ -114,15 +128,10 @@ def anomalies(session_dir: Path, messages: list[dict], where: str) -> list[Anoma
             sha = str(part.get("sha256"))
             if sha not in checked:
                 try:
-                    data = read(session_dir, [sha]).get(sha)
-                    if data is None:
-                        checked[sha] = "is missing"
-                    else:
-                        check_payload(data, part, str(path_of(session_dir, sha)))
-                        checked[sha] = ""
-                except (DamagedFile, UnsafePath) as exc:
-                    checked[sha] = str(exc)
+                    data = read(session_dir, [sha])[sha]
+                    checked[sha] = data if isinstance(data, str) else payload_damage(data, part)
+                except DamagedFile as exc:  # a bad reference
+                    checked[sha] = exc.reason
             if checked[sha]:
                 found.append(Anomaly(where, 0, f"seq {msg.get('seq')}: payload {sha} {checked[sha]}"))
     return found
-

@@ -275,7 +275,7 @@ class SearchIndex:
                 if progress is not None:
                     progress(sid, archive["archive_id"])
                 count += self.index_messages(sid, archive["archive_id"],
-                                             store.archive_messages(sid, archive["archive_id"], damaged_ok=True),
+                                             store.archive_messages(sid, archive["archive_id"]),
                                              store.spilled_items(sid, archive["archive_id"]))
         return count
 

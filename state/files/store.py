@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 import threading
 import time
 from collections import OrderedDict
@@ -51,13 +52,32 @@ from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES
 from workmem.state.payloads import DEFAULT_LIMITS, PayloadCache, PayloadLimits, payloads_of, resolve, with_given_texts
 from workmem.state.retention import Keep, as_keep
 from workmem.state.session_meta import now_iso, public
-from workmem.state.stored import batch_ids, merge_repeats, prepared_batch, repeats
+from workmem.state.stored import batch_ids, merge_repeats, prepared_batch, repeats, to_write
 
 log = logging.getLogger("workmem.store")
 TOMBSTONE_PREFIX = ".deleted-"
 TOMBSTONE_MARKER = ".tombstone.json"
 _WARNED_ROOTS: set[Path] = set()
 NEWEST_ARCHIVES_CACHED = 64  # sessions whose newest archive an append can check repeats against without a read
+
+
+def _folder_stamp(sessions_dir: Path, session_dir: Path) -> tuple[int, ...] | None:
+    """What changes when a link is planted in, or a folder moved into or out of, the sessions folder or a
+    session's folder, or the session's format marker is written: their inodes, mtimes, ctimes and link counts,
+    the marker's inode, mtime and size (None while either folder is missing or a link)."""
+    try:
+        outer, inner = os.lstat(sessions_dir), os.lstat(session_dir)
+    except OSError:
+        return None
+    if not (stat.S_ISDIR(outer.st_mode) and stat.S_ISDIR(inner.st_mode)):
+        return None
+    try:
+        marker = os.lstat(os.path.join(session_dir, payload_files.FORMAT_FILE))
+        written: tuple[int, ...] = (marker.st_ino, marker.st_mtime_ns, marker.st_size)
+    except OSError:
+        written = ()
+    return (outer.st_ino, outer.st_mtime_ns, outer.st_ctime_ns, outer.st_nlink,
+            inner.st_ino, inner.st_mtime_ns, inner.st_ctime_ns, inner.st_nlink, *written)
 
 
 class SessionStore:
@@ -83,6 +103,8 @@ class SessionStore:
         self.meta_refresh_seconds = float(meta_refresh_seconds)
         self.lock_timeout = float(lock_timeout)
         self._paths_by_id: dict[str, SessionPaths] = {}
+        self._safe: dict[Path, tuple[int, ...]] = {}  # session folder → its folders' stamp when last found safe
+        self._mutexes: dict[Path, FileMutex] = {}
         self._live: dict[Path, LiveState] = {}
         self._archives = archives.ArchiveCache()
         # the newest archive's messages per session, for idempotent appends (a retried batch a commit took)
@@ -180,8 +202,11 @@ class SessionStore:
         for p in list(self._paths_by_id.values()):
             live = self._live.get(p.dir)
             if live is not None and live.dirty:
-                with self._lock(p):
-                    self._save_meta(p, self._sync(p), durable=False)
+                try:
+                    with self._lock(p):
+                        self._save_meta(p, self._sync(p), durable=False)
+                except OSError as exc:  # a damaged session: its meta is a cache the next reader recomputes
+                    log.warning("could not refresh %s: %s", p.meta, exc)
 
     def close(self) -> None:
         """Flush stale metas; the store stays usable."""
@@ -216,9 +241,9 @@ class SessionStore:
             self._create(p, now)
         live = self._sync(p)
         given = [msg for msg, _body in prepared]
-        # always durable, before the line that refers to them; a repeat's too (it heals a damaged stored copy)
-        payload_files.write(p.dir, payloads_of(given))
         found = repeats(prepared, self._recent(p, live)) if batch_ids(prepared) else None
+        # always durable, before the line that refers to them; a repeat's too (it heals a damaged stored copy)
+        payload_files.write(p.dir, payloads_of(to_write(given, found)))
         if found is not None and any(copy is not None for copy in found):
             fresh = [i for i, copy in enumerate(found) if copy is None]
             prepared, counts = [prepared[i] for i in fresh], [counts[i] for i in fresh]
@@ -256,13 +281,17 @@ class SessionStore:
 
     # -- reading ------------------------------------------------------------------------------------
 
-    def live_messages(self, session_id: str, *, strict: bool = False) -> list[dict[str, Any]]:
-        """Messages not yet archived, oldest first (bad lines skipped and recorded; strict → CorruptLine)."""
+    def live_messages(self, session_id: str, *, strict: bool = False, texts: bool = True) -> list[dict[str, Any]]:
+        """Messages not yet archived, oldest first (bad lines skipped and recorded; strict → CorruptLine;
+        `texts=False`: payload parts as stored)."""
         p = self._existing(session_id)
-        return self._resolved(p, self._live_snapshot(p, strict)[0])
+        live = self._live_snapshot(p, strict)[0]
+        return self._resolved(p, live) if texts else live
 
-    def messages_in_range(self, session_id: str, start_seq: int, end_seq: int) -> list[dict[str, Any]]:
-        """Messages with start_seq ≤ seq ≤ end_seq, from the archives and/or the live file."""
+    def messages_in_range(self, session_id: str, start_seq: int, end_seq: int, *,
+                          texts: bool = True) -> list[dict[str, Any]]:
+        """Messages with start_seq ≤ seq ≤ end_seq, from the archives and/or the live file (`texts=False`: payload
+        parts as stored, their payloads not read)."""
         check_seq_range(start_seq, end_seq)
         p = self._existing(session_id)
         live, n, end = self._live_snapshot(p, strict=False)
@@ -272,7 +301,7 @@ class SessionStore:
             out.extend(m for m in self._archive_messages(p, k) if start_seq <= m["seq"] <= end_seq)
             k += 1
         out.extend(m for m in live if start_seq <= m["seq"] <= end_seq)
-        return self._resolved(p, out)
+        return self._resolved(p, out) if texts else out
 
     def problems(self, session_id: str) -> list[Anomaly]:
         """What the latest reads of the session's files found wrong (corrupt, repeated or out-of-order lines,
@@ -391,12 +420,12 @@ class SessionStore:
         return archives.parse_spilled(archives.read_text(archives.archive_dir(p.dir, n) / archives.SPILLED))
 
     def archive_messages(self, session_id: str, archive_id: str, *, strict: bool = False,
-                         damaged_ok: bool = False) -> list[dict[str, Any]]:
-        """The messages one complete archive covers (`damaged_ok`: a missing or altered payload reads as its
-        preview and a marker instead of raising `DamagedFile` — what `reindex` indexes, so one damaged payload
-        never leaves the rest of the index empty; `check()` reports it)."""
+                         texts: bool = True) -> list[dict[str, Any]]:
+        """The messages one complete archive covers (a damaged payload reads as its placeholder; `check()`
+        reports it; `texts=False`: payload parts as stored)."""
         p, n = self._complete(session_id, archive_id)
-        return self._resolved(p, self._archive_messages(p, n, strict), damaged_ok=damaged_ok)
+        messages = self._archive_messages(p, n, strict)
+        return self._resolved(p, messages) if texts else messages
 
     def latest_overview(self, session_id: str) -> str | None:
         """The working-memory document of the newest complete archive, or None."""
@@ -533,11 +562,23 @@ class SessionStore:
 
     def _check_safe(self, p: SessionPaths) -> None:
         """No folder of the session may be a symlink: the sessions folder, the session's folder, its history and
-        payloads (files below are opened with O_NOFOLLOW, archive folders checked when read)."""
+        payloads (files below are opened with O_NOFOLLOW, archive folders checked when read); a session a newer
+        build wrote is refused.
+
+        Checked in full once per open session, and again whenever the sessions folder, the session's folder or
+        its format marker changed since (three `lstat`s per access): planting a link or moving a folder in or out
+        changes its folder's inode, mtime, ctime or link count."""
+        stamp = _folder_stamp(self.sessions_dir, p.dir)
+        if stamp is not None and self._safe.get(p.dir) == stamp:
+            return
         for path in (self.sessions_dir, p.dir, p.dir / archives.HISTORY, payload_files.folder(p.dir)):
             if os.path.islink(path):
                 raise UnsafePath(str(path))
-        payload_files.check_format(p.dir)  # a session a newer build wrote is refused, for writes as for reads
+        payload_files.check_format(p.dir)
+        if stamp is not None:
+            if len(self._safe) > 10_000:
+                self._safe.clear()
+            self._safe[p.dir] = stamp
 
     def _complete(self, session_id: str, archive_id: Any) -> tuple[SessionPaths, int]:
         p = self._existing(session_id)
@@ -552,7 +593,12 @@ class SessionStore:
         return p, n
 
     def _lock(self, p: SessionPaths) -> FileMutex:
-        return session_lock(p.lock, self.lock_timeout)
+        mutex = self._mutexes.get(p.lock)  # the process-wide mutex of the path, looked up once per session
+        if mutex is None:
+            if len(self._mutexes) > 10_000:
+                self._mutexes.clear()
+            mutex = self._mutexes[p.lock] = session_lock(p.lock, self.lock_timeout)
+        return mutex
 
     def _last_complete(self, p: SessionPaths) -> tuple[int, int]:
         """Last complete archive: hint from our state or the stored meta, checked with two `.done` stats."""
@@ -587,11 +633,9 @@ class SessionStore:
         self._problems.note(p.dir, path, found, replace=True)
         return picked
 
-    def _resolved(self, p: SessionPaths, messages: list[dict[str, Any]], *,
-                  damaged_ok: bool = False) -> list[dict[str, Any]]:
-        """Stored messages with their payloads' texts (`DamagedFile` for a missing or altered payload)."""
-        return resolve(messages, lambda shas: payload_files.read(p.dir, shas), p.safe_id, self._payload_texts,
-                       lambda sha: str(payload_files.path_of(p.dir, sha)), damaged_ok=damaged_ok)
+    def _resolved(self, p: SessionPaths, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Stored messages with their payloads' texts (a damaged payload reads as its placeholder, `resolve`)."""
+        return resolve(messages, lambda shas: payload_files.read(p.dir, shas), p.safe_id, self._payload_texts)
 
     def _archive_messages(self, p: SessionPaths, n: int, strict: bool = False) -> list[dict[str, Any]]:
         """The messages of archive `n` by the readers' rules; a seq of its range that is missing is reported."""

@@ -33,7 +33,7 @@ from workmem.state.postgres.schema import NUL_STANDIN, Database, index_documents
 from workmem.state.retention import MESSAGES, Keep, as_keep
 from workmem.state.search.search_hits import doc_fields, memory_seq
 from workmem.state.session_meta import now_iso, public
-from workmem.state.stored import batch_ids, merge_repeats, prepared_batch, repeats, stored_records
+from workmem.state.stored import batch_ids, merge_repeats, prepared_batch, repeats, stored_records, to_write
 from workmem.state.turns import DEFAULT_KEEP_RECENT
 
 MESSAGE_COLUMNS = "id, seq, turn_id, role, created_at, tokens, meta, parts, exact_body"
@@ -138,7 +138,7 @@ class PgSessionStore:
         given = [msg for msg, _body in prepared]
         with self.db.transaction(durable=self.durable if durable is None else durable) as conn:
             found = self._repeats(conn, session_id, prepared) if batch_ids(prepared) else None
-            payloads = payloads_of(given)  # a repeat's too: it heals a damaged stored copy
+            payloads = payloads_of(to_write(given, found))  # a repeat's too: it heals a damaged stored copy
             if payloads:
                 with conn.cursor() as cur:
                     cur.executemany(_PAYLOAD, [(session_id, sha, len(data), data) for sha, data in payloads.items()])
@@ -161,12 +161,12 @@ class PgSessionStore:
                 _recount(conn, session_id, (row["keep_unit"], row["keep_n"]))
         return with_given_texts(merge_repeats(found, stored), given) if found is not None else stored
 
-    def _resolved(self, session_id: str, messages: list[dict[str, Any]], *,
-                  damaged_ok: bool = False) -> list[dict[str, Any]]:
-        """Stored messages with their payloads' texts (`DamagedFile` for a missing or altered payload row)."""
-        return resolve(messages, lambda shas: self._payloads(session_id, shas), session_id, self._payload_texts,
-                       lambda sha: self.db.where("payloads", f"session_id={session_id!r}, sha256={sha!r}"),
-                       damaged_ok=damaged_ok)
+    def _resolved(self, session_id: str, messages: list[dict[str, Any]], *, texts: bool = True) -> list[dict[str, Any]]:
+        """Stored messages with their payloads' texts (a missing or altered payload row reads as its placeholder,
+        `resolve`); as stored when not `texts`."""
+        if not texts:
+            return messages
+        return resolve(messages, lambda shas: self._payloads(session_id, shas), session_id, self._payload_texts)
 
     def _payloads(self, session_id: str, shas: list[str]) -> dict[str, bytes]:
         rows = self.db.rows("SELECT sha256, data FROM payloads WHERE session_id = %s AND sha256 = ANY(%s)",
@@ -200,18 +200,19 @@ class PgSessionStore:
 
     # -- reading ------------------------------------------------------------------------------------
 
-    def live_messages(self, session_id: str) -> list[dict[str, Any]]:
-        """Messages not yet archived (archive_id is null), oldest first."""
+    def live_messages(self, session_id: str, *, texts: bool = True) -> list[dict[str, Any]]:
+        """Messages not yet archived (archive_id is null), oldest first (`texts=False`: payload parts as stored)."""
         self._existing(session_id)
-        return self._resolved(session_id, _messages(self.db.rows(
+        return self._resolved(session_id, texts=texts, messages=_messages(self.db.rows(
             f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = %s AND archive_id IS NULL ORDER BY seq",
             [session_id])))
 
-    def messages_in_range(self, session_id: str, start_seq: int, end_seq: int) -> list[dict[str, Any]]:
-        """Messages with start_seq ≤ seq ≤ end_seq, archived or live."""
+    def messages_in_range(self, session_id: str, start_seq: int, end_seq: int, *,
+                          texts: bool = True) -> list[dict[str, Any]]:
+        """Messages with start_seq ≤ seq ≤ end_seq, archived or live (`texts=False`: payload parts as stored)."""
         check_seq_range(start_seq, end_seq)
         self._existing(session_id)
-        return self._resolved(session_id, _messages(self.db.rows(
+        return self._resolved(session_id, texts=texts, messages=_messages(self.db.rows(
             f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = %s AND seq BETWEEN %s AND %s ORDER BY seq",
             [session_id, start_seq, end_seq])))
 
@@ -253,10 +254,11 @@ class PgSessionStore:
         return self.db.rows("SELECT section, item FROM spilled_items WHERE session_id = %s AND archive_id = %s "
                             "ORDER BY ord", [session_id, row["archive_id"]])
 
-    def archive_messages(self, session_id: str, archive_id: str, *, damaged_ok: bool = False) -> list[dict[str, Any]]:
-        """The messages one archive covers (`damaged_ok`: a damaged payload reads as its preview and a marker)."""
+    def archive_messages(self, session_id: str, archive_id: str, *, texts: bool = True) -> list[dict[str, Any]]:
+        """The messages one archive covers (a damaged payload reads as its placeholder; `texts=False`: payload
+        parts as stored)."""
         row = self._archive(session_id, archive_id, "archive_id, start_seq, end_seq")
-        return self._resolved(session_id, damaged_ok=damaged_ok, messages=_messages(self.db.rows(
+        return self._resolved(session_id, texts=texts, messages=_messages(self.db.rows(
             f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = %s AND seq BETWEEN %s AND %s "
             "AND archive_id = %s ORDER BY seq", [session_id, row["start_seq"], row["end_seq"], row["archive_id"]])))
 

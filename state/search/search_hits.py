@@ -29,7 +29,7 @@ from typing import Any, Literal, Protocol
 
 from workmem.state.errors import InvalidInput
 from workmem.state.ids import archive_number, canonical_archive_id
-from workmem.state.payloads import DIGEST_MARK, is_digest
+from workmem.state.index_text import DIGEST_MARK, is_digest
 from workmem.state.search import fts_query, search_dates, search_rank, search_terms
 
 HIT_CHARS = 1500
@@ -129,7 +129,7 @@ def shown_window(text: str, words: Sequence[str]) -> str:
 
 
 def from_message(hit_content: str, text: str, query: str) -> str:
-    """A hit's content when the index held a digest of its message (`payloads.index_text`; the content starts
+    """A hit's content when the index held a digest of its message (`index_text.index_text`; the content starts
     with `DIGEST_MARK`): the window of the message's own `text` around the match; else the content as it is."""
     if not is_digest(hit_content):
         return hit_content

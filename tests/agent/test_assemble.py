@@ -318,12 +318,14 @@ def test_a_tool_group_is_sent_whole_or_not_at_all(root):
         assert sum(isinstance(m, ToolMessage) for m in big) == 2 and pairing_problems(big) == []
 
 
-def test_budget_too_small_for_the_newest_user_turn_is_a_typed_error(root):
+def test_budget_too_small_for_the_newest_user_turn_clips_it_or_is_a_typed_error(root):
     with WorkingMemoryEngine(root, durable=False) as engine:
         engine.add_messages("tight", [user("Short question?"), assistant(words(900, "reply"))])
         before = engine.storage.sessions.live_messages("tight")
+        clipped = engine.assemble("tight", 1_000)  # 850 available: the turn fits only with its reply clipped
+        assert clipped["stats"]["messages_included"] == 2 and "clipped" in clipped["messages"][-1].content
         with pytest.raises(InvalidInput) as err:
-            engine.assemble("tight", 1_000)  # 850 available: the user message fits, the whole turn does not
+            engine.assemble("tight", 200)  # not even the clipped reply fits
         assert err.value.field == "token_budget"
         assert engine.storage.sessions.live_messages("tight") == before
         assert engine.assemble("tight", 2_000)["stats"]["messages_included"] == 2

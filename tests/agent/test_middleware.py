@@ -365,10 +365,11 @@ def test_after_agent_stores_a_run_once_and_hides_what_the_state_dropped(make_eng
 def test_state_view_leaves_out_what_workmem_injected(make_engine):
     engine = make_engine(scripted())
     messages = [SystemMessage(content="ignored note", additional_kwargs={"workmem": "system"}),
-                HumanMessage(content=f"{SUMMARY_MARKER}\nold memory"), HumanMessage(content="real", id="h1"),
-                AIMessage(content="answer", id="a1")]
+                HumanMessage(content=f"{SUMMARY_MARKER}\nold memory", additional_kwargs={"workmem": "summary"}),
+                HumanMessage(content=f"{SUMMARY_MARKER}\npasted by the user", id="h0"),
+                HumanMessage(content="real", id="h1"), AIMessage(content="answer", id="a1")]
     view = StateView(engine, "s", messages, list)
-    assert view.new_messages() == [messages[2], messages[3]]
+    assert view.new_messages() == messages[2:], "only the tagged messages are workmem's"
     assert view.hidden_changes([]) == (set(), set()), "holding no stored message hides nothing"
 
 

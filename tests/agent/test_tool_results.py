@@ -204,3 +204,58 @@ def test_trim_state_off_keeps_the_whole_result_in_the_state(root):
             WorkingMemoryMiddleware(engine, trigger=("tokens", 16_000), trim_state=False)])
         state = agent.invoke({"messages": [HumanMessage("Why?")]}, {"configurable": {"thread_id": "s"}})
         assert [m.content for m in state["messages"] if isinstance(m, ToolMessage)] == [LOG]
+
+
+@pytest.mark.parametrize("max_tokens", [1, 2])
+def test_a_read_of_a_token_or_two_always_moves_on(root, max_tokens):
+    """An emoji takes several tokens: a read capped below it still returns its first character."""
+    text = "🎉🚀✨" * 40
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        engine.add_messages("s", [{"role": "assistant", "content": "", "tool_calls": [
+            {"id": "c", "type": "function", "function": {"name": "party", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c", "name": "party", "content": text}])
+        pieces, offset = [], 0
+        while offset < len(text):
+            window = engine.read_tool_result("s", "seq:2", offset=offset, max_tokens=max_tokens)
+            assert window["end"] > offset and window["text"], "never an empty window"
+            pieces.append(window["text"])
+            offset = window["end"]
+        assert "".join(pieces) == text
+
+
+def test_an_empty_result_refuses_an_offset_past_its_end(root):
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        engine.add_messages("s", [{"role": "assistant", "content": "", "tool_calls": [
+            {"id": "c", "type": "function", "function": {"name": "noop", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c", "name": "noop", "content": ""}])
+        assert engine.read_tool_result("s", "seq:2")["text"] == ""
+        with pytest.raises(InvalidInput) as info:
+            engine.read_tool_result("s", "seq:2", offset=5)
+        assert info.value.field == "offset"
+
+
+def test_the_listing_and_the_expansions_read_no_payload(root, monkeypatch):
+    """Memory follows what is read: the listing comes from the stored records, the archive tool and the CLI show a
+    payload's stored preview with how to read it whole; only a read by reference loads the payload."""
+    from workmem.graphs.agent.tools import format_expansion, make_archive_tools
+    from workmem.state.files import payload_files
+
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        seq = big_session(engine)
+        engine.add_messages("s", [{"role": "assistant", "content": "The billing worker crashed."}])
+        engine.commit("s", keep_recent_count=0)
+        engine.storage.sessions._payload_texts.forget("s")
+        reads = []
+        real = payload_files.read
+        monkeypatch.setattr(payload_files, "read", lambda *a: reads.append(a) or real(*a))
+        listed = engine.read_tool_result("s")["results"]
+        assert [(r["ref"], r["kind"], r["chars"]) for r in listed] == [(f"seq:{seq}", "log", len(LOG))]
+        expand = make_archive_tools(engine, "s")[1]
+        shown = expand.invoke({"archive_id": "archive_001"})
+        assert LOG[:500] in shown and LOG[-50:] in shown and "request 6000 served" not in shown
+        assert f'read_tool_result(ref="seq:{seq}", offset=0) reads it by windows' in shown
+        assert reads == [], "no payload was read"
+        found = engine.archive_expand("s", start_seq=seq, end_seq=seq)  # the API reads it whole
+        assert LOG in found["content"] and len(reads) == 1
+        cut = format_expansion(found, max_chars=1_000)
+        assert f'read_tool_result(ref="seq:{seq}", offset=…)' in cut, "one long message: read it by reference"

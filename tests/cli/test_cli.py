@@ -123,3 +123,46 @@ def test_expand_reads_a_tool_result_by_reference(capsys, root):
     code, found = run(capsys, root, "expand", "t", "--query", "disk quota")
     assert code == 0 and [m["ref"] for m in found["matches"]] == ["seq:3"]
     assert main(["--root", str(root), "expand", "t", "--ref", "seq:1"]) == 2  # not a tool result: a clear error
+
+
+def test_expand_takes_a_start_seq_alone_and_refuses_a_ref_mixed_with_a_range(capsys, root, session):
+    code, one = run(capsys, root, "expand", session, "--start-seq", "2")
+    assert code == 0 and (one["start_seq"], one["end_seq"], one["message_count"]) == (2, 2, 1)
+    assert main(["--root", str(root), "expand", session, "--ref", "seq:3", "--start-seq", "2"]) == 2
+    assert "--start-seq cannot go with them" in capsys.readouterr().err
+    assert main(["--root", str(root), "expand", session, "--start-seq", "2", "--limit", "5"]) == 2
+    assert "go with --ref" in capsys.readouterr().err
+    assert main(["--root", str(root), "expand", "no-such-session", "--ref", "seq:3"]) == 2
+    assert "session not found" in capsys.readouterr().err
+
+
+def test_context_clips_a_newest_result_too_large_for_the_budget(capsys, root):
+    log = "\n".join(f"2026-11-30 line {i}: compiled pkg/{i}.go" for i in range(8_000)) + "\nFATAL: out of memory"
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        engine.add_messages("big", [
+            {"role": "user", "content": "Build it."},
+            {"role": "assistant", "content": "", "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "build", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "name": "build", "content": log}])
+        assembled = engine.assemble("big", 8_000)
+        assert assembled["stats"]["total_tokens"] <= assembled["stats"]["available"]
+        result = assembled["messages"][-1].content
+        assert result.startswith(log[:200]) and result.endswith("FATAL: out of memory") and "clipped" in result
+    code, context = run(capsys, root, "context", "big", "--budget", "8000")
+    assert code == 0 and "clipped" in context["messages"][-1]["content"]
+
+
+def test_expand_shows_a_large_result_as_a_window_with_how_to_read_on(capsys, root):
+    log = "\n".join(f"2026-11-30 line {i}: compiled pkg/{i}.go" for i in range(20_000)) + "\nFATAL: out of memory"
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        engine.add_messages("big", [
+            {"role": "user", "content": "Build it."},
+            {"role": "assistant", "content": "", "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "build", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "name": "build", "content": log},
+            {"role": "assistant", "content": "Out of memory."}])
+        engine.commit("big", keep_recent_count=0)
+    assert main(["--root", str(root), "expand", "big", "archive_001"]) == 0
+    out = capsys.readouterr().out
+    assert "FATAL: out of memory" in out and "line 10000:" not in out and len(out) < 10_000
+    assert 'read_tool_result(ref="seq:3", offset=0)' in " ".join(out.split())

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from dataclasses import replace
 from typing import Any
 
@@ -110,6 +111,33 @@ def test_a_temperature_refusal_is_retried_once_without_it_and_recorded(stub, stu
         second = commit_more(engine, "s", 3)
         assert not second["degraded"]
         assert len(stub.requests) == 3 and "temperature" not in stub.requests[-1]["body"]
+
+
+@STUB
+def test_two_commits_refused_at_once_both_use_the_fix_one_of_them_learnt(stub, stub_engine):
+    """Both send `temperature` before either learns it is refused: the second finds the fix already learnt by the
+    first and retries with it, instead of degrading."""
+    both_sent = threading.Barrier(2, timeout=20)
+    refuse = answering(lambda body: TEMPERATURE_REFUSAL if "temperature" in body else None)
+
+    def handle(body: dict[str, Any]) -> Any:
+        if "temperature" in body:
+            both_sent.wait()  # the two refused requests are in flight together
+        return refuse(body)
+
+    stub.handler = handle
+    with stub_engine(model_kwargs={"temperature": 0.3}, max_workers=2) as engine:
+        for session in ("a", "b"):
+            engine.add_messages(session, turns(3))
+        started = [engine.commit(session, keep_recent_count=0, wait=False) for session in ("a", "b")]
+        engine.wait()
+        results = [engine.task(s["task_id"]) for s in started]
+        assert [r["status"] for r in results] == ["completed", "completed"], results
+        assert [bool((r.get("result") or {}).get("degraded")) for r in results] == [False, False], results
+        assert [("temperature" in r["body"]) for r in stub.requests].count(True) == 2, "each sent it once"
+        for session in ("a", "b"):
+            assert engine.storage.sessions.read_archive(session, "archive_001")["model"]["fixes"] == [
+                "without_temperature"]
 
 
 @STUB

@@ -154,7 +154,8 @@ def test_compact_waits_for_a_running_background_commit(backend, monkeypatch):
         assert engine.storage.sessions.live_messages("busy") == []
 
 
-def test_after_turn_strips_what_workmem_injected(backend):
+def test_after_turn_drops_only_what_workmem_tagged(backend):
+    """workmem's own messages are known by their tag; text that only looks like them is conversation."""
     with backend.engine(durable=False) as engine:
         assembled_earlier = [
             SystemMessage(content="workmem system addition", additional_kwargs={"workmem": "system"}),
@@ -164,15 +165,16 @@ def test_after_turn_strips_what_workmem_injected(backend):
             *assembled_earlier,
             HumanMessage(content=SUMMARY_PREFIX + "an untagged copy of a summary"),
             HumanMessage(content="<relevant-memories>\n- old fact\n</relevant-memories>\nWhat is the port?"),
-            HumanMessage(content="<relevant-memories>only injected</relevant-memories>"),
             {"role": "user", "content": "tagged dict", "additional_kwargs": {"workmem": "hint"}},
             AIMessage(content="The port is 5433."),
         ]
         out = engine.after_turn("strip", [HumanMessage(content="already stored")] + turn, pre_prompt_count=1)
-        assert out["stored"] == 2
+        assert out["stored"] == 3
         live = engine.storage.sessions.live_messages("strip")
         assert [(m["role"], m["parts"][0]["text"]) for m in live] == [
-            ("user", "What is the port?"), ("assistant", "The port is 5433.")]
+            ("user", SUMMARY_PREFIX + "an untagged copy of a summary"),
+            ("user", "<relevant-memories>\n- old fact\n</relevant-memories>\nWhat is the port?"),
+            ("assistant", "The port is 5433.")]
 
 
 def test_after_turn_stores_each_message_once_with_pre_prompt_count(backend):

@@ -114,6 +114,36 @@ def test_forget_again_changes_nothing_and_the_session_goes_on(backend):
         assert engine.archive_messages(SID, "archive_002")[2]["parts"][0]["text"] == FORGOTTEN_TEXT
 
 
+def with_ids(messages: list[dict[str, Any]]) -> list[Any]:
+    """The conversation as an agent's state holds it: LangChain messages with ids."""
+    from langchain_core.messages import convert_to_messages
+
+    out = convert_to_messages(messages)
+    for i, m in enumerate(out):
+        m.id = f"lc-{i + 1}"
+    return out
+
+
+@pytest.mark.parametrize("resend", ["add_messages", "after_turn"])
+def test_a_forgotten_message_sent_again_stays_forgotten(backend, resend):
+    history = with_ids(conversation())
+    engine = backend.engine(model=scripted(WM), durable=False)
+    with engine:
+        engine.add_messages(SID, history)
+        assert engine.commit(SID, keep_recent_count=4)["status"] == "completed"  # 1-4 archived, 5-8 live
+        engine.forget_messages(SID, [1, 3, 7])
+        synopsis = history[2].model_copy(update={"content": BIG[:200] + "…"})  # the state's shortened copy
+        again = [*history, history[6].model_copy(), synopsis]
+        out = engine.add_messages(SID, again) if resend == "add_messages" else engine.after_turn(SID, again)
+        stored_now = out if resend == "add_messages" else out["messages"]
+        assert [m["seq"] for m in stored_now][:8] == list(range(1, 9)), "each message is its stored copy"
+        assert all(FORGOTTEN_TEXT in json.dumps(m["parts"]) for m in stored_now if m["seq"] in (1, 3, 7))
+        assert_whole(engine, {1, 3, 7})
+        results = [m for m in stored(engine, SID) if m["role"] == "tool"]
+        assert len(results) == 1, "a re-sent forgotten result is no second result"
+    assert leaks(backend) == []
+
+
 def test_a_payload_stays_while_another_message_refers_to_it(backend):
     with committed(backend) as engine:
         engine.add_messages(SID, [assistant("", [("c2", "build", "{}")]), tool("c2", BIG, "build")])  # seq 10

@@ -42,6 +42,17 @@ def test_the_same_id_with_other_content_is_an_edit_and_is_stored(backend):
         assert [m["meta"]["lc_id"] for m in engine.storage.sessions.live_messages("s")].count("m-h") == 2
 
 
+def test_an_edited_message_sent_back_with_its_old_meta_is_an_edit(backend):
+    """The fingerprint is recomputed from the content: a caller's `meta.fp` is never trusted."""
+    with backend.engine(durable=False) as engine:
+        stored = engine.add_messages("s", batch())[0]
+        edited = {"role": "user", "parts": [{"type": "text", "text": "m: read the other config"}],
+                  "meta": dict(stored["meta"])}
+        again = engine.add_messages("s", [edited])
+        assert [m["seq"] for m in again] == [5] and again[0]["parts"][0]["text"] == "m: read the other config"
+        assert again[0]["meta"]["fp"] != stored["meta"]["fp"]
+
+
 def test_a_message_the_newest_archive_holds_is_not_stored_again(backend):
     with backend.engine(durable=False) as engine:
         engine.add_messages("s", batch())

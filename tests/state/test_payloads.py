@@ -13,9 +13,10 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 
 from workmem.graphs.agent.middleware import WorkingMemoryMiddleware
-from workmem.state.errors import DamagedFile, InvalidInput, UnsupportedFormat
+from workmem.state.errors import InvalidInput, UnsupportedFormat
 from workmem.state.files import fsutil, payload_files
-from workmem.state.payloads import INDEX_CHARS, PayloadLimits, index_text, is_digest
+from workmem.state.index_text import INDEX_CHARS, index_text, is_digest
+from workmem.state.payloads import PayloadLimits
 from workmem.state.tokens import count_tokens
 
 MB = 1 << 20
@@ -117,7 +118,7 @@ def test_the_index_holds_a_bounded_digest_of_a_long_text():
     assert index_text("short text") == "short text"
 
 
-def test_a_removed_or_altered_payload_is_found_by_check_and_reading_it_is_damaged_file(backend):
+def test_a_removed_or_altered_payload_is_found_by_check_and_reads_as_a_placeholder(backend):
     text = json_output(MB)
     sha = hashlib.sha256(text.encode()).hexdigest()
     with backend.engine(durable=False) as engine:
@@ -142,8 +143,9 @@ def test_a_removed_or_altered_payload_is_found_by_check_and_reading_it_is_damage
             found = storage.sessions.check("s")
             assert any(sha in str(a) and ("missing" in str(a) if damage == "remove" else "does not match" in str(a))
                        for a in found), found
-            with pytest.raises(DamagedFile):
-                storage.sessions.live_messages("s")
+            part = storage.sessions.live_messages("s")[2]["parts"][0]
+            assert part["damaged"] and f"payload sha256:{sha}" in part["content"], "a placeholder, not an error"
+            assert part["content"].startswith(text[:1000]) and "send the tool result again" in part["content"]
             assert len(storage.sessions.messages_in_range("s", 1, 2)) == 2, "the other messages still read"
         finally:
             storage.close()
