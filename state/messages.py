@@ -72,15 +72,19 @@ class Normalised:
         self.msg, self.body = msg, body
 
 
-def for_storage(msg: dict[str, Any], body: bytes, payloads: PayloadLimits | None, max_bytes: int) -> Normalised | None:
+def for_storage(msg: dict[str, Any], body: bytes, payloads: PayloadLimits | None, max_bytes: int) -> Normalised:
     """A normalised message (`body`: its encoding without payloads) as an append stores it: a copy with its large
-    result made a payload and the body re-encoded; None when it exceeds `max_bytes` (the caller clips it)."""
+    result made a payload and the body re-encoded; one still over `max_bytes` is clipped to it
+    (`clip_to_cap`, recorded in its meta)."""
     stored = {**msg, "parts": [dict(p) for p in msg["parts"]], "meta": dict(msg["meta"])}
     if payloads is not None:
         externalize(stored, payloads)
         if is_payload(stored["parts"][0]):
             body = encode_body(stored, max_bytes=NO_BYTE_CAP)
-    return Normalised(stored, body) if len(body) <= max_bytes else None
+    if len(body) > max_bytes:
+        stored = clip_to_cap(stored, max_bytes, stored=payloads is not None)
+        body = encode_body(stored, max_bytes=max_bytes)
+    return Normalised(stored, body)
 
 
 def normalize_message(obj: Any, *, field: str = "message", max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,

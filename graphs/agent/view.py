@@ -28,10 +28,10 @@ from workmem.state.messages import (
     for_storage,
     lc_id,
     message_text,
-    normalize_message,
     prepare_message,
 )
 from workmem.state.payloads import PayloadLimits
+from workmem.state.safe_form import storable_form
 from workmem.state.tokens import count_tokens
 
 if TYPE_CHECKING:
@@ -114,7 +114,16 @@ class NormalisedCache:
                 if hit is not None:
                     self._items.move_to_end(key)
                     return hit
-        prepared = prepare_message(message, field=field, max_bytes=max_bytes, payloads=payloads)
+        try:
+            prepared = prepare_message(message, field=field, max_bytes=max_bytes, payloads=payloads)
+        except InvalidInput:
+            repaired, note = storable_form(message)  # an agent run stores what it cannot refuse
+            if note is None:
+                raise
+            log.warning("workmem: a %s message (id %s) cannot be stored as it is (%s); its storable form is "
+                        "stored", getattr(message, "type", None) or type(message).__name__,
+                        getattr(message, "id", None), note)
+            prepared = prepare_message(repaired, field=field, max_bytes=max_bytes, payloads=payloads)
         if key is not None:
             with self._lock:
                 self._items[key] = prepared
@@ -124,6 +133,13 @@ class NormalisedCache:
 
 
 def _cache_key(message: Any) -> tuple[Any, ...] | None:
+    try:
+        return _key(message)
+    except (RecursionError, ValueError):  # nesting too deep for repr: normalised anew each time
+        return None
+
+
+def _key(message: Any) -> tuple[Any, ...] | None:
     if not isinstance(message, BaseMessage) or not message.id:
         return None
     content = message.content if isinstance(message.content, str) else repr(message.content)
@@ -228,7 +244,7 @@ class StateView:
                 return []
             step = [AIMessage(content="", tool_calls=calls, id=message.id), *results]
             return [{"role": "assistant" if isinstance(m, AIMessage) else "tool", "parts": [], "lc": m,
-                     "tokens": count_tokens(message_text(normalize_message(m)))} for m in step]
+                     "tokens": count_tokens(message_text(self._cache.normalize(m)))} for m in step]
         return []
 
     def _is_live(self, message_id: str) -> bool:
@@ -247,8 +263,10 @@ class StateView:
         for message in self.new_messages():
             msg, body = self._cache.prepare(message)
             ready = for_storage(msg, body, payloads, max_bytes)
-            out.append(ready if ready is not None else clip_oversized([message], max_bytes, warn=True,
-                                                                      payloads=payloads)[0])
+            if CLIPPED_BYTES_META in ready.msg["meta"] and CLIPPED_BYTES_META not in msg["meta"]:
+                log.warning("workmem: a %s message (id %s) of %d bytes exceeds max_message_bytes (%d); a clipped copy "
+                            "is stored", msg["role"], lc_id(msg), ready.msg["meta"][CLIPPED_BYTES_META], max_bytes)
+            out.append(ready)
         return out
 
     def absorb(self, stored: list[dict[str, Any]]) -> None:

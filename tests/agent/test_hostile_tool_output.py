@@ -1,0 +1,80 @@
+"""No tool output crashes the agent run: content nested past the limit and a lone surrogate (a file name read with
+`surrogateescape`) are stored in a safe form with a note, one WARNING each, and later runs on the thread work; the
+engine's own entries still refuse such input with `InvalidInput`."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+from fakes import scripted
+from langchain.agents import create_agent
+from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+
+from workmem.graphs.agent.middleware import WorkingMemoryMiddleware
+from workmem.graphs.engine import WorkingMemoryEngine
+from workmem.state.errors import InvalidInput
+from workmem.state.safe_form import SAFE_FORM_META
+
+DEPTH = 80
+
+
+def nested(depth: int) -> Any:
+    value: Any = {"leaf": "bottom"}
+    for _ in range(depth):
+        value = {"child": value}
+    return value
+
+
+@tool(response_format="content_and_artifact")
+def inspect_tree(path: str) -> tuple[list[dict[str, Any]], None]:
+    """Inspect a tree."""
+    return [{"type": "text", "text": f"tree of {path}", "tree": nested(DEPTH)}], None
+
+
+@tool
+def list_dir(path: str) -> str:
+    """List a directory."""
+    return "report_\udcff.csv\nnotes.txt"  # a name read with surrogateescape: a lone surrogate
+
+
+def steps(run: int) -> list[AIMessage]:
+    return [AIMessage(content="", tool_calls=[{"name": "inspect_tree", "args": {"path": f"src{run}"},
+                                               "id": f"t{run}", "type": "tool_call"}]),
+            AIMessage(content="", tool_calls=[{"name": "list_dir", "args": {"path": f"out{run}"},
+                                               "id": f"l{run}", "type": "tool_call"}]),
+            AIMessage(content=f"Run {run} done.")]
+
+
+def test_deep_blocks_and_a_surrogate_file_name_never_stop_three_runs(root, caplog):
+    model = scripted(*steps(0), *steps(1), *steps(2))
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        agent = create_agent(model, tools=[inspect_tree, list_dir], checkpointer=InMemorySaver(),
+                             middleware=[WorkingMemoryMiddleware(engine, commit_mode="sync")])
+        with caplog.at_level(logging.WARNING, logger="workmem.agent"):
+            for run in range(3):
+                state = agent.invoke({"messages": [HumanMessage(f"Look around, part {run}.", id=f"h{run}")]},
+                                     {"configurable": {"thread_id": "t"}})
+                assert state["messages"][-1].content == f"Run {run} done."
+        live = engine.live_messages("t")
+        # The agent's checkpointer itself rewrites a lone surrogate as "?" when it saves the state: the next run's
+        # copy of a listing is another content under the same id, stored once more as that edit (not a crash).
+        rewritten = [m for m in live if "report_?.csv" in str(m["parts"][0].get("content"))]
+        assert len(live) == 3 * 6 + len(rewritten) and len(rewritten) <= 3, "every message stored once"
+        repaired = [m for m in live if SAFE_FORM_META in (m["meta"].get("additional_kwargs") or {})]
+        assert len(repaired) == 6, "each deep result and each surrogate name, in its safe form"
+        assert all(m["role"] == "tool" for m in repaired)
+        warnings = [r for r in caplog.records if "cannot be stored as it is" in r.getMessage()]
+        assert len(warnings) == 6, "one WARNING each"
+        names = [m for m in repaired if m["parts"][0]["tool_call_id"].startswith("l")]
+        assert len(names) == 3 and all("report_\\udcff.csv" in m["parts"][0]["content"] for m in names)
+
+
+def test_the_engine_still_refuses_such_input(root):
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        with pytest.raises(InvalidInput):
+            engine.add_messages("s", [ToolMessage(content="x_\udcff", tool_call_id="c1", name="list_dir")])
+        assert not engine.session_exists("s")
