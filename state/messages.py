@@ -66,10 +66,10 @@ class Normalised:
     message an agent's state holds is normalised once on its way to storage. Built only from `prepare_message`'s
     output; its body fits the cap it was made for."""
 
-    __slots__ = ("msg", "body")
+    __slots__ = ("msg", "body", "clipped")
 
-    def __init__(self, msg: dict[str, Any], body: bytes) -> None:
-        self.msg, self.body = msg, body
+    def __init__(self, msg: dict[str, Any], body: bytes, clipped: bool = False) -> None:
+        self.msg, self.body, self.clipped = msg, body, clipped  # clipped: cut to the message cap
 
 
 def for_storage(msg: dict[str, Any], body: bytes, payloads: PayloadLimits | None, max_bytes: int) -> Normalised:
@@ -81,10 +81,10 @@ def for_storage(msg: dict[str, Any], body: bytes, payloads: PayloadLimits | None
         externalize(stored, payloads)
         if is_payload(stored["parts"][0]):
             body = encode_body(stored, max_bytes=NO_BYTE_CAP)
-    if len(body) > max_bytes:
-        stored = clip_to_cap(stored, max_bytes, stored=payloads is not None)
-        body = encode_body(stored, max_bytes=max_bytes)
-    return Normalised(stored, body)
+    if len(body) <= max_bytes:
+        return Normalised(stored, body)
+    stored = clip_to_cap(stored, max_bytes, stored=payloads is not None)
+    return Normalised(stored, encode_body(stored, max_bytes=max_bytes), clipped=True)
 
 
 def normalize_message(obj: Any, *, field: str = "message", max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,

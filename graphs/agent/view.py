@@ -263,7 +263,7 @@ class StateView:
         for message in self.new_messages():
             msg, body = self._cache.prepare(message)
             ready = for_storage(msg, body, payloads, max_bytes)
-            if CLIPPED_BYTES_META in ready.msg["meta"] and CLIPPED_BYTES_META not in msg["meta"]:
+            if ready.clipped:
                 log.warning("workmem: a %s message (id %s) of %d bytes exceeds max_message_bytes (%d); a clipped copy "
                             "is stored", msg["role"], lc_id(msg), ready.msg["meta"][CLIPPED_BYTES_META], max_bytes)
             out.append(ready)
