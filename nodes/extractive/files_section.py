@@ -17,7 +17,7 @@ from typing import Any
 
 from workmem.nodes.extractive.agent_goals import TRAIL_SEPARATOR
 from workmem.nodes.extractive.tracking import list_op
-from workmem.nodes.extractive.trail import MAX_RANGES, TIERS, FileTrail, Trail, segments, twins
+from workmem.nodes.extractive.trail import TIERS, FileTrail, Trail, line_ranges, merged_spans, segments, twins
 from workmem.nodes.guards import path_tokens
 from workmem.nodes.spill import POINTER_TOKENS
 from workmem.state.memory import bullet_items, split_pointer
@@ -76,18 +76,12 @@ def _merge_one(old: str, new: str) -> str:
     a, b = _SEGMENT_RE.match(old), _SEGMENT_RE.match(new)
     if not a or not b or _kind(new) in ("ran", "tested"):
         return new
-    spans = sorted(set(_ranges(a.group("ranges")) + _ranges(b.group("ranges"))))
-    merged: list[tuple[int, int]] = []
-    for first, last in spans:
-        if merged and first <= merged[-1][1] + 1:
-            merged[-1] = (merged[-1][0], max(last, merged[-1][1]))
-        else:
-            merged.append((first, last))
+    merged = merged_spans(_ranges(a.group("ranges")) + _ranges(b.group("ranges")))
     names = list(dict.fromkeys([*(a.group("names") or "").split(", "), *(b.group("names") or "").split(", ")]))
     names = [n for n in names if n][-MAX_NAMES:]
     text = b.group("kind")
     if merged:
-        text += " " + ", ".join(f"L{x}" if x == y else f"L{x}-{y}" for x, y in merged[-MAX_RANGES:])
+        text += " " + line_ranges(merged)
     if names:
         text += " in " + ", ".join(names)
     script = b.group("script") or a.group("script")

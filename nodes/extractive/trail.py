@@ -221,16 +221,24 @@ class Trail:
         return sorted(self.files.values(), key=lambda f: (f.tier, -f.last, f.path))
 
 
-def _ranges(touches: list[Touch]) -> str:
-    spans = sorted({t.lines for t in touches if t.lines})
+def merged_spans(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Line ranges joined where they overlap or touch, in order."""
     merged: list[tuple[int, int]] = []
-    for first, last in spans:
+    for first, last in sorted(set(spans)):
         if merged and first <= merged[-1][1] + 1:
             merged[-1] = (merged[-1][0], max(last, merged[-1][1]))
         else:
             merged.append((first, last))
-    shown = [f"L{a}" if a == b else f"L{a}-{b}" for a, b in merged[-MAX_RANGES:]]
-    return ", ".join(shown)
+    return merged
+
+
+def line_ranges(spans: list[tuple[int, int]]) -> str:
+    """The newest `MAX_RANGES` ranges as `L3, L10-20`."""
+    return ", ".join(f"L{a}" if a == b else f"L{a}-{b}" for a, b in spans[-MAX_RANGES:])
+
+
+def _ranges(touches: list[Touch]) -> str:
+    return line_ranges(merged_spans(t.lines for t in touches if t.lines))
 
 
 def _command(text: str) -> str:
