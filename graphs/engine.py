@@ -216,7 +216,7 @@ class WorkingMemoryEngine:
         return stored
 
     def _meta_with_keep(self, session_id: str, keep: Keep) -> dict[str, Any]:
-        """Session meta with pending_tokens counted for `keep` (§2: the keep the next commit will use)."""
+        """Session meta with pending_tokens counted for `keep`."""
         meta = self.storage.sessions.meta(session_id)
         if tuple(meta.get("keep") or ()) != keep:
             meta = self.storage.sessions.set_keep(session_id, keep)
@@ -348,7 +348,7 @@ class WorkingMemoryEngine:
             self.commit_token_threshold), progress=progress if wait else None)
 
     def commit_for_call(self, session_id: str, keep: Keep, threshold: int, *, wait: bool) -> dict[str, Any]:
-        """The commit an agent's model call decided (§12): `keep` as the call's low-water mark chose it, the
+        """The commit an agent's model call decided: `keep` as the call's low-water mark chose it, the
         memory budget of the call's trigger; synchronous, or in the background (`wait=False`)."""
         chosen = keep_from_args(keep, None, default=self.keep, input_limit=self.context_window)
         require_bool("wait", wait)
@@ -415,7 +415,7 @@ class WorkingMemoryEngine:
 
         `token_budget` defaults to the engine's `context_window`. `pending`: messages not stored yet (an
         agent's current turn), sent before the WM in the budget order; with `pending` a session that
-        does not exist yet is simply empty. Hidden messages (§7) are left out.
+        does not exist yet is simply empty. Hidden messages are left out.
         """
         budget = self.context_window if token_budget is None else validate_budget(token_budget)
         pending = require_list("pending", pending) if pending is not None else None
@@ -449,7 +449,7 @@ class WorkingMemoryEngine:
 
     def read_tool_result(self, session_id: str, ref: Any = None, *, offset: Any = None, limit: Any = None,
                          query: Any = None, max_tokens: int = MAX_READ_TOKENS) -> dict[str, Any]:
-        """A stored tool result read by reference (§12 *Tool results*), live or archived: a window of it
+        """A stored tool result read by reference, live or archived: a window of it
         (`offset`, `limit` in characters, at most `max_tokens` tokens), the windows around a literal `query` in
         it — or, without `ref`, in every tool result of the session — or, with neither, the list of the
         session's results over `max_tokens`."""

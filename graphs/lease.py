@@ -1,4 +1,4 @@
-"""The session lease held while a commit runs, renewed by a heartbeat thread (SPEC §6)."""
+"""The session lease held while a commit runs, renewed by a heartbeat thread."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Runs commits: the lease, the task row, the checkpointed graph, resume and abandonment (SPEC §6)."""
+"""Runs commits: the lease, the task row, the checkpointed graph, resume and abandonment."""
 
 from __future__ import annotations
 
@@ -107,7 +107,7 @@ class CommitRunner:
               clip_tokens: int | None = None) -> dict[str, Any]:
         """Take the lease and run (or schedule) a commit; a held lease returns the running task.
 
-        `memory_budget` (tokens of the whole WM, None → §5's table) is recorded in the run's input, so a
+        `memory_budget` (tokens of the whole WM, None → the section table) is recorded in the run's input, so a
         resumed run keeps it. `then(result)` runs after a background commit has finished and released the lease;
         `progress(node, update)` is called after each node of a synchronous commit.
         """

@@ -136,7 +136,7 @@ def _current_node() -> str | None:
 def services(runtime: Runtime | None) -> Services:
     """Resolve the storage and model of this run (storage cached per root)."""
     ctx = context_of(runtime)
-    url = None if ctx.root else database_url_for()  # Studio runs without a root: the environment decides (§11)
+    url = None if ctx.root else database_url_for()  # Studio runs without a root: the environment decides
     root = str(Path(ctx.root).resolve()) if ctx.root else (None if url else str(default_root()))
     with _lock:
         storage = ctx.storage if ctx.storage is not None else _storage(root, ctx.durable, url)

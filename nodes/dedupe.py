@@ -1,4 +1,4 @@
-"""Dedupe of new bullet items against a section's items (§5 *Dedupe*): by normalised token runs.
+"""Dedupe of new bullet items against a section's items: by normalised token runs.
 
 An item is already present when its token sequence equals, or is a contiguous run inside, an existing
 item's — unless the existing item's *other* tokens hold a reversal or status word or a status marker:

@@ -12,8 +12,7 @@ Format, one block per message, blocks separated by a blank line; the header is t
     FileNotFoundError: app/importers/csv_loader.py
 
 workmem's own tool traffic is brief: a call to `archive_search` reads `[searched archive: "<query>"]`
-and its result is left out (it is a copy of archived text). Hidden messages (§7: no longer in the
-agent's state) are left out of commit transcripts.
+and its result is left out (it is a copy of archived text). Hidden messages are left out of commit transcripts.
 
 Content lines that could be mistaken for this structure (a block header, a `→ `/`← ` line, or one of
 the prompt's tag lines) are escaped with a leading backslash, so message text cannot forge a message

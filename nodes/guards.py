@@ -1,4 +1,4 @@
-"""Per-section guards that refuse information loss before a merge (§5); pure functions of (old, op).
+"""Per-section guards that refuse information loss before a merge; pure functions of (old, op).
 
 `guard_ops` decides, for all seven sections, the op that will be merged: junk becomes KEEP, own
 headers and list markers are cleaned, each section's guard runs on a non-empty old body, and every
@@ -49,7 +49,7 @@ from workmem.state.search.words import MONTH_NAMES
 SALVAGE = "salvage"
 TO_ARCHIVE = "to_archive"
 # Under a memory budget (a commit's), the new items a size rule refuses — past the oversized-APPEND cap, or a
-# sentinel round's — are marked too, and the budgets archive them: nothing refused for size vanishes (§12).
+# sentinel round's — are marked too, and the budgets archive them: nothing refused for size vanishes.
 REFUSED = "refused"
 OVERSIZED_APPEND_CAP = 5
 
@@ -287,7 +287,7 @@ def guard_ops(old_sections: Mapping[str, str], ops: object,
               limits: Budgets = FULL_BUDGETS) -> tuple[dict[str, Op], list[GuardNote]]:
     """Decide all seven ops; returns them and one note per guard decision that changed one. Never raises.
 
-    `limits`: the size rules of the commit's memory budget (default §5's table)."""
+    `limits`: the size rules of the commit's memory budget (default the section table)."""
     given = canonical_ops(ops)
     old = old_sections if isinstance(old_sections, Mapping) else {}
     guarded: dict[str, Op] = {}

@@ -1,4 +1,4 @@
-"""Merge of section ops into the working memory (§4, §5): apply the decided ops, then the budgets.
+"""Merge of section ops into the working memory: apply the decided ops, then the budgets.
 
 Pure and never raising. `merge_with_spill(old, ops)` is the guarded API for callers and tests: it
 takes the spill pointers out, decides the ops with `guard_ops`, applies them, enforces the section
@@ -78,7 +78,7 @@ def merge_with_spill(old_markdown: str, ops: dict | None, *, key_facts_may_spill
                      memory_budget: int | None = None) -> tuple[str, list[dict[str, str]]]:
     """Guard, merge and budget ops into a WM document → (document, spilled items); never raises.
 
-    `memory_budget`: the WM's total token budget (`state.memory.budgets`); None → §5's table."""
+    `memory_budget`: the WM's total token budget (`state.memory.budgets`); None → the section table."""
     limits = budgets(valid_memory_budget(memory_budget))
     old, _ = bodies_without_pointers(old_markdown)
     decided, _ = guard_ops(old, ops, limits)

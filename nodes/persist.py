@@ -40,7 +40,7 @@ def abstract_of(working_memory: str) -> str:
 def build_archive(
     state: CommitState, messages: list[dict[str, Any]], previous: dict[str, Any] | None
 ) -> dict[str, Any]:
-    """The working-memory object of SPEC §2 for this commit."""
+    """The working-memory object for this commit."""
     wm = state["working_memory"]
     notes = list(state.get("guard_notes") or [])
     sections = parse_sections(wm)

@@ -1,7 +1,7 @@
-"""Prompt text of the commit's model calls (SPEC §5, §8); builders return plain (role, text) pairs.
+"""Prompt text of the commit's model calls; builders return plain (role, text) pairs.
 
 One section list and one rule list serve both prompts; the per-section budgets are the commit's
-(`state.memory.budgets`: §5's table, or its share of a smaller memory budget), the numbers the guards,
+(`state.memory.budgets`: the section table, or its share of a smaller memory budget), the numbers the guards,
 the spill and the size reminders read.
 """
 

@@ -1,4 +1,4 @@
-"""Recovery of section ops from malformed tool-call arguments (§6 node 5): JSON repair, then a scan."""
+"""Recovery of section ops from malformed tool-call arguments: JSON repair, then a scan."""
 
 from __future__ import annotations
 

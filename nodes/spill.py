@@ -1,16 +1,16 @@
-"""Section budgets with explicit spill (§5 *Section budgets and spill*, §12): pure, after the guards and ops.
+"""Section budgets with explicit spill: pure, after the guards and ops.
 
 A section still over its budget after a merge moves its oldest items into the archive being written
 (`spilled`), leaving a pointer item that counts them (`state.memory.with_pointer`). Who spills:
 - Task & Goals, Files & Context, Errors & Corrections, Open Issues: oldest items first (Open
   Issues: `[resolved]` items first) until the body fits;
-- Key Facts & Decisions, under §5's table alone (a bare merge): only when the caller says it may (the
+- Key Facts & Decisions, under the section table alone (a bare merge): only when the caller says it may (the
   sentinel stood through two commits): down to ≤ 25 bullets and ≤ 1 500 tokens, the sentinel removed; and
   always, the items of an APPEND that take it past its budget (a salvaged rejected UPDATE) at once;
 - Session Title never spills: an over-budget title keeps the old one (or is cut when there is none);
 - Current State never spills items: it is cut at the last sentence end that fits, the rest spilled.
 
-Under a memory budget (`Budgets.document`, what a commit runs with) the budget is a hard bound (§12): Key
+Under a memory budget (`Budgets.document`, what a commit runs with) the budget is a hard bound: Key
 Facts spills its oldest items too, after any op (the sentinel stays as the model's signal and is never an
 item); the new items a size rule refused (`guards.REFUSED`: the oversized-APPEND cap, a sentinel round) go
 to the archive instead of vanishing; and `fit_document` spills until the rendered document fits.
@@ -128,7 +128,8 @@ def _spill_oldest(section: str, body: str, budget: int, pointer_tokens: int) -> 
 
 
 def _consolidate_key_facts(body: str, max_tokens: int) -> tuple[str, list[str]]:
-    """Spill the oldest Key Facts (and the sentinel) down to ≤ 25 bullets and ≤ `max_tokens` (1 500 at §5's table)."""
+    """Spill the oldest Key Facts (and the sentinel) down to ≤ 25 bullets and ≤ `max_tokens` (1 500 at the section
+    table)."""
     lines = [line for line in _lines(body) if CONSOLIDATION_SENTINEL not in line]
     spilled: list[str] = []
     while lines and (len(lines) > MAX_BULLETS or count_tokens("\n".join(lines)) > max_tokens):
@@ -179,7 +180,7 @@ def apply_budgets(old: Mapping[str, str], new: Mapping[str, str], facts_op: Mapp
                   limits: Budgets = FULL_BUDGETS) -> Budgeted:
     """Enforce the section budgets on `new` (the merged bodies, pointers taken out), given the `old`
     bodies, the decided Key Facts op (with the guard's marks) and each section's pointer count so far;
-    `limits` are the commit's memory budget's (default §5's table; with a document bound, a hard one)."""
+    `limits` are the commit's memory budget's (default the section table; with a document bound, a hard one)."""
     out = Budgeted(dict(new))
     budget_of = limits.sections
     hard = limits.document is not None

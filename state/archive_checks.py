@@ -1,4 +1,4 @@
-"""What every backend checks before it persists an archive (SPEC §2, §10): the object, its covered messages,
+"""What every backend checks before it persists an archive: the object, its covered messages,
 its texts — all before anything is written."""
 
 from __future__ import annotations

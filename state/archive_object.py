@@ -1,4 +1,4 @@
-"""The archive object of SPEC §2 — what every backend stores per commit and returns to callers.
+"""The archive object — what every backend stores per commit and returns to callers.
 
 Format 2 keeps the working memory once (the file backend's `.overview.md`, a column elsewhere):
 `working_summary` holds only the overview's name and per-section token counts; readers fill the

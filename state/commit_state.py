@@ -49,7 +49,7 @@ def fresh_run() -> dict[str, Any]:
 
 
 def memory_budget_of(state: Any) -> int | None:
-    """The memory budget a commit run uses (tokens), or None for §5's full table (also for older checkpoints)."""
+    """The memory budget a commit run uses (tokens), or None for the full section table (also for older checkpoints)."""
     return valid_memory_budget(state.get("memory_budget"))
 
 
@@ -76,9 +76,9 @@ class CommitInput(TypedDict, total=False):
     session_id: str
     archive_id: str
     task_id: str
-    keep: list[Any]  # [unit, n]: the raw tail the commit keeps (§7 Retention)
+    keep: list[Any]  # [unit, n]: the raw tail the commit keeps
     keep_recent_count: int  # first-build checkpoints: the messages unit
-    memory_budget: int  # the WM's token budget (`state.memory.budgets`); absent → §5's table
+    memory_budget: int  # the WM's token budget (`state.memory.budgets`); absent → the section table
     clip_tokens: int  # how long one message may be in the commit's transcript; absent → the engine's
 
 
@@ -131,7 +131,7 @@ class CommitState(TypedDict, total=False):
     task_id: str
     keep: list[Any]  # [unit, n]
     keep_recent_count: int  # first-build checkpoints; `keep` wins when both are present
-    memory_budget: int  # the WM's token budget for this run; absent (older checkpoints) → §5's table
+    memory_budget: int  # the WM's token budget for this run; absent (older checkpoints) → the section table
     clip_tokens: int  # one message's length in this run's transcripts; absent → the engine's `clip_tokens`
     messages: list[dict[str, Any]]  # optional Studio input, appended by take_lease then cleared
 

@@ -1,4 +1,4 @@
-"""Safe names derived from untrusted ids: session directories and archive ids (SPEC §1)."""
+"""Safe names derived from untrusted ids: session directories and archive ids."""
 
 from __future__ import annotations
 

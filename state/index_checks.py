@@ -1,4 +1,4 @@
-"""What `check()` compares between the search index and the archives (SPEC §7, §10; r3): every backend alike.
+"""What `check()` compares between the search index and the archives: every backend alike.
 
 The index can be rebuilt from the archives (`workmem reindex`), so it must never disagree with them silently —
 an index rebuilt from the wrong messages (a resumed commit indexing another range) hides archived messages

@@ -1,4 +1,4 @@
-"""The seven-section working-memory document: parse, render, bullet items, escaping, size rules (§3, §5)."""
+"""The seven-section working-memory document: parse, render, bullet items, escaping, size rules."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ SECTION_KEYS: dict[str, str] = {
 
 DOCUMENT_TITLE = "# Working Memory"
 
-# Token budget of each section's body (§5 *Section budgets and spill*): the guards, the size
+# Token budget of each section's body: the guards, the size
 # reminders and the prompts all read this one table.
 SECTION_BUDGETS: dict[str, int] = {
     "Session Title": 60,
@@ -51,7 +51,7 @@ MAX_TOKENS = 1500
 EMERGENCY_BULLETS = 50
 EMERGENCY_TOKENS = 3000
 
-# The one item a section keeps for what it spilled into the archive (§5 *The pointer*). Merge owns it:
+# The one item a section keeps for what it spilled into the archive. Merge owns it:
 # it is taken out before the guards and ops see a body and put back (first) after, so it counts for
 # no rule, and a model can neither drop nor forge it.
 # It says what it holds: items moved out because the section was full (older items), and new items a size rule
@@ -195,7 +195,8 @@ def split_pointer(body: str) -> tuple[str, int]:
 
 
 def pointer_item(archived: Archived) -> str:
-    """The pointer item for `archived` ('' when it counts nothing); older items alone read as §5 writes them."""
+    """The pointer item for `archived` ('' when it counts nothing); older items alone read as a bare merge writes
+    them."""
     if archived.refused <= 0:
         return POINTER_ITEM.format(n=archived.older) if archived.older > 0 else ""
     parts = [f"{archived.older} older items"] if archived.older > 0 else []
@@ -254,7 +255,7 @@ def is_emergency(n: int, t: int, max_tokens: int = EMERGENCY_TOKENS) -> bool:
     return n > EMERGENCY_BULLETS or t > max_tokens
 
 
-# The memory budget follows the commit trigger (issue 17): the working memory rides on every model call,
+# The memory budget follows the commit trigger: the working memory rides on every model call,
 # so a small trigger gets a small memory — about what a summariser's summary costs up to an 8 000-token
 # trigger (400 tokens), growing by a fifth of every trigger token beyond, never over the table. Under it
 # every section budget shrinks in the table's proportions (none under 60 tokens), and the Key Facts size
@@ -264,10 +265,10 @@ TABLE_TOTAL = sum(SECTION_BUDGETS.values())
 SMALL_TRIGGER = 8_000  # up to this trigger the memory gets MIN_MEMORY_BUDGET; a fifth of the rest is added
 MIN_MEMORY_BUDGET = 400
 MIN_SECTION_BUDGET = 60
-# A memory budget counts the rendered document (§12): the title and the seven headings, and the newline each
+# A memory budget counts the rendered document: the title and the seven headings, and the newline each
 # non-empty body adds after its heading; the sections share what is left.
 DOCUMENT_OVERHEAD = count_tokens(render_sections({})) + len(SECTIONS)
-MAX_MEMORY_BUDGET = TABLE_TOTAL + DOCUMENT_OVERHEAD  # §5's whole table with its headings
+MAX_MEMORY_BUDGET = TABLE_TOTAL + DOCUMENT_OVERHEAD  # the whole section table with its headings
 
 
 @dataclass(frozen=True)
@@ -277,7 +278,7 @@ class Budgets:
     table: tuple[tuple[str, int], ...]  # (section, body budget) in document order
     oversized_tokens: int = MAX_TOKENS
     emergency_tokens: int = EMERGENCY_TOKENS
-    # The rendered document's bound a commit holds (None: §5's table alone, as a bare merge keeps it); not part
+    # The rendered document's bound a commit holds (None: the section table alone, as a bare merge keeps it); not part
     # of equality, so the size rules a model reads back from its instructions compare equal.
     document: int | None = field(default=None, compare=False)
 
@@ -314,12 +315,12 @@ def valid_memory_budget(value: object) -> int | None:
 
 def memory_budget_for(trigger_tokens: int) -> int:
     """The default memory budget of a commit trigger: 400 tokens up to an 8 000-token trigger, plus a fifth
-    of the trigger beyond; at most §5's table with its headings (`MAX_MEMORY_BUDGET`)."""
+    of the trigger beyond; at most the section table with its headings (`MAX_MEMORY_BUDGET`)."""
     return min(MAX_MEMORY_BUDGET, MIN_MEMORY_BUDGET + max(0, int(trigger_tokens) - SMALL_TRIGGER) // 5)
 
 
 def scaled_table(room: int) -> dict[str, int]:
-    """§5's table scaled to `room` tokens of bodies: no section under 60 tokens while the sum still fits,
+    """the section table scaled to `room` tokens of bodies: no section under 60 tokens while the sum still fits,
     else the floor drops until it does (a floor never takes a section over its own table budget)."""
     if room >= TABLE_TOTAL:
         return dict(SECTION_BUDGETS)
@@ -333,7 +334,7 @@ def scaled_table(room: int) -> dict[str, int]:
 
 @lru_cache(maxsize=64)
 def budgets(memory_budget: int | None = None) -> Budgets:
-    """The size rules for a memory of `memory_budget` tokens, the rendered document (§12); None → §5's table
+    """The size rules for a memory of `memory_budget` tokens, the rendered document; None → the section table
     with no document bound (a bare merge)."""
     if memory_budget is None:
         return Budgets.of_sections(SECTION_BUDGETS)
@@ -348,7 +349,7 @@ DEFAULT_MEMORY_BUDGET = memory_budget_for(trigger_tokens(DEFAULT_TRIGGER, DEFAUL
 
 
 def section_reminders(md: str | None, limits: Budgets = FULL_BUDGETS) -> str:
-    """Size warnings before an update call; '' when no section needs one (§5 *Size reminders*).
+    """Size warnings before an update call; '' when no section needs one.
 
     The reference rule: every oversized section except Errors & Corrections. Added: every other
     section (Errors & Corrections and Session Title excepted, they cannot be consolidated by UPDATE)

@@ -1,4 +1,4 @@
-"""Messages: normalisation of LangChain / OpenAI / workmem inputs into parts, validation, text (SPEC §1, §10).
+"""Messages: normalisation of LangChain / OpenAI / workmem inputs into parts, validation, text.
 
 LangChain messages are recognised by duck typing (`.type`, `.content`, `.tool_calls`, …) and LangChain's
 dict forms go through LangChain's own converters, imported inside the function, so loading `state/`
@@ -22,7 +22,7 @@ from workmem.state.payloads import CLIPPED_META, PayloadLimits, externalize, is_
 ROLES = ("user", "assistant", "tool", "system")
 DEFAULT_MAX_MESSAGE_BYTES = 1 << 20
 CLIPPED_BYTES_META = CLIPPED_META
-LC_ID_META = "lc_id"  # the LangChain message id (first builds stored it as "source_id")
+LC_ID_META = "lc_id"  # the LangChain message id (older stores wrote it as "source_id")
 FINGERPRINT_META = "fp"
 # A tool result the agent's state holds as its synopsis carries the stored original's fingerprint and the hash
 # of the synopsis (`synopsis_mark`); an unedited copy is then aligned as the stored message (`SYNOPSIS_OF_META`),
@@ -136,7 +136,7 @@ def synopsis_hash(text: str) -> str:
 
 def fingerprint(msg: dict[str, Any]) -> str:
     """16 hex digits identifying a message by what it says: role, text, tool calls' ids, names and arguments,
-    tool results' call ids and content (§7 idempotent ingestion). Ids, times and metadata are left out,
+    tool results' call ids and content. Ids, times and metadata are left out,
     so a client that re-sends the same message in another shape gets the same fingerprint."""
     digest = hashlib.blake2b(str(msg.get("role")).encode(), digest_size=8)
     for part in msg["parts"]:
@@ -174,7 +174,7 @@ def lc_id(msg: dict[str, Any]) -> str | None:
 
 
 def _mark_own_tool_parts(msg: dict[str, Any]) -> None:
-    """Flag calls to archive_search / archive_expand and results named after them (§7: stored, not indexed)."""
+    """Flag calls to archive_search / archive_expand and results named after them."""
     parts = msg.get("parts")
     for part in parts if isinstance(parts, list) else []:
         if (isinstance(part, dict) and part.get("type") in ("tool_call", "tool_result")
@@ -247,7 +247,7 @@ def prepare_messages(objs: Any, *, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
 
 def _mark_nameless_own_results(out: list[tuple[dict[str, Any], bytes | None]], max_bytes: int) -> None:
     """A result without a tool name (an OpenAI dict) answering one of our own calls in the same batch is
-    ours too: flag it (nearest preceding unanswered call of its id, as §1 pairs them) and re-encode it."""
+    ours too: flag it (nearest preceding unanswered call of its id, as results pair with calls) and re-encode it."""
     open_calls: dict[str, list[bool]] = {}
     for i, (msg, _body) in enumerate(out):
         for part in msg["parts"]:

@@ -1,4 +1,4 @@
-"""The model output contract (§4): the two hand-written tool schemas, the op model and tolerant parsers."""
+"""The model output contract: the two hand-written tool schemas, the op model and tolerant parsers."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ OP_REF = "#/$defs/op"
 
 
 def op_schema() -> dict[str, Any]:
-    """The one op object (§4 [r2]): `op` is KEEP, UPDATE or APPEND; UPDATE needs `content`, APPEND `items`
+    """The one op object: `op` is KEEP, UPDATE or APPEND; UPDATE needs `content`, APPEND `items`
     (enforced after parsing, by `SectionOp`)."""
     return {
         "type": "object",

@@ -1,4 +1,4 @@
-"""Payloads (SPEC §12 *Tool results*): a large tool result stored whole, content-addressed, beside its message.
+"""Payloads: a large tool result stored whole, content-addressed, beside its message.
 
 A tool result over `payload_bytes` keeps its text out of the message's stored line: the part carries
 `content_ref` (`sha256:<hex>`), `size` (UTF-8 bytes), `chars`, `sha256`, its token count (counted once, here)

@@ -1,4 +1,4 @@
-"""Secret redaction for stored errors and logs (SPEC §10)."""
+"""Secret redaction for stored errors and logs."""
 
 from __future__ import annotations
 

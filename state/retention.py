@@ -1,4 +1,4 @@
-"""Retention in the user's unit and the commit trigger (SPEC §7 *Retention*, *When a commit starts*).
+"""Retention in the user's unit and the commit trigger.
 
 The raw tail a commit keeps is `("messages", n)`, `("turns", n)` or `("tokens", n)` — the forms
 `SummarizationMiddleware` uses — and the trigger is `("tokens", n)` or `("fraction", f)` of the model's

@@ -1,6 +1,6 @@
 """A storable form of a message workmem cannot store as it is (docs/hostile-input.md).
 
-The engine's public entries refuse such a message with `InvalidInput` (§10); an agent run must not stop on a tool
+The engine's public entries refuse such a message with `InvalidInput`; an agent run must not stop on a tool
 output or a model reply it did not choose, so its store step stores this form instead, with one WARNING. What it
 repairs, and only that (a message invalid for another reason, an unknown role say, is left for validation):
 

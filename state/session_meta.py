@@ -1,4 +1,4 @@
-"""The session meta every backend reports (SPEC §2 *Session meta*) and the clock its timestamps come from."""
+"""The session meta every backend reports and the clock its timestamps come from."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def now_iso() -> str:
 
 
 def public(meta: dict[str, Any]) -> dict[str, Any]:
-    """The §2 fields of a meta dict (a copy)."""
+    """The public fields of a meta dict (a copy)."""
     out = {k: meta.get(k) for k in PUBLIC_FIELDS}
     if isinstance(out["last_archive"], dict):
         out["last_archive"] = dict(out["last_archive"])

@@ -1,4 +1,4 @@
-"""The storage interface (SPEC §11): what the engine and the commit nodes may ask of a backend.
+"""The storage interface: what the engine and the commit nodes may ask of a backend.
 
 Nothing above `state/` imports a backend module: it receives a `Storage` from `open_storage` and
 talks to its three parts — `sessions` (messages, archives, meta), `tasks` (commit tasks and leases)
@@ -47,7 +47,7 @@ class SessionStorage(Protocol):
         """Where the session lives, for people (a directory, a table key)."""
 
     def meta(self, session_id: str) -> dict[str, Any]:
-        """The session meta (§2 fields)."""
+        """The session meta."""
 
     def set_keep(self, session_id: str, keep: tuple[str, int]) -> dict[str, Any]:
         """Set the keep window (`(unit, n)`) pending_tokens is computed with."""
@@ -219,7 +219,7 @@ def default_root() -> Path:
 
 
 def database_url_for(root: str | os.PathLike[str] | None = None, url: str | None = None) -> str | None:
-    """The Postgres URL to use, or None for files (§11): `url` > `root` > `WORKMEM_DATABASE_URL` >
+    """The Postgres URL to use, or None for files: `url` > `root` > `WORKMEM_DATABASE_URL` >
     `WORKMEM_HOME` > `POSTGRES_URI` > `./.workmem` — passing a root never silently moves to Postgres."""
     if url is not None:
         return url

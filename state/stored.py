@@ -1,4 +1,4 @@
-"""A stored message record (SPEC §1 *Message*): built from a validated batch, and the shape check every reader
+"""A stored message record: built from a validated batch, and the shape check every reader
 of stored messages applies, whichever backend holds them."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ Prepared = list[tuple[dict[str, Any], bytes | None]]
 
 def prepared_batch(messages: list[Any], durable: bool | None, max_bytes: int,
                    limits: PayloadLimits = DEFAULT_LIMITS) -> tuple[Prepared, list[int]]:
-    """An append's messages validated and normalised (§10), large tool results made payloads (§12), with their
+    """An append's messages validated and normalised, large tool results made payloads, with their
     token counts (a payload's counted once, by `externalize`); `durable` must be a bool or None. Every
     backend's `append` starts here, before it touches storage."""
     if durable is not None and not isinstance(durable, bool):
@@ -95,9 +95,9 @@ def batch_ids(prepared: list[tuple[dict[str, Any], bytes | None]]) -> list[str]:
 
 def repeats(prepared: list[tuple[dict[str, Any], bytes | None]], known: list[dict[str, Any]]) -> list[Any]:
     """For each message of a batch, the stored message it repeats — the same LangChain id and the same
-    fingerprint, among `known` (the live messages and the newest archive's) — else None (§12 *Idempotent
-    appends*). The same id with another content is an edit, stored anew; a message without an id is never a
-    repeat. Within one batch a repeated message is stored once too.
+    fingerprint, among `known` (the live messages and the newest archive's) — else None. The same id with another
+    content is an edit, stored anew; a message without an id is never a repeat. Within one batch a repeated
+    message is stored once too.
 
     A forgotten message (`forget.is_forgotten`) keeps its id but nothing derived from its text, so any message
     with its id repeats it while it is the newest stored message of that id: a re-sent copy, or a changed one

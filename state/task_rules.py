@@ -1,4 +1,4 @@
-"""Rules every backend's task and lease store applies (SPEC §6 *Commit tasks*): statuses, TTLs, checked updates."""
+"""Rules every backend's task and lease store applies: statuses, TTLs, checked updates."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Pure helpers over an ordered list of stored messages: tool groups, the covered range, pending tokens.
 
-A *tool group* is an assistant message with tool calls plus the tool results that answer it (§1).
+A *tool group* is an assistant message with tool calls plus the tool results that answer it.
 Spans are inclusive index ranges into the list; overlapping groups (interleaved parallel calls)
 are merged so a cut never lands inside any of them. A call of the newest turn still waiting for
 its result is an *open* group reaching to the end of the list: its result is stored later, and it
@@ -24,7 +24,7 @@ _TURN_ID = re.compile(r"t([0-9]{1,9})")
 
 
 def validate_keep(value: Any, field: str = "keep_recent_count") -> int:
-    """A keep count from a caller (§10): an int ≥ 0 (else InvalidInput naming `field`), clamped to 10 000."""
+    """A keep count from a caller: an int ≥ 0 (else InvalidInput naming `field`), clamped to 10 000."""
     return min(require_int(field, value, min=0), MAX_KEEP_RECENT)
 
 
@@ -45,7 +45,7 @@ def parse_turn_id(value: Any, field: str = "turn_id") -> int:
 def tool_pairs(messages: Sequence[dict[str, Any]]) -> tuple[list[tuple[int, int]], list[int]]:
     """`(call index, result index)` pairs and the indexes of messages holding a call nothing answers.
 
-    A result pairs with the **nearest preceding unanswered** call of its id (§1), never with an earlier,
+    A result pairs with the **nearest preceding unanswered** call of its id, never with an earlier,
     already answered one: some backends send `call_0` on every turn, and an imported transcript may
     repeat ids. A result with no such call pairs with nothing.
     """
@@ -105,7 +105,7 @@ def message_units(messages: Sequence[dict[str, Any]]) -> list[tuple[int, int]]:
 
 
 def choose_covered_range(messages: Sequence[dict[str, Any]], keep: Keep | int) -> tuple[int, int] | None:
-    """`(start_seq, end_seq)` a commit covers: all but the tail `keep` asks for (§7 *Retention*), never
+    """`(start_seq, end_seq)` a commit covers: all but the tail `keep` asks for, never
     splitting a tool group nor covering a call still waiting for its result (the cut moves earlier so
     the group stays in the tail); None when nothing is covered. An int `keep` counts messages."""
     unit, n = as_keep(keep)

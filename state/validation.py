@@ -1,4 +1,4 @@
-"""The one place public entries check their arguments (SPEC §10): typed errors naming the field.
+"""The one place public entries check their arguments: typed errors naming the field.
 
 The engine, the CLI and the tools call these at the boundary; the layers below trust what they get
 and keep only their invariants.

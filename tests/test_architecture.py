@@ -66,3 +66,16 @@ def test_the_parser_reads_the_tables_it_checks():
     tables = documented()
     assert "store.py" in tables["state/files/"] and "commit.py" in tables["graphs/"]
     assert sum(map(len, tables.values())) >= 80
+
+
+def test_product_code_cites_no_document_the_repository_lacks():
+    """Comments and docstrings say the rule or point into docs/; no section sign of an outside specification, no
+    issue number, no revision mark."""
+    import re
+
+    pattern = re.compile(r"§|\bSPEC\b|\[r[0-9]\]|\bissue[ -]?[0-9]+")
+    found = [f"{path.relative_to(REPO)}:{n}" for top in ("workmem", "state", "nodes", "graphs")
+             for path in sorted((REPO / top).rglob("*.py"))
+             for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1) if pattern.search(line)]
+    assert found == []
+    assert (REPO / "docs" / "design.md").is_file()

@@ -1,4 +1,4 @@
-"""Which of an agent's state messages are already stored, and which are new (SPEC §7 *Idempotent ingestion*).
+"""Which of an agent's state messages are already stored, and which are new.
 
 The state's messages are aligned with the session's newest stored messages (the live ones and the
 newest archived one); only what follows the aligned run is new. Alignment is authoritative — no

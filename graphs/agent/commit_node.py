@@ -1,4 +1,4 @@
-"""`commit_node(engine)`: workmem's commit as a plain node of any LangGraph graph (SPEC §6).
+"""`commit_node(engine)`: workmem's commit as a plain node of any LangGraph graph.
 
 A compiled subgraph added as a node would run on its parent's checkpointer; this wrapper calls
 `engine.commit(wait=True)` instead, so the commit keeps its own checkpoints. The other integration

@@ -1,4 +1,4 @@
-"""LangChain tools `archive_search` and `archive_expand`, bound to an engine and a session (SPEC §7)."""
+"""LangChain tools `archive_search` and `archive_expand`, bound to an engine and a session."""
 
 from __future__ import annotations
 

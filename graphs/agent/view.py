@@ -1,4 +1,4 @@
-"""The agent state seen by the middleware: its messages aligned with the stored session (SPEC §7, §12).
+"""The agent state seen by the middleware: its messages aligned with the stored session.
 
 `StateView` says which state messages are stored, live, new, and what the model may be shown; the view rules are
 judged on the messages stored before the run started (`run_seq`), so messages the run itself stored never make
@@ -208,7 +208,7 @@ class StateView:
         return indexes, {contentful[j]: msg for j, msg, _changed in kept}, len(messages) - len(contentful)
 
     def _running_turn_message(self, run_from: str | None) -> dict[str, Any] | None:
-        """The running turn's user message when a commit archived it (it stays in view, §12): an entry of the
+        """The running turn's user message when a commit archived it (it stays in view): an entry of the
         state's own message, or None while it is live, not stored yet, or not in the state."""
         new = set(self.alignment.new)
         for pos in range(len(self.indexes) - 1, -1, -1):

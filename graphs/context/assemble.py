@@ -1,12 +1,12 @@
-"""Build the context a model sees: system addition + WM summary + live messages, within a budget (SPEC §7).
+"""Build the context a model sees: system addition + WM summary + live messages, within a budget.
 
 Priority with what is left after the reply reserve: the system addition; the messages that are not
 stored yet (an agent's current run) or, when there are none, the newest user turn (either must fit,
 else `InvalidInput("token_budget")`); the working memory, whole or not at all; then the other live
 messages newest-first in whole tool groups, stopping at the first that does not fit. The output
 keeps the order it was given. Token counts of messages are their stored `tokens` fields. A tool
-call is sent only with all its results (paired as §1 pairs them): one still waiting for a result is
-left out (and counted in `messages_dropped`) until the result is stored.
+call is sent only with all its results (a result pairs with the nearest preceding unanswered call of its id):
+one still waiting for a result is left out (and counted in `messages_dropped`) until the result is stored.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Search hits with their neighbours (`context=n`) and as the text a model reads, capped (SPEC §7).
+"""Search hits with their neighbours (`context=n`) and as the text a model reads, capped.
 
 A hit is `{archive_id, seq, turn_id, role, content, match}`; a spilled WM item is `{archive_id, seq: None,
 turn_id: None, role: "memory", section, content, match}`; `match` is `exact` (the hit's own text matched

@@ -1,4 +1,4 @@
-"""Large tool results seen through their synopsis, and read back by reference (§12 *Tool results*).
+"""Large tool results seen through their synopsis, and read back by reference.
 
 A result whose tokens exceed `offload_tokens` is shown to the model as its synopsis (`state.synopsis`), the
 same bytes on every call; at a commit boundary the kept tail's older results are shown so too. The reference
@@ -213,6 +213,6 @@ def _about(msg: dict[str, Any], text: str) -> dict[str, Any]:
         chars = len(text)
     about = {"tool": part.get("name"), "kind": kind_of(text), "chars": chars, "tokens": msg["tokens"],
              "archive_id": msg.get("archive_id")}
-    if "sha256" in part:  # stored as a payload (§12)
+    if "sha256" in part:  # stored as a payload
         about["sha256"] = part["sha256"]
     return about

@@ -84,7 +84,7 @@ class Sample:
 
     @property
     def session_id(self) -> str:
-        """The workmem session id this sample is ingested under (a plain id, see SPEC §1)."""
+        """The workmem session id this sample is ingested under (a plain id)."""
         return ("locomo-" + _SAFE.sub("-", self.sample_id.lower())).strip("-.")[:128]
 
 

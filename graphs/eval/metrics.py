@@ -25,7 +25,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-SEARCH_LIMIT = 12  # hits an evaluation asks archive_search for: the k of recall@k (SPEC §7)
+SEARCH_LIMIT = 12  # hits an evaluation asks archive_search for: the k of recall@k
 
 SPAN_WORDS = 6
 MIN_SPAN_WORDS = 3

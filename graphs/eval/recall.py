@@ -1,4 +1,4 @@
-"""Search recall@12 on LoCoMo-format data (SPEC §7 [r2] "Ranking quality is a product property, measured").
+"""Search recall@12 on LoCoMo-format data.
 
 Each conversation is stored turn by turn exactly as `workmem eval` stores it (`ingest_sample`: a
 `"<speaker>: <text>"` user message per turn, a `[session <n> — <date>]` note per dated session), then
@@ -8,7 +8,7 @@ question is asked of `archive_search` (`context=0`, 12 hits) in two query styles
 - `keywords`: `" ".join(question_keywords(question, speakers))`, the eval's content-word rule;
 - `question`: the question's full text, unchanged.
 
-**recall@12** (the SPEC's measure) is over evidence turns: the distinct turns cited as evidence by the
+**recall@12** is over evidence turns: the distinct turns cited as evidence by the
 questions, pooled over the conversations; a turn counts as found when its message is among the first 12
 hits of a question that cites it. Per category, the turns and questions of that category. Next to it,
 `citation_recall` pools every (question, evidence turn) pair — stricter: a turn cited by five questions

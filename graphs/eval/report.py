@@ -1,4 +1,4 @@
-"""`workmem eval --report DIR`: the results as files (SPEC §9 [r2]).
+"""`workmem eval --report DIR`: the results as files.
 
 - `results.json` — everything `run_eval` returned;
 - `questions.csv` — one row per question: category, where its evidence was, retention, answers;

@@ -87,7 +87,7 @@ def run_eval(data: str | Path | dict[str, Any] | list[Any], *, root: str | Path 
     `model`/`judge`/`commit_model`: a `BaseChatModel` or a spec like `openai:gpt-4o-mini`; `model=None`
     falls back to `WORKMEM_MODEL`; without any (or with `no_model`) only the no-model metrics run.
     Commits use `commit_model`, else the answer model, else the offline extractive model.
-    `search_recall` adds the §7 measure of `archive_search` (`recall.measure_search_recall`).
+    `search_recall` adds the recall measure of `archive_search` (`recall.measure_search_recall`).
     `database_url`: evaluate on PostgreSQL, in a scratch schema dropped afterwards (`scratch.scratch_storage`).
     `trigger`: when a commit is due, by `after_turn`'s rule (default `("fraction", 0.8)` of `budget`, the model's
     input limit here; `("messages", 11)`: a commit whenever 11 messages are live); `threshold=n` is `("tokens", n)`.

@@ -1,4 +1,4 @@
-"""Where an evaluation stores its sessions: scratch space, removed afterwards (SPEC §9, §11).
+"""Where an evaluation stores its sessions: scratch space, removed afterwards.
 
 Files: the given root, else a temporary directory. PostgreSQL (`database_url`): a schema of its own,
 `workmem_eval_<random>`, dropped at the end, so an evaluation never meets or leaves sessions in the

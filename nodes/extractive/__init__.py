@@ -1,1 +1,1 @@
-"""The deterministic offline model: a heuristic extractor that answers the commit prompt with a tool call (SPEC §8)."""
+"""The deterministic offline model: a heuristic extractor that answers the commit prompt with a tool call."""

@@ -190,7 +190,7 @@ def _title(reading: Reading, limits: Budgets) -> str:
 
 def prompt_budgets(system: str) -> Budgets:
     """The section budgets the instructions (the system message, never the data) state under their
-    heading (`N. Name (budget): …`), as the size rules they come from; §5's table when it states none."""
+    heading (`N. Name (budget): …`), as the size rules they come from; the section table when it states none."""
     stated: dict[str, int] = {}
     _, heading, rest = system.partition(SECTIONS_HEADING)
     for line in rest.splitlines()[1:len(SECTIONS) + 1] if heading else ():
@@ -203,7 +203,7 @@ def prompt_budgets(system: str) -> Budgets:
 
 
 def _goal_tokens(limits: Budgets) -> int:
-    """80 % of the Task & Goals budget (1 200 of 1 500 at §5's table)."""
+    """80 % of the Task & Goals budget (1 200 of 1 500 at the section table)."""
     return limits.sections["Task & Goals"] * GOAL_SHARE // 100
 
 

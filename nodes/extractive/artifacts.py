@@ -59,7 +59,7 @@ def tool_errors(msgs: list[Msg]) -> list[str]:
 
 
 def paths_in(text: str) -> list[str]:
-    """URLs and path-like tokens (the §5 Files rule, but `a/b` runs need two slashes), in order.
+    """URLs and path-like tokens, in order.
 
     Tokens are maximal runs checked by anchored patterns, so a long unbroken line costs linear time.
     """

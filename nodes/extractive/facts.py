@@ -2,11 +2,11 @@
 
 A fact is one copied sentence with who said it and the conversation date it was said on. Facts of
 one date share one bullet (`7 May, 2023 — Ann: … Bo: …`); undated facts are a bullet each. While
-the section is not oversized (§5) and every new fact fits in it, new facts are appended. Once it is
+the section is not oversized and every new fact fits in it, new facts are appended. Once it is
 oversized or full, or a newer fact or a correction supersedes one of its facts, the model rewrites
 it: one bullet per subject, newest value wins (a fact restated or given a new value replaces the
 older one, a fact a correction rejects leaves), then the facts worth most per token are kept within
-25 bullets and a token target under the section's budget (3 000 tokens at §5's table). The rewrite is checked
+25 bullets and a token target under the section's budget (3 000 tokens at the section table). The rewrite is checked
 against the Key Facts guard before it is sent (bullet ratio and anchor coverage), keeping back old
 facts that carry names, dates and numbers until it passes.
 """
@@ -199,7 +199,7 @@ def select(facts: list[Fact], budget: int, max_bullets: int, pinned: Sequence[Fa
 
 
 def passes_guard(old_body: str, items: list[str]) -> bool:
-    """The Key Facts UPDATE guard of §5, with a margin: bullet ratio and lexical-anchor coverage."""
+    """The Key Facts UPDATE guard, with a margin: bullet ratio and lexical-anchor coverage."""
     n = len(bullet_items(old_body))
     if n and len(items) < _MIN_RATIO * n:
         return False
@@ -224,7 +224,7 @@ def _restore_anchors(old_body: str, chosen: list[Fact], dropped: list[Fact]) -> 
 
 
 def target_tokens(limits: Budgets) -> int:
-    """The token target of a rewritten Key Facts: 95 % of the section's budget (2 850 at §5's table)."""
+    """The token target of a rewritten Key Facts: 95 % of the section's budget (2 850 at the section table)."""
     return limits.sections["Key Facts & Decisions"] * 95 // 100
 
 
@@ -234,7 +234,7 @@ def key_facts_op(
     old_body: str, old: list[Fact], new: list[Fact], corrections: Sequence[tuple[int, str]],
     limits: Budgets = FULL_BUDGETS,
 ) -> dict[str, Any]:
-    """APPEND the new facts while they all fit a section that is not oversized; else rewrite it (§5 guard-safe)."""
+    """APPEND the new facts while they all fit a section that is not oversized; else rewrite it."""
     target = target_tokens(limits)
     kept_old = [f for f in old if not superseded(f, corrections)]
     known = {norm(fact_line(f)) for f in old}

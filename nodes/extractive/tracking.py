@@ -36,7 +36,7 @@ from workmem.state.tokens import count_tokens
 
 MAX_GOALS = 20
 GOAL_SHARE = 80  # % of the section's budget a rewrite of Task & Goals keeps
-GOAL_TOKENS = 1200  # 80 % of 1 500, §5's table
+GOAL_TOKENS = 1200  # 80 % of 1 500, the section table
 _ASKED_RE = re.compile(r"^(?:\[silently dropped, restored\] )?(.{1,40}?) asked: ")
 _PAST_RE = re.compile(rf"\b(?:{alternation(PAST_WORDS)}|[a-z]{{3,}}ed)\b", re.I)
 

@@ -1,4 +1,4 @@
-"""The word tables of the extractive model (SPEC §8): cue words and phrases, stop words, date words.
+"""The word tables of the extractive model: cue words and phrases, stop words, date words.
 
 Data only: one table per list, whitespace-separated words, or a tuple of phrases where entries hold
 spaces. The modules that read sentences build their sets and regexes from these (`text.alternation`

@@ -1,4 +1,4 @@
-"""Archive directories of a session: `history/archive_NNN/` with `.done` written last (SPEC §2).
+"""Archive directories of a session: `history/archive_NNN/` with `.done` written last.
 
 The last complete archive is found from a hint (meta.last_archive) plus `.done` checks on it and on
 the next id — never by listing `history/` (only `complete_numbers` lists it, for `list_archives`).

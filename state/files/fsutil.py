@@ -1,6 +1,6 @@
 """File-system steps of the store: each durable write is one function (tests inject crashes here).
 
-Every write except a live append goes temp → fsync → rename → fsync of the directory (§2).
+Every write except a live append goes temp → fsync → rename → fsync of the directory.
 The store calls these through the module (`fsutil.atomic_write(...)`), so a test can patch one of
 them to raise or `os._exit` right after a chosen step.
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from workmem.state.errors import DamagedFile, InvalidInput, UnsafePath
 
-# Files under the data root are never opened through a symlink (§2): O_NOFOLLOW makes the open fail. Nor do they
+# Files under the data root are never opened through a symlink: O_NOFOLLOW makes the open fail. Nor do they
 # block on what is not a regular file (a FIFO put in a file's place): O_NONBLOCK, then fstat refuses it.
 NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 NONBLOCK = getattr(os, "O_NONBLOCK", 0)

@@ -4,7 +4,7 @@ Built on `filelock`'s descriptor primitive (`lock_descriptor`, the same flock / 
 `filelock.FileLock` takes, so a `FileLock` on the same path excludes and is excluded). The lock
 file's descriptor is opened once per process and path and kept: a `FileLock` object reopens,
 re-resolves and re-stats its file on every acquire (≈ 65 µs here, half the cost of a durable append
-itself), which the append benchmark of issue 3 cannot afford.
+itself), which the append benchmark cannot afford.
 """
 
 from __future__ import annotations

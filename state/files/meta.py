@@ -1,6 +1,6 @@
-"""Session meta (`.meta.json`): a cache of what the files imply (SPEC §2), recomputed from them here.
+"""Session meta (`.meta.json`): a cache of what the files imply, recomputed from them here.
 
-On disk the meta carries, besides the §2 fields, `last_turn` and `live_file {ino, size}` — the state
+On disk the meta carries, besides the public fields, `last_turn` and `live_file {ino, size}` — the state
 of `messages.jsonl` it describes. `LiveState` is this process's copy, kept current in O(1) per
 appended message and checked against the files with a few stats before each locked operation.
 """
@@ -96,7 +96,7 @@ def encode_hidden(seqs: set[int]) -> bytes:
 
 
 def check_owner(p: SessionPaths, disk: dict[str, Any] | None) -> None:
-    """The stored original id must be the one we were asked for (§1)."""
+    """The stored original id must be the one we were asked for."""
     if disk is not None and disk["session_id"] != p.session_id:
         raise InvalidInput("session_id", p.session_id,
                            f"directory {p.safe_id} belongs to session {disk['session_id']!r}")
@@ -149,7 +149,7 @@ class LiveState:
         self.recompute_pending()
 
     def push(self, seqs: list[int], tokens: list[int], starts: list[bool], turn: int, created_at: str) -> None:
-        """Account appended live messages (§2). For the messages unit O(1) each: each one pushes the (k+1)-th
+        """Account appended live messages. For the messages unit O(1) each: each one pushes the (k+1)-th
         newest out of the keep window, so the batch adds the tokens between the old and new window edge;
         the turns and tokens units recount the live list (integers only)."""
         unit, k = self.keep
@@ -179,7 +179,7 @@ class LiveState:
         self.meta["live_tokens"] = sum(self.tokens)
 
     def disk_form(self) -> dict[str, Any]:
-        """The meta as written to `.meta.json`: §2 fields plus the internal stamps."""
+        """The meta as written to `.meta.json`: the public fields plus the internal stamps."""
         out = public(self.meta)
         out["last_turn"] = self.last_turn
         out["live_file"] = {"ino": self.file_stamp[0], "size": self.file_stamp[1]} if self.file_stamp else None

@@ -1,4 +1,4 @@
-"""Payload files of a session (SPEC §12): `sessions/<id>/payloads/<sha256>`, content-addressed.
+"""Payload files of a session: `sessions/<id>/payloads/<sha256>`, content-addressed.
 
 A payload is written (temp → fsync → rename → fsync of the folder) before the message line that refers to it,
 whatever `durable` says: it is the only copy of its text. A crash leaves at worst a payload no line refers to,

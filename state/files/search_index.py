@@ -1,4 +1,4 @@
-"""The full-text index of archived messages in `<root>/index.sqlite` (SPEC §7 `archive_search`).
+"""The full-text index of archived messages in `<root>/index.sqlite`.
 
 Everything here can be rebuilt from the archive files (`reindex`). Two FTS5 tables — `porter
 unicode61` words and trigrams — share the rowid of `fts_docs`, which also keeps each message's seq,
@@ -127,7 +127,7 @@ class SearchIndex:
             if reason:
                 raise InvalidInput(f"messages[{i}]", msg, reason)
             text = indexed_text(msg)
-            if text:  # a message of only workmem's own tool traffic is not indexed (§7)
+            if text:  # a message of only workmem's own tool traffic is not indexed
                 length, asks, stamp = search_hits.doc_fields(text)
                 rows.append((session_id, archive_id, msg["seq"], str(msg.get("turn_id") or ""), msg["role"], text,
                              length, int(asks), int(stamp)))
@@ -296,7 +296,7 @@ def _standin_docs(present: set[str]) -> str:
 
 
 def _memory_row(session_id: str, archive_id: str, i: int, item: dict[str, str]) -> tuple[Any, ...]:
-    """An index row for a spilled WM item (§5, §7): role `memory`, the section in the turn_id column, and a
+    """An index row for a spilled WM item: role `memory`, the section in the turn_id column, and a
     negative seq per archive and item (`search_hits.memory_seq`); it never asks and is never a stamp."""
     text = str(item.get("item") or "")
     return (session_id, archive_id, search_hits.memory_seq(archive_id, i), str(item.get("section") or ""),

@@ -1,4 +1,4 @@
-"""Explicit SQLite connections as SPEC §2 asks: shareable across threads, 30 s busy timeout, WAL.
+"""Explicit SQLite connections: shareable across threads, 30 s busy timeout, WAL.
 
 `ThreadConnections` holds one sqlite-utils `Database` per thread on one file, creates the schema
 once, and offers `BEGIN IMMEDIATE` write transactions; the task table and the search index each

@@ -1,5 +1,5 @@
 """`FileStorage`: the default backend — session files plus `index.sqlite` and `checkpoints.sqlite`
-under one data root (SPEC §2)."""
+under one data root."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`SessionStore`: the session files of SPEC §2 — append under lock, meta, the live rule, archives, GC.
+"""`SessionStore`: the session files — append under lock, meta, the live rule, archives, GC.
 
 Files are the truth. A message is live iff its seq > the last complete archive's end_seq; every
 reader applies that rule, so a crash anywhere between writing an archive and rewriting
@@ -182,7 +182,7 @@ class SessionStore:
         fsutil.remove_tree(tombstone)
 
     def meta(self, session_id: str) -> dict[str, Any]:
-        """Session meta (§2 fields); O(1) unless another process changed the files since we last looked."""
+        """Session meta; O(1) unless another process changed the files since we last looked."""
         p = self._existing(session_id)
         with self._lock(p):
             return public(self._sync(p).meta)
@@ -359,7 +359,7 @@ class SessionStore:
     # -- hidden messages ----------------------------------------------------------------------------
 
     def hidden(self, session_id: str) -> set[int]:
-        """Seqs of live messages the agent's state no longer holds (§7): left out of assemble and of commit
+        """Seqs of live messages the agent's state no longer holds: left out of assemble and of commit
         transcripts, still in the log and searchable once archived. Kept in `hidden.json` beside the log."""
         p = self._existing(session_id)
         with self._lock(p):
@@ -482,7 +482,7 @@ class SessionStore:
             if dropped:
                 kept += parsed.bad_lines  # never delete what we cannot read; it stays reported
                 self._live.pop(p.dir, None)
-                # durable whatever `durable` says: this replaces the only copy of the live messages (§2, r3)
+                # durable whatever `durable` says: this replaces the only copy of the live messages
                 fsutil.atomic_write(p.messages, b"".join(raw + b"\n" for raw in kept), durable=True)
             return dropped
 

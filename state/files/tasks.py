@@ -1,4 +1,4 @@
-"""Commit tasks and session leases in `<root>/index.sqlite` (SPEC §6).
+"""Commit tasks and session leases in `<root>/index.sqlite`.
 
 Tasks survive restarts; a lease row says which task may commit a session right now. Lease changes
 run in `BEGIN IMMEDIATE` transactions. The full-text index lives in the same file but in its own

@@ -1,1 +1,1 @@
-"""The PostgreSQL storage backend, for many replicas on one database (SPEC §11)."""
+"""The PostgreSQL storage backend, for many replicas on one database."""

@@ -1,4 +1,4 @@
-"""`check` of the Postgres backend: every anomaly of one session's rows, named by table and key (SPEC §11).
+"""`check` of the Postgres backend: every anomaly of one session's rows, named by table and key.
 
 The rows are kept consistent by transactions, so an anomaly here means someone changed them by hand
 (or a bug): counters that disagree with the messages, seqs missing, archives that do not chain, a
@@ -30,7 +30,7 @@ _LIVE = "SELECT tokens, role = 'user' AS starts FROM messages WHERE session_id =
 
 
 def live_pending(conn: Any, session_id: str, keep: Keep) -> tuple[int, int]:
-    """(pending_tokens, live_tokens) the live messages imply for `keep` (§2): the tokens outside the keep
+    """(pending_tokens, live_tokens) the live messages imply for `keep`: the tokens outside the keep
     window (`retention.covered_tokens`), and all of theirs."""
     rows = conn.execute(_LIVE, [session_id]).fetchall()
     tokens = [r["tokens"] for r in rows]

@@ -1,4 +1,4 @@
-"""The Postgres backend's schema and connections (SPEC §11).
+"""The Postgres backend's schema and connections.
 
 Everything lives in one schema (default `workmem`, env `WORKMEM_DATABASE_SCHEMA`): workmem's tables,
 `pg_trgm` when the database does not have it yet, and `PostgresSaver`'s checkpoint tables. Every
@@ -24,7 +24,7 @@ from workmem.state.search.search_hits import MEMORY_ROLE
 log = logging.getLogger("workmem.postgres")
 ENV_SCHEMA = "WORKMEM_DATABASE_SCHEMA"
 DEFAULT_SCHEMA = "workmem"
-SCHEMA_VERSION = 2  # 2: payloads (§12); a build that knows an older version refuses the schema
+SCHEMA_VERSION = 2  # 2: payloads; a build that knows an older version refuses the schema
 POOL_MAX = 8
 CONNECT_TIMEOUT = 10
 NUL_STANDIN = "\ufffd"

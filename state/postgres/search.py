@@ -1,4 +1,4 @@
-"""`archive_search` on Postgres (SPEC §7, §11): the `SearchStorage` of the Postgres backend.
+"""`archive_search` on Postgres: the `SearchStorage` of the Postgres backend.
 
 The documents are the `docs` table, the file backend's `fts_docs`: archived messages and spilled WM
 items, written by the transaction that persists their archive (`schema.index_documents`, in

@@ -1,4 +1,4 @@
-"""`PgSessionStore`: sessions, messages and archives in Postgres (SPEC §11), the `SessionStorage` of the
+"""`PgSessionStore`: sessions, messages and archives in Postgres, the `SessionStorage` of the
 Postgres backend.
 
 The live rule is a column: a message is live iff its `archive_id` is null. Persisting an archive is
@@ -83,7 +83,7 @@ class PgSessionStore:
         return [r["session_id"] for r in self.db.rows("SELECT session_id FROM sessions ORDER BY session_id")]
 
     def meta(self, session_id: str) -> dict[str, Any]:
-        """Session meta (§2 fields), one row read."""
+        """Session meta, one row read."""
         return _meta(self._existing(session_id))
 
     def set_keep(self, session_id: str, keep: Keep) -> dict[str, Any]:
@@ -96,7 +96,7 @@ class PgSessionStore:
         return _meta(row)
 
     def hidden(self, session_id: str) -> set[int]:
-        """Seqs of live messages the agent's state no longer holds (§7): left out of assemble and of commit
+        """Seqs of live messages the agent's state no longer holds: left out of assemble and of commit
         transcripts, still in the log and searchable once archived. A column beside the log's."""
         self._existing(session_id)
         return {r["seq"] for r in self.db.rows("SELECT seq FROM messages WHERE session_id = %s AND archive_id IS NULL "
@@ -407,7 +407,7 @@ def _seqs(values: Any) -> set[int]:
 
 
 def _pushed_out(conn: Any, session_id: str, row: dict[str, Any], counts: list[int]) -> int:
-    """Tokens of the live messages this batch pushes out of a keep window of k messages (§2, O(batch)):
+    """Tokens of the live messages this batch pushes out of a keep window of k messages:
     positions [L - k, L + n - k) of the live list, where L live messages were there before the batch."""
     n, k = len(counts), row["keep_n"]
     before = row["message_count"] - n
@@ -449,7 +449,7 @@ def _messages(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _meta(row: dict[str, Any]) -> dict[str, Any]:
-    """The §2 meta of a sessions row."""
+    """The public meta of a sessions row."""
     last = {"id": row["last_archive_id"], "end_seq": row["last_archive_end"]} if row["last_archive_id"] else None
     return public({
         "session_id": row["session_id"], "created_at": row["created_at"].isoformat(),

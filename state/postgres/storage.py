@@ -1,4 +1,4 @@
-"""`PostgresStorage`: the backend for many replicas (SPEC §11) — sessions, tasks, leases, full text and
+"""`PostgresStorage`: the backend for many replicas — sessions, tasks, leases, full text and
 the commit checkpoints (`PostgresSaver`) in one schema of one database, so every machine sees every
 session. psycopg is imported here only, when this backend is opened.
 """

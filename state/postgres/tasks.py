@@ -1,4 +1,4 @@
-"""Commit tasks and session leases in Postgres (SPEC §6, §11): the `TaskStorage` of the Postgres backend.
+"""Commit tasks and session leases in Postgres: the `TaskStorage` of the Postgres backend.
 
 A lease is a row per session taken with `INSERT … ON CONFLICT DO UPDATE … WHERE expires_at <= now`,
 one statement, so at most one commit per session runs across every replica. Time is the database's

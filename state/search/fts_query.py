@@ -1,4 +1,4 @@
-"""Planning a literal archive search (SPEC §7): which index each query word goes to.
+"""Planning a literal archive search: which index each query word goes to.
 
 The query is literal: never FTS or regex syntax. Each whitespace-separated word becomes one term:
 its letter/digit runs, lowercased, form one FTS5 phrase for the `porter unicode61` index (so

@@ -1,4 +1,4 @@
-"""Date stamps in an archive (SPEC §7 [r2] "name and date normalisation"): short messages that only say
+"""Date stamps in an archive: short messages that only say
 when the messages after them happened (`[session 3 — 9:27 am on 7 February, 2022]`, `2024-05-14`).
 
 A question that names a date ("what did she cook in May 2022?") is about what was said *under* that

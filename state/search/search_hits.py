@@ -1,9 +1,9 @@
-"""One archive search, whatever the backend (SPEC §7, §11): arguments, planning, ranking and the hits.
+"""One archive search, whatever the backend: arguments, planning, ranking and the hits.
 
 A backend's index is a `CandidateSource` over the searched scope — it answers the few questions the
 ranking asks (how big is the scope, which messages does each term's channel match, where are the date
 stamps, what do the best ones say) — and `ranked_hits` does the rest, so the file and the Postgres
-backend rank alike. Spilled working-memory items (§5) are documents too: role `memory`, their section
+backend rank alike. Spilled working-memory items are documents too: role `memory`, their section
 in the turn-id column, and a negative seq no message or other item is ever a neighbour of.
 
 Every hit says what it is (`match`, `MatchKind`), decided here from the same candidates that ranked it, so

@@ -1,4 +1,4 @@
-"""Irregular English word forms (SPEC §7 [r2]): what the porter stemmer cannot relate.
+"""Irregular English word forms: what the porter stemmer cannot relate.
 
 Porter strips suffixes, so `buys`/`buying` meet `buy`, but `bought` never does, nor `children` and
 `child`. A query word of one of these groups also looks for the group's other forms (`search_terms`

@@ -1,4 +1,4 @@
-"""Ranking archive-search candidates (SPEC §7 [r2] "Ranking quality is a product property, measured").
+"""Ranking archive-search candidates.
 
 The database hands over, per query term and index, the matching messages of the scope (seq, length,
 whether the message asks something); everything here is plain Python over that bounded set, so a

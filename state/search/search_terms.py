@@ -1,4 +1,4 @@
-"""What a backend's index is asked for per query term, and how its answers become ranking input (SPEC §7).
+"""What a backend's index is asked for per query term, and how its answers become ranking input.
 
 Both backends search alike: each term of `fts_query.plan` goes to the same *channels* — its words
 (stemmed, whole tokens), the irregular forms of `search_lemmas`, its stem's indexed relatives, a

@@ -1,4 +1,4 @@
-"""The word tables of archive search (SPEC §7): function words, month names, clitics, irregular forms.
+"""The word tables of archive search: function words, month names, clitics, irregular forms.
 
 Data only, one whitespace-separated table per list; the modules that match with them build their sets
 and regexes from these (`fts_query`, `search_dates`, `search_lemmas`). Everything here is lowercase:
