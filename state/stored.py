@@ -12,6 +12,7 @@ from workmem.state.messages import (
     CLIPPED_BYTES_META,
     FINGERPRINT_META,
     FORGOTTEN_META,
+    LC_ID_META,
     ROLES,
     lc_id,
     message_text,
@@ -60,13 +61,16 @@ def stored_records(prepared: list[tuple[dict[str, Any], bytes | None]], counts: 
     user message. Keys are in the order a stored line is written.
     """
     ids = os.urandom(16 * len(prepared)).hex()
-    stored = []
-    for i, ((msg, _body), tokens) in enumerate(zip(prepared, counts, strict=True)):
-        role = msg["role"]
-        if role == "user":
+    turn_ids = []
+    for msg, _body in prepared:
+        if msg["role"] == "user":
             turn += 1
-        stored.append({"id": f"m-{ids[32 * i:32 * i + 32]}", "seq": first_seq + i, "turn_id": f"t{turn}",
-                       "role": role, "created_at": now, "tokens": tokens, "meta": msg["meta"], "parts": msg["parts"]})
+        turn_ids.append(f"t{turn}")
+    stored = [{"id": f"m-{ids[k:k + 32]}", "seq": seq, "turn_id": turn_id, "role": msg["role"], "created_at": now,
+               "tokens": tokens, "meta": msg["meta"], "parts": msg["parts"]}
+              for k, seq, turn_id, (msg, _body), tokens in zip(range(0, 32 * len(prepared), 32),
+                                                               range(first_seq, first_seq + len(prepared)), turn_ids,
+                                                               prepared, counts, strict=True)]
     return stored, turn
 
 
@@ -90,6 +94,16 @@ def check_stored(obj: Any) -> str:
 def batch_ids(prepared: list[tuple[dict[str, Any], bytes | None]]) -> list[str]:
     """The LangChain ids a batch carries (what an append must look up to stay idempotent)."""
     return [i for msg, _body in prepared if (i := lc_id(msg))]
+
+
+def has_ids(prepared: list[tuple[dict[str, Any], bytes | None]]) -> bool:
+    """Whether a batch carries a LangChain id (`batch_ids` non-empty; checked on every append, so inlined)."""
+    return any((meta := msg["meta"]).get(LC_ID_META) or meta.get("source_id") for msg, _body in prepared)
+
+
+def has_payloads(prepared: list[tuple[dict[str, Any], bytes | None]]) -> bool:
+    """Whether a batch holds a payload (`payloads.is_payload` of a tool message's one part)."""
+    return any("content_ref" in msg["parts"][0] for msg, _body in prepared)
 
 
 def repeats(prepared: list[tuple[dict[str, Any], bytes | None]], known: list[dict[str, Any]]) -> list[Any]:
