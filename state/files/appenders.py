@@ -38,8 +38,7 @@ class Appenders:
         if held is not None:
             if held[1] == inode:
                 return held[0]
-            held[2]()  # the file was replaced: close the old descriptor now
-            live.appender = None
+            self.drop(live)  # the file was replaced: close the old descriptor now
         if inode is None or not self._reserve():
             return None
         try:
@@ -54,6 +53,12 @@ class Appenders:
             return None
         live.appender = (fd, inode, weakref.finalize(live, self._close, fd))
         return fd
+
+    def drop(self, live: Any) -> None:
+        """Close the descriptor `live` keeps, if any (the caller holds the session's lock)."""
+        held, live.appender = live.appender, None
+        if held is not None:
+            held[2]()  # the finalizer: closes once, whoever calls it first
 
     def _reserve(self) -> bool:
         with self._lock:

@@ -212,8 +212,13 @@ class SessionStore:
                     log.warning("could not refresh %s: %s", p.meta, exc)
 
     def close(self) -> None:
-        """Flush stale metas; the store stays usable."""
+        """Flush stale metas and close the live files kept open between appends; the store stays usable."""
         self.flush()
+        for p in list(self._paths_by_id.values()):
+            live = self._live.get(p.dir)
+            if live is not None and live.appender is not None:
+                with self._lock(p):
+                    self._appenders.drop(live)
 
     # -- appending ----------------------------------------------------------------------------------
 

@@ -436,3 +436,17 @@ def test_durable_false_skips_only_the_appends_fsync(tmp_path, monkeypatch):
     assert ("append_bytes", False) in appended, "the append itself is not synced"
     assert committed and all(durable for _, durable in committed), [c for c in committed if not c[1]]
     assert seen and all(durable for _, durable in seen), seen
+
+
+def test_closing_the_store_closes_the_live_files_it_kept_open(root):
+    store = SessionStore(root, durable=False)
+    for sid in ("a", "b"):
+        store.append(sid, texts(1))
+        store.append(sid, texts(1, start=1))
+    held = [store._live[store.session_dir(sid)].appender[0] for sid in ("a", "b")]
+    store.close()
+    for fd in held:
+        with pytest.raises(OSError):
+            os.fstat(fd)
+    store.append("a", texts(1, start=2))  # still usable
+    assert [m["seq"] for m in store.live_messages("a")] == [1, 2, 3]
