@@ -35,6 +35,8 @@ def prepared_batch(messages: list[Any], durable: bool | None, max_bytes: int,
     prepared = prepare_messages(messages, max_bytes=max_bytes, payloads=limits)
     if not prepared:
         return prepared, []
+    if not any("content_ref" in msg["parts"][0] for msg, _body in prepared):  # the usual batch: no payload
+        return prepared, count_tokens_each([message_text(msg) for msg, _body in prepared])
     counted = [_payload_tokens(msg, limits) for msg, _body in prepared]  # a payload's, counted by `externalize`
     counts = count_tokens_each(["" if n is not None else message_text(m)
                                 for n, (m, _body) in zip(counted, prepared, strict=True)])
