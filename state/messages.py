@@ -223,6 +223,7 @@ def prepare_messages(objs: Any, *, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         raise InvalidInput("messages", objs, "must be a list of messages")
     longest_plain = (max_bytes - _PLAIN_BODY_BYTES - 2) // _MAX_JSON_BYTES_PER_ASCII_CHAR  # 2: the quotes
     out: list[tuple[dict[str, Any], bytes | None]] = []
+    has_tool_parts = False
     for i, obj in enumerate(objs):
         if type(obj) is Normalised:
             if len(obj.body) > max_bytes:
@@ -233,15 +234,18 @@ def prepare_messages(objs: Any, *, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         # The plain-text test is inlined (not a helper call): it runs for every message of every append.
         if type(obj) is dict and len(obj) == 2:
             role, content = obj.get("role"), obj.get("content")
-            if (type(role) is str and role in _PLAIN_ROLES and type(content) is str
-                    and 0 < len(content) <= longest_plain and content.isascii()):
-                digest = hashlib.blake2b(role.encode(), digest_size=8)  # `fingerprint` of one text part, inlined
-                digest.update(b"\x00t\x1f" + content.encode())
+            base = _TEXT_FINGERPRINT.get(role) if type(role) is str else None  # a plain role
+            if (base is not None and type(content) is str and 0 < len(content) <= longest_plain
+                    and content.isascii()):
+                digest = base.copy()  # `fingerprint` of one text part, inlined
+                digest.update(content.encode())
                 out.append(({"role": role, "parts": [{"type": "text", "text": content}],
                              "meta": {FINGERPRINT_META: digest.hexdigest()}}, None))
                 continue
         out.append(prepare_message(obj, field=f"messages[{i}]", max_bytes=max_bytes, payloads=payloads))
-    _mark_nameless_own_results(out, max_bytes)
+        has_tool_parts = True
+    if has_tool_parts:  # plain text messages hold no tool call or result
+        _mark_nameless_own_results(out, max_bytes)
     return out
 
 
@@ -261,6 +265,10 @@ def _mark_nameless_own_results(out: list[tuple[dict[str, Any], bytes | None]], m
                     out[i] = (msg, encode_body(msg, field=f"messages[{i}]", max_bytes=max_bytes))
 
 
+# `fingerprint`'s digest of a one-text-part message of each plain role, fed all but the text (copied per message)
+_TEXT_FINGERPRINT = {role: hashlib.blake2b(role.encode(), digest_size=8) for role in _PLAIN_ROLES}
+for _digest in _TEXT_FINGERPRINT.values():
+    _digest.update(b"\x00t\x1f")
 # Bytes of a plain message's body besides its JSON-encoded text:
 # `"meta":{"fp":"<16 hex>"},"parts":[{"type":"text","text":…}]`.
 _PLAIN_BODY_BYTES = len(b'"meta":{"fp":"0123456789abcdef"},"parts":[{"type":"text","text":}]')

@@ -35,6 +35,8 @@ def prepared_batch(messages: list[Any], durable: bool | None, max_bytes: int,
     prepared = prepare_messages(messages, max_bytes=max_bytes, payloads=limits)
     if not prepared:
         return prepared, []
+    if not any("content_ref" in msg["parts"][0] for msg, _body in prepared):  # the usual batch: no payload
+        return prepared, count_tokens_each([message_text(msg) for msg, _body in prepared])
     counted = [_payload_tokens(msg, limits) for msg, _body in prepared]  # a payload's, counted by `externalize`
     counts = count_tokens_each(["" if n is not None else message_text(m)
                                 for n, (m, _body) in zip(counted, prepared, strict=True)])
@@ -61,13 +63,16 @@ def stored_records(prepared: list[tuple[dict[str, Any], bytes | None]], counts: 
     user message. Keys are in the order a stored line is written.
     """
     ids = os.urandom(16 * len(prepared)).hex()
-    stored = []
-    for i, ((msg, _body), tokens) in enumerate(zip(prepared, counts, strict=True)):
-        role = msg["role"]
-        if role == "user":
+    turn_ids = []
+    for msg, _body in prepared:
+        if msg["role"] == "user":
             turn += 1
-        stored.append({"id": f"m-{ids[32 * i:32 * i + 32]}", "seq": first_seq + i, "turn_id": f"t{turn}",
-                       "role": role, "created_at": now, "tokens": tokens, "meta": msg["meta"], "parts": msg["parts"]})
+        turn_ids.append(f"t{turn}")
+    stored = [{"id": f"m-{ids[k:k + 32]}", "seq": seq, "turn_id": turn_id, "role": msg["role"], "created_at": now,
+               "tokens": tokens, "meta": msg["meta"], "parts": msg["parts"]}
+              for k, seq, turn_id, (msg, _body), tokens in zip(range(0, 32 * len(prepared), 32),
+                                                               range(first_seq, first_seq + len(prepared)), turn_ids,
+                                                               prepared, counts, strict=True)]
     return stored, turn
 
 
@@ -91,6 +96,16 @@ def check_stored(obj: Any) -> str:
 def batch_ids(prepared: list[tuple[dict[str, Any], bytes | None]]) -> list[str]:
     """The LangChain ids a batch carries (what an append must look up to stay idempotent)."""
     return [i for msg, _body in prepared if (i := lc_id(msg))]
+
+
+def has_ids(prepared: list[tuple[dict[str, Any], bytes | None]]) -> bool:
+    """Whether a batch carries a LangChain id (`batch_ids` non-empty; checked on every append, so inlined)."""
+    return any((meta := msg["meta"]).get(LC_ID_META) or meta.get("source_id") for msg, _body in prepared)
+
+
+def has_payloads(prepared: list[tuple[dict[str, Any], bytes | None]]) -> bool:
+    """Whether a batch holds a payload (`payloads.is_payload` of a tool message's one part)."""
+    return any("content_ref" in msg["parts"][0] for msg, _body in prepared)
 
 
 def repeats(prepared: list[tuple[dict[str, Any], bytes | None]], known: list[dict[str, Any]]) -> list[Any]:

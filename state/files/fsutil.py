@@ -25,17 +25,24 @@ ENV_FILE_MODE = "WORKMEM_FILE_MODE"
 DEFAULT_FILE_MODE = 0o600  # the data root holds whole conversations: owner-only unless configured
 
 
+_parsed_mode: tuple[str, int] = ("", DEFAULT_FILE_MODE)  # the last `WORKMEM_FILE_MODE` read, parsed (every open asks)
+
+
 def file_mode() -> int:
     """The mode new files under a data root get: `WORKMEM_FILE_MODE` (octal, e.g. 640), else 600."""
+    global _parsed_mode
     raw = os.environ.get(ENV_FILE_MODE, "").strip()
     if not raw:
         return DEFAULT_FILE_MODE
+    if _parsed_mode[0] == raw:
+        return _parsed_mode[1]
     try:
         mode = int(raw, 8)
     except ValueError:
         mode = -1
     if not 0o400 <= mode <= 0o666 or not mode & 0o200:
         raise InvalidInput(ENV_FILE_MODE, raw, "must be an octal file mode the owner can read and write, e.g. 600")
+    _parsed_mode = (raw, mode)
     return mode
 
 
@@ -150,12 +157,27 @@ def atomic_write(path: str | Path, data: bytes, *, durable: bool = True) -> None
         fsync_dir(path.parent)
 
 
-def append_bytes(path: str | Path, data: bytes, *, durable: bool = True) -> tuple[int, int]:
+def open_append(path: str | Path) -> int:
+    """An `O_APPEND` descriptor of the live file (created if missing; never through a symlink, never waiting on
+    a FIFO: ENXIO), checked to be a regular file."""
+    fd = _open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_CLOEXEC", 0))
+    try:
+        check_regular(fd, path)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def append_bytes(path: str | Path, data: bytes, *, durable: bool = True, fd: int | None = None) -> tuple[int, int]:
     """The live append: one `write()` to an `O_APPEND` descriptor, then one fsync; all or nothing.
 
-    Returns (inode, size before the write). A short or failed write is truncated away before raising.
+    `fd`: a descriptor of `path` from `open_append` the caller keeps open between appends (it checked that it
+    is still the file at `path`); else one is opened and closed here. Returns (inode, size before the write). A
+    short or failed write is truncated away before raising.
     """
-    fd = _open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)  # a FIFO without a reader: ENXIO, never a wait
+    own = fd is None
+    fd = open_append(path) if fd is None else fd
     try:
         st = check_regular(fd, path)
         try:
@@ -167,7 +189,8 @@ def append_bytes(path: str | Path, data: bytes, *, durable: bool = True) -> tupl
             os.ftruncate(fd, st.st_size)
             raise
     finally:
-        os.close(fd)
+        if own:
+            os.close(fd)
     return st.st_ino, st.st_size
 
 

@@ -59,9 +59,10 @@ def file_key(path: str | os.PathLike[str]) -> tuple[int, int, int] | None:
 
 
 def live_file_stamp(path: Path) -> tuple[int, int] | None:
-    """(inode, size) of `messages.jsonl`, None when missing."""
+    """(inode, size) of `messages.jsonl`, None when missing (a symlink put in its place has another inode: the
+    state is then stale, and reading it again refuses the link)."""
     try:
-        st = os.stat(path)
+        st = os.lstat(path)
     except FileNotFoundError:
         return None
     return st.st_ino, st.st_size
@@ -135,6 +136,8 @@ class LiveState:
     starts: list[bool] = field(default_factory=list)  # does each open a turn (a user message)?
     saved_at: float = 0.0  # time.monotonic() of our last meta write
     dirty: bool = False  # appends not yet reflected in .meta.json
+    next_done: str = ""  # the `.done` path of archive archive_n + 1 (made once: it is looked for at every access)
+    appender: Any = None  # the live file's descriptor kept open between appends (`appenders.Appenders`)
 
     @property
     def keep(self) -> Keep:
@@ -193,7 +196,9 @@ def freshness(p: SessionPaths, live: LiveState) -> Literal["fresh", "grown", "st
     A `.meta.json` rewritten by another process only to refresh counts is accepted without a reload
     (otherwise concurrent appenders would make each other reload on every refresh).
     """
-    if archives.is_complete(p.dir, live.archive_n + 1):
+    if not live.next_done:
+        live.next_done = os.path.join(archives.archive_dir(p.dir, live.archive_n + 1), archives.DONE)
+    if os.access(live.next_done, os.F_OK):  # another process completed an archive (no exception when not)
         return "stale"
     key = file_key(p.meta)
     if key != live.meta_stamp:

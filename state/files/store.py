@@ -31,6 +31,7 @@ from workmem.state.errors import (
     WorkmemError,
 )
 from workmem.state.files import archives, forgetting, fsutil, jsonl, payload_files
+from workmem.state.files.appenders import Appenders
 from workmem.state.files.locks import DEFAULT_TIMEOUT, FileMutex, session_lock
 from workmem.state.files.meta import (
     HIDDEN_FILE,
@@ -52,7 +53,7 @@ from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES
 from workmem.state.payloads import DEFAULT_LIMITS, PayloadCache, PayloadLimits, payloads_of, resolve, with_given_texts
 from workmem.state.retention import Keep, as_keep
 from workmem.state.session_meta import now_iso, public
-from workmem.state.stored import batch_ids, merge_repeats, prepared_batch, repeats, to_write
+from workmem.state.stored import has_ids, has_payloads, merge_repeats, prepared_batch, repeats, to_write
 
 log = logging.getLogger("workmem.store")
 TOMBSTONE_PREFIX = ".deleted-"
@@ -61,23 +62,25 @@ _WARNED_ROOTS: set[Path] = set()
 NEWEST_ARCHIVES_CACHED = 64  # sessions whose newest archive an append can check repeats against without a read
 
 
-def _folder_stamp(sessions_dir: Path, session_dir: Path) -> tuple[int, ...] | None:
-    """What changes when a link is planted in, or a folder moved into or out of, the sessions folder or a
-    session's folder, or the session's format marker is written: their inodes, mtimes, ctimes and link counts,
-    the marker's inode, mtime and size (None while either folder is missing or a link)."""
+def _folder_stamp(paths: tuple[str, str]) -> tuple[int, ...] | None:
+    """What changes when a link is planted in, or a folder moved into or out of, a session's folder, or its
+    format marker is written (`paths`: those two): the folder's inode, mtime, ctime and link count, the marker's
+    inode, mtime and size (None while the folder is missing or a link)."""
+    session_dir, format_file = paths
     try:
-        outer, inner = os.lstat(sessions_dir), os.lstat(session_dir)
+        folder = os.lstat(session_dir)
     except OSError:
         return None
-    if not (stat.S_ISDIR(outer.st_mode) and stat.S_ISDIR(inner.st_mode)):
+    if not stat.S_ISDIR(folder.st_mode):
         return None
-    try:
-        marker = os.lstat(os.path.join(session_dir, payload_files.FORMAT_FILE))
-        written: tuple[int, ...] = (marker.st_ino, marker.st_mtime_ns, marker.st_size)
-    except OSError:
-        written = ()
-    return (outer.st_ino, outer.st_mtime_ns, outer.st_ctime_ns, outer.st_nlink,
-            inner.st_ino, inner.st_mtime_ns, inner.st_ctime_ns, inner.st_nlink, *written)
+    written: tuple[int, ...] = ()
+    if os.access(format_file, os.F_OK, follow_symlinks=False):  # most sessions have none: no exception then
+        try:
+            marker = os.lstat(format_file)
+            written = (marker.st_ino, marker.st_mtime_ns, marker.st_size)
+        except OSError:
+            written = (-1,)
+    return folder.st_ino, folder.st_mtime_ns, folder.st_ctime_ns, folder.st_nlink, *written
 
 
 class SessionStore:
@@ -105,6 +108,8 @@ class SessionStore:
         self._paths_by_id: dict[str, SessionPaths] = {}
         self._safe: dict[Path, tuple[int, ...]] = {}  # session folder → its folders' stamp when last found safe
         self._mutexes: dict[Path, FileMutex] = {}
+        self._appenders = Appenders()
+        self._watched: dict[Path, tuple[str, str]] = {}  # what `_check_safe` stamps, as strings, per session
         self._live: dict[Path, LiveState] = {}
         self._archives = archives.ArchiveCache()
         # the newest archive's messages per session, for idempotent appends (a retried batch a commit took)
@@ -209,8 +214,13 @@ class SessionStore:
                     log.warning("could not refresh %s: %s", p.meta, exc)
 
     def close(self) -> None:
-        """Flush stale metas; the store stays usable."""
+        """Flush stale metas and close the live files kept open between appends; the store stays usable."""
         self.flush()
+        for p in list(self._paths_by_id.values()):
+            live = self._live.get(p.dir)
+            if live is not None and live.appender is not None:
+                with self._lock(p):
+                    self._appenders.drop(live)
 
     # -- appending ----------------------------------------------------------------------------------
 
@@ -241,9 +251,9 @@ class SessionStore:
             self._create(p, now)
         live = self._sync(p)
         given = [msg for msg, _body in prepared]
-        found = repeats(prepared, self._recent(p, live)) if batch_ids(prepared) else None
-        # always durable, before the line that refers to them; a repeat's too (it heals a damaged stored copy)
-        payload_files.write(p.dir, payloads_of(to_write(given, found)))
+        found = repeats(prepared, self._recent(p, live)) if has_ids(prepared) else None
+        if has_payloads(prepared):  # always durable, before the line that refers to them; a repeat's too (it heals
+            payload_files.write(p.dir, payloads_of(to_write(given, found)))  # a damaged stored copy)
         if found is not None and any(copy is not None for copy in found):
             fresh = [i for i, copy in enumerate(found) if copy is None]
             prepared, counts = [prepared[i] for i in fresh], [counts[i] for i in fresh]
@@ -251,7 +261,9 @@ class SessionStore:
                 return with_given_texts(merge_repeats(found, []), given)
         seq = live.meta["next_seq"]
         stored, data, turn = jsonl.stored_lines(prepared, counts, seq, live.last_turn, now)
-        ino, start = fsutil.append_bytes(p.messages, data, durable=sync)
+        fd = self._appenders.descriptor(live, p.messages)
+        ino, start = (fsutil.append_bytes(p.messages, data, durable=sync, fd=fd) if fd is not None
+                      else fsutil.append_bytes(p.messages, data, durable=sync))
         # The batch is stored: what follows only refreshes caches, and never fails the append (a retry by
         # the caller would store the batch twice). A failed refresh is logged and redone later.
         live.push(list(range(seq, seq + len(stored))), counts, [m["role"] == "user" for m in stored], turn, now)
@@ -565,10 +577,17 @@ class SessionStore:
         payloads (files below are opened with O_NOFOLLOW, archive folders checked when read); a session a newer
         build wrote is refused.
 
-        Checked in full once per open session, and again whenever the sessions folder, the session's folder or
-        its format marker changed since (three `lstat`s per access): planting a link or moving a folder in or out
-        changes its folder's inode, mtime, ctime or link count."""
-        stamp = _folder_stamp(self.sessions_dir, p.dir)
+        Checked in full once per open session, and again whenever the session's folder or its format marker
+        changed since (two `lstat`s per access): planting a link or moving a folder in or out changes the folder's
+        inode, mtime, ctime or link count; the session's folder replaced by a link (or reached through a sessions
+        folder replaced by one) is another inode unless it is the session's own folder moved, whose files are
+        then all the link reaches."""
+        watched = self._watched.get(p.dir)
+        if watched is None:
+            if len(self._watched) > 10_000:
+                self._watched.clear()
+            watched = self._watched[p.dir] = (str(p.dir), str(p.dir / payload_files.FORMAT_FILE))
+        stamp = _folder_stamp(watched)
         if stamp is not None and self._safe.get(p.dir) == stamp:
             return
         for path in (self.sessions_dir, p.dir, p.dir / archives.HISTORY, payload_files.folder(p.dir)):

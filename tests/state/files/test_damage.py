@@ -122,7 +122,7 @@ def test_an_append_that_fails_writing_leaves_the_file_and_raises_a_typed_error(r
     before = (root / "sessions/s/messages.jsonl").read_bytes()
     real = fsutil.append_bytes
 
-    def failing(path, data, *, durable=True):
+    def failing(path, data, *, durable=True, fd=None):
         raise OSError(err, "injected")
 
     monkeypatch.setattr(fsutil, "append_bytes", failing)

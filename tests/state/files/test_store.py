@@ -86,6 +86,23 @@ def test_one_write_and_one_fsync_per_batch(root, monkeypatch):
     assert calls == {"write": 2, "fsync": 1}
 
 
+def test_the_live_file_kept_open_between_appends_follows_every_replacement(root):
+    """An append writes to the file its session state was checked against: after another store deleted and
+    re-created the session, or a GC rewrote the live file, it goes to the new file, never the old one."""
+    mine, other = SessionStore(root, durable=False), SessionStore(root, durable=False)
+    mine.append("s", texts(2))
+    mine.append("s", texts(1, start=2))  # the live file is open now
+    tombstone = other.entomb("s", {"reason": "test"})
+    other.append("s", texts(1, start=10))
+    mine.append("s", texts(1, start=11))
+    assert [m["seq"] for m in SessionStore(root).live_messages("s")] == [1, 2]
+    assert "message number 11" in (root / "sessions" / "s" / "messages.jsonl").read_text()
+    assert (tombstone / "messages.jsonl").read_text().count("\n") == 3, "nothing written to the deleted copy"
+    archive_oldest(other, "s", 0)  # the GC replaces the live file
+    mine.append("s", texts(1, start=12))
+    assert [m["seq"] for m in SessionStore(root).live_messages("s")] == [3]
+
+
 def test_a_bad_message_anywhere_in_the_batch_writes_nothing(store, root):
     store.append("s", texts(2))
     size = (root / "sessions" / "s" / "messages.jsonl").stat().st_size
@@ -419,3 +436,17 @@ def test_durable_false_skips_only_the_appends_fsync(tmp_path, monkeypatch):
     assert ("append_bytes", False) in appended, "the append itself is not synced"
     assert committed and all(durable for _, durable in committed), [c for c in committed if not c[1]]
     assert seen and all(durable for _, durable in seen), seen
+
+
+def test_closing_the_store_closes_the_live_files_it_kept_open(root):
+    store = SessionStore(root, durable=False)
+    for sid in ("a", "b"):
+        store.append(sid, texts(1))
+        store.append(sid, texts(1, start=1))
+    held = [store._live[store.session_dir(sid)].appender[0] for sid in ("a", "b")]
+    store.close()
+    for fd in held:
+        with pytest.raises(OSError):
+            os.fstat(fd)
+    store.append("a", texts(1, start=2))  # still usable
+    assert [m["seq"] for m in store.live_messages("a")] == [1, 2, 3]
