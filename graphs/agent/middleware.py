@@ -147,7 +147,7 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
             trim_state: archived messages leave the agent's state (its checkpoints stay bounded).
             tools: contribute `archive_search`, `archive_expand` and `read_tool_result`.
             offload_tokens: a tool result over this many tokens is shown as its synopsis; smaller ones are shown whole
-                until a commit. Default a 32nd of the model's input limit, at most 20 000 (4 000 at 128k).
+                until a commit. Default a 16th of the model's input limit, at most 20 000 (8 000 at 128k).
             keep_tool_results: after a commit, the kept tail's results but the newest this many are shown as
                 their synopsis.
             exclude_tools: tools whose results are never shown as a synopsis.

@@ -25,10 +25,11 @@ from workmem.state.validation import require_int, require_text
 
 REF_PREFIX = "seq:"
 MAX_READ_TOKENS = 3_000  # the most one read of `read_tool_result` returns
-# A tool result is shown whole on every call until a commit unless it alone is too large for the call: over a 32nd of
-# the model's input limit (4 000 tokens at 128k), at most 20 000. Chosen on the replay of the real coding sessions
-# (docs/benchmarks.md): 4 000 kept the recent grounds in view (99.5 %) for fewer tokens than 20 000; 2 000 hid 6 %.
-OFFLOAD_SHARE_OF_LIMIT = 32
+# A tool result is shown whole on every call until a commit unless it alone is too large for the call: over a 16th of
+# the model's input limit (8 000 tokens at 128k), at most 20 000. Chosen on the replay of the real coding sessions
+# (docs/benchmarks.md): 8 000 kept 99.7-100 % of the recent grounds in view, 4 000 99.5-99.9 % for about the same
+# tokens, 16 000 no more seen for more tokens; 2 000 hid 6 %.
+OFFLOAD_SHARE_OF_LIMIT = 16
 MAX_OFFLOAD_TOKENS = 20_000
 # One read returns at most (trigger - READ_OVERHEAD) / READ_SHARE tokens, at least MIN_READ_TOKENS, at most
 # MAX_READ_TOKENS: 160 at an 8 000-token trigger, 800 at 32 000, 3 000 from 114 500 on — a read must not fill the
@@ -49,7 +50,7 @@ def read_tokens_for(threshold: int) -> int:
 
 def offload_tokens_for(threshold: int, input_limit: int, line: Any = None) -> int:
     """The line past which a tool result is shown as its synopsis instead of whole — the setting `offload_tokens`,
-    else a 32nd of the model's input limit, at most 20 000 tokens (4 000 at a 128k limit)."""
+    else a 16th of the model's input limit, at most 20 000 tokens (8 000 at a 128k limit)."""
     if line is not None:
         return line
     return max(read_tokens_for(threshold), min(MAX_OFFLOAD_TOKENS, input_limit // OFFLOAD_SHARE_OF_LIMIT))

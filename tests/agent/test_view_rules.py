@@ -153,6 +153,6 @@ def test_the_pinned_message_is_its_first_lines_and_one_marker_naming_nothing_it_
 
 
 def test_the_offload_line_is_absolute_never_a_share_of_the_trigger():
-    assert offload_tokens_for(8_000, 128_000) == offload_tokens_for(32_000, 128_000) == 4_000
+    assert offload_tokens_for(8_000, 128_000) == offload_tokens_for(32_000, 128_000) == 8_000
     assert offload_tokens_for(8_000, 1_000_000) == 20_000
     assert offload_tokens_for(8_000, 128_000, 1_234) == 1_234
