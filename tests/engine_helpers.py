@@ -107,6 +107,22 @@ def tool(call_id: str, content: str, name: str = "") -> dict[str, Any]:
     return {"role": "tool", "tool_call_id": call_id, "content": content, "name": name or None}
 
 
+def tool_turn(question: str, name: str, result: str, call_id: str = "c1") -> list[dict[str, Any]]:
+    """A user question, the assistant's one call of tool `name`, and its result."""
+    return [user(question), assistant(calls=[(call_id, name, "{}")]), tool(call_id, result, name)]
+
+
+def talk(turns: int, size: int = 40, tag: str = "") -> list[dict[str, Any]]:
+    """`turns` user/assistant pairs of about `size` words each ("Question 0: topic0 …" / "Answer 0: detail0 …");
+    a `tag` marks every question and its words ("db question 0: db0 …")."""
+    ask, answer, word = (f"{tag} question", f"{tag} answer", tag) if tag else ("Question", "Answer", "topic")
+    out = []
+    for t in range(turns):
+        out.append(user(f"{ask} {t}: " + " ".join(f"{word}{t}" for _ in range(size))))
+        out.append(assistant(f"{answer} {t}: " + " ".join(f"detail{t}" for _ in range(size))))
+    return out
+
+
 def stored(engine: Any, session: str) -> list[dict[str, Any]]:
     """Every stored message of the session, archived and live, in seq order."""
     total = engine.session_info(session)["total_message_count"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from engine_helpers import assistant, tool_turn
 
 from workmem.graphs.cli import main
 from workmem.graphs.context.assemble import SUMMARY_PREFIX, SYSTEM_ADDITION
@@ -113,11 +114,7 @@ def test_global_and_trailing_json_flags_agree(capsys, root, session):
 def test_expand_reads_a_tool_result_by_reference(capsys, root):
     log = "\n".join(f"line {i}: ok" for i in range(3_000)) + "\nFATAL: disk quota exceeded on /var/data"
     with WorkingMemoryEngine(root, durable=False) as engine:
-        engine.add_messages("t", [
-            {"role": "user", "content": "Why did the job stop?"},
-            {"role": "assistant", "content": "", "tool_calls": [
-                {"id": "c1", "type": "function", "function": {"name": "tail_log", "arguments": "{}"}}]},
-            {"role": "tool", "tool_call_id": "c1", "name": "tail_log", "content": log}])
+        engine.add_messages("t", tool_turn("Why did the job stop?", "tail_log", log))
     code, window = run(capsys, root, "expand", "t", "--ref", "seq:3", "--offset", "10", "--limit", "30")
     assert code == 0 and window["text"] == log[10:40] and window["chars"] == len(log)
     code, found = run(capsys, root, "expand", "t", "--query", "disk quota")
@@ -139,11 +136,7 @@ def test_expand_takes_a_start_seq_alone_and_refuses_a_ref_mixed_with_a_range(cap
 def test_context_clips_a_newest_result_too_large_for_the_budget(capsys, root):
     log = "\n".join(f"2026-11-30 line {i}: compiled pkg/{i}.go" for i in range(8_000)) + "\nFATAL: out of memory"
     with WorkingMemoryEngine(root, durable=False) as engine:
-        engine.add_messages("big", [
-            {"role": "user", "content": "Build it."},
-            {"role": "assistant", "content": "", "tool_calls": [
-                {"id": "c1", "type": "function", "function": {"name": "build", "arguments": "{}"}}]},
-            {"role": "tool", "tool_call_id": "c1", "name": "build", "content": log}])
+        engine.add_messages("big", tool_turn("Build it.", "build", log))
         assembled = engine.assemble("big", 8_000)
         assert assembled["stats"]["total_tokens"] <= assembled["stats"]["available"]
         result = assembled["messages"][-1].content
@@ -155,12 +148,7 @@ def test_context_clips_a_newest_result_too_large_for_the_budget(capsys, root):
 def test_expand_shows_a_large_result_as_a_window_with_how_to_read_on(capsys, root):
     log = "\n".join(f"2026-11-30 line {i}: compiled pkg/{i}.go" for i in range(20_000)) + "\nFATAL: out of memory"
     with WorkingMemoryEngine(root, durable=False) as engine:
-        engine.add_messages("big", [
-            {"role": "user", "content": "Build it."},
-            {"role": "assistant", "content": "", "tool_calls": [
-                {"id": "c1", "type": "function", "function": {"name": "build", "arguments": "{}"}}]},
-            {"role": "tool", "tool_call_id": "c1", "name": "build", "content": log},
-            {"role": "assistant", "content": "Out of memory."}])
+        engine.add_messages("big", [*tool_turn("Build it.", "build", log), assistant("Out of memory.")])
         engine.commit("big", keep_recent_count=0)
     assert main(["--root", str(root), "expand", "big", "archive_001"]) == 0
     out = capsys.readouterr().out

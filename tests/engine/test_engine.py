@@ -6,7 +6,7 @@ import os
 import threading
 
 import pytest
-from engine_helpers import GatedModel, assistant, pairing_problems, tool, user
+from engine_helpers import GatedModel, assistant, pairing_problems, talk, tool, user
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 
 from workmem.graphs.context.assemble import SUMMARY_PREFIX
@@ -14,19 +14,10 @@ from workmem.graphs.engine import WorkingMemoryEngine
 from workmem.state.errors import ArchiveNotFound, InvalidInput, SessionNotFound
 
 
-def conversation(turns: int, size: int = 40) -> list[dict]:
-    """`turns` user/assistant pairs, each message about `size` words."""
-    out = []
-    for t in range(turns):
-        out.append(user(f"Question {t}: " + " ".join(f"topic{t}" for _ in range(size))))
-        out.append(assistant(f"Answer {t}: " + " ".join(f"detail{t}" for _ in range(size))))
-    return out
-
-
 def test_after_turn_returns_before_the_background_commit_finishes(backend):
     model = GatedModel()
     with backend.engine(model, durable=False, keep_recent_count=2, commit_token_threshold=200) as engine:
-        result = engine.after_turn("bg", conversation(4))
+        result = engine.after_turn("bg", talk(4))
         # after_turn has returned while the model is still held: the commit runs in the background
         assert model.entered.wait(10), "no background commit reached the model"
         assert not model.gate.is_set() and not model.timed_out
@@ -46,9 +37,9 @@ def test_after_turn_returns_before_the_background_commit_finishes(backend):
 def test_turns_stored_while_a_background_commit_runs_get_a_follow_up_commit(backend):
     model = GatedModel()
     with backend.engine(model, durable=False, keep_recent_count=2, commit_token_threshold=200) as engine:
-        first = engine.after_turn("bg", conversation(4))
+        first = engine.after_turn("bg", talk(4))
         assert model.entered.wait(10)
-        more = conversation(8)[8:]
+        more = talk(8)[8:]
         second = engine.after_turn("bg", more)  # the session is busy: nothing new can start now
         assert second["commit"]["status"] == "busy" and second["pending_tokens"] >= 200
         model.gate.set()
@@ -62,7 +53,7 @@ def test_turns_stored_while_a_background_commit_runs_get_a_follow_up_commit(back
 
 def test_after_turn_below_the_threshold_starts_no_commit(backend):
     with backend.engine(durable=False, keep_recent_count=2, commit_token_threshold=10_000) as engine:
-        result = engine.after_turn("quiet", conversation(3))
+        result = engine.after_turn("quiet", talk(3))
         assert result["task_id"] is None and result["commit"] is None
         assert result["pending_tokens"] == engine.session_info("quiet")["pending_tokens"] > 0
         assert engine.storage.tasks.list_tasks(session_id="quiet") == []
@@ -74,7 +65,7 @@ def test_a_failed_background_commit_is_visible_and_its_messages_stay_live(backen
             raise OSError("No space left on device (token sk-abcdefghijklmnop1234)")
 
         monkeypatch.setattr(engine.storage.sessions, "write_archive", broken_write)
-        result = engine.after_turn("fails", conversation(4))
+        result = engine.after_turn("fails", talk(4))
         engine.wait()
         task = engine.task(result["task_id"])
         assert task["status"] == "failed"
@@ -103,7 +94,7 @@ def test_secrets_in_a_failure_reach_no_file_and_no_log(backend, monkeypatch, cap
             raise OSError("upload failed: " + "; ".join(SECRETS))
 
         monkeypatch.setattr(engine.storage.sessions, "write_archive", broken_write)
-        engine.add_messages("leaky", conversation(4))
+        engine.add_messages("leaky", talk(4))
         with caplog.at_level(logging.DEBUG):
             result = engine.commit("leaky", keep_recent_count=2)
         assert result["status"] == "failed" and "upload failed" in result["reason"]
@@ -116,7 +107,7 @@ def test_secrets_in_a_failure_reach_no_file_and_no_log(backend, monkeypatch, cap
 
 def test_compact_frees_tokens(backend):
     with backend.engine(durable=False) as engine:
-        engine.add_messages("c", conversation(6, size=80))
+        engine.add_messages("c", talk(6, size=80))
         out = engine.compact("c")
         assert out["ok"] and out["compacted"] and out["archive_id"] == "archive_001"
         assert out["tokens_before"] > out["tokens_after"] > 0
@@ -132,7 +123,7 @@ def test_compact_frees_tokens(backend):
 def test_compact_waits_for_a_running_background_commit(backend, monkeypatch):
     model = GatedModel()
     with backend.engine(model, durable=False, keep_recent_count=2, commit_token_threshold=200) as engine:
-        engine.after_turn("busy", conversation(4))
+        engine.after_turn("busy", talk(4))
         assert model.entered.wait(10)
         saw_busy = threading.Event()
         start = engine.runner.start
@@ -179,9 +170,9 @@ def test_after_turn_drops_only_what_workmem_tagged(backend):
 
 def test_after_turn_stores_each_message_once_with_pre_prompt_count(backend):
     with backend.engine(durable=False) as engine:
-        history = conversation(1)
+        history = talk(1)
         engine.after_turn("once", history)
-        history += conversation(2)[2:]
+        history += talk(2)[2:]
         engine.after_turn("once", history, pre_prompt_count=2)
         texts = [m["parts"][0]["text"][:10] for m in engine.storage.sessions.live_messages("once")]
         assert texts == ["Question 0", "Answer 0: ", "Question 1", "Answer 1: "]
@@ -256,7 +247,7 @@ def test_bad_messages_are_typed_errors_and_leave_data_intact(root, bad, field):
 ])
 def test_bad_arguments_are_typed_errors_naming_the_field(backend, call, field):
     with backend.engine(durable=False) as engine:
-        engine.add_messages("s", conversation(2))
+        engine.add_messages("s", talk(2))
         before = engine.storage.sessions.live_messages("s")
         with pytest.raises(InvalidInput) as err:
             call(engine)
@@ -276,14 +267,14 @@ def test_bad_engine_settings_are_rejected(backend, kwargs):
 
 def test_huge_keep_is_clamped_not_rejected(backend):
     with backend.engine(durable=False) as engine:
-        engine.add_messages("s", conversation(2))
+        engine.add_messages("s", talk(2))
         out = engine.commit("s", keep_recent_count=10**9)
         assert (out["status"], out["reason"]) == ("skipped", "all_within_keep_window")
 
 
 def test_unknown_archive_and_session_are_typed_errors(backend):
     with backend.engine(durable=False) as engine:
-        engine.add_messages("s", conversation(2))
+        engine.add_messages("s", talk(2))
         engine.commit("s", keep_recent_count=0)
         for archive_id in ("archive_002", "archive_999", "../../etc/passwd", "nope"):
             with pytest.raises(ArchiveNotFound) as err:
@@ -308,7 +299,7 @@ def test_hostile_session_ids_stay_inside_the_root(root):
 
 def test_a_corrupt_line_on_disk_is_skipped_and_reported(root):
     with WorkingMemoryEngine(root, durable=False) as engine:
-        engine.add_messages("s", conversation(1))
+        engine.add_messages("s", talk(1))
     path = root / "sessions" / "s" / "messages.jsonl"
     lines = path.read_bytes().splitlines(keepends=True)
     path.write_bytes(lines[0] + b"{not json\n" + lines[1])
@@ -321,7 +312,7 @@ def test_a_corrupt_line_on_disk_is_skipped_and_reported(root):
 def test_archive_expand_by_id_seq_range_and_turn_range(backend):
     with backend.engine(durable=False) as engine:
         engine.add_messages("x", [user("Read a.py"), assistant(calls=[("c1", "read", '{"path": "a.py"}')]),
-                                  tool("c1", "print(1)"), assistant("It prints 1."), *conversation(2)])
+                                  tool("c1", "print(1)"), assistant("It prints 1."), *talk(2)])
         engine.commit("x", keep_recent_count=3)
         by_id = engine.archive_expand("x", "archive_001")
         assert (by_id["start_seq"], by_id["end_seq"], by_id["message_count"]) == (1, 5, 5)
@@ -338,7 +329,7 @@ def test_archive_expand_by_id_seq_range_and_turn_range(backend):
 
 def test_close_flushes_and_a_new_engine_sees_the_same_state(backend):
     engine = backend.engine(durable=False)
-    engine.add_messages("s", conversation(3))
+    engine.add_messages("s", talk(3))
     engine.commit("s", keep_recent_count=2)
     info = engine.session_info("s")
     engine.close()

@@ -9,7 +9,7 @@ import warnings
 from typing import Any
 
 import pytest
-from engine_helpers import assistant, user
+from engine_helpers import talk, user
 from langchain_core.messages import BaseMessage
 
 from workmem.graphs.engine import WorkingMemoryEngine
@@ -19,19 +19,11 @@ from workmem.state.errors import ArchiveNotFound, DataRootNotFound, SessionNotFo
 ODD_ID = "team/alice:42"  # stored under a hashed folder name; listed as given
 
 
-def talk(tag: str, turns: int, size: int = 40) -> list[dict[str, Any]]:
-    out = []
-    for t in range(turns):
-        out.append(user(f"{tag} question {t}: " + " ".join(f"{tag}{t}" for _ in range(size))))
-        out.append(assistant(f"{tag} answer {t}: " + " ".join(f"detail{t}" for _ in range(size))))
-    return out
-
-
 def test_list_sessions_counts_live_and_archived_messages_by_original_id(backend):
     with backend.engine(durable=False) as engine:
         assert engine.list_sessions() == []
-        engine.add_messages(ODD_ID, talk("odd", 3))
-        engine.add_messages("plain", talk("plain", 2))
+        engine.add_messages(ODD_ID, talk(3, tag="odd"))
+        engine.add_messages("plain", talk(2, tag="plain"))
         assert engine.commit("plain", keep_recent_count=1)["status"] == "completed"
         rows = {r["session_id"]: r for r in engine.list_sessions()}
         assert set(rows) == {ODD_ID, "plain"}
@@ -49,7 +41,7 @@ def test_iter_messages_gives_every_message_in_seq_order_with_payloads_inline(bac
     big = "\n".join(f"row {i}: value {i * 7}" for i in range(4_000))  # over payload_bytes: stored as a payload
     messages = [user("read the export"),
                 {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "name": "read", "args": {}}]},
-                {"role": "tool", "tool_call_id": "c1", "content": big}, *talk("more", 3)]
+                {"role": "tool", "tool_call_id": "c1", "content": big}, *talk(3, tag="more")]
     with backend.engine(durable=False, payload_bytes=4096) as engine:
         engine.add_messages("s", messages)
         engine.commit("s", keep_recent_count=2)
@@ -69,7 +61,7 @@ async def _collect(iterator: Any) -> list[dict[str, Any]]:
 
 def test_read_archive_list_tasks_and_location(backend):
     with backend.engine(durable=False) as engine:
-        engine.add_messages("s", talk("s", 2))
+        engine.add_messages("s", talk(2, tag="s"))
         result = engine.commit("s")
         archive = engine.read_archive("s", result["archive_id"])
         assert archive["source_turn_range"]["start_seq"] == 1 and archive["source_turn_range"]["end_seq"] == 4
@@ -91,7 +83,7 @@ def test_create_false_refuses_a_root_without_workmem_data_and_creates_nothing(tm
             WorkingMemoryEngine(root, create=False)
     assert not missing.exists() and list(empty.iterdir()) == []
     with WorkingMemoryEngine(missing) as engine:  # the default still creates a new root
-        engine.add_messages("s", talk("s", 1))
+        engine.add_messages("s", talk(1, tag="s"))
     with WorkingMemoryEngine(missing, create=False) as engine:
         assert engine.session_exists("s")
 
@@ -100,7 +92,7 @@ def test_create_false_on_postgres_refuses_a_schema_without_workmem_tables(databa
     with pytest.raises(DataRootNotFound, match="schema nothing_here"):
         WorkingMemoryEngine(database_url=database_url, database_schema="nothing_here", create=False)
     with WorkingMemoryEngine(database_url=database_url, database_schema="made_here") as engine:
-        engine.add_messages("s", talk("s", 1))
+        engine.add_messages("s", talk(1, tag="s"))
     with WorkingMemoryEngine(database_url=database_url, database_schema="made_here", create=False) as engine:
         assert engine.session_exists("s")
     import psycopg
@@ -131,9 +123,9 @@ class GatedTopic(ExtractiveChatModel):
 def test_join_commits_waits_for_one_session_or_for_all(make_engine):
     model = GatedTopic()
     engine = make_engine(model, keep_recent_count=2, commit_token_threshold=200)
-    slow = engine.after_turn("slow", talk("slowtopic", 4))
+    slow = engine.after_turn("slow", talk(4, tag="slowtopic"))
     assert model.entered.wait(10), "the slow session's background commit never reached the model"
-    fast = engine.after_turn("fast", talk("fast", 4))
+    fast = engine.after_turn("fast", talk(4, tag="fast"))
     assert fast["task_id"] is not None
     engine.join_commits("fast")  # returns while the slow session's commit is still held
     assert engine.task(fast["task_id"])["status"] == "completed"
@@ -145,7 +137,7 @@ def test_join_commits_waits_for_one_session_or_for_all(make_engine):
 
 def test_ajoin_commits_awaits_and_the_old_names_still_work(make_engine):
     engine = make_engine(None, keep_recent_count=2, commit_token_threshold=200)
-    first = engine.after_turn("a", talk("a", 4))
+    first = engine.after_turn("a", talk(4, tag="a"))
     asyncio.run(engine.ajoin_commits("a"))
     assert engine.task(first["task_id"])["status"] == "completed"
     with pytest.warns(DeprecationWarning, match="ajoin_commits"):

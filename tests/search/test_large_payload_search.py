@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
+from engine_helpers import assistant, tool_turn
 from pg_support import Backend
 
 from workmem.state.index_text import (
@@ -32,12 +33,7 @@ def queries(lines: int) -> list[str]:
 
 def exact_hits(backend: Backend, text: str, asked: list[str]) -> dict[str, list[int]]:
     with backend.engine(durable=False) as engine:
-        engine.add_messages("s", [
-            {"role": "user", "content": "Build it."},
-            {"role": "assistant", "content": "", "tool_calls": [
-                {"id": "c", "type": "function", "function": {"name": "build", "arguments": "{}"}}]},
-            {"role": "tool", "tool_call_id": "c", "name": "build", "content": text},
-            {"role": "assistant", "content": "Built."}])
+        engine.add_messages("s", [*tool_turn("Build it.", "build", text, "c"), assistant("Built.")])
         engine.commit("s", keep_recent_count=0)
         return {q: [h["seq"] for h in engine.archive_search("s", q) if h["match"] == "exact"] for q in asked}
 
