@@ -105,45 +105,79 @@ def header(message: Mapping[str, Any]) -> str:
 
 
 LONGEST_TOKEN_CHARS = 16  # of text encoded per token kept, at each end of a long text (cl100k averages ~4)
+MIN_PART_TOKENS = 48  # what each part of a clipped message keeps at least: a tool call's name and first arguments
 
 
-def clip_text(text: str, clip_tokens: int) -> str:
-    """Clip `text` to about `clip_tokens` tokens: head + `…[clipped N tokens]…` + tail."""
+def _ends(text: str, clip_tokens: int) -> tuple[list[int], list[int], int]:
+    """The tokens of the start and the end of `text` and its token count (for a long text only its ends are
+    encoded, the middle's tokens estimated)."""
     window = max(clip_tokens, 64) * LONGEST_TOKEN_CHARS
-    if len(text) > 2 * window:  # a long text: only its ends are encoded, the middle's tokens estimated
-        first = encoder().encode(text[:window], disallowed_special=())
-        last = encoder().encode(text[-window:], disallowed_special=())
-        total = len(first) + len(last) + round((len(text) - 2 * window) * (len(first) + len(last)) / (2 * window))
-    else:
-        first = last = encoder().encode(text, disallowed_special=())
-        total = len(first)
+    if len(text) <= 2 * window:
+        tokens = encoder().encode(text, disallowed_special=())
+        return tokens, tokens, len(tokens)
+    first = encoder().encode(text[:window], disallowed_special=())
+    last = encoder().encode(text[-window:], disallowed_special=())
+    middle = round((len(text) - 2 * window) * (len(first) + len(last)) / (2 * window))
+    return first, last, len(first) + len(last) + middle
+
+
+def clip_text(text: str, clip_tokens: int, *, keep_tail: bool = True) -> str:
+    """Clip `text` to about `clip_tokens` tokens: head + `…[clipped N tokens]…` + tail (no tail: `keep_tail`
+    False)."""
+    first, last, total = _ends(text, clip_tokens)
     if total <= clip_tokens:
         return text
     keep = max(clip_tokens - 12, 2)  # room for the marker line
-    head_n = keep * 2 // 3
+    head_n = keep * 2 // 3 if keep_tail else keep
     tail_n = keep - head_n
     head = encoder().decode(first[:head_n]).rstrip("\ufffd")
-    tail = encoder().decode(last[len(last) - tail_n:]).lstrip("\ufffd")
+    tail = encoder().decode(last[len(last) - tail_n:]).lstrip("\ufffd") if tail_n else ""
     removed = total - head_n - tail_n
-    return f"{head}\n{CLIP_MARKER.format(n=removed)}\n{tail}"
+    return f"{head}\n{CLIP_MARKER.format(n=removed)}" + (f"\n{tail}" if tail_n else "")
+
+
+def fair_shares(sizes: Sequence[int], budget: int) -> list[int]:
+    """Split `budget` over parts of `sizes`: a part under an equal share keeps its size, the rest share what is
+    left equally."""
+    shares = [0] * len(sizes)
+    left, remaining = budget, len(sizes)
+    for i in sorted(range(len(sizes)), key=lambda k: sizes[k]):
+        shares[i] = min(sizes[i], left // remaining)
+        left -= shares[i]
+        remaining -= 1
+    return shares
+
+
+def _clipped(blocks: list[tuple[str, bool]], clip_tokens: int) -> str:
+    """A message's parts within about `clip_tokens`: one part is clipped head and tail; of several, each keeps
+    its fair share (at least `MIN_PART_TOKENS`), a tool call its head — so every call keeps its name and first
+    arguments, whatever the parts before it hold."""
+    if len(blocks) == 1:
+        return clip_text(blocks[0][0], clip_tokens)
+    sizes = [_ends(text, clip_tokens)[2] for text, _ in blocks]
+    if sum(sizes) <= clip_tokens:
+        return "\n".join(text for text, _ in blocks)
+    shares = fair_shares(sizes, clip_tokens)
+    return "\n".join(text if size <= share else clip_text(text, max(share, MIN_PART_TOKENS), keep_tail=not is_call)
+                     for (text, is_call), size, share in zip(blocks, sizes, shares, strict=True))
 
 
 def format_message(message: Mapping[str, Any], *, clip_tokens: int = 4000, brief_own_tools: bool = True) -> str:
-    """Render one stored message as a transcript block; an oversized body is clipped. '' for a message of
-    only workmem's own tool results (when `brief_own_tools`)."""
-    lines: list[str] = []
+    """Render one stored message as a transcript block; an oversized body is clipped (each part to its share).
+    '' for a message of only workmem's own tool results (when `brief_own_tools`)."""
+    blocks: list[tuple[str, bool]] = []  # (a part's lines, whether it is a tool call)
     parts = [p for p in message.get("parts") or [] if isinstance(p, Mapping)]
     for part in parts:
         if (clip_tokens > 0 and is_payload(part) and isinstance(part.get("content"), str)
                 and not (brief_own_tools and part.get(INTERNAL_FLAG))):
-            lines.extend(_payload_lines(part, message.get("seq"), clip_tokens))
+            lines = _payload_lines(part, message.get("seq"), clip_tokens)
         else:
-            lines.extend(_part_lines(part, brief_own_tools))
-    body = "\n".join(lines)
-    if not body and brief_own_tools and parts and all(p.get(INTERNAL_FLAG) for p in parts):
+            lines = _part_lines(part, brief_own_tools)
+        if lines:
+            blocks.append(("\n".join(lines), part.get("type") == "tool_call"))
+    if not blocks and brief_own_tools and parts and all(p.get(INTERNAL_FLAG) for p in parts):
         return ""
-    if clip_tokens > 0 and body:
-        body = clip_text(body, clip_tokens)
+    body = _clipped(blocks, clip_tokens) if clip_tokens > 0 and blocks else "\n".join(t for t, _ in blocks)
     return f"{header(message)}\n{body}" if body else header(message)
 
 

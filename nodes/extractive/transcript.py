@@ -123,8 +123,9 @@ def parse_transcript(text: str, start_date: str | None = None, known_speakers: S
         if _CLIP_RE.match(raw):
             if result is not None and result.clip_at is None:
                 result.clip_at = len(result.lines)
-            elif in_call and msg.call_tail_from is None:
-                msg.call_tail_from = len(msg.text)
+            elif in_call:  # each clipped call is marked cut; the tail lines of the first one, if any, follow
+                if msg.call_tail_from is None:
+                    msg.call_tail_from = len(msg.text)
                 name, args = msg.calls[-1]
                 msg.calls[-1] = (name, args + CALL_CUT)
             elif result is None and msg.clip_at is None:

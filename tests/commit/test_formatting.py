@@ -8,7 +8,8 @@ import json
 from fakes import stored_messages
 from paths import DEMO_CONVERSATION
 
-from workmem.nodes.formatting import chunk_messages, clip_text, format_message, format_messages
+from workmem.nodes.extractive.transcript import CALL_CUT, parse_transcript
+from workmem.nodes.formatting import chunk_messages, clip_text, fair_shares, format_message, format_messages
 from workmem.state.tokens import count_tokens
 
 DEMO = DEMO_CONVERSATION
@@ -191,3 +192,25 @@ def test_demo_conversation_is_a_realistic_coding_session():
     assert {"read_file", "run_tests", "edit_file"} <= names
     user_text = " ".join(m["content"] for m in messages if m["role"] == "user")
     assert "not a tab" in user_text and "don't touch settings.toml" in user_text
+
+
+def test_a_clipped_message_keeps_every_tool_call_name_and_first_arguments():
+    todos = json.dumps({"todos": [{"content": f"step {i}: " + words(30), "status": "pending"} for i in range(12)]})
+    write = json.dumps({"file_path": "/home/jim/.claude/plans/hazy-enchanting-piglet.md", "content": words(4000)})
+    step = {"seq": 12, "role": "assistant", "parts": [
+        text("I will note the findings in the plan file. " + words(200)),
+        {"type": "tool_call", "id": "c1", "name": "TodoWrite", "arguments": todos},
+        {"type": "tool_call", "id": "c2", "name": "Write", "arguments": write}]}
+    block = format_message(step, clip_tokens=250)
+    assert "→ call TodoWrite {" in block and "→ call Write {\"file_path\": \"/home/jim/.claude/plans/hazy" in block
+    assert block.startswith("[#12 assistant]\nI will note the findings")
+    assert count_tokens(block) <= 250 + 3 * 20
+    calls = parse_transcript(block)[0].calls
+    assert [name for name, _ in calls] == ["TodoWrite", "Write"]
+    assert all(args.endswith(CALL_CUT) for _, args in calls)  # each call is marked cut, none runs into the next
+
+
+def test_fair_shares_give_small_parts_their_size_and_split_the_rest():
+    assert fair_shares([10, 500, 1000], 310) == [10, 150, 150]
+    assert fair_shares([10, 20], 100) == [10, 20]
+    assert sum(fair_shares([400, 400, 400], 300)) == 300
