@@ -24,8 +24,8 @@ from workmem.state.files.forgetting import INTENT_PREFIX
 from workmem.state.forget import FORGOTTEN_TEXT
 
 # Distinctive words (the porter stem of each is a prefix of it, so a stem left in an index is found too).
-SECRET = "Quorvex blimpwaddle zentrifuge 7731"
-NEEDLES = ("quorvex", "blimpwaddl", "zentrifug", "7731")
+SECRET = "Quorvex blimpwaddle zentrifuge 7731905"
+NEEDLES = ("quorvex", "blimpwaddl", "zentrifug", "7731905")  # a short number can turn up in a random id
 BIG = "".join(f"2026-11-30 build step {i} ok\n" for i in range(6000)) + f"FAILED: {SECRET}\n"  # a payload
 WM = create_call({"Session Title": "Build work", "Current State": "The build is being fixed."})
 SID = "private"
@@ -94,7 +94,7 @@ def test_forget_leaves_no_verbatim_text_in_files_rows_payloads_or_index(backend)
         assert result["index_rows_removed"] == 2 and result["checkpoint_threads_removed"] == 1
         assert result["working_memory_rewritten"] is False and "not rewritten" in result["note"]
         assert_whole(engine, {1, 3, 7})
-        assert engine.archive_search(SID, "quorvex") == [] and engine.archive_search(SID, "7731") == []
+        assert engine.archive_search(SID, "quorvex") == [] and engine.archive_search(SID, "7731905") == []
         assert engine.archive_search(SID, "build failed"), "the rest is still found"
         assert engine.read_tool_result(SID, "seq:3")["text"] == FORGOTTEN_TEXT
         text = " ".join(m.text for m in engine.assemble(SID)["messages"])
