@@ -122,8 +122,8 @@ def _ends(text: str, clip_tokens: int) -> tuple[list[int], list[int], int]:
 
 
 def clip_text(text: str, clip_tokens: int, *, keep_tail: bool = True) -> str:
-    """Clip `text` to about `clip_tokens` tokens: head + `…[clipped N tokens]…` + tail (no tail: `keep_tail`
-    False)."""
+    """Clip `text` to about `clip_tokens` tokens: head + `…[clipped N tokens]…` + tail, each on its own line (no
+    tail when `keep_tail` is False: the marker then ends the head's line, so a clipped tool call stays one line)."""
     first, last, total = _ends(text, clip_tokens)
     if total <= clip_tokens:
         return text
@@ -133,7 +133,9 @@ def clip_text(text: str, clip_tokens: int, *, keep_tail: bool = True) -> str:
     head = encoder().decode(first[:head_n]).rstrip("\ufffd")
     tail = encoder().decode(last[len(last) - tail_n:]).lstrip("\ufffd") if tail_n else ""
     removed = total - head_n - tail_n
-    return f"{head}\n{CLIP_MARKER.format(n=removed)}" + (f"\n{tail}" if tail_n else "")
+    if not tail_n:
+        return f"{head} {CLIP_MARKER.format(n=removed)}"
+    return f"{head}\n{CLIP_MARKER.format(n=removed)}\n{tail}"
 
 
 def fair_shares(sizes: Sequence[int], budget: int) -> list[int]:
@@ -150,8 +152,8 @@ def fair_shares(sizes: Sequence[int], budget: int) -> list[int]:
 
 def _clipped(blocks: list[tuple[str, bool]], clip_tokens: int) -> str:
     """A message's parts within about `clip_tokens`: one part is clipped head and tail; of several, each keeps
-    its fair share (at least `MIN_PART_TOKENS`), a tool call its head — so every call keeps its name and first
-    arguments, whatever the parts before it hold."""
+    its fair share (at least `MIN_PART_TOKENS`), a tool call its head, cut on its own line — so every call keeps
+    its name and first arguments, whatever the parts before it hold, and no part reads as the end of a call."""
     if len(blocks) == 1:
         return clip_text(blocks[0][0], clip_tokens)
     sizes = [_ends(text, clip_tokens)[2] for text, _ in blocks]

@@ -214,3 +214,24 @@ def test_fair_shares_give_small_parts_their_size_and_split_the_rest():
     assert fair_shares([10, 500, 1000], 310) == [10, 150, 150]
     assert fair_shares([10, 20], 100) == [10, 20]
     assert sum(fair_shares([400, 400, 400], 300)) == 300
+
+
+def test_text_after_a_clipped_call_stays_the_message_text():
+    todos = json.dumps({"todos": words(400)})
+    asked = msg(13, "assistant", call("c1", "TodoWrite", todos), call("c2", "Read", {"path": "/a/b.py"}),
+                text("Should I also update the README?"))
+    parsed = parse_transcript(format_message(asked, clip_tokens=250))[0]
+    assert [name for name, _ in parsed.calls] == ["TodoWrite", "Read"]
+    assert parsed.calls[0][1].endswith(CALL_CUT) and parsed.calls[1][1] == '{"path": "/a/b.py"}'
+    assert parsed.body == "Should I also update the README?"
+    alone = parse_transcript(format_message(msg(14, "assistant", call("c1", "TodoWrite", todos),
+                                                text("Done.")), clip_tokens=250))[0]
+    assert alone.calls[0][1].endswith(CALL_CUT) and alone.body == "Done."
+
+
+def test_a_single_clipped_call_keeps_its_tail():
+    command = "cat > f.py <<EOF " + " ".join(words(300).split("\n")) + " EOF && pytest f.py"
+    parsed = parse_transcript(format_message(msg(15, "assistant", call("c1", "bash", {"command": command})),
+                                             clip_tokens=250))[0]
+    name, args = parsed.calls[0]
+    assert name == "bash" and CALL_CUT in args and args.endswith('&& pytest f.py"}') and parsed.body == ""
