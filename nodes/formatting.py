@@ -14,9 +14,10 @@ Format, one block per message, blocks separated by a blank line; the header is t
 workmem's own tool traffic is brief: a call to `archive_search` reads `[searched archive: "<query>"]`
 and its result is left out (it is a copy of archived text). Hidden messages are left out of commit transcripts.
 
-Content lines that could be mistaken for this structure (a block header, a `→ `/`← ` line, or one of
-the prompt's tag lines) are escaped with a leading backslash, so message text cannot forge a message
-or close the `<messages>` block. Clipping changes the prompt only, never storage.
+Content lines that could be mistaken for this structure (a block header, a `→ `/`← ` line, a clip marker or
+one of the prompt's tag lines) are escaped with a leading backslash, so message text cannot forge a message
+or close the `<messages>` block; so is the first line of a clipped tail, which may start mid-line. Clipping
+changes the prompt only, never storage.
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ CONTEXT_PREFIX = "⊕ context "
 CLIP_MARKER = "…[clipped {n} tokens]…"
 PROMPT_TAGS = ("messages", "current_working_memory", "previous_memory", "section_size_warnings")
 
-_NEEDS_ESCAPE_RE = re.compile(r"^(\\|\[#\d|→ |← |⊕ |</?(" + "|".join(PROMPT_TAGS) + r")>)")
+_NEEDS_ESCAPE_RE = re.compile(r"^(\\|\[#\d|→ |← |⊕ |" + re.escape(CLIP_MARKER.split("{")[0]) + "|</?("
+                              + "|".join(PROMPT_TAGS) + r")>)")
 # Separator between blocks; counted generously so chunk sums stay an upper bound of the real count.
 _SEPARATOR = "\n\n"
 _SEPARATOR_TOKENS = 2
@@ -131,7 +133,7 @@ def clip_text(text: str, clip_tokens: int, *, keep_tail: bool = True) -> str:
     head_n = keep * 2 // 3 if keep_tail else keep
     tail_n = keep - head_n
     head = encoder().decode(first[:head_n]).rstrip("\ufffd")
-    tail = encoder().decode(last[len(last) - tail_n:]).lstrip("\ufffd") if tail_n else ""
+    tail = escape_line(encoder().decode(last[len(last) - tail_n:]).lstrip("\ufffd")) if tail_n else ""
     removed = total - head_n - tail_n
     if not tail_n:
         return f"{head} {CLIP_MARKER.format(n=removed)}"

@@ -156,7 +156,7 @@ def parse_transcript(text: str, start_date: str | None = None, known_speakers: S
         else:
             if call_tail:
                 name, args = msg.calls[-1]
-                msg.calls[-1] = (name, args + raw)
+                msg.calls[-1] = (name, args + _unescape(raw))
             msg.text.append(_unescape(raw))
         call_tail = False
     _mark_speakers(msgs, set(known_speakers))
