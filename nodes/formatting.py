@@ -66,6 +66,10 @@ def _dump_args(arguments: Any) -> str:
         return json.dumps(str(arguments), ensure_ascii=False)
 
 
+def _name(value: Any, default: str) -> str:
+    return "_".join(str(value or "").split()) or default
+
+
 def _own_tool_line(part: Mapping[str, Any]) -> list[str]:
     """One line for a call of workmem's own tools; nothing for their results."""
     if part.get("type") != "tool_call":
@@ -85,10 +89,10 @@ def _part_lines(part: Mapping[str, Any], brief_own_tools: bool = True) -> list[s
         text = str(part.get("text") or "")
         return [_escape_text(text)] if text.strip() else []
     if kind == "tool_call":
-        return [f"{CALL_PREFIX}{part.get('name') or '?'} {_dump_args(part.get('arguments', {}))}"]
+        return [f"{CALL_PREFIX}{_name(part.get('name'), '?')} {_dump_args(part.get('arguments', {}))}"]
     if kind == "tool_result":
         flag = " (error)" if part.get("is_error") else ""
-        lines = [f"{RESULT_PREFIX}{part.get('name') or 'tool'}{flag}"]
+        lines = [f"{RESULT_PREFIX}{_name(part.get('name'), 'tool')}{flag}"]
         content = part.get("content")
         if not isinstance(content, str):
             content = _dump_args(content)
@@ -97,7 +101,7 @@ def _part_lines(part: Mapping[str, Any], brief_own_tools: bool = True) -> list[s
         return lines
     if kind == "context":
         abstract = " ".join(str(part.get("abstract") or "").split())
-        return [f"{CONTEXT_PREFIX}{part.get('uri') or ''} {abstract}".rstrip()]
+        return [f"{CONTEXT_PREFIX}{_name(part.get('uri'), '')} {abstract}".rstrip()]
     return []
 
 
@@ -190,7 +194,7 @@ def _payload_lines(part: Mapping[str, Any], seq: Any, clip_tokens: int) -> list[
     flag = " (error)" if part.get("is_error") else ""
     text = synopsis(part["content"], tool=part.get("name"), ref=f"seq:{seq}", limit_tokens=max(clip_tokens - 16, 64),
                     tokens=part.get("tokens") if isinstance(part.get("tokens"), int) else None)
-    return [f"{RESULT_PREFIX}{part.get('name') or 'tool'}{flag}", _escape_text(text)]
+    return [f"{RESULT_PREFIX}{_name(part.get('name'), 'tool')}{flag}", _escape_text(text)]
 
 
 def format_messages(messages: Sequence[Mapping[str, Any]], *, clip_tokens: int = 4000,
