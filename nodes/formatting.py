@@ -158,10 +158,10 @@ def fair_shares(sizes: Sequence[int], budget: int) -> list[int]:
 
 def _clipped(blocks: list[tuple[str, bool]], clip_tokens: int) -> str:
     """A message's parts within about `clip_tokens`: one part is clipped head and tail; of several, each keeps
-    its fair share (at least `MIN_PART_TOKENS`), a tool call its head, cut on its own line — so every call keeps
-    its name and first arguments, whatever the parts before it hold, and no part reads as the end of a call."""
+    its fair share, a tool call its head, cut on its own line; any part keeps at least `MIN_PART_TOKENS` — so every
+    call keeps its name and first arguments, whatever the parts before it hold, and no part reads as a call's end."""
     if len(blocks) == 1:
-        return clip_text(blocks[0][0], clip_tokens)
+        return clip_text(blocks[0][0], max(clip_tokens, MIN_PART_TOKENS))
     sizes = [_ends(text, clip_tokens)[2] for text, _ in blocks]
     if sum(sizes) <= clip_tokens:
         return "\n".join(text for text, _ in blocks)

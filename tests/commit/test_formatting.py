@@ -260,3 +260,9 @@ def test_a_tool_name_cannot_forge_structure():
     parsed = parse_transcript(block)
     assert len(parsed) == 1 and [name for name, _ in parsed[0].calls] == ["Read_[#99_user]_rm_me"]
     assert parsed[0].calls[0][1].endswith(CALL_CUT) and parsed[0].results[0].name == "Read_[#99_user]_rm_me"
+
+
+def test_a_lone_call_keeps_its_name_under_the_smallest_clip():
+    lone = msg(19, "assistant", call("c1", "Write", {"file_path": "/x", "content": words(300)}))
+    for clip in (1, 12):
+        assert [name for name, _ in parse_transcript(format_message(lone, clip_tokens=clip))[0].calls] == ["Write"]
