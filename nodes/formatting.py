@@ -14,9 +14,10 @@ Format, one block per message, blocks separated by a blank line; the header is t
 workmem's own tool traffic is brief: a call to `archive_search` reads `[searched archive: "<query>"]`
 and its result is left out (it is a copy of archived text). Hidden messages are left out of commit transcripts.
 
-Content lines that could be mistaken for this structure (a block header, a `→ `/`← ` line, or one of
-the prompt's tag lines) are escaped with a leading backslash, so message text cannot forge a message
-or close the `<messages>` block. Clipping changes the prompt only, never storage.
+Content lines that could be mistaken for this structure (a block header, a `→ `/`← ` line, a clip marker or
+one of the prompt's tag lines) are escaped with a leading backslash, so message text cannot forge a message
+or close the `<messages>` block; so is the first line of a clipped tail, which may start mid-line. Clipping
+changes the prompt only, never storage.
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ CONTEXT_PREFIX = "⊕ context "
 CLIP_MARKER = "…[clipped {n} tokens]…"
 PROMPT_TAGS = ("messages", "current_working_memory", "previous_memory", "section_size_warnings")
 
-_NEEDS_ESCAPE_RE = re.compile(r"^(\\|\[#\d|→ |← |⊕ |</?(" + "|".join(PROMPT_TAGS) + r")>)")
+_NEEDS_ESCAPE_RE = re.compile(r"^(\\|\[#\d|→ |← |⊕ |" + re.escape(CLIP_MARKER.split("{")[0]) + "|</?("
+                              + "|".join(PROMPT_TAGS) + r")>)")
 # Separator between blocks; counted generously so chunk sums stay an upper bound of the real count.
 _SEPARATOR = "\n\n"
 _SEPARATOR_TOKENS = 2
@@ -64,6 +66,10 @@ def _dump_args(arguments: Any) -> str:
         return json.dumps(str(arguments), ensure_ascii=False)
 
 
+def _name(value: Any, default: str) -> str:
+    return "_".join(str(value or "").split()) or default
+
+
 def _own_tool_line(part: Mapping[str, Any]) -> list[str]:
     """One line for a call of workmem's own tools; nothing for their results."""
     if part.get("type") != "tool_call":
@@ -83,10 +89,10 @@ def _part_lines(part: Mapping[str, Any], brief_own_tools: bool = True) -> list[s
         text = str(part.get("text") or "")
         return [_escape_text(text)] if text.strip() else []
     if kind == "tool_call":
-        return [f"{CALL_PREFIX}{part.get('name') or '?'} {_dump_args(part.get('arguments', {}))}"]
+        return [f"{CALL_PREFIX}{_name(part.get('name'), '?')} {_dump_args(part.get('arguments', {}))}"]
     if kind == "tool_result":
         flag = " (error)" if part.get("is_error") else ""
-        lines = [f"{RESULT_PREFIX}{part.get('name') or 'tool'}{flag}"]
+        lines = [f"{RESULT_PREFIX}{_name(part.get('name'), 'tool')}{flag}"]
         content = part.get("content")
         if not isinstance(content, str):
             content = _dump_args(content)
@@ -95,7 +101,7 @@ def _part_lines(part: Mapping[str, Any], brief_own_tools: bool = True) -> list[s
         return lines
     if kind == "context":
         abstract = " ".join(str(part.get("abstract") or "").split())
-        return [f"{CONTEXT_PREFIX}{part.get('uri') or ''} {abstract}".rstrip()]
+        return [f"{CONTEXT_PREFIX}{_name(part.get('uri'), '')} {abstract}".rstrip()]
     return []
 
 
@@ -122,8 +128,8 @@ def _ends(text: str, clip_tokens: int) -> tuple[list[int], list[int], int]:
 
 
 def clip_text(text: str, clip_tokens: int, *, keep_tail: bool = True) -> str:
-    """Clip `text` to about `clip_tokens` tokens: head + `…[clipped N tokens]…` + tail (no tail: `keep_tail`
-    False)."""
+    """Clip `text` to about `clip_tokens` tokens: head + `…[clipped N tokens]…` + tail, each on its own line (no
+    tail when `keep_tail` is False: the marker then ends the head's line, so a clipped tool call stays one line)."""
     first, last, total = _ends(text, clip_tokens)
     if total <= clip_tokens:
         return text
@@ -131,9 +137,11 @@ def clip_text(text: str, clip_tokens: int, *, keep_tail: bool = True) -> str:
     head_n = keep * 2 // 3 if keep_tail else keep
     tail_n = keep - head_n
     head = encoder().decode(first[:head_n]).rstrip("\ufffd")
-    tail = encoder().decode(last[len(last) - tail_n:]).lstrip("\ufffd") if tail_n else ""
+    tail = escape_line(encoder().decode(last[len(last) - tail_n:]).lstrip("\ufffd")) if tail_n else ""
     removed = total - head_n - tail_n
-    return f"{head}\n{CLIP_MARKER.format(n=removed)}" + (f"\n{tail}" if tail_n else "")
+    if not tail_n:
+        return f"{head} {CLIP_MARKER.format(n=removed)}"
+    return f"{head}\n{CLIP_MARKER.format(n=removed)}\n{tail}"
 
 
 def fair_shares(sizes: Sequence[int], budget: int) -> list[int]:
@@ -150,10 +158,10 @@ def fair_shares(sizes: Sequence[int], budget: int) -> list[int]:
 
 def _clipped(blocks: list[tuple[str, bool]], clip_tokens: int) -> str:
     """A message's parts within about `clip_tokens`: one part is clipped head and tail; of several, each keeps
-    its fair share (at least `MIN_PART_TOKENS`), a tool call its head — so every call keeps its name and first
-    arguments, whatever the parts before it hold."""
+    its fair share, a tool call its head, cut on its own line; any part keeps at least `MIN_PART_TOKENS` — so every
+    call keeps its name and first arguments, whatever the parts before it hold, and no part reads as a call's end."""
     if len(blocks) == 1:
-        return clip_text(blocks[0][0], clip_tokens)
+        return clip_text(blocks[0][0], max(clip_tokens, MIN_PART_TOKENS))
     sizes = [_ends(text, clip_tokens)[2] for text, _ in blocks]
     if sum(sizes) <= clip_tokens:
         return "\n".join(text for text, _ in blocks)
@@ -186,7 +194,7 @@ def _payload_lines(part: Mapping[str, Any], seq: Any, clip_tokens: int) -> list[
     flag = " (error)" if part.get("is_error") else ""
     text = synopsis(part["content"], tool=part.get("name"), ref=f"seq:{seq}", limit_tokens=max(clip_tokens - 16, 64),
                     tokens=part.get("tokens") if isinstance(part.get("tokens"), int) else None)
-    return [f"{RESULT_PREFIX}{part.get('name') or 'tool'}{flag}", _escape_text(text)]
+    return [f"{RESULT_PREFIX}{_name(part.get('name'), 'tool')}{flag}", _escape_text(text)]
 
 
 def format_messages(messages: Sequence[Mapping[str, Any]], *, clip_tokens: int = 4000,

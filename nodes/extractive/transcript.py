@@ -21,7 +21,9 @@ from workmem.nodes.formatting import CALL_PREFIX, CLIP_MARKER, CONTEXT_PREFIX, H
 from workmem.nodes.prompts import TAG_LINES
 
 CALL_CUT = "\n…\n"  # where a clipped tool call's arguments lost their middle
-_CLIP_RE = re.compile("^" + re.escape(CLIP_MARKER).replace(re.escape("{n}"), r"\d+") + "$")
+_MARKER = re.escape(CLIP_MARKER).replace(re.escape("{n}"), r"\d+")
+_CLIP_RE = re.compile(f"^{_MARKER}$")
+_CALL_CLIP_RE = re.compile(f" {_MARKER}$")  # ends a tool call of a clipped message that kept only its head
 _SPEAKER_RE = re.compile(r"^([A-Z][\w'’.-]{1,30}(?: [A-Z][\w'’.-]{1,30}){0,2}): (?=\S)")
 
 
@@ -47,21 +49,24 @@ class Msg:
     speaker: str | None = None
     date: str | None = None
     is_note: bool = False
-    call_tail_from: int | None = None  # `text[i:]` is the end of a tool call the transcript clipped in two
+    call_tail_from: int | None = None  # `text[i]` is the end of the tool call the transcript clipped in two
     clip_at: int | None = None  # `text[i:]` follows the middle the transcript clipped out of the message
 
     @property
     def body(self) -> str:
         """The message text, without a dialogue speaker prefix (or the end of a clipped tool call)."""
-        text = "\n".join(self.text[: self.call_tail_from]).lstrip()
-        if self.speaker and text.startswith(f"{self.speaker}: "):
-            return text[len(self.speaker) + 2 :]
-        return text
+        return self._text_before(None)
 
     @property
     def head(self) -> str:
         """The message text before the middle the transcript clipped out (all of it when nothing was)."""
-        text = "\n".join(self.text[: self.clip_at if self.clip_at is not None else self.call_tail_from]).lstrip()
+        return self._text_before(self.clip_at)
+
+    def _text_before(self, end: int | None) -> str:
+        lines = self.text[:end]
+        if self.call_tail_from is not None:
+            lines = lines[: self.call_tail_from] + lines[self.call_tail_from + 1 :]
+        text = "\n".join(lines).lstrip()
         if self.speaker and text.startswith(f"{self.speaker}: "):
             return text[len(self.speaker) + 2 :]
         return text
@@ -110,12 +115,13 @@ def parse_transcript(text: str, start_date: str | None = None, known_speakers: S
     """
     msgs: list[Msg] = []
     result: Result | None = None
-    in_call = False  # the last line read was a tool call: a clip marker now cuts that call in two
+    in_call = False  # the last line read was a whole tool call: a clip marker now cuts that call in two
+    call_tail = False  # the line now read is the end of a tool call clipped in two
     for raw in text.split("\n"):
         found = HEADER_RE.match(raw)
         if found:
             msgs.append(Msg(int(found.group(1)), found.group(2)))
-            result, in_call = None, False
+            result, in_call, call_tail = None, False, False
             continue
         if not msgs:
             continue
@@ -123,19 +129,21 @@ def parse_transcript(text: str, start_date: str | None = None, known_speakers: S
         if _CLIP_RE.match(raw):
             if result is not None and result.clip_at is None:
                 result.clip_at = len(result.lines)
-            elif in_call:  # each clipped call is marked cut; the tail lines of the first one, if any, follow
-                if msg.call_tail_from is None:
-                    msg.call_tail_from = len(msg.text)
+            elif in_call and msg.call_tail_from is None:  # the one line after the marker is the call's end
+                msg.call_tail_from = len(msg.text)
                 name, args = msg.calls[-1]
                 msg.calls[-1] = (name, args + CALL_CUT)
+                call_tail = True
             elif result is None and msg.clip_at is None:
                 msg.clip_at = len(msg.text)
+            in_call = False
             continue
         in_call = raw.startswith(CALL_PREFIX)
         if raw.startswith(CALL_PREFIX):
-            name, _, args = raw[len(CALL_PREFIX) :].partition(" ")
-            msg.calls.append((name, args))
-            result = None
+            line, cut = _CALL_CLIP_RE.subn("", raw)
+            name, _, args = line[len(CALL_PREFIX) :].partition(" ")
+            msg.calls.append((name, args + CALL_CUT if cut else args))
+            result, in_call = None, not cut
         elif raw.startswith(RESULT_PREFIX):
             head = raw[len(RESULT_PREFIX) :].strip()
             is_error = head.endswith(" (error)")
@@ -146,10 +154,11 @@ def parse_transcript(text: str, start_date: str | None = None, known_speakers: S
         elif result is not None:
             result.lines.append(_unescape(raw))
         else:
-            if msg.call_tail_from is not None and msg.calls:
+            if call_tail:
                 name, args = msg.calls[-1]
-                msg.calls[-1] = (name, args + raw)
+                msg.calls[-1] = (name, args + _unescape(raw))
             msg.text.append(_unescape(raw))
+        call_tail = False
     _mark_speakers(msgs, set(known_speakers))
     _mark_dates(msgs, start_date)
     return msgs
