@@ -9,8 +9,6 @@ state dropped every earlier stored message (a "clear") shows none of them.
 from __future__ import annotations
 
 import logging
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +18,7 @@ from workmem.graphs.agent.alignment import Alignment, align
 from workmem.graphs.context.assemble import pending_entries
 from workmem.graphs.context.injected import clean_messages
 from workmem.state.errors import InvalidInput
+from workmem.state.lru import LRU
 from workmem.state.messages import (
     CLIPPED_BYTES_META,
     NO_BYTE_CAP,
@@ -95,9 +94,7 @@ class NormalisedCache:
     Each form is kept with its encoding, so storing a new message does not normalise it again."""
 
     def __init__(self, size: int = NORMALISED_CACHE_SIZE) -> None:
-        self.size = size
-        self._items: OrderedDict[tuple[Any, ...], tuple[dict[str, Any], bytes]] = OrderedDict()
-        self._lock = threading.Lock()
+        self._items: LRU[tuple[Any, ...], tuple[dict[str, Any], bytes]] = LRU(size)
 
     def normalize(self, message: Any, *, field: str = "message", max_bytes: int = NO_BYTE_CAP,
                   payloads: PayloadLimits | None = None) -> dict[str, Any]:
@@ -109,11 +106,9 @@ class NormalisedCache:
         """`prepare_message(message)` (the form and its encoding), from the cache when it was prepared before."""
         key = _cache_key(message) if max_bytes == NO_BYTE_CAP and payloads is None else None
         if key is not None:
-            with self._lock:
-                hit = self._items.get(key)
-                if hit is not None:
-                    self._items.move_to_end(key)
-                    return hit
+            hit = self._items.get(key)
+            if hit is not None:
+                return hit
         try:
             prepared = prepare_message(message, field=field, max_bytes=max_bytes, payloads=payloads)
         except InvalidInput:
@@ -125,10 +120,7 @@ class NormalisedCache:
                         getattr(message, "id", None), note)
             prepared = prepare_message(repaired, field=field, max_bytes=max_bytes, payloads=payloads)
         if key is not None:
-            with self._lock:
-                self._items[key] = prepared
-                while len(self._items) > self.size:
-                    self._items.popitem(last=False)
+            self._items.put(key, prepared)
         return prepared
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -11,6 +9,7 @@ from typing import Any
 from workmem.graphs.context.assemble import SUMMARY_PREFIX
 from workmem.graphs.context.call_state import SESSIONS_REMEMBERED
 from workmem.state.ids import archive_number
+from workmem.state.lru import LRU
 from workmem.state.tokens import count_tokens
 
 
@@ -52,29 +51,20 @@ class MemoryCache:
     """`SessionMemory` per session, read again only when the meta names another newest archive (LRU-bounded)."""
 
     def __init__(self, size: int = SESSIONS_REMEMBERED) -> None:
-        self.size = size
-        self._items: OrderedDict[str, SessionMemory] = OrderedDict()
-        self._lock = threading.Lock()
+        self._items: LRU[str, SessionMemory] = LRU(size)
 
     def get(self, session_id: str, meta: dict[str, Any],
             read: Callable[[], dict[str, Any] | None]) -> SessionMemory:
         """The session's memory for `meta`; `read()` returns the newest archive object when it must be read."""
         last = meta.get("last_archive") or {}
         key = (meta.get("created_at"), last.get("id"), last.get("end_seq"))
-        with self._lock:
-            cached = self._items.get(session_id)
-            if cached is not None and cached.key == key:
-                self._items.move_to_end(session_id)
-                return cached
+        cached = self._items.get(session_id)
+        if cached is not None and cached.key == key:
+            return cached
         memory = memory_from(meta, read() if last else None)
-        with self._lock:
-            self._items[session_id] = memory
-            self._items.move_to_end(session_id)
-            while len(self._items) > self.size:
-                self._items.popitem(last=False)
+        self._items.put(session_id, memory)
         return memory
 
     def drop(self, session_id: str) -> None:
         """Forget the session's entry (it was deleted)."""
-        with self._lock:
-            self._items.pop(session_id, None)
+        self._items.pop(session_id)

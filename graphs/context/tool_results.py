@@ -9,7 +9,6 @@ tool answers with, on the stored messages of the live log and the archives alike
 from __future__ import annotations
 
 import re
-from collections import OrderedDict
 from typing import Any
 
 from langchain_core.messages import BaseMessage
@@ -17,6 +16,7 @@ from langchain_core.messages import BaseMessage
 from workmem.graphs.context.lc_messages import to_langchain_message
 from workmem.state.archive_object import READ_TOOL_NAME
 from workmem.state.errors import InvalidInput
+from workmem.state.lru import LRU
 from workmem.state.messages import FINGERPRINT_META
 from workmem.state.payloads import is_payload
 from workmem.state.synopsis import kind_of, synopsis
@@ -83,9 +83,8 @@ class Synopses:
     """Synopses of stored tool results, computed once per (seq, fingerprint, limit) and reused on every call."""
 
     def __init__(self, size: int = SYNOPSIS_CACHE_SIZE) -> None:
-        self._cache: OrderedDict[tuple[Any, ...], tuple[str, int]] = OrderedDict()
-        self._messages: OrderedDict[tuple[Any, ...], BaseMessage] = OrderedDict()
-        self._size = size
+        self._cache: LRU[tuple[Any, ...], tuple[str, int]] = LRU(size)
+        self._messages: LRU[tuple[Any, ...], BaseMessage] = LRU(size)
 
     def message_of(self, shown: dict[str, Any], limit_tokens: int) -> BaseMessage:
         """The LangChain message of a stored tool message shown as its synopsis (`shown`: as `offloaded` made it)."""
@@ -93,9 +92,8 @@ class Synopses:
                shown.get("id"))
         message = self._messages.get(key)
         if message is None:
-            message = self._messages[key] = to_langchain_message(shown)
-            if len(self._messages) > self._size:
-                self._messages.popitem(last=False)
+            message = to_langchain_message(shown)
+            self._messages.put(key, message)
         return message
 
     def of(self, msg: dict[str, Any], limit_tokens: int) -> tuple[str, int]:
@@ -103,15 +101,12 @@ class Synopses:
         key = (msg["seq"], (msg.get("meta") or {}).get(FINGERPRINT_META), msg.get("tokens"), limit_tokens)
         hit = self._cache.get(key)
         if hit is not None:
-            self._cache.move_to_end(key)
             return hit
         part = result_part(msg) or {}
         text = synopsis(part.get("content") or "", tool=part.get("name"), ref=ref_of(msg["seq"]),
                         limit_tokens=limit_tokens, tokens=msg.get("tokens"))
         value = (text, count_tokens(text))
-        self._cache[key] = value
-        if len(self._cache) > self._size:
-            self._cache.popitem(last=False)
+        self._cache.put(key, value)
         return value
 
 

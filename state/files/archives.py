@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ from workmem.state.archive_object import OVERVIEW
 from workmem.state.errors import Anomaly, DamagedFile
 from workmem.state.files import fsutil
 from workmem.state.ids import archive_name
+from workmem.state.lru import LRU
 from workmem.state.memory import SECTIONS, bullet_items, parse_sections
 
 HISTORY = "history"
@@ -80,9 +80,8 @@ class ArchiveCache:
     """Archive objects of complete archives (immutable once `.done` exists); a bounded LRU per store."""
 
     def __init__(self, size: int = CACHED_ARCHIVES) -> None:
-        self._objects: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._objects: LRU[str, dict[str, Any]] = LRU(size)
         self._ends: dict[str, int] = {}
-        self._size = size
 
     def get(self, session_dir: Path, n: int) -> dict[str, Any]:
         """archive.json of complete archive `n`."""
@@ -93,11 +92,7 @@ class ArchiveCache:
                 obj = read_archive_json(Path(key))
             except DamagedFile as exc:
                 obj = rebuilt_archive_json(Path(key), n, exc)
-            self._objects[key] = obj
-            if len(self._objects) > self._size:
-                self._objects.popitem(last=False)
-        else:
-            self._objects.move_to_end(key)
+            self._objects.put(key, obj)
         return obj
 
     def end_seq(self, session_dir: Path, n: int) -> int:
@@ -111,14 +106,14 @@ class ArchiveCache:
             except DamagedFile:
                 end = _end_from_done(Path(key)) or _end_from_messages(Path(key))
             self._ends[key] = end
-            if len(self._ends) > self._size:
+            if len(self._ends) > self._objects.size:
                 self._ends.pop(next(iter(self._ends)))
         return end
 
     def forget(self, session_dir: Path, n: int) -> None:
         """Drop a cached object (the archive is being rewritten)."""
         key = os.path.join(session_dir, HISTORY, archive_name(n))
-        self._objects.pop(key, None)
+        self._objects.pop(key)
         self._ends.pop(key, None)
 
 

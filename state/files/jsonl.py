@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,6 +13,7 @@ from workmem.state import jsonutil
 from workmem.state.errors import Anomaly, CorruptLine
 from workmem.state.files import fsutil
 from workmem.state.jsonutil import dumps
+from workmem.state.lru import LRU
 from workmem.state.stored import check_stored, stored_records
 
 
@@ -49,31 +48,23 @@ class ParseCache:
     whole. Bounded: the newest `size` files."""
 
     def __init__(self, size: int = 64) -> None:
-        self.size = size
-        self._items: OrderedDict[str, tuple[bytes, Parsed]] = OrderedDict()
-        self._lock = threading.Lock()
+        self._items: LRU[str, tuple[bytes, Parsed]] = LRU(size)
 
     def parse(self, data: bytes, path: str) -> Parsed:
         """`parse(data, path)`, reusing the cached parse of a prefix of `data`."""
-        with self._lock:
-            cached = self._items.get(path)
+        cached = self._items.get(path)
         if cached is not None and data.startswith(cached[0]):
             done, before = cached
             parsed = before if len(data) == len(done) else before.extended(
                 parse(data[len(done):], path, first_line=before.lines + 1), len(done))
         else:
             parsed = parse(data, path)
-        with self._lock:
-            self._items[path] = (data[:parsed.end], parsed)
-            self._items.move_to_end(path)
-            while len(self._items) > self.size:
-                self._items.popitem(last=False)
+        self._items.put(path, (data[:parsed.end], parsed))
         return parsed
 
     def forget(self, path: str) -> None:
         """Drop the cached parse of `path`."""
-        with self._lock:
-            self._items.pop(path, None)
+        self._items.pop(path)
 
 
 def _encode_lines(stored: list[dict[str, Any]], bodies: list[bytes | None]) -> bytes:

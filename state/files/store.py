@@ -12,9 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import stat
-import threading
 import time
-from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +47,7 @@ from workmem.state.files.meta import (
     read_meta,
 )
 from workmem.state.ids import archive_name, archive_number, check_seq_range, safe_session_id
+from workmem.state.lru import LRU
 from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES
 from workmem.state.payloads import DEFAULT_LIMITS, PayloadCache, PayloadLimits, payloads_of, resolve, with_given_texts
 from workmem.state.retention import Keep, as_keep
@@ -113,8 +112,7 @@ class SessionStore:
         self._live: dict[Path, LiveState] = {}
         self._archives = archives.ArchiveCache()
         # the newest archive's messages per session, for idempotent appends (a retried batch a commit took)
-        self._newest: OrderedDict[Path, tuple[tuple[int, str], list[dict[str, Any]]]] = OrderedDict()
-        self._newest_lock = threading.Lock()
+        self._newest: LRU[Path, tuple[tuple[Any, ...], list[dict[str, Any]]]] = LRU(NEWEST_ARCHIVES_CACHED)
         self._problems = jsonl.Problems()
         self._live_parses = jsonl.ParseCache()  # each live file's parse: a read parses only what was appended
 
@@ -280,14 +278,10 @@ class SessionStore:
         # a re-created session has other archives; a forget rewrites the archive's file (another inode)
         key = (live.archive_n, str(live.meta.get("created_at")),
                file_key(archives.archive_dir(p.dir, live.archive_n) / archives.MESSAGES))
-        with self._newest_lock:
-            cached = self._newest.get(p.dir)
+        cached = self._newest.get(p.dir)
         if cached is None or cached[0] != key:
             cached = (key, self._archive_messages(p, live.archive_n))
-            with self._newest_lock:
-                self._newest[p.dir] = cached
-                while len(self._newest) > NEWEST_ARCHIVES_CACHED:
-                    self._newest.popitem(last=False)
+            self._newest.put(p.dir, cached)
         newest = cached[1]
         return [*newest, *self._live_snapshot(p, strict=False)[0]]
 
@@ -538,8 +532,7 @@ class SessionStore:
             done = forgetting.forget_in_folder(p.dir, p.messages, set(seqs), at)
             for n in done["archives"]:
                 self._archives.forget(p.dir, n)
-            with self._newest_lock:
-                self._newest.pop(p.dir, None)
+            self._newest.pop(p.dir)
             self._payload_texts.forget(p.safe_id)
             self._live.pop(p.dir, None)
             self._reload(p)
