@@ -218,6 +218,10 @@ def prepare_messages(objs: Any, *, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
     lone surrogate, so it always encodes). The store then encodes its whole line once
     (`jsonl.stored_lines`) instead of assembling it from pieces encoded twice. Anything else, a
     non-ASCII or near-cap text included, takes `prepare_message`, which names any problem.
+
+    A plain message is stored without a fingerprint: it has no id, so it never repeats a stored message
+    (`stored.repeats`), and it is never clipped, so the fingerprint alignment computes from it
+    (`alignment.fingerprint_of`) is the one `prepare_message` would have recorded.
     """
     if isinstance(objs, (str, bytes, dict)) or not hasattr(objs, "__iter__"):
         raise InvalidInput("messages", objs, "must be a list of messages")
@@ -234,13 +238,9 @@ def prepare_messages(objs: Any, *, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
         # The plain-text test is inlined (not a helper call): it runs for every message of every append.
         if type(obj) is dict and len(obj) == 2:
             role, content = obj.get("role"), obj.get("content")
-            base = _TEXT_FINGERPRINT.get(role) if type(role) is str else None  # a plain role
-            if (base is not None and type(content) is str and 0 < len(content) <= longest_plain
-                    and content.isascii()):
-                digest = base.copy()  # `fingerprint` of one text part, inlined
-                digest.update(content.encode())
-                out.append(({"role": role, "parts": [{"type": "text", "text": content}],
-                             "meta": {FINGERPRINT_META: digest.hexdigest()}}, None))
+            if (type(role) is str and role in _PLAIN_ROLES and type(content) is str
+                    and 0 < len(content) <= longest_plain and content.isascii()):
+                out.append(({"role": role, "parts": [{"type": "text", "text": content}], "meta": {}}, None))
                 continue
         out.append(prepare_message(obj, field=f"messages[{i}]", max_bytes=max_bytes, payloads=payloads))
         has_tool_parts = True
@@ -265,13 +265,8 @@ def _mark_nameless_own_results(out: list[tuple[dict[str, Any], bytes | None]], m
                     out[i] = (msg, encode_body(msg, field=f"messages[{i}]", max_bytes=max_bytes))
 
 
-# `fingerprint`'s digest of a one-text-part message of each plain role, fed all but the text (copied per message)
-_TEXT_FINGERPRINT = {role: hashlib.blake2b(role.encode(), digest_size=8) for role in _PLAIN_ROLES}
-for _digest in _TEXT_FINGERPRINT.values():
-    _digest.update(b"\x00t\x1f")
-# Bytes of a plain message's body besides its JSON-encoded text:
-# `"meta":{"fp":"<16 hex>"},"parts":[{"type":"text","text":…}]`.
-_PLAIN_BODY_BYTES = len(b'"meta":{"fp":"0123456789abcdef"},"parts":[{"type":"text","text":}]')
+# Bytes of a plain message's body besides its JSON-encoded text: `"meta":{},"parts":[{"type":"text","text":…}]`.
+_PLAIN_BODY_BYTES = len(b'"meta":{},"parts":[{"type":"text","text":}]')
 # An ASCII character takes at most 6 bytes of JSON (a control character as `\u001f`).
 _MAX_JSON_BYTES_PER_ASCII_CHAR = 6
 
