@@ -64,9 +64,10 @@ class CheckedConnection(sqlite3.Connection):
         return exc
 
 
-def connect(path: Path, *, isolation_level: str | None = "", synchronous: str = "FULL") -> sqlite3.Connection:
+def connect(path: Path, *, isolation_level: str | None = "", synchronous: str = "FULL",
+            auto_vacuum: str | None = None) -> sqlite3.Connection:
     """Open `path` (creating its folder) with `check_same_thread=False`, `timeout=30` and WAL; a damaged
-    file is `DamagedFile` naming it."""
+    file is `DamagedFile` naming it. `auto_vacuum` (e.g. "INCREMENTAL") takes effect only on a new, empty file."""
     try:
         fsutil.ensure_dirs(path.parent)
         fsutil.create_file(path)  # with the data root's file mode, which SQLite's -wal and -shm files copy
@@ -74,6 +75,8 @@ def connect(path: Path, *, isolation_level: str | None = "", synchronous: str = 
                                isolation_level=isolation_level, factory=CheckedConnection)
         conn.path = path  # type: ignore[attr-defined]
         try:
+            if auto_vacuum:  # before WAL: switching the journal writes the header that fixes this setting
+                conn.execute(f"PRAGMA auto_vacuum={auto_vacuum}")
             enable_wal(conn)
             conn.execute(f"PRAGMA synchronous={synchronous}")
         except BaseException:

@@ -275,17 +275,17 @@ class FileStorage:
             self._conn, self._saver = None, None
 
     def checkpointer(self) -> Any:
-        """`SqliteSaver` on `<root>/checkpoints.sqlite` (WAL, synchronous=NORMAL: a checkpoint lost to a
+        """`ReclaimingSqliteSaver` on `<root>/checkpoints.sqlite` (WAL, synchronous=NORMAL: a checkpoint lost to a
         power cut only re-runs a node, and every node is idempotent because the files are the truth)."""
         with self._lock:
             if self._saver is None:
-                from langgraph.checkpoint.sqlite import SqliteSaver
+                from workmem.state.files.checkpoints import ReclaimingSqliteSaver
 
-                self._conn = connect(self.root / CHECKPOINTS_FILE, synchronous="NORMAL")
+                self._conn = connect(self.root / CHECKPOINTS_FILE, synchronous="NORMAL", auto_vacuum="INCREMENTAL")
                 # A small write-ahead log: checkpointed every 1 MiB and truncated back to it afterwards.
                 self._conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_PAGES}")
                 self._conn.execute(f"PRAGMA journal_size_limit = {WAL_BYTES}")
-                self._saver = SqliteSaver(self._conn)
+                self._saver = ReclaimingSqliteSaver(self._conn)
                 self._saver.setup()
             return self._saver
 

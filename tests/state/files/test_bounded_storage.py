@@ -61,6 +61,75 @@ def test_pruning_keeps_exactly_the_newest_completed_threads_and_every_failed_one
         assert len(live_threads) == 3 and live_threads == completed_threads(root)
 
 
+def _pragma(root: Path, name: str) -> int:
+    conn = sqlite3.connect(root / "checkpoints.sqlite")
+    try:
+        return conn.execute(f"PRAGMA {name}").fetchone()[0]
+    finally:
+        conn.close()
+
+
+def _stored_texts(engine: WorkingMemoryEngine, session: str) -> list[str]:
+    return [m["parts"][0]["text"] for m in engine.iter_messages(session)]
+
+
+def test_pruned_threads_give_their_pages_back(root):
+    with WorkingMemoryEngine(root, durable=False, keep_checkpoints=1) as engine:
+        for i in range(6):
+            engine.add_messages("s", turn(i))
+            assert engine.commit("s", keep_recent_count=0)["status"] == "completed"
+        assert len(completed_threads(root)) == 1
+    assert _pragma(root, "auto_vacuum") == 2, "a new checkpoints.sqlite is created with incremental auto-vacuum"
+    assert _pragma(root, "freelist_count") == 0, "the five pruned threads left no free pages behind"
+
+
+def test_a_checkpoint_file_without_auto_vacuum_still_prunes(root):
+    root.mkdir(parents=True, exist_ok=True)
+    sqlite3.connect(root / "checkpoints.sqlite").execute("CREATE TABLE older_build(x)").connection.close()
+    with WorkingMemoryEngine(root, durable=False, keep_checkpoints=1) as engine:
+        for i in range(3):
+            engine.add_messages("s", turn(i))
+            assert engine.commit("s", keep_recent_count=0)["status"] == "completed"
+        assert len(completed_threads(root)) == 1
+    assert _pragma(root, "auto_vacuum") == 0, "an existing file keeps its setting (only VACUUM could change it)"
+
+
+def test_a_failing_page_reclaim_leaves_the_commit_and_every_message_intact(root, monkeypatch, caplog):
+    class FullDisk(sqlite3.Connection):
+        def executescript(self, script):
+            raise sqlite3.OperationalError("database or disk is full")
+
+    with WorkingMemoryEngine(root, durable=False, keep_checkpoints=1) as engine:
+        engine.add_messages("s", turn(0))
+        assert engine.commit("s", keep_recent_count=0)["status"] == "completed"
+        saver = engine.storage.checkpointer()
+        real = saver.conn
+        monkeypatch.setattr(saver, "conn", _Proxy(real, FullDisk.executescript))
+        engine.add_messages("s", turn(1))
+        with caplog.at_level("WARNING", logger="workmem.checkpoints"):
+            assert engine.commit("s", keep_recent_count=0)["status"] == "completed", "the prune's reclaim failed"
+        assert "freeing the pages" in caplog.text
+        assert len(completed_threads(root)) == 1, "the thread was still deleted"
+        monkeypatch.setattr(saver, "conn", real)
+        engine.add_messages("s", turn(2))
+        assert engine.commit("s", keep_recent_count=0)["status"] == "completed"
+        texts = _stored_texts(engine, "s")
+        assert texts == [m["content"] for i in range(3) for m in turn(i)], "every message once, in order"
+
+
+class _Proxy:
+    """A connection whose `executescript` is replaced; everything else goes to the real one."""
+
+    def __init__(self, real: sqlite3.Connection, executescript) -> None:
+        self._real, self._script = real, executescript
+
+    def executescript(self, script: str):
+        return self._script(self._real, script)
+
+    def __getattr__(self, name: str):
+        return getattr(self._real, name)
+
+
 def test_archive_json_holds_no_copy_of_the_working_memory(root):
     with WorkingMemoryEngine(root, durable=False) as engine:
         engine.add_messages("s", turn(1) + turn(2))
