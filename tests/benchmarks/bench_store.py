@@ -125,10 +125,11 @@ def run(quick: bool = False) -> list[BenchRow]:
     """Measure the three rows of issue 3 (quick: fewer iterations, same shape)."""
     with tempfile.TemporaryDirectory(prefix="wm-bench-store-") as name:
         tmp = Path(name)
+        # best of 10 rounds: an fsync's time varies call by call far more than the code around it
         single_store, single_floor = bench_appends(tmp, batch=1, count=100 if quick else 400,
-                                                   rounds=3 if quick else 5)
+                                                   rounds=3 if quick else 10)
         batch_store, batch_floor = bench_appends(tmp, batch=100, count=5 if quick else 20,
-                                                 rounds=3 if quick else 5)
+                                                 rounds=3 if quick else 10)
         read_with, read_without = bench_live_read(tmp, archived=10_000, live=200, rounds=5 if quick else 20)
     return [
         BenchRow.of("durable append, one message per call", single_store * 1e6, single_floor * 1e6, 1.5, "µs"),
