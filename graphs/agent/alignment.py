@@ -74,6 +74,20 @@ def fingerprint_of(msg: dict[str, Any]) -> str:
     return recorded if isinstance(recorded, str) else fingerprint(msg)
 
 
+class _StoredPrints:
+    """Fingerprints of stored messages, each computed at most once per alignment: a plain text message is
+    stored without one (`prepare_messages`), and the matching loops compare the same stored message often."""
+
+    def __init__(self) -> None:
+        self._known: dict[int, str] = {}
+
+    def __call__(self, stored: Stored) -> str:
+        key = id(stored)  # the stored lists outlive the alignment, so an id is not reused while it runs
+        if key not in self._known:
+            self._known[key] = fingerprint_of(stored)
+        return self._known[key]
+
+
 def align(candidates: list[dict[str, Any]], live: list[Stored],
           newest_archive: Callable[[], list[Stored]], first_output: int | None = None) -> Alignment:
     """Align normalised state messages (`candidates`, in state order) with the stored session.
@@ -83,17 +97,18 @@ def align(candidates: list[dict[str, Any]], live: list[Stored],
     id anchor). Candidates from `first_output` on are the run's own messages (default: none).
     """
     outputs = len(candidates) if first_output is None else first_output
-    found = _by_ids(candidates, live, outputs)
+    stored_print = _StoredPrints()
+    found = _by_ids(candidates, live, outputs, stored_print)
     if found.anchored:
         return found
     archived = newest_archive()
     if archived:
         # read after `live`: a commit that completed in between archived the start of that snapshot
         live = [m for m in live if m["seq"] > archived[-1]["seq"]]
-        found = _by_ids(candidates, [archived[-1], *live], outputs)
+        found = _by_ids(candidates, [archived[-1], *live], outputs, stored_print)
         if found.anchored:
             return found
-    return _by_fingerprints(candidates, live, archived, outputs)
+    return _by_fingerprints(candidates, live, archived, outputs, stored_print)
 
 
 def _edited(stored: Stored, candidate: dict[str, Any]) -> bool:
@@ -101,7 +116,8 @@ def _edited(stored: Stored, candidate: dict[str, Any]) -> bool:
     return isinstance(recorded, str) and recorded != fingerprint_of(candidate)
 
 
-def _by_ids(candidates: list[dict[str, Any]], stored: list[Stored], outputs: int) -> Alignment:
+def _by_ids(candidates: list[dict[str, Any]], stored: list[Stored], outputs: int,
+            stored_print: _StoredPrints) -> Alignment:
     by_id = {key: m for m in stored if (key := lc_id(m))}  # a reused id: the newest stored message wins
     hits = {pos: by_id[key] for pos, c in enumerate(candidates) if (key := lc_id(c)) in by_id}
     if not hits:
@@ -110,14 +126,14 @@ def _by_ids(candidates: list[dict[str, Any]], stored: list[Stored], outputs: int
     edited = {pos for pos, m in hits.items() if _edited(m, candidates[pos])}
     found = Alignment(stored={pos: m for pos, m in hits.items() if pos not in edited}, anchor=anchor)
     taken = {m["seq"] for m in hits.values()}
-    _fill_gaps(candidates, stored, found, hits, taken, outputs)
-    _after_anchor(candidates, stored, found, hits, taken, outputs, fresh=anchor in edited)
+    _fill_gaps(candidates, stored, found, hits, taken, outputs, stored_print)
+    _after_anchor(candidates, stored, found, hits, taken, outputs, stored_print, fresh=anchor in edited)
     found.new = sorted({*found.new, *edited})
     return found
 
 
 def _fill_gaps(candidates: list[dict[str, Any]], stored: list[Stored], found: Alignment,
-               hits: dict[int, Stored], taken: set[int], outputs: int) -> None:
+               hits: dict[int, Stored], taken: set[int], outputs: int, stored_print: _StoredPrints) -> None:
     """State messages between the first id match and the anchor without an id match of their own: the
     stored message between their neighbours with the same fingerprint, else new."""
     anchor_seq = hits[found.anchor]["seq"]
@@ -131,7 +147,7 @@ def _fill_gaps(candidates: list[dict[str, Any]], stored: list[Stored], found: Al
         match = None
         if pos < outputs:
             for j in range(bisect_right(seqs, previous_seq), bisect_left(seqs, anchor_seq)):
-                if seqs[j] not in taken and fingerprint_of(stored[j]) == prints:
+                if seqs[j] not in taken and stored_print(stored[j]) == prints:
                     match = stored[j]
                     break
         if match is None:
@@ -143,7 +159,8 @@ def _fill_gaps(candidates: list[dict[str, Any]], stored: list[Stored], found: Al
 
 
 def _after_anchor(candidates: list[dict[str, Any]], stored: list[Stored], found: Alignment,
-                  hits: dict[int, Stored], taken: set[int], outputs: int, *, fresh: bool) -> None:
+                  hits: dict[int, Stored], taken: set[int], outputs: int, stored_print: _StoredPrints, *,
+                  fresh: bool) -> None:
     """After the anchor: id matches are stored; the others match the stored messages after the anchor by
     fingerprint, in order, until the first that does not (from there on everything is new). After an
     edited anchor everything is new."""
@@ -154,7 +171,7 @@ def _after_anchor(candidates: list[dict[str, Any]], stored: list[Stored], found:
         if pos in hits:
             fresh = fresh or pos not in found.stored
             continue
-        if not fresh and pos < outputs and k < len(rest) and fingerprint_of(rest[k]) == fingerprint_of(candidates[pos]):
+        if not fresh and pos < outputs and k < len(rest) and stored_print(rest[k]) == fingerprint_of(candidates[pos]):
             found.stored[pos] = rest[k]
             k += 1
             continue
@@ -163,7 +180,7 @@ def _after_anchor(candidates: list[dict[str, Any]], stored: list[Stored], found:
 
 
 def _by_fingerprints(candidates: list[dict[str, Any]], live: list[Stored], archived: list[Stored],
-                     outputs: int) -> Alignment:
+                     outputs: int, stored_print: _StoredPrints) -> Alignment:
     """A stateless client's history: the state's messages matched in order against the live messages, from
     the start of the state (no archive yet) or right after the newest archived message. Stored messages
     the client does not hold are skipped (a chat front end re-sends the texts without the agent's tool
@@ -173,11 +190,11 @@ def _by_fingerprints(candidates: list[dict[str, Any]], live: list[Stored], archi
     turns and repeats an identical one stores it twice. Among several places, the best-agreeing wins, the
     earliest on a tie (storing too much beats losing a message)."""
     prints = [fingerprint_of(c) for c in candidates[:outputs]]  # the run's own messages are new
-    history = [fingerprint_of(m) for m in archived]
+    history = [stored_print(m) for m in archived]
     starts = [0] if not archived else [p for p in range(1, len(prints) + 1) if prints[p - 1] == history[-1]]
     best: tuple[tuple[int, int], int, dict[int, Stored]] | None = None
     for p in starts:
-        matched = _in_order(candidates, prints, p, live)
+        matched = _in_order(candidates, prints, p, live, stored_print)
         key = (_agreement(prints[:p], history) + len(matched), -p)
         if best is None or key > best[0]:
             best = (key, p, matched)
@@ -192,13 +209,14 @@ def _by_fingerprints(candidates: list[dict[str, Any]], live: list[Stored], archi
                      anchor=anchor, by_ids=False)
 
 
-def _in_order(candidates: list[dict[str, Any]], prints: list[str], start: int, live: list[Stored]) -> dict[int, Stored]:
+def _in_order(candidates: list[dict[str, Any]], prints: list[str], start: int, live: list[Stored],
+              stored_print: _StoredPrints) -> dict[int, Stored]:
     """State positions from `start` matched, in order, to live messages (skipping live ones), up to the first
     position that matches none."""
     matched: dict[int, Stored] = {}
     k = 0
     for pos in range(start, len(prints)):
-        j = next((j for j in range(k, len(live)) if _same(live[j], candidates[pos], prints[pos])), None)
+        j = next((j for j in range(k, len(live)) if _same(live[j], candidates[pos], prints[pos], stored_print)), None)
         if j is None:
             break
         matched[pos] = live[j]
@@ -206,10 +224,10 @@ def _in_order(candidates: list[dict[str, Any]], prints: list[str], start: int, l
     return matched
 
 
-def _same(stored: Stored, candidate: dict[str, Any], candidate_print: str) -> bool:
+def _same(stored: Stored, candidate: dict[str, Any], candidate_print: str, stored_print: _StoredPrints) -> bool:
     """The same message: equal fingerprints, or — for a plain text message a chat front end re-sends — the
     same role and text as a stored message that also carried tool calls."""
-    if fingerprint_of(stored) == candidate_print:
+    if stored_print(stored) == candidate_print:
         return True
     parts = candidate.get("parts") or []
     if stored.get("role") != candidate.get("role") or not parts or any(p.get("type") != "text" for p in parts):

@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import BaseMessage, RemoveMessage, ToolMessage
 
+from workmem.graphs.agent.alignment import fingerprint_of
 from workmem.graphs.agent.view import StateView
 from workmem.graphs.context.tool_results import Synopses
 from workmem.state.ids import archive_name, archive_number
 from workmem.state.messages import (
     CLIPPED_BYTES_META,
-    FINGERPRINT_META,
     SYNOPSIS_FP,
     SYNOPSIS_HASH,
     lc_id,
@@ -58,7 +58,7 @@ def state_synopses(view: StateView, limit: int, size: int, synopses: Synopses,
                 or not shrinkable(stored) or CLIPPED_BYTES_META in (stored.get("meta") or {})):
             continue
         text, _tokens = synopses.of(stored, size)
-        mark = {SYNOPSIS_FP: stored["meta"][FINGERPRINT_META], SYNOPSIS_HASH: synopsis_hash(text)}
+        mark = {SYNOPSIS_FP: fingerprint_of(stored), SYNOPSIS_HASH: synopsis_hash(text)}
         out.append(message.model_copy(update={"content": text,
                                               "additional_kwargs": {**message.additional_kwargs, **mark}}))
     return out

@@ -27,6 +27,6 @@ class ReclaimingSqliteSaver(SqliteSaver):
             try:
                 # executescript steps the pragma to its end; execute() would free a single page
                 self.conn.executescript("PRAGMA incremental_vacuum;")
-            except sqlite3.Error as exc:
+            except (sqlite3.Error, OSError) as exc:  # OSError: a full disk as `CheckedConnection` raises it
                 log.warning("%s: freeing the pages of a deleted checkpoint thread failed (%s); they stay free "
                             "pages, reused by later commits", getattr(self.conn, "path", "checkpoints"), exc)

@@ -67,15 +67,16 @@ class CheckedConnection(sqlite3.Connection):
 def connect(path: Path, *, isolation_level: str | None = "", synchronous: str = "FULL",
             auto_vacuum: str | None = None) -> sqlite3.Connection:
     """Open `path` (creating its folder) with `check_same_thread=False`, `timeout=30` and WAL; a damaged
-    file is `DamagedFile` naming it. `auto_vacuum` (e.g. "INCREMENTAL") takes effect only on a new, empty file."""
+    file is `DamagedFile` naming it. `auto_vacuum` (e.g. "INCREMENTAL") is set on a new, empty file only."""
     try:
         fsutil.ensure_dirs(path.parent)
+        new = not path.exists() or path.stat().st_size == 0  # the auto_vacuum pragma writes: only on a new file
         fsutil.create_file(path)  # with the data root's file mode, which SQLite's -wal and -shm files copy
         conn = sqlite3.connect(path, check_same_thread=False, timeout=BUSY_TIMEOUT_SECONDS,
                                isolation_level=isolation_level, factory=CheckedConnection)
         conn.path = path  # type: ignore[attr-defined]
         try:
-            if auto_vacuum:  # before WAL: switching the journal writes the header that fixes this setting
+            if auto_vacuum and new:  # before WAL: switching the journal writes the header that fixes this setting
                 conn.execute(f"PRAGMA auto_vacuum={auto_vacuum}")
             enable_wal(conn)
             conn.execute(f"PRAGMA synchronous={synchronous}")

@@ -170,6 +170,27 @@ def test_a_stateless_history_is_matched_in_order_from_the_start(storage):
     assert (found.new, found.anchor, found.by_ids) == ([2], 1, False)
 
 
+def test_a_stored_message_without_a_recorded_fingerprint_is_hashed_once_per_alignment(storage, monkeypatch):
+    import workmem.graphs.agent.alignment as alignment
+
+    # the newest archived reply "ok" recurs in the client's history: every place after it is a possible start,
+    # and each start matches against the live messages again
+    said = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok"}]
+    later = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i}"} for i in range(20)]
+    stored = store(storage, [*said, *later])
+    archived, live = stored[:2], stored[2:]
+    assert all("fp" not in m["meta"] for m in stored), "plain id-less messages are stored without one"
+    hashed: list[int] = []
+    real = alignment.fingerprint
+    monkeypatch.setattr(alignment, "fingerprint", lambda msg: hashed.append(msg.get("seq")) or real(msg))
+    client = norm([*said, said[1], said[1], *later, {"role": "user", "content": "and now?"}])
+    found = align(client, live, lambda: archived)
+    assert {m["seq"] for m in live} <= {m["seq"] for m in found.stored.values()}
+    assert found.new == [len(client) - 1], "only the new question is new"
+    stored_hashes = [seq for seq in hashed if seq is not None]
+    assert len(stored_hashes) == len(set(stored_hashes)), "each stored message hashed at most once"
+
+
 def test_a_stateless_history_must_repeat_stored_messages_in_their_order(storage):
     live = store(storage, [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
                            {"role": "user", "content": "c"}, {"role": "assistant", "content": "d"}])

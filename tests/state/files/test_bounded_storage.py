@@ -94,17 +94,33 @@ def test_a_checkpoint_file_without_auto_vacuum_still_prunes(root):
     assert _pragma(root, "auto_vacuum") == 0, "an existing file keeps its setting (only VACUUM could change it)"
 
 
+def test_opening_an_existing_checkpoint_file_writes_nothing(root):
+    from workmem.state.files.sqlite import connect
+
+    path = root / "checkpoints.sqlite"
+    first = connect(path, synchronous="NORMAL", auto_vacuum="INCREMENTAL")
+    first.execute("CREATE TABLE checkpoints(x)")
+    first.commit()
+    first.close()  # the last connection: the write-ahead log is checkpointed and removed
+    again = connect(path, synchronous="NORMAL", auto_vacuum="INCREMENTAL")
+    try:
+        assert again.execute("PRAGMA auto_vacuum").fetchone()[0] == 2
+        wal = path.with_name(path.name + "-wal")
+        assert not wal.exists() or wal.stat().st_size == 0, "re-setting auto_vacuum would take the write lock"
+    finally:
+        again.close()
+
+
 def test_a_failing_page_reclaim_leaves_the_commit_and_every_message_intact(root, monkeypatch, caplog):
-    class FullDisk(sqlite3.Connection):
-        def executescript(self, script):
-            raise sqlite3.OperationalError("database or disk is full")
+    def full_disk(real, script):  # what `CheckedConnection` raises for SQLite's SQLITE_FULL: a StorageError
+        raise real._translated(sqlite3.OperationalError("database or disk is full"))
 
     with WorkingMemoryEngine(root, durable=False, keep_checkpoints=1) as engine:
         engine.add_messages("s", turn(0))
         assert engine.commit("s", keep_recent_count=0)["status"] == "completed"
         saver = engine.storage.checkpointer()
         real = saver.conn
-        monkeypatch.setattr(saver, "conn", _Proxy(real, FullDisk.executescript))
+        monkeypatch.setattr(saver, "conn", _Proxy(real, full_disk))
         engine.add_messages("s", turn(1))
         with caplog.at_level("WARNING", logger="workmem.checkpoints"):
             assert engine.commit("s", keep_recent_count=0)["status"] == "completed", "the prune's reclaim failed"
@@ -113,6 +129,7 @@ def test_a_failing_page_reclaim_leaves_the_commit_and_every_message_intact(root,
         monkeypatch.setattr(saver, "conn", real)
         engine.add_messages("s", turn(2))
         assert engine.commit("s", keep_recent_count=0)["status"] == "completed"
+        assert [t["status"] for t in engine.storage.tasks.list_tasks("s")] == ["completed"] * 3
         texts = _stored_texts(engine, "s")
         assert texts == [m["content"] for i in range(3) for m in turn(i)], "every message once, in order"
 
