@@ -40,7 +40,7 @@ class StepModel(GenericFakeChatModel):
         return self
 
     def _generate(self, messages: list[Any], stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
-        # a result shown as its synopsis (§12 *Tool results*) still shows its head: "step <i> done"
+        # a result shown as its synopsis still shows its head: "step <i> done"
         done = [int(found.group(1)) for m in messages if isinstance(m, ToolMessage)
                 and (found := re.search(r"^step (\d+) done", m.text, re.M))]
         step = max(done) + 1 if done else 0

@@ -12,7 +12,7 @@ from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES, encode_body, prepa
 
 
 def compute_pending_tokens(messages: Sequence[dict[str, Any]], keep: Any) -> int:
-    """Brute-force §2/§7 definition: token sum of the live messages outside the keep window (no tool-pair
+    """Brute-force definition: token sum of the live messages outside the keep window (no tool-pair
     rule). An int or ("messages", k): all but the newest k. ("turns", n): before the n-th newest user
     message. ("tokens", n): before the oldest turn start whose tail holds ≤ n tokens; when even the
     newest turn holds more, before the oldest message inside it whose tail fits."""
@@ -42,7 +42,7 @@ def body_is_emergency(body: str) -> bool:
 
 
 def guard_section(name: str, old_body: str, op: Mapping[str, Any]) -> dict[str, Any]:
-    """The §5 guard of one section applied to one op (the other six sections KEEP)."""
+    """The guard of one section applied to one op (the other six sections KEEP)."""
     return guard_ops({name: old_body}, {name: op})[0][name]
 
 
@@ -58,7 +58,7 @@ def normalize_messages(objs: Any, *, max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES)
 
 def validate_message(msg: dict[str, Any], *, field: str = "message",
                      max_bytes: int = DEFAULT_MAX_MESSAGE_BYTES) -> int:
-    """Check a normalised message (§10); return the size in bytes of its stored JSON body."""
+    """Check a normalised message; return the size in bytes of its stored JSON body."""
     return len(encode_body(msg, field=field, max_bytes=max_bytes))
 
 

@@ -79,3 +79,15 @@ def test_product_code_cites_no_document_the_repository_lacks():
              for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1) if pattern.search(line)]
     assert found == []
     assert (REPO / "docs" / "design.md").is_file()
+
+
+def test_tests_cite_no_section_of_an_outside_specification():
+    """A test's docstring says the behaviour it pins down; the design it follows is in docs/, not in the
+    section numbers of a specification the repository does not hold."""
+    import re
+
+    pattern = re.compile(r"§|\bSPEC\b|\[r[0-9]\]")
+    found = [f"{path.relative_to(REPO)}:{n}" for path in sorted((REPO / "tests").rglob("*.py"))
+             if path.name != "test_architecture.py"
+             for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1) if pattern.search(line)]
+    assert found == []

@@ -1,4 +1,4 @@
-"""workmem installs one import name and works inside an ordinary LangGraph project (SPEC §1 Package)."""
+"""workmem installs one import name and works inside an ordinary LangGraph project."""
 
 from __future__ import annotations
 

@@ -223,7 +223,7 @@ def test_a_tool_output_over_the_message_cap_is_stored_whole_or_clipped_past_the_
             assert len(warnings) == 1
 
         # what the model saw: the result's synopsis right after its call (head, tail, its reference), the
-        # same bytes in the turn and on the next turn (§12 *Tool results*)
+        # same bytes in the turn and on the next turn
         assert model.calls == 3
         for prompt in model.prompts:
             assert pairing_problems(prompt) == []
@@ -236,14 +236,14 @@ def test_a_tool_output_over_the_message_cap_is_stored_whole_or_clipped_past_the_
         assert shown[0].startswith("LOG-HEAD\nline 000000") and shown[0].endswith("\nLOG-TAIL"), "its own head and tail"
         assert "read_tool_result(ref=\"seq:3\"" in shown[0] and count_tokens(shown[0]) <= 3_000
 
-        # direct callers get the typed error for any other message over the cap (§10)
+        # direct callers get the typed error for any other message over the cap
         with pytest.raises(InvalidInput):
             engine.after_turn("huge", [HumanMessage(content=dump_log.invoke({}))])
 
 
 def test_a_turn_too_large_for_the_window_is_shown_as_its_synopsis(root):
     """With the default 128 000-token budget the clipped 1 MiB output cannot fit: the model sees its synopsis
-    (head, tail, reference; §12 *Tool results*), the turn goes on, and the stored copy keeps its full size."""
+    (head, tail, reference), the turn goes on, and the stored copy keeps its full size."""
     model = ReactiveScript(messages=iter([
         AIMessage(content="", tool_calls=[{"name": "dump_log", "args": {}, "id": "call_dump", "type": "tool_call"}]),
         AIMessage(content="The log ends with LOG-TAIL."),

@@ -1,4 +1,4 @@
-"""The middleware in real applications (§7 *Integration semantics*): alignment decides what is stored,
+"""The middleware in real applications: alignment decides what is stored,
 the thread's state decides what the model sees, sessions follow threads, own tool traffic stays out of
 the index. Every test runs a real `create_agent` with a scripted model."""
 
@@ -342,7 +342,7 @@ def test_trim_state_keeps_the_agent_state_bounded_and_the_archive_reachable(root
 
 
 def test_sync_commit_mode_commits_before_the_call_that_would_cross_the_trigger(root, caplog):
-    """§12: the commit runs before the model call, so that call already carries the new working memory; the
+    """The commit runs before the model call, so that call already carries the new working memory; the
     keep is honoured when it fits the low-water mark."""
     def question(n: int) -> str:
         return f"Question {n} about the release plan: " + " ".join(f"word{n} item" for i in range(1_000))

@@ -1,4 +1,4 @@
-"""Review of issue 14: hostile and messy uses of the middleware's alignment (§7 *Integration semantics*).
+"""Review of issue 14: hostile and messy uses of the middleware's alignment.
 
 Each test runs a real `create_agent` with a scripted model on a real root and checks what is stored
 (once, nothing lost) and what the model is shown (the thread's own view, tool groups whole)."""
@@ -107,7 +107,7 @@ def test_a_fork_from_an_archived_checkpoint_does_not_see_the_main_branch(root):
 
 
 def test_a_client_sending_only_new_turns_that_repeats_its_first_turn_stores_it_each_time(root):
-    """§7: a client that sends only new turns and repeats an identical turn stores it twice. When the session
+    """A client that sends only new turns and repeats an identical turn stores it twice. When the session
     holds only that first turn, the state [question, this run's identical reply] looked like the whole live
     run at the start of the state, and both were taken as stored: two of three turns were lost."""
     model = scripted("Hello!", "Hello!", "Hello!")

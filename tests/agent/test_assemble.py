@@ -1,4 +1,4 @@
-"""assemble(): golden context across commits and a restart, the budget rules of §7, commits in flight."""
+"""assemble(): golden context across commits and a restart, the budget rules, commits in flight."""
 
 from __future__ import annotations
 
@@ -224,7 +224,7 @@ def big_session(engine: WorkingMemoryEngine, session: str, turns: int, wm_tokens
 
 
 def check_budget(engine: WorkingMemoryEngine, session: str, budget: int) -> dict:
-    """Assemble at `budget` and check every §7 rule against an independent computation."""
+    """Assemble at `budget` and check every budget rule against an independent computation."""
     live = engine.storage.sessions.live_messages(session)
     wm = engine.working_memory(session)["working_summary"]["markdown"]
     result = engine.assemble(session, budget)

@@ -1,4 +1,4 @@
-"""Context managed inside a run, at every model call (§12 *Context at run time*).
+"""Context managed inside a run, at every model call.
 
 A single-task coding run — one `invoke`, then many model → tool → model steps with large tool outputs — is the
 case the first builds missed: they stored and committed only in `after_agent`, so the whole run went out on

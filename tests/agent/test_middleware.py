@@ -300,7 +300,7 @@ def test_a_model_call_gets_the_system_note_the_memory_and_the_new_messages(make_
     assert (update["session_id"], update["unstored_messages"], update["live_messages_shown"],
             update["archives_total"], update["state_messages"]) == ("s", 0, 1, 1, 1), "stored before the call"
     assert update["working_memory_tokens"] > 0 and update["budget"] == engine.context_window - count_tokens("Be brief.")
-    assert engine.session_info("s")["total_message_count"] == 3, "the call stored the run's new message (§12)"
+    assert engine.session_info("s")["total_message_count"] == 3, "the call stored the run's new message"
     assert out.model_response.result[0].text == "ok"
 
 

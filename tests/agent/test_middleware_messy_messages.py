@@ -1,5 +1,5 @@
 """Review of issue 14: messages a real agent or client produces that the middleware must not choke on, and
-`trim_state` with a commit that covers the run itself (§7 *Integration semantics*, §10)."""
+`trim_state` with a commit that covers the run itself."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Large tool results in the view as their synopsis, read back by reference (§12 *Tool results*)."""
+"""Large tool results in the view as their synopsis, read back by reference."""
 
 from __future__ import annotations
 

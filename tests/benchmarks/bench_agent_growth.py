@@ -1,4 +1,4 @@
-"""The agent layer over a long session (§12): its time per model call stays flat, its checkpoints stay bounded.
+"""The agent layer over a long session: its time per model call stays flat, its checkpoints stay bounded.
 
 1. **Time per call** (CPU time of the calling thread, `time.thread_time`, so a busy machine does not skew the
    ratios; the fakes' own time is measured on the same clock and left out). One offline process, the data root on

@@ -1,4 +1,4 @@
-"""The two backends side by side (SPEC §11): durable appends, a commit, `assemble` and `archive_search`
+"""The two backends side by side: durable appends, a commit, `assemble` and `archive_search`
 at 100 000 archived messages, a row per backend.
 
 Baselines, measured in the same run:

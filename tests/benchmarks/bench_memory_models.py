@@ -1,4 +1,4 @@
-"""The memory budget holds whatever the commit model writes (§12): six habits, three triggers, one session.
+"""The memory budget holds whatever the commit model writes: six habits, three triggers, one session.
 
 Setup: the token benchmark's seeded 600-turn coding session (one user message and one 60-token agent reply per
 turn; at 64 000 each turn carries 60 more lines of a bland build log, so the trigger is reached), through

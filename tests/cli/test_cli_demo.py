@@ -1,4 +1,4 @@
-"""`workmem demo --json` on a fresh root with no network and no key (SPEC §9, issue 4)."""
+"""`workmem demo --json` on a fresh root with no network and no key."""
 
 from __future__ import annotations
 

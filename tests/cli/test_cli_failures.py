@@ -1,4 +1,4 @@
-"""Every CLI failure is one `error:` line on stderr and exit code 2 — never a traceback (SPEC §9).
+"""Every CLI failure is one `error:` line on stderr and exit code 2 — never a traceback.
 
 These run the real `workmem` console script in a subprocess, because a traceback at interpreter exit
 (a closed pipe, say) is only visible there.

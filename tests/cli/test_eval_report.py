@@ -1,4 +1,4 @@
-"""`workmem eval --report DIR` (§9 [r2]): JSON, a CSV row per question, three PNG plots rendered offline."""
+"""`workmem eval --report DIR`: JSON, a CSV row per question, three PNG plots rendered offline."""
 
 from __future__ import annotations
 

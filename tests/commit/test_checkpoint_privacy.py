@@ -1,4 +1,4 @@
-"""No covered message text ever reaches a checkpoint (SPEC §6 "Checkpointing").
+"""No covered message text ever reaches a checkpoint.
 
 Messages carry unique marker strings; the scripted model's ops never mention them. After commits
 down every non-fallback path, no row or blob of any table of `checkpoints.sqlite` — nor the raw bytes

@@ -1,4 +1,4 @@
-"""The chunk budget bounds the whole prompt a model reads, not only its transcript (SPEC §6, node 1).
+"""The chunk budget bounds the whole prompt a model reads, not only its transcript.
 
 A prompt is the system prompt + the current working memory (or the previous memory) + its size
 warnings + the chunk's transcript; with a large WM, a transcript of `chunk_tokens` alone would make

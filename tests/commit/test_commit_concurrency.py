@@ -1,4 +1,4 @@
-"""One commit per session at a time (SPEC §6 lease): a second request gets the running task, and
+"""One commit per session at a time: a second request gets the running task, and
 messages appended while a commit runs stay live. The commit is held open by a model that blocks on a
 `threading.Event`, so nothing here depends on timing."""
 

@@ -1,4 +1,4 @@
-"""kill -9 inside each node of the commit graph, then resume in a new process (SPEC §6, issue 4).
+"""kill -9 inside each node of the commit graph, then resume in a new process.
 
 For every node, `crash_child.py` runs a real commit (several chunks, SQLite checkpoints, the
 deterministic model made to walk every fallback) and SIGKILLs itself inside that node. One new

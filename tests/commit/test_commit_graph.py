@@ -1,4 +1,4 @@
-"""Every path of the commit graph, driven by a scripted model through the real engine (SPEC §6).
+"""Every path of the commit graph, driven by a scripted model through the real engine.
 
 Each case asserts the route taken (the node sequence recorded in `archive.json` `model.route`) and
 what was stored. A first commit with a full create answer gives the session a v2 working memory, so

@@ -1,4 +1,4 @@
-"""Resume after an exception, LangGraph's `test_pending_writes_resume` idiom (SPEC §6 "Resume").
+"""Resume after an exception, LangGraph's `test_pending_writes_resume` idiom.
 
 A node is made to fail once; the run raises, `get_state(cfg).next` names the failed node, and
 `invoke(None, cfg)` finishes the commit. Call counters prove that the nodes that had finished were not

@@ -1,4 +1,4 @@
-"""Dedupe of APPEND items (§5 *Dedupe*): normalised token runs, and the reversal / status-word rule."""
+"""Dedupe of APPEND items: normalised token runs, and the reversal / status-word rule."""
 
 from __future__ import annotations
 

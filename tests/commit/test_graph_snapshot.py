@@ -1,4 +1,4 @@
-"""The commit graph's topology as a stored mermaid text (SPEC §6): adding or dropping an edge is a
+"""The commit graph's topology as a stored mermaid text: adding or dropping an edge is a
 visible diff, and every fallback edge is drawn with its label. Regenerate after a deliberate change
 with `WORKMEM_UPDATE_SNAPSHOTS=1 pytest tests/test_graph_snapshot.py` and review the diff."""
 

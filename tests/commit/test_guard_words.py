@@ -1,4 +1,4 @@
-"""nodes/guard_words.py: the §5 guard and dedupe tables are well formed and every entry does what its table is for."""
+"""nodes/guard_words.py: the guard and dedupe tables are well formed and every entry does what its table is for."""
 
 from __future__ import annotations
 

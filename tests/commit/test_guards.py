@@ -1,4 +1,4 @@
-"""The §5 guards, table-driven: each row is one behaviour with its boundary."""
+"""The guards, table-driven: each row is one behaviour with its boundary."""
 
 from __future__ import annotations
 

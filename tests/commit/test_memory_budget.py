@@ -1,9 +1,9 @@
-"""The memory budget follows the trigger, and it is a hard bound (§12): the size rules of a commit's working memory.
+"""The memory budget follows the trigger, and it is a hard bound: the size rules of a commit's working memory.
 
-The budget counts the rendered document: §5's section table is scaled to what the headings leave (no section
+The budget counts the rendered document: the section table is scaled to what the headings leave (no section
 under 60 tokens while that fits, lower floors when it does not), the Key Facts limits with it. In a commit every
 section over its budget spills its oldest items after any op, Key Facts included, and items refused for size go
-to the archive; nothing is dropped. A bare merge keeps §5's table and the reference behaviour.
+to the archive; nothing is dropped. A bare merge keeps the section table and the reference behaviour.
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def test_the_full_budget_is_the_table_of_section_5():
     assert dict(FULL_BUDGETS.sections) == SECTION_BUDGETS and FULL_BUDGETS.total == TABLE_TOTAL == 10_060
     assert (FULL_BUDGETS.oversized_tokens, FULL_BUDGETS.emergency_tokens) == (1_500, 3_000)
     assert budgets(None) == budgets(MAX_MEMORY_BUDGET) == budgets(10**6) == FULL_BUDGETS
-    assert budgets(None).document is None, "a bare merge: §5's table, no document bound"
+    assert budgets(None).document is None, "a bare merge: the section table, no document bound"
     assert budgets(MAX_MEMORY_BUDGET).document == MAX_MEMORY_BUDGET, "a commit's: the rendered document"
 
 
@@ -129,7 +129,7 @@ def test_errors_stay_append_only_under_a_small_budget():
 
 def test_a_sentinel_round_archives_its_facts_and_the_section_fits():
     """The sentinel is still appended as the model's signal, but it no longer delays the spill, and the
-    round's facts it refuses go to the archive, counted apart in the pointer (§12)."""
+    round's facts it refuses go to the archive, counted apart in the pointer."""
     limits = budgets(MIN_MEMORY_BUDGET)
     old = items("Fact", 6, words=4)
     assert limits.emergency(len(old), count_tokens(body(old))), "premise: emergency at the scaled size only"
@@ -145,7 +145,7 @@ def test_a_sentinel_round_archives_its_facts_and_the_section_fits():
     assert sorted(s["item"] for s in spilled) == sorted([*old[:len(old) - len(kept)], "Fact new"])
     assert archived.older == len(old) - len(kept) and old[len(old) - len(kept):] == kept, "the oldest went"
     bare = merge_working_memory(doc, {FACTS: {"op": "APPEND", "items": ["Fact new"]}})
-    assert bullet_items(parse_sections(bare)[FACTS]) == old + ["Fact new"], "a bare merge keeps §5's table"
+    assert bullet_items(parse_sections(bare)[FACTS]) == old + ["Fact new"], "a bare merge keeps the section table"
 
 
 def test_an_update_rejected_at_emergency_archives_its_new_facts_and_the_oldest_that_do_not_fit():
@@ -164,7 +164,7 @@ def test_an_update_rejected_at_emergency_archives_its_new_facts_and_the_oldest_t
 
 
 def test_an_append_past_the_budget_spills_the_oldest_at_once_and_keeps_the_new():
-    """§12: every section over its budget spills its oldest items after any op, Key Facts included."""
+    """Every section over its budget spills its oldest items after any op, Key Facts included."""
     limits = budgets(MIN_MEMORY_BUDGET)
     old = items("Fact", 3, words=4)
     new = items("Later", 3, words=4)

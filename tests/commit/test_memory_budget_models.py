@@ -1,4 +1,4 @@
-"""The memory budget holds whatever the commit model writes (§12 *The memory budget is a hard bound*).
+"""The memory budget holds whatever the commit model writes.
 
 Six fake commit models with the habits real ones have (`benchmarks/memory_models.py`: joins bullets when told
 to consolidate, never consolidates, rewrites everything, shrinks to one bullet, junk every other call,

@@ -1,4 +1,4 @@
-"""merge_working_memory (§4, §5): guards then ops, canonical output, never raising."""
+"""merge_working_memory: guards then ops, canonical output, never raising."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Properties of merge over random op sequences: no loss where §5 promises none, canonical output."""
+"""Properties of merge over random op sequences: no loss where the guards promise none, canonical output."""
 
 from __future__ import annotations
 

@@ -201,7 +201,7 @@ CREATE_BODIES = {"Session Title": "CSV import", "Current State": "Reading the lo
 @STUB
 @pytest.mark.parametrize("setting", ["", "inline"], ids=["ref_by_default", "inline_setting"])
 def test_the_update_schema_sent_to_the_server_follows_the_tool_schema_setting(stub, monkeypatch, tmp_path, setting):
-    """§4 [r2]: `$ref` by default; `WORKMEM_TOOL_SCHEMA=inline` writes the op out per section, and the
+    """`$ref` by default; `WORKMEM_TOOL_SCHEMA=inline` writes the op out per section, and the
     commit parses the answer the same way."""
     from workmem.graphs.engine import WorkingMemoryEngine
 

@@ -1,4 +1,4 @@
-"""A commit that lost its lease must never overwrite or re-index another commit's archive (SPEC §6 persist)."""
+"""A commit that lost its lease must never overwrite or re-index another commit's archive."""
 
 from __future__ import annotations
 

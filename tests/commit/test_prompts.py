@@ -1,4 +1,4 @@
-"""The commit prompts and the agent's system note: every §8 rule present, within budget, snapshotted."""
+"""The commit prompts and the agent's system note: every prompt rule present, within budget, snapshotted."""
 
 from __future__ import annotations
 

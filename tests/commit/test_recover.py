@@ -1,4 +1,4 @@
-"""Recovery of ops from malformed arguments (§6 node 5): JSON repair, then the lenient scan."""
+"""Recovery of ops from malformed arguments: JSON repair, then the lenient scan."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""No secret carried by a model error reaches the checkpoints, the index, the session files or any log (§10)."""
+"""No secret carried by a model error reaches the checkpoints, the index, the session files or any log."""
 
 from __future__ import annotations
 

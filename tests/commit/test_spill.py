@@ -1,4 +1,4 @@
-"""Section budgets with explicit spill (§5): who spills, where to, the pointer, nothing silently gone."""
+"""Section budgets with explicit spill: who spills, where to, the pointer, nothing silently gone."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""delete_session: files, index rows, tasks and checkpoint threads go; crash-safe; refused mid-commit (§2)."""
+"""delete_session: files, index rows, tasks and checkpoint threads go; crash-safe; refused mid-commit."""
 
 from __future__ import annotations
 

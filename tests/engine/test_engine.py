@@ -179,7 +179,7 @@ def test_after_turn_stores_each_message_once_with_pre_prompt_count(backend):
 
 
 def test_a_tool_result_stored_after_a_commit_still_finds_its_call(backend):
-    """A compact between a tool call and its result must not archive the call alone (§1 tool-pair rule)."""
+    """A compact between a tool call and its result must not archive the call alone."""
     with backend.engine(durable=False) as engine:
         engine.add_messages("late", [user("Read the config."),
                                      assistant(calls=[("call_late", "read_file", '{"path": "app.toml"}')])])
@@ -197,7 +197,7 @@ def test_a_tool_result_stored_after_a_commit_still_finds_its_call(backend):
         assert engine.storage.sessions.live_messages("late") == []
 
 
-# -- bad input (§10) ----------------------------------------------------------------------------------
+# -- bad input ----------------------------------------------------------------------------------
 
 BAD_MESSAGES = [
     ({"role": "wizard", "content": "hi"}, "messages[1].role"),

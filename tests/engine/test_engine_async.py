@@ -1,4 +1,4 @@
-"""The async twins of the engine (§7) and the async archive tools, under anyio's pytest plugin."""
+"""The async twins of the engine and the async archive tools, under anyio's pytest plugin."""
 
 from __future__ import annotations
 

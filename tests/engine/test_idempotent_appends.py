@@ -1,4 +1,4 @@
-"""Idempotent appends by message id (§12 *Idempotent appends*), on both backends.
+"""Idempotent appends by message id, on both backends.
 
 A message whose LangChain id and fingerprint equal those of a live or newest-archived message is not stored
 again; the stored one is returned in its batch position. The same id with other content is an edit and is

@@ -1,4 +1,4 @@
-"""`graphs/runner.py` on its own: the lease and task lifecycle of a commit (SPEC §6).
+"""`graphs/runner.py` on its own: the lease and task lifecycle of a commit.
 
 A `CommitRunner` is built directly on a real root with a scripted commit model (tests/fakes.py), without an
 engine: a commit holds the session's lease only while it runs; a held lease returns the running task; a

@@ -1,5 +1,5 @@
-"""`check()` compares the search index with the archives, and a finished commit indexes what its archive holds
-(§7, §10; r3): an index built from the wrong messages is found, never silently trusted."""
+"""`check()` compares the search index with the archives, and a finished commit indexes what its archive holds:
+an index built from the wrong messages is found, never silently trusted."""
 
 from __future__ import annotations
 

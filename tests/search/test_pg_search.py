@@ -1,4 +1,4 @@
-"""archive_search on Postgres next to the file backend (SPEC §7, §11): the same literal-query rules —
+"""archive_search on Postgres next to the file backend: the same literal-query rules —
 tsquery, LIKE and regex syntax, NUL and control characters are text — and the same hits."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`question_keywords` is frozen (SPEC §7 [r2]: content-word queries come from the eval's rule as it is at
+"""`question_keywords` is frozen (content-word queries come from the eval's rule as it is at
 revision 2): archive-search recall is measured with these queries, so a change here moves the target."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The full-text index of archived messages: literal queries, ranking, bulk writes, reindex (§7)."""
+"""The full-text index of archived messages: literal queries, ranking, bulk writes, reindex."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Every archive-search hit says what it is (`match`: `exact` or `neighbour`, defined in `search_hits`), and
-the hits and the tool's text count matches and neighbouring messages apart, alike on both backends (§7)."""
+the hits and the tool's text count matches and neighbouring messages apart, alike on both backends."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Ranking properties of archive search on small corpora of our own (SPEC §7 [r2]): literal safety with
+"""Ranking properties of archive search on small corpora of our own: literal safety with
 control characters, neighbour hits, rare words over common ones, full questions, stems, scopes, upgrades."""
 
 from __future__ import annotations
@@ -164,7 +164,7 @@ def test_an_index_built_before_the_ranking_columns_is_upgraded_in_place(root):
 
 
 def test_a_read_only_index_of_the_old_shape_still_searches(root, monkeypatch):
-    """SPEC §10: a read-only root leaves reads working — the upgrade cannot run, temp stand-ins fill in."""
+    """A read-only root leaves reads working — the upgrade cannot run, temp stand-ins fill in."""
     import workmem.state.files.sqlite as sqlite_module
 
     _old_shape_index(root)

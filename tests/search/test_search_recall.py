@@ -1,4 +1,4 @@
-"""recall@12 of archive search on the LoCoMo dev conversations (SPEC §7 [r2]): both query styles ≥ 75 %.
+"""recall@12 of archive search on the LoCoMo dev conversations: both query styles ≥ 75 %.
 
 Reads `../shared/data/locomo_dev.json` (never copied into the repository) and skips when it is absent.
 The module's own logic is checked on a small synthetic conversation that always runs.
@@ -96,7 +96,7 @@ def pg_dev_results(request):
 @pytest.mark.slow
 @pytest.mark.parametrize("style", ["question", "keywords"])
 def test_postgres_recall_at_12_is_within_two_points_of_the_file_backend(dev_results, pg_dev_results, style):
-    """SPEC §11: the same ranking over the database's candidates; recall@12 within 2 points of the files'
+    """The same ranking over the database's candidates; recall@12 within 2 points of the files'
     on the same conversations (`python -m workmem.graphs.eval.recall --database-url URL` measures all)."""
     ids = [t["sample_id"] for t in pg_dev_results]
     files = pooled([t for t in dev_results["samples"] if t["sample_id"] in ids], style)

@@ -1,4 +1,4 @@
-"""Hits with their neighbours (`context=n`), spilled WM items as hits, and the capped tool text (§7)."""
+"""Hits with their neighbours (`context=n`), spilled WM items as hits, and the capped tool text."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""clip_to_cap: a message over max_message_bytes becomes a copy that fits, with a visible marker (§10, agents)."""
+"""clip_to_cap: a message over max_message_bytes becomes a copy that fits, with a visible marker."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Safe session directory names and archive ids (SPEC §1)."""
+"""Safe session directory names and archive ids."""
 
 from __future__ import annotations
 

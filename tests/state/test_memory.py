@@ -1,4 +1,4 @@
-"""The working-memory document (§3) and the size rules behind reminders (§5)."""
+"""The working-memory document and the size rules behind reminders."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Message normalisation, validation (§10), text, and the LangChain round trip."""
+"""Message normalisation, validation, text, and the LangChain round trip."""
 
 from __future__ import annotations
 
@@ -213,7 +213,7 @@ def test_stored_lines_are_the_compact_json_of_the_stored_dicts(batch):
 
 
 def test_a_fingerprint_ignores_shape_ids_and_metadata_but_not_content():
-    """A stateless client re-sends a message as a dict; the stored one came as a LangChain message (§7)."""
+    """A stateless client re-sends a message as a dict; the stored one came as a LangChain message."""
     call = {"id": "call_0", "name": "read_file", "args": {"path": "a.py", "n": 1}}
     as_langchain = normalize_message(AIMessage(content="looking", tool_calls=[call], id="run-1",
                                                response_metadata={"model": "x"}))
@@ -237,7 +237,7 @@ def test_a_fingerprint_ignores_shape_ids_and_metadata_but_not_content():
 
 
 def test_own_tool_traffic_is_flagged_per_part_and_left_out_of_the_index():
-    """A call to archive_search beside a user tool call: only the search part is flagged (§7)."""
+    """A call to archive_search beside a user tool call: only the search part is flagged."""
     batch = [
         {"role": "assistant", "content": "checking", "tool_calls": [
             {"id": "c1", "type": "function", "function": {"name": "archive_search", "arguments": '{"query": "port"}'}},

@@ -1,4 +1,4 @@
-"""The model output contract (§4): exact tool schemas, op models and the tolerant parsers."""
+"""The model output contract: exact tool schemas, op models and the tolerant parsers."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ def test_inline_update_tool_schema_is_exactly_the_hand_written_one():
 
 @pytest.mark.parametrize(("tool", "limit"), [(UPDATE_TOOL, 450), (CREATE_TOOL, 300)], ids=["update", "create"])
 def test_tool_schemas_fit_their_token_budget(tool, limit):
-    """§4 [r2]: the schema is paid on every commit call; measured with default separators."""
+    """The schema is paid on every commit call; measured with default separators."""
     assert count_tokens(json.dumps(tool)) <= limit
 
 

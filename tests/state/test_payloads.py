@@ -1,4 +1,4 @@
-"""Large tool results stored whole as content-addressed payloads, on both backends (§12 *Tool results*)."""
+"""Large tool results stored whole as content-addressed payloads, on both backends."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Secret redaction of stored errors and logs (§10)."""
+"""Secret redaction of stored errors and logs."""
 
 from __future__ import annotations
 

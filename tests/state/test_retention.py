@@ -1,4 +1,4 @@
-"""Retention in the user's unit and the commit trigger (§7 *Retention*, *When a commit starts*)."""
+"""Retention in the user's unit and the commit trigger."""
 
 from __future__ import annotations
 

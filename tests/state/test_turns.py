@@ -1,4 +1,4 @@
-"""The covered range and the tool-pair rule (§1): a tool call and its results are never split."""
+"""The covered range and the tool-pair rule: a tool call and its results are never split."""
 
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ def test_orphan_results_and_abandoned_calls_are_single_units():
     pytest.param([user(1), result(2, "a"), call(3, "a")], 0, (1, 2), id="a-result-before-its-call-does-not-answer-it"),
 ])
 def test_a_call_waiting_for_its_result_is_never_covered(msgs, keep, covered):
-    """A call of the newest turn without its result yet is an open tool group reaching to the end (§1)."""
+    """A call of the newest turn without its result yet is an open tool group reaching to the end."""
     assert choose_covered_range(msgs, keep) == covered
 
 

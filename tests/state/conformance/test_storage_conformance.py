@@ -6,14 +6,14 @@ through one parametrised fixture, `storage` (`file`: `open_storage(root)` on a f
 `pg_server` provides or skips), talking to the storage only through the protocol (`sessions`,
 `tasks`, `search`, `delete_session`) — never a backend-private attribute.
 
-What it pins down (SPEC §2, §6, §10, §11):
+What it pins down:
 
 - appends: stored messages numbered 1..n with `t<n>` turn ids, returned as they are read back;
   a refused batch stores nothing;
 - the live rule: after `write_archive` each seq is in exactly one of the archive and the live list,
   before and after `drop_covered`; archives chain oldest first; `write_archive` is idempotent and
   refuses a wrong next id or messages that are not the oldest live ones (`InvalidInput`, nothing written);
-- the session meta: its public fields, its counters, `pending_tokens` by the §2 definition and never
+- the session meta: its public fields, its counters, `pending_tokens` by its definition and never
   negative; `set_keep`, `hidden` / `set_hidden`;
 - tasks (status vocabulary, checked fields) and leases (exclusive, re-entrant, renewed, released,
   taken over once expired);

@@ -1,4 +1,4 @@
-"""Bounded footprint (§2): pruned checkpoint threads, archive.json without WM copies, first-build roots,
+"""Bounded footprint: pruned checkpoint threads, archive.json without WM copies, first-build roots,
 Key Facts spill after the sentinel stood through two commits."""
 
 from __future__ import annotations
@@ -221,7 +221,7 @@ def test_key_facts_spill_only_after_the_sentinel_stood_through_two_commits(root)
             rest, archived = read_pointer(facts)
             sizes.append((len(bullet_items(rest)), CONSOLIDATION_SENTINEL in facts, archived))
     # commit 1 creates 60 facts; 2 adds the sentinel; 3 and 4 start with it; 5 is the third to start with it.
-    # Each sentinel round's fact is refused for size and archived (§12), counted apart in the pointer.
+    # Each sentinel round's fact is refused for size and archived, counted apart in the pointer.
     assert counters == [0, 1, 2, 3, 0, 0]
     assert sizes[:4] == [(60, False, (0, 0)), (61, True, (0, 1)), (61, True, (0, 2)), (61, True, (0, 3))]
     kept, sentinel, pointer = sizes[4]

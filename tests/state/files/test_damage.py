@@ -1,4 +1,4 @@
-"""The store trusts nothing it can re-derive (§2, §10): damaged files, lying hints, symlinks, failing writes.
+"""The store trusts nothing it can re-derive: damaged files, lying hints, symlinks, failing writes.
 
 Each case damages a real root the way an operator or a crash would, then checks the spec's outcome —
 above all that every confirmed message is still present exactly once after the next commit.
@@ -166,7 +166,7 @@ def test_a_symlinked_messages_file_is_refused(root, tmp_path):
 
 @pytest.mark.parametrize("planted", ["session", "history", "archive", "payloads", "messages"])
 def test_a_link_planted_between_two_calls_of_one_engine_is_refused(root, tmp_path, planted):
-    """§2 (r3): the check holds at every access, not only the first one of an engine."""
+    """The check holds at every access, not only the first one of an engine."""
     with WorkingMemoryEngine(root, durable=False) as engine:
         engine.add_messages("s", turns(0, 4))
         engine.add_messages("s", [{"role": "assistant", "content": "", "tool_calls": [

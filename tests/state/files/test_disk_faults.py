@@ -1,4 +1,4 @@
-"""Full disks and read-only roots (§10): reads keep working, writes fail typed, nothing is lost or doubled.
+"""Full disks and read-only roots: reads keep working, writes fail typed, nothing is lost or doubled.
 
 Tested for real on a small tmpfs (mounting needs root with CAP_SYS_ADMIN, as CI has; the test skips
 with the reason otherwise) and, always, by fault injection: the store's write helpers raise ENOSPC or

@@ -1,4 +1,4 @@
-"""SIGKILL at every write step of an append that stores a payload (§12): nothing lost, no message without its payload.
+"""SIGKILL at every write step of an append that stores a payload: nothing lost, no message without its payload.
 
 A child process appends a tool result larger than `payload_bytes` to an existing session and kills itself
 right before or right after one call of a file-system step (`state.files.fsutil`: directory creation, the

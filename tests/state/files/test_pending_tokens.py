@@ -1,4 +1,4 @@
-"""pending_tokens, kept in O(1) per message, always equals the brute-force §2 definition.
+"""pending_tokens, kept in O(1) per message, always equals the brute-force definition.
 
 Random sequences of adds (from this store and from a second store, standing in for another
 process), keep-count changes, archives (with and without GC) and reloads, checked after every step.

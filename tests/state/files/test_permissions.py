@@ -1,4 +1,4 @@
-"""The data root holds whole conversations: new roots, folders and files are owner-only (§2, r3)."""
+"""The data root holds whole conversations: new roots, folders and files are owner-only."""
 
 from __future__ import annotations
 

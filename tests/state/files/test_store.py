@@ -1,4 +1,4 @@
-"""SessionStore: appends, meta, the live rule, archives, GC, corrupt and torn lines (§2, §10)."""
+"""SessionStore: appends, meta, the live rule, archives, GC, corrupt and torn lines."""
 
 from __future__ import annotations
 
@@ -407,7 +407,7 @@ def test_other_process_appends_are_seen_by_a_cached_store(root):
 
 
 def test_durable_false_skips_only_the_appends_fsync(tmp_path, monkeypatch):
-    """§2 (r3): `durable=False` leaves out the append's fsync; a commit's steps that replace or remove data
+    """`durable=False` leaves out the append's fsync; a commit's steps that replace or remove data
     (the archive, the live file's rewrite, a delete's tombstone) stay durable — they hold the only copy."""
     from workmem.state.files import fsutil
 

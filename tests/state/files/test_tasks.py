@@ -1,4 +1,4 @@
-"""Commit tasks and session leases in index.sqlite (§6)."""
+"""Commit tasks and session leases in index.sqlite."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Several replicas on one database (SPEC §11): four processes, each with its own engine, append 500
+"""Several replicas on one database: four processes, each with its own engine, append 500
 messages each to a session while committing it. Exactly 2 000 messages are stored, each once, every
 writer's in its own order; the commits of a session never overlap (each model call logs its interval,
 and a session's intervals must be disjoint); the archives chain without a gap. The same with two

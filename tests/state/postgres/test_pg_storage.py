@@ -1,4 +1,4 @@
-"""The Postgres backend on its own (SPEC §11): sessions and the live-rule column, typed errors, NUL-safe
+"""The Postgres backend on its own: sessions and the live-rule column, typed errors, NUL-safe
 rows, `check` with table and key, tasks, leases, delete, checkpoint pruning, and its own schema — the
 foreign `checkpoints` tables of LangGraph in `public` stay exactly as they were."""
 
@@ -517,7 +517,7 @@ def test_a_database_error_text_carries_no_password(database_url, caplog):
 
 
 def test_an_in_doubt_commit_retried_by_the_caller_stores_once(database_url, monkeypatch):
-    """The server committed, the connection died before the client heard it (§12 *Idempotent appends*, r3):
+    """The server committed, the connection died before the client heard it:
     the caller sees DatabaseUnavailable, retries the batch with its ids, and every message is stored once."""
     from contextlib import contextmanager
 
