@@ -73,12 +73,17 @@ def _stored_texts(engine: WorkingMemoryEngine, session: str) -> list[str]:
     return [m["parts"][0]["text"] for m in engine.iter_messages(session)]
 
 
-def test_pruned_threads_give_their_pages_back(root):
+def _commit_turns(root: Path, turns: int) -> None:
+    """Commit `turns` turns one by one, keeping one checkpoint thread: each commit prunes the one before."""
     with WorkingMemoryEngine(root, durable=False, keep_checkpoints=1) as engine:
-        for i in range(6):
+        for i in range(turns):
             engine.add_messages("s", turn(i))
             assert engine.commit("s", keep_recent_count=0)["status"] == "completed"
         assert len(completed_threads(root)) == 1
+
+
+def test_pruned_threads_give_their_pages_back(root):
+    _commit_turns(root, 6)
     assert _pragma(root, "auto_vacuum") == 2, "a new checkpoints.sqlite is created with incremental auto-vacuum"
     assert _pragma(root, "freelist_count") == 0, "the five pruned threads left no free pages behind"
 
@@ -86,11 +91,7 @@ def test_pruned_threads_give_their_pages_back(root):
 def test_a_checkpoint_file_without_auto_vacuum_still_prunes(root):
     root.mkdir(parents=True, exist_ok=True)
     sqlite3.connect(root / "checkpoints.sqlite").execute("CREATE TABLE older_build(x)").connection.close()
-    with WorkingMemoryEngine(root, durable=False, keep_checkpoints=1) as engine:
-        for i in range(3):
-            engine.add_messages("s", turn(i))
-            assert engine.commit("s", keep_recent_count=0)["status"] == "completed"
-        assert len(completed_threads(root)) == 1
+    _commit_turns(root, 3)
     assert _pragma(root, "auto_vacuum") == 0, "an existing file keeps its setting (only VACUUM could change it)"
 
 
