@@ -138,8 +138,15 @@ def fingerprint(msg: dict[str, Any]) -> str:
     """16 hex digits identifying a message by what it says: role, text, tool calls' ids, names and arguments,
     tool results' call ids and content. Ids, times and metadata are left out,
     so a client that re-sends the same message in another shape gets the same fingerprint."""
+    parts = msg["parts"]
+    if len(parts) == 1 and type(text := parts[0].get("text")) is str and parts[0].get("type") == "text":
+        base = _TEXT_FINGERPRINT.get(msg.get("role"))  # a plain message: the loop below, its first steps done once
+        if base is not None:
+            digest = base.copy()
+            digest.update(text.encode("utf-8", "surrogatepass"))
+            return digest.hexdigest()
     digest = hashlib.blake2b(str(msg.get("role")).encode(), digest_size=8)
-    for part in msg["parts"]:
+    for part in parts:
         if not isinstance(part, dict):
             continue
         kind = part.get("type")
@@ -265,6 +272,10 @@ def _mark_nameless_own_results(out: list[tuple[dict[str, Any], bytes | None]], m
                     out[i] = (msg, encode_body(msg, field=f"messages[{i}]", max_bytes=max_bytes))
 
 
+# `fingerprint`'s digest of a one-text-part message of each plain role, fed all but the text (copied per message)
+_TEXT_FINGERPRINT = {role: hashlib.blake2b(role.encode(), digest_size=8) for role in _PLAIN_ROLES}
+for _digest in _TEXT_FINGERPRINT.values():
+    _digest.update(b"\x00t\x1f")
 # Bytes of a plain message's body besides its JSON-encoded text: `"meta":{},"parts":[{"type":"text","text":…}]`.
 _PLAIN_BODY_BYTES = len(b'"meta":{},"parts":[{"type":"text","text":}]')
 # An ASCII character takes at most 6 bytes of JSON (a control character as `\u001f`).

@@ -81,7 +81,7 @@ class ArchiveCache:
 
     def __init__(self, size: int = CACHED_ARCHIVES) -> None:
         self._objects: LRU[str, dict[str, Any]] = LRU(size)
-        self._ends: dict[str, int] = {}
+        self._ends: LRU[str, int] = LRU(size)
 
     def get(self, session_dir: Path, n: int) -> dict[str, Any]:
         """archive.json of complete archive `n`."""
@@ -105,16 +105,14 @@ class ArchiveCache:
                 end = seq_range(self.get(session_dir, n))[1]
             except DamagedFile:
                 end = _end_from_done(Path(key)) or _end_from_messages(Path(key))
-            self._ends[key] = end
-            if len(self._ends) > self._objects.size:
-                self._ends.pop(next(iter(self._ends)))
+            self._ends.put(key, end)
         return end
 
     def forget(self, session_dir: Path, n: int) -> None:
         """Drop a cached object (the archive is being rewritten)."""
         key = os.path.join(session_dir, HISTORY, archive_name(n))
         self._objects.pop(key)
-        self._ends.pop(key, None)
+        self._ends.pop(key)
 
 
 def rebuilt_archive_json(folder: Path, n: int, damage: DamagedFile) -> dict[str, Any]:
