@@ -14,6 +14,7 @@ facts that carry names, dates and numbers until it passes.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +22,7 @@ from typing import Any
 from workmem.nodes.extractive.cues import mentions, negated_terms
 from workmem.nodes.extractive.text import DATE_RE, alternation, as_sentence, keywords, norm, sentences
 from workmem.nodes.extractive.words import COPULAS, SUBJECT_DETERMINERS, SUBJECT_PRONOUNS
-from workmem.nodes.extractive.worth import coding_worth, content_words, fact_worth, trim_filler
+from workmem.nodes.extractive.worth import coding_worth, content_words, drop_vocatives, fact_worth, trim_filler
 from workmem.nodes.guards import lexical_anchors
 from workmem.state.memory import FULL_BUDGETS, MAX_BULLETS, Budgets, bullet_items
 from workmem.state.tokens import count_tokens
@@ -29,6 +30,7 @@ from workmem.state.tokens import count_tokens
 MIN_WORTH = 2.5
 _MIN_RATIO = 0.16
 _DENSITY_EXPONENT = 0.7  # rank by worth / tokens**0.7: dense facts first, long rich ones not starved
+_SPECIFIC_WORD_WORTH = 0.3
 _MIN_COVERAGE = 0.72
 _GROUP_SEP = " — "
 _GROUP_RE = re.compile(r"^(.{4,40}?) — (.+)$")
@@ -88,9 +90,11 @@ def _bullet_speakers(items: list[str]) -> set[str]:
     return {h for h in heads if heads.count(h) >= 2}
 
 
-def new_fact(text: str, speaker: str | None, label: str | None, order: int, coding: bool = False) -> Fact | None:
-    """A fact for a transcript sentence worth keeping, else None (`coding`: a coding agent's sentence)."""
-    text = as_sentence(trim_filler(text))
+def new_fact(text: str, speaker: str | None, label: str | None, order: int, coding: bool = False,
+             listeners: Sequence[str] = ()) -> Fact | None:
+    """A fact for a transcript sentence worth keeping, else None (`coding`: a coding agent's sentence;
+    `listeners`: names the speaker may address, dropped where used as address)."""
+    text = as_sentence(trim_filler(drop_vocatives(text, listeners)))
     fact = Fact(text, speaker, label, order, coding)
     return fact if fact.worth >= MIN_WORTH else None
 
@@ -174,14 +178,23 @@ def _rejects(correction: str, text: str) -> bool:
     return False
 
 
-def _rank(facts: list[Fact]) -> list[Fact]:
-    return sorted(facts, key=lambda f: (-f.worth / _cost(f) ** _DENSITY_EXPONENT, -f.order))
+def _rank(facts: list[Fact], among: Sequence[Fact]) -> list[Fact]:
+    """`facts` best first by worth per token. In a conversation each content word no other fact of `among` says
+    adds `_SPECIFIC_WORD_WORTH` (a specific detail: a name, a dish, a place, rather than a feeling said again)."""
+    words = {f: {w.lower() for w in content_words(f.text)} for f in (*among, *facts)}
+    said = Counter(w for f in words for w in words[f])
+
+    def density(fact: Fact) -> float:
+        specific = 0 if fact.coding else sum(1 for w in words[fact] if said[w] == 1)
+        return (fact.worth + _SPECIFIC_WORD_WORTH * specific) / _cost(fact) ** _DENSITY_EXPONENT
+
+    return sorted(facts, key=lambda f: (-density(f), -f.order))
 
 
 def select(facts: list[Fact], budget: int, max_bullets: int, pinned: Sequence[Fact] = ()) -> list[Fact]:
     """The pinned facts plus the best of `facts` (worth per token) within `budget` tokens and `max_bullets`."""
     chosen = list(pinned)
-    ranked = _rank([f for f in facts if f not in chosen])
+    ranked = _rank([f for f in facts if f not in chosen], among=chosen)
     for _ in range(2):  # estimates count a speaker name per fact; a second pass spends what grouping saved
         room = budget - count_tokens(body_of(render(chosen)))
         labels = {f.label for f in chosen}

@@ -79,6 +79,8 @@ painted wrote ran moved played built gave lost left sold
 FEELING_WORDS = tuple("""
 feel feels felt feeling emotion emotions happy proud excited grateful glad thrilled stoked blessed
 """.split())
+# What someone likes (`worth._PREFERENCE_RE`): a favourite dish or film is a fact worth keeping.
+PREFERENCES = tuple("favorite favorites favourite favourites prefer prefers enjoy enjoys love loves".split())
 # Case-sensitive (`I`, not `i`; `My` and `we`, not `MY`): the speaker's own words.
 FIRST_PERSON = tuple("I I'm I've I'd I'll me my My we We our Our us".split())
 SECOND_PERSON = tuple("you your you're you've".split())

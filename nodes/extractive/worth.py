@@ -8,6 +8,7 @@ Facts keeps the sentences worth most per token.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from workmem.nodes.extractive.code_words import FINDING_CUES, HEDGES, RESULT_CUES
 from workmem.nodes.extractive.text import DATE_RE, alternation, is_question
@@ -18,6 +19,7 @@ from workmem.nodes.extractive.words import (
     FEELING_WORDS,
     FILLERS,
     FIRST_PERSON,
+    PREFERENCES,
     REACTIONS,
     SECOND_PERSON,
     SIDE_NOTE_KINDS,
@@ -43,6 +45,7 @@ _FINDING_RE = re.compile(rf"\b(?:{alternation(FINDING_CUES)})\b", re.I)
 _RESULT_RE = re.compile(rf"\b(?:{alternation(RESULT_CUES)})\b", re.I)
 HEDGE_RE = re.compile(rf"^(?:{alternation(HEDGES)})\b", re.I)
 _CODE_SPAN_RE = re.compile(r"`[^`]+`")
+_PREFERENCE_RE = re.compile(rf"\b(?:{alternation(PREFERENCES)})\b", re.I)
 
 
 def is_decision(sent: str) -> bool:
@@ -62,8 +65,26 @@ def trim_filler(sent: str) -> str:
     return trimmed[:1].upper() + trimmed[1:] if len(trimmed.split()) >= 3 else sent
 
 
+def drop_vocatives(sent: str, names: Sequence[str]) -> str:
+    """The sentence without the listener's name used as address (`Sorry to hear that, Joanna.`, `Nate, I …`)."""
+    if not names:
+        return sent
+    name = alternation(names)
+    trimmed = re.sub(rf",\s*(?:{name})(?=\s*[.!?]*$)", "", sent)
+    trimmed = re.sub(rf"^(?:(?:{alternation(FILLERS)})\s+)?(?:{name})\s*[,!]\s*", "", trimmed, flags=re.I)
+    trimmed = trimmed.strip()
+    return trimmed[:1].upper() + trimmed[1:] if len(trimmed.split()) >= 3 else sent
+
+
 def fact_worth(sent: str) -> float:
-    """How much a sentence is worth keeping as a fact: decisions, dates, numbers, names, events, content words.
+    """How much a sentence of a conversation is worth keeping as a fact: `sentence_worth`, and more when it says
+    what someone likes (a favourite dish or film is asked about later)."""
+    worth = sentence_worth(sent)
+    return worth + 1.0 * bool(_PREFERENCE_RE.search(sent)) if worth else 0.0
+
+
+def sentence_worth(sent: str) -> float:
+    """How much a sentence is worth keeping: decisions, dates, numbers, names, events, content words.
 
     Chatter scores low: questions, short lines, reactions, feelings, and lines about the listener.
     """
@@ -86,9 +107,9 @@ def fact_worth(sent: str) -> float:
 
 
 def coding_worth(sent: str) -> float:
-    """`fact_worth` for a coding agent's sentence: findings and results raise it, and so do the code names it
+    """`sentence_worth` for a coding agent's sentence: findings and results raise it, and so do the code names it
     quotes; thinking aloud (`Wait,`, `Maybe`, `I suspect`) lowers it."""
-    worth = fact_worth(sent)
+    worth = sentence_worth(sent)
     if worth == 0.0:
         return 0.0
     worth += 2.0 * bool(_FINDING_RE.search(sent))

@@ -12,6 +12,7 @@ from workmem.nodes.extractive.facts import (
     parse_facts,
     passes_guard,
     render,
+    select,
     target_tokens,
 )
 from workmem.nodes.guards import guard_ops
@@ -50,6 +51,28 @@ def test_new_fact_keeps_worthy_sentences_only():
         "I moved to Leeds in 2029.", 1, "Bram"
     )
     assert new_fact("That is so cool!", "Ada", None, 2) is None
+
+
+def test_new_fact_drops_the_listeners_name_used_as_address():
+    assert new_fact("Bram, I finally finished my first screenplay last Friday.", "Ada", None, 1,
+                    listeners=["Ada", "Bram"]) == fact("I finally finished my first screenplay last Friday.", 1, "Ada")
+    assert new_fact("Sorry to hear that, Bram.", "Ada", None, 2, listeners=["Ada", "Bram"]) is None
+    assert new_fact("Sorry to hear that, Bram.", "Ada", None, 2) is not None  # the name counts when not known
+    kept = new_fact("I went to Woodhaven, a small town in the Midwest.", "Ada", None, 3, listeners=["Ada", "Bram"])
+    assert kept is not None and kept.text == "I went to Woodhaven, a small town in the Midwest."
+
+
+def test_among_equal_facts_the_one_with_a_word_said_nowhere_else_is_kept():
+    pool = [
+        fact("I baked a cake with apple filling on Sunday.", 0, "Ada", "3 March, 2031"),
+        fact("I baked a cake with raspberry jam on Sunday.", 1, "Ada", "3 March, 2031"),
+        fact("I baked a cake with walnut filling on Sunday.", 2, "Ada", "3 March, 2031"),
+        fact("I baked a cake with cream filling on Sunday.", 3, "Ada", "3 March, 2031"),
+    ]
+    assert len({count_tokens(f.text) for f in pool}) == 1 and len({f.worth for f in pool}) == 1
+    room = count_tokens(body_of(render(pool[:1]))) + 2
+    assert select(pool, room, MAX_BULLETS) == [pool[1]]  # "raspberry" and "jam" are said by no other fact
+    assert select([pool[0], pool[2], pool[3]], room, MAX_BULLETS) == [pool[3]]  # one such word each: the newest
 
 
 def test_newest_value_wins():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from workmem.nodes.extractive.facts import MIN_WORTH
 from workmem.nodes.extractive.worth import content_words, fact_worth, is_decision, trim_filler
 
 
@@ -24,3 +25,10 @@ def test_decisions_and_content_words():
     assert is_decision("We chose Caddy because of automatic TLS.")
     assert not is_decision("We went to the beach.")
     assert content_words("I really love the old lighthouse at Harrow Bay") == ["lighthouse", "Harrow", "Bay"]
+
+
+def test_what_someone_likes_is_worth_keeping():
+    liked = "I really enjoy dramas and emotionally-driven films."
+    assert fact_worth(liked) >= MIN_WORTH > fact_worth("I really watch dramas and emotionally-driven films.")
+    assert fact_worth("My favorite dessert is a chocolate raspberry tart.") > fact_worth(
+        "My usual dessert is a chocolate raspberry tart.")
