@@ -123,7 +123,7 @@ def new_facts(reading: Reading, goals: Sequence[str] = ()) -> list[Fact]:
         if coding and (not is_prose(text) or HEDGE_RE.match(text) or (
                 line.msg.role == "user" and (is_request(text) or norm(text) in task) and norm(text) in in_goals)):
             continue
-        fact = new_fact(text, line.msg.speaker, line.msg.date, line.order, coding, () if coding else reading.speakers)
+        fact = new_fact(text, line.msg.speaker, line.msg.date, line.order, coding)
         if fact:
             facts.append(fact)
     return facts

@@ -22,7 +22,7 @@ from typing import Any
 from workmem.nodes.extractive.cues import mentions, negated_terms
 from workmem.nodes.extractive.text import DATE_RE, alternation, as_sentence, keywords, norm, sentences
 from workmem.nodes.extractive.words import COPULAS, SUBJECT_DETERMINERS, SUBJECT_PRONOUNS
-from workmem.nodes.extractive.worth import coding_worth, content_words, drop_vocatives, fact_worth, trim_filler
+from workmem.nodes.extractive.worth import coding_worth, content_words, fact_worth, sentence_worth, trim_filler
 from workmem.nodes.guards import lexical_anchors
 from workmem.state.memory import FULL_BUDGETS, MAX_BULLETS, Budgets, bullet_items
 from workmem.state.tokens import count_tokens
@@ -53,9 +53,17 @@ class Fact:
     coding: bool = False  # said in a coding agent's session: ranked by `coding_worth`
 
     @property
+    def said_in_dialogue(self) -> bool:
+        """Said by a named speaker of a conversation between people (not a user, an assistant or an agent)."""
+        return self.speaker is not None and not self.coding
+
+    @property
     def worth(self) -> float:
-        """`fact_worth` of the sentence itself (`coding_worth` in a coding session)."""
-        return coding_worth(self.text) if self.coding else fact_worth(self.text)
+        """The worth of the sentence itself: `coding_worth` in a coding session, `fact_worth` in a conversation
+        between people, else `sentence_worth`."""
+        if self.coding:
+            return coding_worth(self.text)
+        return fact_worth(self.text) if self.said_in_dialogue else sentence_worth(self.text)
 
 
 def fact_line(fact: Fact) -> str:
@@ -90,11 +98,9 @@ def _bullet_speakers(items: list[str]) -> set[str]:
     return {h for h in heads if heads.count(h) >= 2}
 
 
-def new_fact(text: str, speaker: str | None, label: str | None, order: int, coding: bool = False,
-             listeners: Sequence[str] = ()) -> Fact | None:
-    """A fact for a transcript sentence worth keeping, else None (`coding`: a coding agent's sentence;
-    `listeners`: names the speaker may address, dropped where used as address)."""
-    text = as_sentence(trim_filler(drop_vocatives(text, listeners)))
+def new_fact(text: str, speaker: str | None, label: str | None, order: int, coding: bool = False) -> Fact | None:
+    """A fact for a transcript sentence worth keeping, else None (`coding`: a coding agent's sentence)."""
+    text = as_sentence(trim_filler(text))
     fact = Fact(text, speaker, label, order, coding)
     return fact if fact.worth >= MIN_WORTH else None
 
@@ -179,13 +185,14 @@ def _rejects(correction: str, text: str) -> bool:
 
 
 def _rank(facts: list[Fact], among: Sequence[Fact]) -> list[Fact]:
-    """`facts` best first by worth per token. In a conversation each content word no other fact of `among` says
-    adds `_SPECIFIC_WORD_WORTH` (a specific detail: a name, a dish, a place, rather than a feeling said again)."""
+    """`facts` best first by worth per token. In a conversation between people each content word no other fact
+    of `among` says adds `_SPECIFIC_WORD_WORTH` (a specific detail: a name, a dish, a place, rather than a
+    feeling said again)."""
     words = {f: {w.lower() for w in content_words(f.text)} for f in (*among, *facts)}
     said = Counter(w for f in words for w in words[f])
 
     def density(fact: Fact) -> float:
-        specific = 0 if fact.coding else sum(1 for w in words[fact] if said[w] == 1)
+        specific = sum(1 for w in words[fact] if said[w] == 1) if fact.said_in_dialogue else 0
         return (fact.worth + _SPECIFIC_WORD_WORTH * specific) / _cost(fact) ** _DENSITY_EXPONENT
 
     return sorted(facts, key=lambda f: (-density(f), -f.order))

@@ -80,7 +80,7 @@ FEELING_WORDS = tuple("""
 feel feels felt feeling emotion emotions happy proud excited grateful glad thrilled stoked blessed
 """.split())
 # What someone likes (`worth._PREFERENCE_RE`): a favourite dish or film is a fact worth keeping.
-PREFERENCES = tuple("favorite favorites favourite favourites prefer prefers enjoy enjoys love loves".split())
+PREFERENCES = tuple("favorite favorites favourite favourites enjoy enjoys love loves".split())  # `prefer`: a decision
 # Case-sensitive (`I`, not `i`; `My` and `we`, not `MY`): the speaker's own words.
 FIRST_PERSON = tuple("I I'm I've I'd I'll me my My we We our Our us".split())
 SECOND_PERSON = tuple("you your you're you've".split())

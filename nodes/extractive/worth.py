@@ -8,7 +8,6 @@ Facts keeps the sentences worth most per token.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 
 from workmem.nodes.extractive.code_words import FINDING_CUES, HEDGES, RESULT_CUES
 from workmem.nodes.extractive.text import DATE_RE, alternation, is_question
@@ -65,20 +64,9 @@ def trim_filler(sent: str) -> str:
     return trimmed[:1].upper() + trimmed[1:] if len(trimmed.split()) >= 3 else sent
 
 
-def drop_vocatives(sent: str, names: Sequence[str]) -> str:
-    """The sentence without the listener's name used as address (`Sorry to hear that, Joanna.`, `Nate, I …`)."""
-    if not names:
-        return sent
-    name = alternation(names)
-    trimmed = re.sub(rf",\s*(?:{name})(?=\s*[.!?]*$)", "", sent)
-    trimmed = re.sub(rf"^(?:(?:{alternation(FILLERS)})\s+)?(?:{name})\s*[,!]\s*", "", trimmed, flags=re.I)
-    trimmed = trimmed.strip()
-    return trimmed[:1].upper() + trimmed[1:] if len(trimmed.split()) >= 3 else sent
-
-
 def fact_worth(sent: str) -> float:
-    """How much a sentence of a conversation is worth keeping as a fact: `sentence_worth`, and more when it says
-    what someone likes (a favourite dish or film is asked about later)."""
+    """How much a sentence of a conversation between people is worth keeping as a fact: `sentence_worth`, and
+    more when it says what someone likes (a favourite dish or film is asked about later)."""
     worth = sentence_worth(sent)
     return worth + 1.0 * bool(_PREFERENCE_RE.search(sent)) if worth else 0.0
 

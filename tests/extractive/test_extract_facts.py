@@ -53,13 +53,11 @@ def test_new_fact_keeps_worthy_sentences_only():
     assert new_fact("That is so cool!", "Ada", None, 2) is None
 
 
-def test_new_fact_drops_the_listeners_name_used_as_address():
-    assert new_fact("Bram, I finally finished my first screenplay last Friday.", "Ada", None, 1,
-                    listeners=["Ada", "Bram"]) == fact("I finally finished my first screenplay last Friday.", 1, "Ada")
-    assert new_fact("Sorry to hear that, Bram.", "Ada", None, 2, listeners=["Ada", "Bram"]) is None
-    assert new_fact("Sorry to hear that, Bram.", "Ada", None, 2) is not None  # the name counts when not known
-    kept = new_fact("I went to Woodhaven, a small town in the Midwest.", "Ada", None, 3, listeners=["Ada", "Bram"])
-    assert kept is not None and kept.text == "I went to Woodhaven, a small town in the Midwest."
+def test_what_someone_likes_raises_a_fact_of_a_conversation_between_people_only():
+    liked = "I really enjoy dramas and emotionally-driven films."
+    assert new_fact(liked, "Ada", "3 March, 2031", 1) is not None  # a speaker of a dialogue
+    assert new_fact(liked, None, None, 1) is None  # an assistant's or a user's line in a plain chat
+    assert new_fact(liked, "Ada", None, 1, coding=True) is None  # an agent's session
 
 
 def test_among_equal_facts_the_one_with_a_word_said_nowhere_else_is_kept():
@@ -73,6 +71,8 @@ def test_among_equal_facts_the_one_with_a_word_said_nowhere_else_is_kept():
     room = count_tokens(body_of(render(pool[:1]))) + 2
     assert select(pool, room, MAX_BULLETS) == [pool[1]]  # "raspberry" and "jam" are said by no other fact
     assert select([pool[0], pool[2], pool[3]], room, MAX_BULLETS) == [pool[3]]  # one such word each: the newest
+    plain = [Fact(f.text, None, None, f.order) for f in pool]  # a plain chat: no speakers, no such bonus
+    assert select(plain, room, MAX_BULLETS) == [plain[3]]
 
 
 def test_newest_value_wins():

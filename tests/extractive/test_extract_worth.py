@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from workmem.nodes.extractive.facts import MIN_WORTH
-from workmem.nodes.extractive.worth import content_words, fact_worth, is_decision, trim_filler
+from workmem.nodes.extractive.worth import content_words, fact_worth, is_decision, sentence_worth, trim_filler
 
 
 def test_worth_prefers_names_numbers_dates_and_decisions_over_chatter():
@@ -32,3 +32,8 @@ def test_what_someone_likes_is_worth_keeping():
     assert fact_worth(liked) >= MIN_WORTH > fact_worth("I really watch dramas and emotionally-driven films.")
     assert fact_worth("My favorite dessert is a chocolate raspberry tart.") > fact_worth(
         "My usual dessert is a chocolate raspberry tart.")
+    assert sentence_worth(liked) < MIN_WORTH  # the bonus is a conversation's: `fact_worth` adds it, not this
+
+
+def test_a_preference_that_is_a_decision_counts_once():
+    assert fact_worth("We prefer the quiet beach near Hove.") == sentence_worth("We prefer the quiet beach near Hove.")
