@@ -112,6 +112,7 @@ def header(message: Mapping[str, Any]) -> str:
 
 LONGEST_TOKEN_CHARS = 16  # of text encoded per token kept, at each end of a long text (cl100k averages ~4)
 MIN_PART_TOKENS = 48  # what each part of a clipped message keeps at least: a tool call's name and first arguments
+MIN_KEPT_PARTS = 8  # parts a clipped message keeps however small the clip
 
 
 def _ends(text: str, clip_tokens: int) -> tuple[list[int], list[int], int]:
@@ -159,15 +160,39 @@ def fair_shares(sizes: Sequence[int], budget: int) -> list[int]:
 def _clipped(blocks: list[tuple[str, bool]], clip_tokens: int) -> str:
     """A message's parts within about `clip_tokens`: one part is clipped head and tail; of several, each keeps
     its fair share, a tool call its head, cut on its own line; any part keeps at least `MIN_PART_TOKENS` — so every
-    call keeps its name and first arguments, whatever the parts before it hold, and no part reads as a call's end."""
+    call keeps its name and first arguments, whatever the parts before it hold, and no part reads as a call's end.
+    With more parts than their minimums leave room for, the first ones and the last one are kept and the middle
+    ones give way to one marker line."""
     if len(blocks) == 1:
         return clip_text(blocks[0][0], max(clip_tokens, MIN_PART_TOKENS))
     sizes = [_ends(text, clip_tokens)[2] for text, _ in blocks]
     if sum(sizes) <= clip_tokens:
         return "\n".join(text for text, _ in blocks)
-    shares = fair_shares(sizes, clip_tokens)
-    return "\n".join(text if size <= share else clip_text(text, max(share, MIN_PART_TOKENS), keep_tail=not is_call)
-                     for (text, is_call), size, share in zip(blocks, sizes, shares, strict=True))
+    first = _parts_within(sizes, clip_tokens)
+    if first == len(blocks) - 1:
+        return "\n".join(_fair_parts(blocks, sizes, clip_tokens))
+    kept = _fair_parts(blocks[:first] + blocks[-1:], sizes[:first] + sizes[-1:], clip_tokens - MIN_PART_TOKENS)
+    return "\n".join([*kept[:-1], CLIP_MARKER.format(n=sum(sizes[first:-1])), kept[-1]])
+
+
+def _parts_within(sizes: list[int], clip_tokens: int) -> int:
+    """How many first parts keep their minimum beside the last one's and a marker line within `clip_tokens` (at
+    least `MIN_KEPT_PARTS` - 1; all but the last when everything fits)."""
+    floors = [min(size, MIN_PART_TOKENS) for size in sizes]
+    if sum(floors) <= clip_tokens:
+        return len(sizes) - 1
+    room = clip_tokens - MIN_PART_TOKENS - floors[-1]
+    first = 0
+    while first < len(sizes) - 1 and (first < MIN_KEPT_PARTS - 1 or floors[first] <= room):
+        room -= floors[first]
+        first += 1
+    return first
+
+
+def _fair_parts(blocks: list[tuple[str, bool]], sizes: list[int], budget: int) -> list[str]:
+    shares = fair_shares(sizes, budget)
+    return [text if size <= share else clip_text(text, max(share, MIN_PART_TOKENS), keep_tail=not is_call)
+            for (text, is_call), size, share in zip(blocks, sizes, shares, strict=True)]
 
 
 def format_message(message: Mapping[str, Any], *, clip_tokens: int = 4000, brief_own_tools: bool = True) -> str:

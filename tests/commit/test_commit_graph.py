@@ -471,6 +471,24 @@ def test_huge_message_is_clipped_in_the_prompt_only(make_engine):
     assert stored[1]["parts"][0]["text"] == huge
 
 
+def test_a_message_of_many_tool_calls_fits_one_prompt_and_is_archived_whole(make_engine):
+    calls = [{"id": f"c{i}", "type": "function",
+              "function": {"name": "read_file", "arguments": json.dumps({"path": f"src/mod_{i}.py"})}}
+             for i in range(400)]
+    results = [{"role": "tool", "tool_call_id": f"c{i}", "content": f"contents of mod_{i}"} for i in range(400)]
+    model = PromptSpy(prompts=[])
+    engine = make_engine(model, clip_tokens=2000, chunk_tokens=6000)
+    engine.add_messages("s", [{"role": "user", "content": "Read every module"},
+                              {"role": "assistant", "content": "", "tool_calls": calls}, *results])
+    engine.commit("s")
+    step = next(p for p in model.prompts if "src/mod_0.py" in p)
+    block = step[step.index("assistant]"):].split("\n[#")[0]
+    assert "src/mod_399.py" in block and "src/mod_200.py" not in block and count_tokens(block) <= 2000 * 1.05
+    stored = engine.storage.sessions.archive_messages("s", "archive_001")
+    assert len([p for p in stored[1]["parts"] if p["type"] == "tool_call"]) == 400
+    assert_each_message_once(engine)
+
+
 class PromptSpy(ExtractiveChatModel):
     """The extractive model, keeping the text of every prompt it is sent."""
 

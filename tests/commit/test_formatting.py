@@ -210,6 +210,18 @@ def test_a_clipped_message_keeps_every_tool_call_name_and_first_arguments():
     assert all(args.endswith(CALL_CUT) for _, args in calls)  # each call is marked cut, none runs into the next
 
 
+def test_a_message_of_more_parts_than_the_clip_has_room_for_keeps_its_first_and_last_within_the_clip():
+    parts = [call(f"c{i}", f"tool_{i}", {"path": f"src/mod_{i}.py", "note": words(80)}) for i in range(300)]
+    block = format_message(msg(19, "assistant", *parts), clip_tokens=4000)
+    assert count_tokens(block) <= 4000 * 1.05  # every part at its 48-token minimum would be about 14,400
+    parsed = parse_transcript(block)[0]
+    names = [name for name, _ in parsed.calls]
+    assert names == [f"tool_{i}" for i in range(len(names) - 1)] + ["tool_299"] and 70 <= len(names) <= 83
+    assert parsed.clip_at is not None  # the middle parts gave way to one marker line
+    few = format_message(msg(20, "assistant", *parts[:20]), clip_tokens=4000)
+    assert [name for name, _ in parse_transcript(few)[0].calls] == [f"tool_{i}" for i in range(20)]
+
+
 def test_fair_shares_give_small_parts_their_size_and_split_the_rest():
     assert fair_shares([10, 500, 1000], 310) == [10, 150, 150]
     assert fair_shares([10, 20], 100) == [10, 20]
