@@ -39,6 +39,7 @@ CALL_PREFIX = "→ call "
 RESULT_PREFIX = "← "
 CONTEXT_PREFIX = "⊕ context "
 CLIP_MARKER = "…[clipped {n} tokens]…"
+PARTS_CLIP_MARKER = "…[clipped {parts} parts, {n} tokens]…"  # the middle parts of a message of too many
 PROMPT_TAGS = ("messages", "current_working_memory", "previous_memory", "section_size_warnings")
 
 _NEEDS_ESCAPE_RE = re.compile(r"^(\\|\[#\d|→ |← |⊕ |" + re.escape(CLIP_MARKER.split("{")[0]) + "|</?("
@@ -172,7 +173,8 @@ def _clipped(blocks: list[tuple[str, bool]], clip_tokens: int) -> str:
     if first == len(blocks) - 1:
         return "\n".join(_fair_parts(blocks, sizes, clip_tokens))
     kept = _fair_parts(blocks[:first] + blocks[-1:], sizes[:first] + sizes[-1:], clip_tokens - MIN_PART_TOKENS)
-    return "\n".join([*kept[:-1], CLIP_MARKER.format(n=sum(sizes[first:-1])), kept[-1]])
+    marker = PARTS_CLIP_MARKER.format(parts=len(blocks) - first - 1, n=sum(sizes[first:-1]))
+    return "\n".join([*kept[:-1], marker, kept[-1]])
 
 
 def _parts_within(sizes: list[int], clip_tokens: int) -> int:

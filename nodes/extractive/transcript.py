@@ -17,13 +17,22 @@ from langchain_core.messages import BaseMessage
 
 from workmem.nodes.extractive.text import DATE_RE, FULL_DATE_RE, sentences
 from workmem.nodes.extractive.words import NOT_SPEAKERS
-from workmem.nodes.formatting import CALL_PREFIX, CLIP_MARKER, CONTEXT_PREFIX, HEADER_RE, RESULT_PREFIX
+from workmem.nodes.formatting import (
+    CALL_PREFIX,
+    CLIP_MARKER,
+    CONTEXT_PREFIX,
+    HEADER_RE,
+    PARTS_CLIP_MARKER,
+    RESULT_PREFIX,
+)
 from workmem.nodes.prompts import TAG_LINES
 
 CALL_CUT = "\n…\n"  # where a clipped tool call's arguments lost their middle
 _MARKER = re.escape(CLIP_MARKER).replace(re.escape("{n}"), r"\d+")
 _CLIP_RE = re.compile(f"^{_MARKER}$")
 _CALL_CLIP_RE = re.compile(f" {_MARKER}$")  # ends a tool call of a clipped message that kept only its head
+_PARTS_CLIP_RE = re.compile("^" + re.escape(PARTS_CLIP_MARKER).replace(re.escape("{parts}"), r"\d+")
+                            .replace(re.escape("{n}"), r"\d+") + "$")
 _SPEAKER_RE = re.compile(r"^([A-Z][\w'’.-]{1,30}(?: [A-Z][\w'’.-]{1,30}){0,2}): (?=\S)")
 
 
@@ -126,6 +135,11 @@ def parse_transcript(text: str, start_date: str | None = None, known_speakers: S
         if not msgs:
             continue
         msg = msgs[-1]
+        if _PARTS_CLIP_RE.match(raw):  # whole parts left out: what follows is the message's last part
+            if msg.clip_at is None:
+                msg.clip_at = len(msg.text)
+            result, in_call, call_tail = None, False, False
+            continue
         if _CLIP_RE.match(raw):
             if result is not None and result.clip_at is None:
                 result.clip_at = len(result.lines)

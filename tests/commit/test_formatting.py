@@ -218,6 +218,11 @@ def test_a_message_of_more_parts_than_the_clip_has_room_for_keeps_its_first_and_
     names = [name for name, _ in parsed.calls]
     assert names == [f"tool_{i}" for i in range(len(names) - 1)] + ["tool_299"] and 70 <= len(names) <= 83
     assert parsed.clip_at is not None  # the middle parts gave way to one marker line
+    whole = [call(f"c{i}", "Read", {"path": f"src/m_{i}.py"}) for i in range(600)]
+    ending = parse_transcript(format_message(msg(21, "assistant", *whole, text("Should I also update the README?")),
+                                             clip_tokens=2000))[0]
+    assert ending.body == "Should I also update the README?" and len(ending.calls) > 100
+    assert all(args.startswith('{"path": "src/m_') and args.endswith('.py"}') for _, args in ending.calls)
     few = format_message(msg(20, "assistant", *parts[:20]), clip_tokens=4000)
     assert [name for name, _ in parse_transcript(few)[0].calls] == [f"tool_{i}" for i in range(20)]
 
