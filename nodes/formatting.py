@@ -40,10 +40,11 @@ RESULT_PREFIX = "← "
 CONTEXT_PREFIX = "⊕ context "
 CLIP_MARKER = "…[clipped {n} tokens]…"
 PARTS_CLIP_MARKER = "…[clipped {parts} parts, {n} tokens]…"  # the middle parts of a message of too many
+MARKER_TOKENS = 16  # a parts marker line, counts of six digits included
 PROMPT_TAGS = ("messages", "current_working_memory", "previous_memory", "section_size_warnings")
 
-_NEEDS_ESCAPE_RE = re.compile(r"^(\\|\[#\d|→ |← |⊕ |" + re.escape(CLIP_MARKER.split("{")[0]) + "|</?("
-                              + "|".join(PROMPT_TAGS) + r")>)")
+_MARKER_STARTS = "|".join(re.escape(marker.split("{")[0]) for marker in (CLIP_MARKER, PARTS_CLIP_MARKER))
+_NEEDS_ESCAPE_RE = re.compile(r"^(\\|\[#\d|→ |← |⊕ |" + _MARKER_STARTS + "|</?(" + "|".join(PROMPT_TAGS) + r")>)")
 # Separator between blocks; counted generously so chunk sums stay an upper bound of the real count.
 _SEPARATOR = "\n\n"
 _SEPARATOR_TOKENS = 2
@@ -78,8 +79,10 @@ def _own_tool_line(part: Mapping[str, Any]) -> list[str]:
     args = part.get("arguments") if isinstance(part.get("arguments"), Mapping) else {}
     if part.get("name") == SEARCH_TOOL_NAME:
         return [f"[searched archive: {json.dumps(str(args.get('query', '')), ensure_ascii=False)}]"]
-    where = args.get("archive_id") or f"#{args.get('start_seq')}-#{args.get('end_seq')}"
-    return [f"[read archive: {where}]"]
+    if args.get("archive_id"):
+        return [f"[read archive: {json.dumps(str(args['archive_id']), ensure_ascii=False)}]"]
+    seqs = "-".join(f"#{json.dumps(args.get(k), ensure_ascii=False, default=str)}" for k in ("start_seq", "end_seq"))
+    return [f"[read archive: {seqs}]"]
 
 
 def _part_lines(part: Mapping[str, Any], brief_own_tools: bool = True) -> list[str]:
@@ -167,12 +170,13 @@ def _clipped(blocks: list[tuple[str, bool]], clip_tokens: int) -> str:
     if len(blocks) == 1:
         return clip_text(blocks[0][0], max(clip_tokens, MIN_PART_TOKENS))
     sizes = [_ends(text, clip_tokens)[2] for text, _ in blocks]
-    if sum(sizes) <= clip_tokens:
+    if sum(sizes) + len(blocks) <= clip_tokens:  # a line break after each part
         return "\n".join(text for text, _ in blocks)
     first = _parts_within(sizes, clip_tokens)
     if first == len(blocks) - 1:
-        return "\n".join(_fair_parts(blocks, sizes, clip_tokens))
-    kept = _fair_parts(blocks[:first] + blocks[-1:], sizes[:first] + sizes[-1:], clip_tokens - MIN_PART_TOKENS)
+        return "\n".join(_fair_parts(blocks, sizes, clip_tokens - len(blocks)))
+    kept = _fair_parts(blocks[:first] + blocks[-1:], sizes[:first] + sizes[-1:],
+                       clip_tokens - MARKER_TOKENS - first - 2)
     marker = PARTS_CLIP_MARKER.format(parts=len(blocks) - first - 1, n=sum(sizes[first:-1]))
     return "\n".join([*kept[:-1], marker, kept[-1]])
 
@@ -180,10 +184,10 @@ def _clipped(blocks: list[tuple[str, bool]], clip_tokens: int) -> str:
 def _parts_within(sizes: list[int], clip_tokens: int) -> int:
     """How many first parts keep their minimum beside the last one's and a marker line within `clip_tokens` (at
     least `MIN_KEPT_PARTS` - 1; all but the last when everything fits)."""
-    floors = [min(size, MIN_PART_TOKENS) for size in sizes]
+    floors = [min(size, MIN_PART_TOKENS) + 1 for size in sizes]  # with its line break
     if sum(floors) <= clip_tokens:
         return len(sizes) - 1
-    room = clip_tokens - MIN_PART_TOKENS - floors[-1]
+    room = clip_tokens - MARKER_TOKENS - 1 - floors[-1]
     first = 0
     while first < len(sizes) - 1 and (first < MIN_KEPT_PARTS - 1 or floors[first] <= room):
         room -= floors[first]
