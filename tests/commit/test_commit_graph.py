@@ -489,6 +489,22 @@ def test_a_message_of_many_tool_calls_fits_one_prompt_and_is_archived_whole(make
     assert_each_message_once(engine)
 
 
+def test_a_model_failing_on_a_message_of_many_parts_falls_back_with_every_message_once(make_engine):
+    calls = [{"id": f"c{i}", "type": "function",
+              "function": {"name": "read_file", "arguments": json.dumps({"path": f"src/mod_{i}.py"})}}
+             for i in range(400)]
+    results = [{"role": "tool", "tool_call_id": f"c{i}", "content": f"contents of mod_{i}"} for i in range(400)]
+    engine = make_engine(scripted(*[transport_error()] * 3), clip_tokens=2000, chunk_tokens=6000)
+    engine.add_messages("s", [{"role": "user", "content": "Read every module"},
+                              {"role": "assistant", "content": "", "tool_calls": calls}, *results])
+    result = engine.commit("s")
+    assert result["status"] == "completed" and archive_of(engine)["model"]["degraded"] is True
+    assert "extractive_fallback" in result["route"]
+    files = sections_of(engine)["Files & Context"]
+    assert "src/mod_0.py" in files and "src/mod_399.py" in files  # the offline model read the clipped step
+    assert_each_message_once(engine)
+
+
 class PromptSpy(ExtractiveChatModel):
     """The extractive model, keeping the text of every prompt it is sent."""
 
