@@ -175,8 +175,9 @@ def _clipped(blocks: list[tuple[str, bool]], clip_tokens: int) -> str:
     first = _parts_within(sizes, clip_tokens)
     if first == len(blocks) - 1:
         return "\n".join(_fair_parts(blocks, sizes, clip_tokens - len(blocks)))
+    line_breaks = first + 2  # after each kept part and the marker
     kept = _fair_parts(blocks[:first] + blocks[-1:], sizes[:first] + sizes[-1:],
-                       clip_tokens - MARKER_TOKENS - first - 2)
+                       clip_tokens - MARKER_TOKENS - line_breaks)
     marker = PARTS_CLIP_MARKER.format(parts=len(blocks) - first - 1, n=sum(sizes[first:-1]))
     return "\n".join([*kept[:-1], marker, kept[-1]])
 

@@ -139,7 +139,8 @@ def fingerprint(msg: dict[str, Any]) -> str:
     tool results' call ids and content. Ids, times and metadata are left out,
     so a client that re-sends the same message in another shape gets the same fingerprint."""
     parts = msg["parts"]
-    if len(parts) == 1 and type(text := parts[0].get("text")) is str and parts[0].get("type") == "text":
+    if (len(parts) == 1 and type(parts[0]) is dict and type(text := parts[0].get("text")) is str
+            and parts[0].get("type") == "text"):
         base = _TEXT_FINGERPRINT.get(msg.get("role"))  # a plain message: the loop below, its first steps done once
         if base is not None:
             digest = base.copy()

@@ -28,11 +28,17 @@ from workmem.nodes.formatting import (
 from workmem.nodes.prompts import TAG_LINES
 
 CALL_CUT = "\n…\n"  # where a clipped tool call's arguments lost their middle
-_MARKER = re.escape(CLIP_MARKER).replace(re.escape("{n}"), r"\d+")
+
+
+def _marker_pattern(marker: str) -> str:
+    """A clip marker template as a regex: its `{…}` counts as digits."""
+    return re.sub(r"\\\{\w+\\\}", lambda _: r"\d+", re.escape(marker))
+
+
+_MARKER = _marker_pattern(CLIP_MARKER)
 _CLIP_RE = re.compile(f"^{_MARKER}$")
 _CALL_CLIP_RE = re.compile(f" {_MARKER}$")  # ends a tool call of a clipped message that kept only its head
-_PARTS_CLIP_RE = re.compile("^" + re.escape(PARTS_CLIP_MARKER).replace(re.escape("{parts}"), r"\d+")
-                            .replace(re.escape("{n}"), r"\d+") + "$")
+_PARTS_CLIP_RE = re.compile(f"^{_marker_pattern(PARTS_CLIP_MARKER)}$")
 _SPEAKER_RE = re.compile(r"^([A-Z][\w'’.-]{1,30}(?: [A-Z][\w'’.-]{1,30}){0,2}): (?=\S)")
 
 

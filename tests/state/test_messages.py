@@ -234,6 +234,7 @@ def test_a_fingerprint_ignores_shape_ids_and_metadata_but_not_content():
     plain = prepare_messages([{"role": "user", "content": "hello"}])[0][0]
     assert "fp" not in plain["meta"], "an id-less plain message can repeat nothing: no fingerprint is stored"
     assert fingerprint(plain) == normalize_message(HumanMessage(content="hello", id="z"))["meta"]["fp"]
+    assert fingerprint({"role": "user", "parts": [None]}) == fingerprint({"role": "user", "parts": []})  # skipped
 
 
 def test_own_tool_traffic_is_flagged_per_part_and_left_out_of_the_index():
