@@ -22,7 +22,14 @@ from typing import Any
 from workmem.nodes.extractive.cues import mentions, negated_terms
 from workmem.nodes.extractive.text import DATE_RE, alternation, as_sentence, keywords, norm, sentences
 from workmem.nodes.extractive.words import COPULAS, SUBJECT_DETERMINERS, SUBJECT_PRONOUNS
-from workmem.nodes.extractive.worth import coding_worth, content_words, fact_worth, sentence_worth, trim_filler
+from workmem.nodes.extractive.worth import (
+    coding_worth,
+    content_words,
+    fact_worth,
+    sentence_worth,
+    strip_chatter,
+    trim_filler,
+)
 from workmem.nodes.guards import lexical_anchors
 from workmem.state.memory import FULL_BUDGETS, MAX_BULLETS, Budgets, bullet_items
 from workmem.state.tokens import count_tokens
@@ -32,6 +39,8 @@ _MIN_RATIO = 0.16
 _DENSITY_EXPONENT = 0.7  # rank by worth / tokens**0.7: dense facts first, long rich ones not starved
 _SPECIFIC_WORD_WORTH = 0.3
 _MIN_COVERAGE = 0.72
+# A shared photo as `workmem eval` stores a LoCoMo turn: `<text> [image: <caption>]`.
+_CAPTION_RE = re.compile(r"\s*\[image: [^\]]*\]")
 _GROUP_SEP = " — "
 _GROUP_RE = re.compile(r"^(.{4,40}?) — (.+)$")
 _SPEAKER_HEAD_RE = re.compile(r"^([A-Z][\w'’.-]{1,30}(?: [A-Z][\w'’.-]{1,30}){0,2}): (?=\S)")
@@ -100,9 +109,20 @@ def _bullet_speakers(items: list[str]) -> set[str]:
 
 def new_fact(text: str, speaker: str | None, label: str | None, order: int, coding: bool = False) -> Fact | None:
     """A fact for a transcript sentence worth keeping, else None (`coding`: a coding agent's sentence)."""
+    if speaker is not None and not coding:
+        text = said_words(text)
+        if not text:
+            return None
     text = as_sentence(trim_filler(text))
     fact = Fact(text, speaker, label, order, coding)
     return fact if fact.worth >= MIN_WORTH else None
+
+
+def said_words(text: str) -> str:
+    """What a speaker of a dialogue said, as a fact keeps it: a shared photo's caption left out when the words
+    say enough by themselves (4+ words), and clauses about the talk itself (`since we last talked`) left out."""
+    bare = _CAPTION_RE.sub("", text).strip()
+    return strip_chatter(bare if len(bare.split()) >= 4 else text)
 
 
 def render(facts: list[Fact]) -> list[str]:

@@ -68,6 +68,12 @@ FILLERS = (
     "wow", "oh", "hey", "yeah", "yes", "yep", "so", "well", "anyway", "btw", "by the way", "also", "as for me",
     "honestly", "guess what", "speaking of which", "you know what",
 )
+# Talking about the talk itself (`worth.strip_chatter`): `since we last TALKED`, `long time no SEE`, `it's been
+# AGES`, `SEE YA`. Such a clause says nothing a fact could be kept for; the rest of its sentence may.
+TALK_VERBS = ("talked", "chatted", "chat", "spoke", "caught up", "hung out", "saw each other")
+LONG_WHILES = ("ages", "a while", "forever", "so long", "a long time")
+FAREWELLS = ("see you", "see ya", "catch you", "catch ya", "talk soon", "talk later", "talk to you soon",
+             "talk to you later")
 SIDE_NOTE_KINDS = tuple("other another different related side".split())  # on (a |an )? KIND note
 # Things that happened (`worth._EVENT_RE`; any other `-ed` word counts too). Not `tracking`'s past-tense
 # words: those tell a plan done, these make a sentence worth keeping.

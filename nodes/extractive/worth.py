@@ -15,13 +15,16 @@ from workmem.nodes.extractive.words import (
     CONTENT_STOPWORDS,
     DECISION_CUES,
     EVENT_VERBS,
+    FAREWELLS,
     FEELING_WORDS,
     FILLERS,
     FIRST_PERSON,
+    LONG_WHILES,
     PREFERENCES,
     REACTIONS,
     SECOND_PERSON,
     SIDE_NOTE_KINDS,
+    TALK_VERBS,
     TIME_WORDS,
 )
 
@@ -45,6 +48,12 @@ _RESULT_RE = re.compile(rf"\b(?:{alternation(RESULT_CUES)})\b", re.I)
 HEDGE_RE = re.compile(rf"^(?:{alternation(HEDGES)})\b", re.I)
 _CODE_SPAN_RE = re.compile(r"`[^`]+`")
 _PREFERENCE_RE = re.compile(rf"\b(?:{alternation(PREFERENCES)})\b", re.I)
+_CHATTER_RE = re.compile(
+    rf"\bsince (?:we|I)(?: last)? (?:{alternation(TALK_VERBS)})\b|\blong time no (?:see|chat|talk)\b"
+    rf"|\b(?:been|it's been) (?:{alternation(LONG_WHILES)})\b|\b(?:{alternation(FAREWELLS)})\b",
+    re.I,
+)
+_CLAUSE_BREAK_RE = re.compile(r"((?<=[,;:])\s+|\s+[-–—]\s+)")
 
 
 def is_decision(sent: str) -> bool:
@@ -62,6 +71,18 @@ def trim_filler(sent: str) -> str:
     """The sentence without leading discourse fillers (`Wow,`, `By the way,`, `Guess what -`)."""
     trimmed = _FILLER_RE.sub("", sent).strip()
     return trimmed[:1].upper() + trimmed[1:] if len(trimmed.split()) >= 3 else sent
+
+
+def strip_chatter(sent: str) -> str:
+    """The sentence without its clauses about the talk itself (`Since we last talked,`, `- long time no see`);
+    '' when fewer than 4 words would be left."""
+    if not _CHATTER_RE.search(sent):
+        return sent
+    pieces = _CLAUSE_BREAK_RE.split(sent)  # clause, break, clause, …, clause
+    clauses, breaks = pieces[::2], [*pieces[1::2], ""]
+    rest = "".join(c + b for c, b in zip(clauses, breaks, strict=True) if not _CHATTER_RE.search(c))
+    rest = rest.strip(" ,;:-–—")
+    return rest[:1].upper() + rest[1:] if len(rest.split()) >= 4 else ""
 
 
 def fact_worth(sent: str) -> float:

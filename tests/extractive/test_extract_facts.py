@@ -12,6 +12,7 @@ from workmem.nodes.extractive.facts import (
     parse_facts,
     passes_guard,
     render,
+    said_words,
     select,
     target_tokens,
 )
@@ -51,6 +52,22 @@ def test_new_fact_keeps_worthy_sentences_only():
         "I moved to Leeds in 2029.", 1, "Bram"
     )
     assert new_fact("That is so cool!", "Ada", None, 2) is None
+
+
+def test_a_fact_of_a_dialogue_keeps_what_was_said_not_the_photo_caption_or_the_chatter():
+    shared = "I finished my first screenplay last Friday! [image: a photo of a stack of papers on a desk]"
+    assert new_fact(shared, "Ada", None, 1).text == "I finished my first screenplay last Friday!"
+    only_photo = "Look at this! [image: a photo of a purple and blue controller]"
+    assert said_words(only_photo) == only_photo  # the words alone say too little: the caption is what was shared
+    moved = new_fact("Since we last talked, I moved to Leeds in 2029.", "Bram", None, 3)
+    assert moved.text == "I moved to Leeds in 2029."
+    assert new_fact("It's been ages since we last talked, Ada!", "Bram", None, 4) is None
+
+
+def test_a_coding_agents_sentence_is_kept_as_written():
+    said = "Since we last talked, I fixed `parse_date` in src/app.py because the 2031 date failed."
+    assert new_fact(said, "Agent", None, 1, coding=True).text == said
+    assert new_fact(said, None, None, 1).text == said  # a plain chat's line
 
 
 def test_what_someone_likes_raises_a_fact_of_a_conversation_between_people_only():

@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 from workmem.nodes.extractive.facts import MIN_WORTH
-from workmem.nodes.extractive.worth import content_words, fact_worth, is_decision, sentence_worth, trim_filler
+from workmem.nodes.extractive.worth import (
+    content_words,
+    fact_worth,
+    is_decision,
+    sentence_worth,
+    strip_chatter,
+    trim_filler,
+)
 
 
 def test_worth_prefers_names_numbers_dates_and_decisions_over_chatter():
@@ -37,3 +44,14 @@ def test_what_someone_likes_is_worth_keeping():
 
 def test_a_preference_that_is_a_decision_counts_once():
     assert fact_worth("We prefer the quiet beach near Hove.") == sentence_worth("We prefer the quiet beach near Hove.")
+
+
+def test_talk_about_the_talk_is_stripped_and_the_rest_kept():
+    assert strip_chatter("Since we last spoke, I adopted a greyhound called Pepper.") == (
+        "I adopted a greyhound called Pepper.")
+    assert strip_chatter("Long time no chat - I moved to Leeds in March!") == "I moved to Leeds in March!"
+    assert strip_chatter("I moved to Leeds, since we last talked, and I love it.") == "I moved to Leeds, and I love it."
+    assert strip_chatter("Crazy stuff's been happening since we last chatted.") == ""
+    assert strip_chatter("It's been ages since we caught up!") == ""
+    assert strip_chatter("See ya soon, Deb!") == ""
+    assert strip_chatter("We talked about the ferry to Tern Island.") == "We talked about the ferry to Tern Island."
