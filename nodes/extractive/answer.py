@@ -42,6 +42,7 @@ from workmem.nodes.extractive.tracking import (
     goals_op,
     issue_lines,
     issues_op,
+    replies_to_question,
 )
 from workmem.nodes.extractive.trail import Trail
 from workmem.nodes.extractive.transcript import Line, Msg, block, dialogue_speakers, lines_of, parse_transcript, untag
@@ -114,6 +115,7 @@ def new_facts(reading: Reading, goals: Sequence[str] = ()) -> list[Fact]:
     task = {norm(g[len(TASK_PREFIX):]) for g in goals if g.startswith(TASK_PREFIX)}
     legacy = sentences(reading.legacy)  # older than every transcript line, so ordered before them
     facts: list[Fact] = [f for i, s in enumerate(legacy) if (f := new_fact(s, None, None, i - len(legacy), coding))]
+    answers = set() if coding else _answers(reading.lines)
     for line in reading.lines:
         text = strip_label(line.text) if coding else line.text
         if line.order in used or is_question(text) or is_ack(text) or is_issue(text) or is_next_step(text):
@@ -123,10 +125,19 @@ def new_facts(reading: Reading, goals: Sequence[str] = ()) -> list[Fact]:
         if coding and (not is_prose(text) or HEDGE_RE.match(text) or (
                 line.msg.role == "user" and (is_request(text) or norm(text) in task) and norm(text) in in_goals)):
             continue
-        fact = new_fact(text, line.msg.speaker, line.msg.date, line.order, coding)
+        fact = new_fact(text, line.msg.speaker, line.msg.date, line.order, coding, replied=line.order in answers)
         if fact:
             facts.append(fact)
     return facts
+
+
+def _answers(lines: list[Line]) -> set[int]:
+    """The orders of the lines that answer a question: the first sentence of a reply to another party's question."""
+    replies = replies_to_question(lines)
+    first: dict[int, Line] = {}
+    for line in lines:
+        first.setdefault(line.index, line)
+    return {line.order for index, line in first.items() if index in replies}
 
 
 def _fix_orders(reading: Reading) -> list[tuple[int, str]]:

@@ -1,7 +1,9 @@
 """Key Facts & Decisions for the extractive model: fact items, date groups, newest-wins consolidation.
 
 A fact is one copied sentence with who said it and the conversation date it was said on. Facts of
-one date share one bullet (`7 May, 2023 — Ann: … Bo: …`); undated facts are a bullet each. While
+one date share one bullet (`7 May, 2023 — Ann: … Bo: …`); undated facts are a bullet each. The first
+sentence of a reply to another speaker's question is the answer to it, and says so (`Bo replied: …`):
+what people are later asked about is what they were asked then. While
 the section is not oversized and every new fact fits in it, new facts are appended. Once it is
 oversized or full, or a newer fact or a correction supersedes one of its facts, the model rewrites
 it: one bullet per subject, newest value wins (a fact restated or given a new value replaces the
@@ -38,12 +40,14 @@ MIN_WORTH = 2.5
 _MIN_RATIO = 0.16
 _DENSITY_EXPONENT = 0.7  # rank by worth / tokens**0.7: dense facts first, long rich ones not starved
 _SPECIFIC_WORD_WORTH = 0.3
+_REPLY_WORTH = 1.0  # the answer to a question raises a dialogue fact's worth
+_REPLIED = " replied"
 _MIN_COVERAGE = 0.72
 # A shared photo as `workmem eval` stores a LoCoMo turn: `<text> [image: <caption>]`.
 _CAPTION_RE = re.compile(r"\s*\[image: [^\]]*\]")
 _GROUP_SEP = " — "
 _GROUP_RE = re.compile(r"^(.{4,40}?) — (.+)$")
-_SPEAKER_HEAD_RE = re.compile(r"^([A-Z][\w'’.-]{1,30}(?: [A-Z][\w'’.-]{1,30}){0,2}): (?=\S)")
+_SPEAKER_HEAD_RE = re.compile(rf"^([A-Z][\w'’.-]{{1,30}}(?: [A-Z][\w'’.-]{{1,30}}){{0,2}}?)({_REPLIED})?: (?=\S)")
 _SUBJECT_RE = re.compile(
     rf"^(?:(?:{alternation(SUBJECT_DETERMINERS)})\s+)?((?:[\w'.-]+\s+){{0,3}}?[\w'.-]+)\s+"
     rf"(?:{alternation(COPULAS)})\s+\S",
@@ -60,6 +64,7 @@ class Fact:
     label: str | None
     order: int
     coding: bool = False  # said in a coding agent's session: ranked by `coding_worth`
+    replied: bool = False  # the first sentence of a reply to another speaker's question
 
     @property
     def said_in_dialogue(self) -> bool:
@@ -69,15 +74,20 @@ class Fact:
     @property
     def worth(self) -> float:
         """The worth of the sentence itself: `coding_worth` in a coding session, `fact_worth` in a conversation
-        between people, else `sentence_worth`."""
+        between people (more for the answer to a question), else `sentence_worth`."""
         if self.coding:
             return coding_worth(self.text)
-        return fact_worth(self.text) if self.said_in_dialogue else sentence_worth(self.text)
+        if not self.said_in_dialogue:
+            return sentence_worth(self.text)
+        worth = fact_worth(self.text)
+        return worth + _REPLY_WORTH if worth and self.replied else worth
 
 
 def fact_line(fact: Fact) -> str:
-    """The fact as a standalone line: `Speaker: text`."""
-    return f"{fact.speaker}: {fact.text}" if fact.speaker else fact.text
+    """The fact as a standalone line: `Speaker: text`, `Speaker replied: text` for the answer to a question."""
+    if not fact.speaker:
+        return fact.text
+    return f"{fact.speaker}{_REPLIED if fact.replied and fact.said_in_dialogue else ''}: {fact.text}"
 
 
 def parse_facts(body: str, speakers: Iterable[str] = (), coding: bool = False) -> list[Fact]:
@@ -94,11 +104,12 @@ def parse_facts(body: str, speakers: Iterable[str] = (), coding: bool = False) -
         speaker = None
         for sent in sentences(rest) if label else [rest]:
             head = _SPEAKER_HEAD_RE.match(sent)
+            replied = False
             if head and head.group(1) in known:
-                speaker, sent = head.group(1), sent[head.end() :]
+                speaker, sent, replied = head.group(1), sent[head.end() :], bool(head.group(2))
             elif not label:
                 speaker = None
-            facts.append(Fact(sent, speaker, label, len(facts), coding))
+            facts.append(Fact(sent, speaker, label, len(facts), coding, replied and not coding))
     return facts
 
 
@@ -107,14 +118,16 @@ def _bullet_speakers(items: list[str]) -> set[str]:
     return {h for h in heads if heads.count(h) >= 2}
 
 
-def new_fact(text: str, speaker: str | None, label: str | None, order: int, coding: bool = False) -> Fact | None:
-    """A fact for a transcript sentence worth keeping, else None (`coding`: a coding agent's sentence)."""
+def new_fact(text: str, speaker: str | None, label: str | None, order: int, coding: bool = False,
+             replied: bool = False) -> Fact | None:
+    """A fact for a transcript sentence worth keeping, else None (`coding`: a coding agent's sentence; `replied`:
+    a dialogue speaker's answer to a question)."""
     if speaker is not None and not coding:
         text = said_words(text)
         if not text:
             return None
     text = as_sentence(trim_filler(text))
-    fact = Fact(text, speaker, label, order, coding)
+    fact = Fact(text, speaker, label, order, coding, replied and speaker is not None and not coding)
     return fact if fact.worth >= MIN_WORTH else None
 
 
@@ -143,7 +156,7 @@ def render(facts: list[Fact]) -> list[str]:
 def _group_line(facts: list[Fact]) -> str:
     parts, speaker = [], None
     for fact in facts:
-        parts.append(f"{fact.speaker}: {fact.text}" if fact.speaker and fact.speaker != speaker else fact.text)
+        parts.append(fact_line(fact) if fact.speaker and (fact.speaker != speaker or fact.replied) else fact.text)
         speaker = fact.speaker or speaker
     return f"{facts[0].label}{_GROUP_SEP}{' '.join(parts)}"
 

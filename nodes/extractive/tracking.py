@@ -50,7 +50,7 @@ def labelled(line: Line, text: str) -> str:
     return f"{m.date} — {said}" if m.date else said
 
 
-def _replies_to_question(lines: list[Line]) -> set[int]:
+def replies_to_question(lines: list[Line]) -> set[int]:
     """Indexes of messages that answer a question: the message right before, by another party, asks one."""
     party = {line.index: line.msg.party for line in lines}
     asking = {line.index for line in lines if is_question(line.text)}
@@ -59,7 +59,7 @@ def _replies_to_question(lines: list[Line]) -> set[int]:
 
 def corrections(lines: list[Line]) -> list[tuple[Line, str]]:
     """User corrections (in a dialogue, any speaker's), each with its recorded wording."""
-    replies = _replies_to_question(lines)
+    replies = replies_to_question(lines)
     out = []
     for line in lines:
         if (line.msg.role == "user" or line.msg.speaker) and is_correction(line.text, line.index in replies):

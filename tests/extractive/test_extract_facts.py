@@ -47,6 +47,25 @@ def test_facts_of_one_date_share_a_bullet_and_parse_back():
     assert render(parsed) == items
 
 
+def test_an_answer_renders_as_a_reply_and_parses_back_as_one():
+    facts = [
+        fact("I planted 12 tomato seedlings.", 0, "Ada", "3 March, 2031"),
+        Fact("It is a mix of drama and romance.", "Ada", "3 March, 2031", 1, replied=True),
+        fact("I wrote it over two winters in Leeds.", 2, "Ada", "3 March, 2031"),
+        Fact("Mostly the 8:40 ferry to Tern Island.", "Bram", None, 3, replied=True),
+    ]
+    items = render(facts)
+    assert items == [
+        "3 March, 2031 — Ada: I planted 12 tomato seedlings. Ada replied: It is a mix of drama and romance. "
+        "I wrote it over two winters in Leeds.",
+        "Bram replied: Mostly the 8:40 ferry to Tern Island.",
+    ]
+    parsed = parse_facts(body_of(items), ["Ada", "Bram"])
+    assert [(f.text, f.speaker, f.replied) for f in parsed] == [(f.text, f.speaker, f.replied) for f in facts]
+    assert render(parsed) == items
+    assert parsed[1].worth > fact(parsed[1].text, 1, "Ada").worth  # an answer is worth more than the same words
+
+
 def test_new_fact_keeps_worthy_sentences_only():
     assert new_fact("By the way, I moved to Leeds in 2029", "Bram", None, 1) == fact(
         "I moved to Leeds in 2029.", 1, "Bram"

@@ -366,6 +366,16 @@ def test_a_dialogue_committed_one_message_at_a_time_keeps_speakers_and_dates():
     ]
 
 
+def test_the_answer_to_a_question_says_it_replied_and_outranks_an_unasked_sentence():
+    chat = ["[session 1 — 9:00 am on 3 March, 2031]", "Ada: What genre is your first screenplay, Bram?",
+            "Bram: It's a mix of drama and romance. It took me two years.", "Ada: It's a mix of sun and rain here."]
+    stored = stored_messages([{"role": "user", "content": c} for c in chat])
+    facts = run_create(format_messages(stored))["args"]["sections"]["Key Facts & Decisions"]
+    assert "Bram replied: It's a mix of drama and romance." in facts  # the first sentence of the reply
+    assert "Bram replied: It took me" not in facts  # the rest of the reply is no answer
+    assert "sun and rain" not in facts  # the same wording, said unasked, is not worth keeping
+
+
 def test_legacy_memory_is_carried_into_create():
     legacy = (
         "Summary: we decided on 2024-05-10 to use Decimal for prices because of rounding. See app/money.py."
