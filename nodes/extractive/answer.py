@@ -46,7 +46,7 @@ from workmem.nodes.extractive.tracking import (
 )
 from workmem.nodes.extractive.trail import Trail
 from workmem.nodes.extractive.transcript import Line, Msg, block, dialogue_speakers, lines_of, parse_transcript, untag
-from workmem.nodes.extractive.worth import HEDGE_RE, is_decision
+from workmem.nodes.extractive.worth import HEDGE_RE, REACTION_RE, is_decision
 from workmem.nodes.guards import path_tokens
 from workmem.nodes.prompts import SECTIONS_HEADING
 from workmem.state.errors import InvalidInput
@@ -132,12 +132,15 @@ def new_facts(reading: Reading, goals: Sequence[str] = ()) -> list[Fact]:
 
 
 def _answers(lines: list[Line]) -> set[int]:
-    """The orders of the lines that answer a question: the first sentence of a reply to another party's question."""
+    """The orders of the lines that answer a question: in a reply to another party's question, the first sentence
+    that is neither a question nor a bare reaction (`Oh yeah! It's a mix of drama and romance.`)."""
     replies = replies_to_question(lines)
     first: dict[int, Line] = {}
     for line in lines:
-        first.setdefault(line.index, line)
-    return {line.order for index, line in first.items() if index in replies}
+        reaction = is_ack(line.text) or (REACTION_RE.match(line.text) and len(line.text.split()) <= 3)
+        if line.index in replies and not is_question(line.text) and not reaction:
+            first.setdefault(line.index, line)
+    return {line.order for line in first.values()}
 
 
 def _fix_orders(reading: Reading) -> list[tuple[int, str]]:

@@ -22,14 +22,25 @@ from dataclasses import dataclass
 from typing import Any
 
 from workmem.nodes.extractive.cues import mentions, negated_terms
-from workmem.nodes.extractive.text import DATE_RE, alternation, as_sentence, keywords, norm, sentences
+from workmem.nodes.extractive.text import (
+    DATE_RE,
+    SPEAKER_NAME,
+    alternation,
+    as_sentence,
+    keywords,
+    norm,
+    sentences,
+    without_caption,
+)
 from workmem.nodes.extractive.words import COPULAS, SUBJECT_DETERMINERS, SUBJECT_PRONOUNS
 from workmem.nodes.extractive.worth import (
+    ANSWER_MIN_WORDS,
+    MIN_WORDS,
     coding_worth,
     content_words,
     fact_worth,
     sentence_worth,
-    strip_chatter,
+    strip_meta_talk,
     trim_filler,
 )
 from workmem.nodes.guards import lexical_anchors
@@ -43,11 +54,10 @@ _SPECIFIC_WORD_WORTH = 0.3
 _REPLY_WORTH = 1.0  # the answer to a question raises a dialogue fact's worth
 _REPLIED = " replied"
 _MIN_COVERAGE = 0.72
-# A shared photo as `workmem eval` stores a LoCoMo turn: `<text> [image: <caption>]`.
-_CAPTION_RE = re.compile(r"\s*\[image: [^\]]*\]")
 _GROUP_SEP = " — "
 _GROUP_RE = re.compile(r"^(.{4,40}?) — (.+)$")
-_SPEAKER_HEAD_RE = re.compile(rf"^([A-Z][\w'’.-]{{1,30}}(?: [A-Z][\w'’.-]{{1,30}}){{0,2}}?)({_REPLIED})?: (?=\S)")
+_SPEAKER_HEAD_RE = re.compile(rf"^({SPEAKER_NAME}): (?=\S)")
+_REPLY_HEAD_RE = re.compile(rf"^({SPEAKER_NAME}){_REPLIED}: (?=\S)")
 _SUBJECT_RE = re.compile(
     rf"^(?:(?:{alternation(SUBJECT_DETERMINERS)})\s+)?((?:[\w'.-]+\s+){{0,3}}?[\w'.-]+)\s+"
     rf"(?:{alternation(COPULAS)})\s+\S",
@@ -64,12 +74,17 @@ class Fact:
     label: str | None
     order: int
     coding: bool = False  # said in a coding agent's session: ranked by `coding_worth`
-    replied: bool = False  # the first sentence of a reply to another speaker's question
+    replied: bool = False  # the first sentence of a reply to another speaker's question (see `answers`)
 
     @property
     def said_in_dialogue(self) -> bool:
         """Said by a named speaker of a conversation between people (not a user, an assistant or an agent)."""
         return self.speaker is not None and not self.coding
+
+    @property
+    def answers(self) -> bool:
+        """A dialogue speaker's answer to another speaker's question: it ranks higher and says it replied."""
+        return self.replied and self.said_in_dialogue
 
     @property
     def worth(self) -> float:
@@ -79,22 +94,25 @@ class Fact:
             return coding_worth(self.text)
         if not self.said_in_dialogue:
             return sentence_worth(self.text)
-        worth = fact_worth(self.text)
-        return worth + _REPLY_WORTH if worth and self.replied else worth
+        if not self.answers:
+            return fact_worth(self.text)
+        worth = fact_worth(self.text, ANSWER_MIN_WORDS)
+        return worth + _REPLY_WORTH if worth else 0.0
 
 
 def fact_line(fact: Fact) -> str:
     """The fact as a standalone line: `Speaker: text`, `Speaker replied: text` for the answer to a question."""
     if not fact.speaker:
         return fact.text
-    return f"{fact.speaker}{_REPLIED if fact.replied and fact.said_in_dialogue else ''}: {fact.text}"
+    return f"{fact.speaker}{_REPLIED if fact.answers else ''}: {fact.text}"
 
 
 def parse_facts(body: str, speakers: Iterable[str] = (), coding: bool = False) -> list[Fact]:
     """The facts of a Key Facts body (date-group bullets are split back into their sentences); `coding`: of a
     coding agent's session."""
     items = [i for i in bullet_items(body) if not i.startswith(("[archived]", "[⚠"))]
-    known = set(speakers) | _bullet_speakers(items)
+    dialogue = set(speakers)  # only a known dialogue speaker's head can say `replied`
+    known = dialogue | _bullet_speakers(items)
     facts: list[Fact] = []
     for item in items:
         label, rest = None, item
@@ -104,12 +122,15 @@ def parse_facts(body: str, speakers: Iterable[str] = (), coding: bool = False) -
         speaker = None
         for sent in sentences(rest) if label else [rest]:
             head = _SPEAKER_HEAD_RE.match(sent)
-            replied = False
-            if head and head.group(1) in known:
-                speaker, sent, replied = head.group(1), sent[head.end() :], bool(head.group(2))
+            reply = None if coding else _REPLY_HEAD_RE.match(sent)
+            replied = bool(reply and reply.group(1) in dialogue)
+            if replied:
+                speaker, sent = reply.group(1), sent[reply.end() :]
+            elif head and head.group(1) in known:
+                speaker, sent = head.group(1), sent[head.end() :]
             elif not label:
                 speaker = None
-            facts.append(Fact(sent, speaker, label, len(facts), coding, replied and not coding))
+            facts.append(Fact(sent, speaker, label, len(facts), coding, replied))
     return facts
 
 
@@ -126,16 +147,16 @@ def new_fact(text: str, speaker: str | None, label: str | None, order: int, codi
         text = said_words(text)
         if not text:
             return None
-    text = as_sentence(trim_filler(text))
-    fact = Fact(text, speaker, label, order, coding, replied and speaker is not None and not coding)
+    fact = Fact(as_sentence(trim_filler(text)), speaker, label, order, coding, replied)
     return fact if fact.worth >= MIN_WORTH else None
 
 
 def said_words(text: str) -> str:
-    """What a speaker of a dialogue said, as a fact keeps it: a shared photo's caption left out when the words
-    say enough by themselves (4+ words), and clauses about the talk itself (`since we last talked`) left out."""
-    bare = _CAPTION_RE.sub("", text).strip()
-    return strip_chatter(bare if len(bare.split()) >= 4 else text)
+    """What a speaker of a dialogue said, as a fact keeps it: without the caption of a photo shared with it when the
+    words, fillers aside, say enough by themselves (`MIN_WORDS`), and without what it says about the talk itself
+    (`since we last talked`, `see ya`)."""
+    bare = without_caption(text)
+    return strip_meta_talk(bare if len(trim_filler(bare).split()) >= MIN_WORDS else text)
 
 
 def render(facts: list[Fact]) -> list[str]:
@@ -156,7 +177,7 @@ def render(facts: list[Fact]) -> list[str]:
 def _group_line(facts: list[Fact]) -> str:
     parts, speaker = [], None
     for fact in facts:
-        parts.append(fact_line(fact) if fact.speaker and (fact.speaker != speaker or fact.replied) else fact.text)
+        parts.append(fact_line(fact) if fact.speaker and (fact.speaker != speaker or fact.answers) else fact.text)
         speaker = fact.speaker or speaker
     return f"{facts[0].label}{_GROUP_SEP}{' '.join(parts)}"
 

@@ -36,6 +36,17 @@ _SENT_SPLIT_RE = re.compile(r"(?<=[.!?])\s+(?=[\"'`(\[]?[A-Z0-9])")
 _MARKER_RE = re.compile(r"^\s*(?:#+\s*|>\s*|[-*+](?:\s+|$)|\d+[.)](?:\s+|$))+")
 
 
+# A dialogue speaker's name as a message or a fact starts with it: `Ada`, `Mary Ann`, `O'Brien`.
+SPEAKER_NAME = r"[A-Z][\w'’.-]{1,30}(?: [A-Z][\w'’.-]{1,30}){0,2}"
+# A shared photo as `workmem eval` stores a LoCoMo turn: `<text> [image: <caption>]`, at the end.
+_CAPTION_RE = re.compile(r"\s*\[image: (?:[^\[\]]|\[[^\]]*\])*\]\s*$")
+
+
+def without_caption(sent: str) -> str:
+    """The sentence without the caption of a photo shared with it."""
+    return _CAPTION_RE.sub("", sent)
+
+
 def is_question(sent: str) -> bool:
     """The sentence asks something."""
     return sent.rstrip().rstrip(")]").endswith("?")

@@ -26,7 +26,15 @@ from workmem.nodes.extractive.cues import (
     reports_done,
 )
 from workmem.nodes.extractive.task import TASK_PREFIX
-from workmem.nodes.extractive.text import alternation, as_sentence, clean, is_question, norm, overlaps
+from workmem.nodes.extractive.text import (
+    alternation,
+    as_sentence,
+    clean,
+    is_question,
+    norm,
+    overlaps,
+    without_caption,
+)
 from workmem.nodes.extractive.transcript import Line
 from workmem.nodes.extractive.words import PAST_WORDS
 from workmem.nodes.extractive.worth import content_words
@@ -53,7 +61,7 @@ def labelled(line: Line, text: str) -> str:
 def replies_to_question(lines: list[Line]) -> set[int]:
     """Indexes of messages that answer a question: the message right before, by another party, asks one."""
     party = {line.index: line.msg.party for line in lines}
-    asking = {line.index for line in lines if is_question(line.text)}
+    asking = {line.index for line in lines if is_question(without_caption(line.text))}
     return {i for i in party if i - 1 in asking and party[i - 1] != party[i]}
 
 

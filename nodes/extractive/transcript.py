@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from langchain_core.messages import BaseMessage
 
-from workmem.nodes.extractive.text import DATE_RE, FULL_DATE_RE, sentences
+from workmem.nodes.extractive.text import DATE_RE, FULL_DATE_RE, SPEAKER_NAME, sentences
 from workmem.nodes.extractive.words import NOT_SPEAKERS
 from workmem.nodes.formatting import (
     CALL_PREFIX,
@@ -39,7 +39,7 @@ _MARKER = _marker_pattern(CLIP_MARKER)
 _CLIP_RE = re.compile(f"^{_MARKER}$")
 _CALL_CLIP_RE = re.compile(f" {_MARKER}$")  # ends a tool call of a clipped message that kept only its head
 _PARTS_CLIP_RE = re.compile(f"^{_marker_pattern(PARTS_CLIP_MARKER)}$")
-_SPEAKER_RE = re.compile(r"^([A-Z][\w'’.-]{1,30}(?: [A-Z][\w'’.-]{1,30}){0,2}): (?=\S)")
+_SPEAKER_RE = re.compile(rf"^({SPEAKER_NAME}): (?=\S)")
 
 
 @dataclass

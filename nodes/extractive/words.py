@@ -68,8 +68,8 @@ FILLERS = (
     "wow", "oh", "hey", "yeah", "yes", "yep", "so", "well", "anyway", "btw", "by the way", "also", "as for me",
     "honestly", "guess what", "speaking of which", "you know what",
 )
-# Talking about the talk itself (`worth.strip_chatter`): `since we last TALKED`, `long time no SEE`, `it's been
-# AGES`, `SEE YA`. Such a clause says nothing a fact could be kept for; the rest of its sentence may.
+# Talk about the talk itself (`worth.strip_meta_talk`): `since we last TALKED`, `long time no see`, `it's been
+# AGES -`, a lone `SEE YA soon!`. The phrase is taken out; the rest of its sentence may still be a fact.
 TALK_VERBS = ("talked", "chatted", "chat", "spoke", "caught up", "hung out", "saw each other")
 LONG_WHILES = ("ages", "a while", "forever", "so long", "a long time")
 FAREWELLS = ("see you", "see ya", "catch you", "catch ya", "talk soon", "talk later", "talk to you soon",

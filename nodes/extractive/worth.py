@@ -28,6 +28,8 @@ from workmem.nodes.extractive.words import (
     TIME_WORDS,
 )
 
+MIN_WORDS = 4  # a shorter line is chatter, unless it answers a question (`ANSWER_MIN_WORDS`)
+ANSWER_MIN_WORDS = 2  # `The Minnesota Wolves!` answers `Which team did you sign with?`
 _DECISION_RE = re.compile(rf"\b({alternation(DECISION_CUES)})\b", re.I)
 _NUMBER_RE = re.compile(r"(?<![\w/.])\$?\d[\d,]*(?:\.\d+)?%?(?![\w/])")
 _NAME_RE = re.compile(r"(?<=[a-z0-9,;:)] )[A-Z][a-zA-Z]{2,}")
@@ -48,12 +50,15 @@ _RESULT_RE = re.compile(rf"\b(?:{alternation(RESULT_CUES)})\b", re.I)
 HEDGE_RE = re.compile(rf"^(?:{alternation(HEDGES)})\b", re.I)
 _CODE_SPAN_RE = re.compile(r"`[^`]+`")
 _PREFERENCE_RE = re.compile(rf"\b(?:{alternation(PREFERENCES)})\b", re.I)
-_CHATTER_RE = re.compile(
-    rf"\bsince (?:we|I)(?: last)? (?:{alternation(TALK_VERBS)})\b|\blong time no (?:see|chat|talk)\b"
-    rf"|\b(?:been|it's been) (?:{alternation(LONG_WHILES)})\b|\b(?:{alternation(FAREWELLS)})\b",
-    re.I,
-)
-_CLAUSE_BREAK_RE = re.compile(r"((?<=[,;:])\s+|\s+[-–—]\s+)")
+# Talk about the talk itself, as `strip_meta_talk` takes it out: the phrases, then a clause opening with how
+# long it has been, then a line that is only a farewell.
+_META_TALK_RE = re.compile(
+    rf",?\s*\bsince we(?: last)? (?:{alternation(TALK_VERBS)})\b|\blong time no (?:see|chat|talk)\b", re.I)
+_LONG_WHILE_RE = re.compile(
+    rf"^(?:[A-Z]\w+, )?(?:it's |it has )?been (?:{alternation(LONG_WHILES)})\b(?=\s*(?:[.!,;:-]|$))", re.I)
+_FAREWELL_RE = re.compile(rf"^(?:{alternation(FAREWELLS)})\b(?:\s+[\w']+){{0,2}}?(?:,?\s+[A-Z]\w+)?\W*$", re.I)
+_LOOSE_ENDS = " ,;:-–—"
+_DANGLING_RE = re.compile(r"^(?:and|but|so)\s+", re.I)
 
 
 def is_decision(sent: str) -> bool:
@@ -67,37 +72,45 @@ def content_words(sent: str) -> list[str]:
     return [w for w in words if len(w) > 2 and w.lower() not in CONTENT_STOPWORDS]
 
 
+def _capitalised(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
 def trim_filler(sent: str) -> str:
     """The sentence without leading discourse fillers (`Wow,`, `By the way,`, `Guess what -`)."""
     trimmed = _FILLER_RE.sub("", sent).strip()
-    return trimmed[:1].upper() + trimmed[1:] if len(trimmed.split()) >= 3 else sent
+    return _capitalised(trimmed) if len(trimmed.split()) >= 3 else sent
 
 
-def strip_chatter(sent: str) -> str:
-    """The sentence without its clauses about the talk itself (`Since we last talked,`, `- long time no see`);
-    '' when fewer than 4 words would be left."""
-    if not _CHATTER_RE.search(sent):
+def strip_meta_talk(sent: str) -> str:
+    """The sentence without what it says about the talk itself (`since we last talked`, `long time no see`,
+    `it's been ages`): '' for a farewell or when no content word is left, the sentence as it was when the rest
+    would be too short to stand alone (`I got married since we last talked!`)."""
+    if _FAREWELL_RE.match(sent.strip()):
+        return ""
+    rest = _META_TALK_RE.sub("", sent).strip(_LOOSE_ENDS)
+    rest = _LONG_WHILE_RE.sub("", rest).strip(_LOOSE_ENDS)
+    if rest == sent.strip(_LOOSE_ENDS):
         return sent
-    pieces = _CLAUSE_BREAK_RE.split(sent)  # clause, break, clause, …, clause
-    clauses, breaks = pieces[::2], [*pieces[1::2], ""]
-    rest = "".join(c + b for c, b in zip(clauses, breaks, strict=True) if not _CHATTER_RE.search(c))
-    rest = rest.strip(" ,;:-–—")
-    return rest[:1].upper() + rest[1:] if len(rest.split()) >= 4 else ""
+    rest = _DANGLING_RE.sub("", rest).strip(_LOOSE_ENDS)
+    if len(rest.split()) >= MIN_WORDS:
+        return _capitalised(rest)
+    return sent if content_words(rest) and _EVENT_RE.search(rest) else ""
 
 
-def fact_worth(sent: str) -> float:
+def fact_worth(sent: str, min_words: int = MIN_WORDS) -> float:
     """How much a sentence of a conversation between people is worth keeping as a fact: `sentence_worth`, and
     more when it says what someone likes (a favourite dish or film is asked about later)."""
-    worth = sentence_worth(sent)
+    worth = sentence_worth(sent, min_words)
     return worth + 1.0 * bool(_PREFERENCE_RE.search(sent)) if worth else 0.0
 
 
-def sentence_worth(sent: str) -> float:
+def sentence_worth(sent: str, min_words: int = MIN_WORDS) -> float:
     """How much a sentence is worth keeping: decisions, dates, numbers, names, events, content words.
 
-    Chatter scores low: questions, short lines, reactions, feelings, and lines about the listener.
+    Chatter scores low: questions, lines under `min_words` words, reactions, feelings, and lines about the listener.
     """
-    if is_question(sent) or len(sent.split()) < 4:
+    if is_question(sent) or len(sent.split()) < min_words:
         return 0.0
     worth = 0.5
     worth += 3.0 * bool(_DECISION_RE.search(sent))

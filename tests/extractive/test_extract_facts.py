@@ -66,6 +66,15 @@ def test_an_answer_renders_as_a_reply_and_parses_back_as_one():
     assert parsed[1].worth > fact(parsed[1].text, 1, "Ada").worth  # an answer is worth more than the same words
 
 
+def test_replied_is_read_only_after_a_dialogue_speakers_name():
+    body = "- Alice replied: we ship the API on 12 May, 2031.\n- Alice replied: the budget is $1,200."
+    for coding in (True, False):  # a coding session's or a plain chat's memory quoting a reply stays as it is
+        parsed = parse_facts(body, coding=coding)
+        assert [(f.speaker, f.answers) for f in parsed] == [(None, False), (None, False)]
+        assert body_of(render(parsed)) == body
+    assert [f.answers for f in parse_facts(body, ["Alice", "Bob"])] == [True, True]
+
+
 def test_new_fact_keeps_worthy_sentences_only():
     assert new_fact("By the way, I moved to Leeds in 2029", "Bram", None, 1) == fact(
         "I moved to Leeds in 2029.", 1, "Bram"
@@ -73,11 +82,12 @@ def test_new_fact_keeps_worthy_sentences_only():
     assert new_fact("That is so cool!", "Ada", None, 2) is None
 
 
-def test_a_fact_of_a_dialogue_keeps_what_was_said_not_the_photo_caption_or_the_chatter():
+def test_a_fact_of_a_dialogue_keeps_what_was_said_not_the_photo_caption_or_the_talk_about_the_talk():
     shared = "I finished my first screenplay last Friday! [image: a photo of a stack of papers on a desk]"
     assert new_fact(shared, "Ada", None, 1).text == "I finished my first screenplay last Friday!"
-    only_photo = "Look at this! [image: a photo of a purple and blue controller]"
-    assert said_words(only_photo) == only_photo  # the words alone say too little: the caption is what was shared
+    only_photo = "Wow, check this out! [image: a photo of a red Tesla Model 3 in a garage]"
+    assert said_words(only_photo) == only_photo  # the words alone, `Wow` aside, say too little
+    assert said_words("I finished it on Friday! [image: a [b] c]") == "I finished it on Friday!"
     moved = new_fact("Since we last talked, I moved to Leeds in 2029.", "Bram", None, 3)
     assert moved.text == "I moved to Leeds in 2029."
     assert new_fact("It's been ages since we last talked, Ada!", "Bram", None, 4) is None

@@ -8,7 +8,7 @@ from workmem.nodes.extractive.worth import (
     fact_worth,
     is_decision,
     sentence_worth,
-    strip_chatter,
+    strip_meta_talk,
     trim_filler,
 )
 
@@ -47,11 +47,22 @@ def test_a_preference_that_is_a_decision_counts_once():
 
 
 def test_talk_about_the_talk_is_stripped_and_the_rest_kept():
-    assert strip_chatter("Since we last spoke, I adopted a greyhound called Pepper.") == (
+    assert strip_meta_talk("Since we last spoke, I adopted a greyhound called Pepper.") == (
         "I adopted a greyhound called Pepper.")
-    assert strip_chatter("Long time no chat - I moved to Leeds in March!") == "I moved to Leeds in March!"
-    assert strip_chatter("I moved to Leeds, since we last talked, and I love it.") == "I moved to Leeds, and I love it."
-    assert strip_chatter("Crazy stuff's been happening since we last chatted.") == ""
-    assert strip_chatter("It's been ages since we caught up!") == ""
-    assert strip_chatter("See ya soon, Deb!") == ""
-    assert strip_chatter("We talked about the ferry to Tern Island.") == "We talked about the ferry to Tern Island."
+    assert strip_meta_talk("Long time no chat - I moved to Leeds in March!") == "I moved to Leeds in March!"
+    moved = "I moved to Leeds, since we last talked, and I love it."
+    assert strip_meta_talk(moved) == "I moved to Leeds, and I love it."
+    assert strip_meta_talk("I bought apples, pears, and oranges at Aldi since we last talked.") == (
+        "I bought apples, pears, and oranges at Aldi.")  # a list keeps its commas
+    assert strip_meta_talk("It's been ages since we caught up!") == ""
+    assert strip_meta_talk("John, been a while since we chatted.") == ""
+    assert strip_meta_talk("See ya soon, Deb!") == ""
+
+
+def test_talk_about_the_talk_leaves_real_content_alone():
+    for said in ("I got married since we last talked!",  # too short without the phrase: kept as said
+                 "I will see you at the Lisbon marathon on 3 May.", "I'll catch you when I'm in Boston.",
+                 "Since I talked to my lawyer, I sold the house in Leeds.",
+                 "I've been a long time fan of Radiohead, and I saw them in Leeds.",
+                 "We talked about the ferry to Tern Island."):
+        assert strip_meta_talk(said) == said

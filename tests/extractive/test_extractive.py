@@ -368,12 +368,23 @@ def test_a_dialogue_committed_one_message_at_a_time_keeps_speakers_and_dates():
 
 def test_the_answer_to_a_question_says_it_replied_and_outranks_an_unasked_sentence():
     chat = ["[session 1 — 9:00 am on 3 March, 2031]", "Ada: What genre is your first screenplay, Bram?",
-            "Bram: It's a mix of drama and romance. It took me two years.", "Ada: It's a mix of sun and rain here."]
+            "Bram: It's a mix of drama and romance. It took me two years.", "Ada: It's a mix of sun and rain here.",
+            "Ada: Which team did you sign with?", "Bram: The Minnesota Wolves!", "Ada: The Leeds Rhinos!"]
     stored = stored_messages([{"role": "user", "content": c} for c in chat])
     facts = run_create(format_messages(stored))["args"]["sections"]["Key Facts & Decisions"]
     assert "Bram replied: It's a mix of drama and romance." in facts  # the first sentence of the reply
     assert "Bram replied: It took me" not in facts  # the rest of the reply is no answer
     assert "sun and rain" not in facts  # the same wording, said unasked, is not worth keeping
+    assert "Bram replied: The Minnesota Wolves!" in facts  # an answer may be short
+    assert "Leeds Rhinos" not in facts  # a short line said unasked is chatter
+
+
+def test_the_answer_follows_an_acknowledgement_and_a_question_may_end_with_a_photo():
+    chat = ["[session 1 — 9:00 am on 3 March, 2031]", "Ada: What genre is it? [image: a photo of a script]",
+            "Bram: Oh yeah! It's a mix of drama and romance."]
+    stored = stored_messages([{"role": "user", "content": c} for c in chat])
+    facts = run_create(format_messages(stored))["args"]["sections"]["Key Facts & Decisions"]
+    assert "Bram replied: It's a mix of drama and romance." in facts
 
 
 def test_legacy_memory_is_carried_into_create():

@@ -43,10 +43,10 @@ CHECKS: dict[str, Callable[[str], object]] = {
     "SIDE_NOTE_KINDS": lambda w: worth.trim_filler(f"On a {w} note - we adopted a dog.") == "We adopted a dog.",
     "EVENT_VERBS": lambda w: worth._EVENT_RE.search(f"she {w} it").group() == w,
     "FEELING_WORDS": lambda w: worth._FEELING_RE.search(f"so {w} today").group() == w,
-    "TALK_VERBS": lambda w: worth.strip_chatter(f"Since we last {w}, I adopted a dog.") == "I adopted a dog."
-    and worth.strip_chatter(f"It's been busy since we {w}.") == "",
-    "LONG_WHILES": lambda w: worth.strip_chatter(f"It's been {w} - I adopted a dog.") == "I adopted a dog.",
-    "FAREWELLS": lambda w: worth.strip_chatter(f"{w.capitalize()}, Ada!") == "",
+    "TALK_VERBS": lambda w: worth.strip_meta_talk(f"Since we last {w}, I adopted a dog.") == "I adopted a dog."
+    and worth.strip_meta_talk(f"Been ages since we {w}.") == "",
+    "LONG_WHILES": lambda w: worth.strip_meta_talk(f"It's been {w} - I adopted a dog.") == "I adopted a dog.",
+    "FAREWELLS": lambda w: worth.strip_meta_talk(f"{w.capitalize()}, Ada!") == "",
     "PREFERENCES": lambda w: worth._PREFERENCE_RE.search(f"so {w} it").group() == w,
     "FIRST_PERSON": lambda w: worth._FIRST_PERSON_RE.search(f"so {w} said"),  # `I` already finds `I'm`
     "SECOND_PERSON": lambda w: worth._SECOND_PERSON_RE.search(f"so {w.upper()} said"),  # `you` finds `you're`
