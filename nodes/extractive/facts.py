@@ -1,9 +1,9 @@
 """Key Facts & Decisions for the extractive model: fact items, date groups, newest-wins consolidation.
 
 A fact is one copied sentence with who said it and the conversation date it was said on. Facts of
-one date share one bullet (`7 May, 2023 — Ann: … Bo: …`); undated facts are a bullet each. The first
-sentence of a reply to another speaker's question is the answer to it, and says so (`Bo replied: …`):
-what people are later asked about is what they were asked then. While
+one date share one bullet (`7 May, 2023 — Ann: … Bo: …`); undated facts are a bullet each. In a reply
+to another speaker's question, the first sentence past a bare reaction is the answer to it, and says so
+(`Bo replied: …`): what people are later asked about is what they were asked then. While
 the section is not oversized and every new fact fits in it, new facts are appended. Once it is
 oversized or full, or a newer fact or a correction supersedes one of its facts, the model rewrites
 it: one bullet per subject, newest value wins (a fact restated or given a new value replaces the
@@ -74,7 +74,7 @@ class Fact:
     label: str | None
     order: int
     coding: bool = False  # said in a coding agent's session: ranked by `coding_worth`
-    replied: bool = False  # the first sentence of a reply to another speaker's question (see `answers`)
+    replied: bool = False  # the answer in a reply to another speaker's question (see `answers`)
 
     @property
     def said_in_dialogue(self) -> bool:
