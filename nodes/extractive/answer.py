@@ -20,7 +20,7 @@ from typing import Any
 
 from workmem.nodes.extractive import agent_goals
 from workmem.nodes.extractive.artifacts import files, paths_in, tool_errors
-from workmem.nodes.extractive.cues import is_ack, is_issue, is_next_step, is_request
+from workmem.nodes.extractive.cues import is_ack, is_bare_reaction, is_issue, is_next_step, is_request
 from workmem.nodes.extractive.current_state import (
     SESSION_DATE_RE,
     coding_state,
@@ -46,7 +46,7 @@ from workmem.nodes.extractive.tracking import (
 )
 from workmem.nodes.extractive.trail import Trail
 from workmem.nodes.extractive.transcript import Line, Msg, block, dialogue_speakers, lines_of, parse_transcript, untag
-from workmem.nodes.extractive.worth import HEDGE_RE, REACTION_RE, is_decision
+from workmem.nodes.extractive.worth import HEDGE_RE, is_decision
 from workmem.nodes.guards import path_tokens
 from workmem.nodes.prompts import SECTIONS_HEADING
 from workmem.state.errors import InvalidInput
@@ -137,8 +137,7 @@ def _answers(lines: list[Line]) -> set[int]:
     replies = replies_to_question(lines)
     first: dict[int, Line] = {}
     for line in lines:
-        reaction = is_ack(line.text) or (REACTION_RE.match(line.text) and len(line.text.split()) <= 3)
-        if line.index in replies and not is_question(line.text) and not reaction:
+        if line.index in replies and not is_question(line.text) and not is_bare_reaction(line.text):
             first.setdefault(line.index, line)
     return {line.order for line in first.values()}
 

@@ -88,6 +88,11 @@ def is_ack(sent: str) -> bool:
     return bool(ACK_RE.match(sent)) and len(sent.split()) <= 3
 
 
+def is_bare_reaction(sent: str) -> bool:
+    """An acknowledgement or a reaction with nothing after it (`Thanks!`, `Oh yeah!`, `Wow, really?`)."""
+    return is_ack(sent) or (bool(REACTION_RE.match(sent)) and len(sent.split()) <= 3)
+
+
 def core(sent: str) -> str:
     """The sentence without greeting lead words and polite openers."""
     return POLITE_RE.sub("", LEAD_RE.sub("", sent).strip()).strip()
