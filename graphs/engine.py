@@ -83,7 +83,7 @@ log = logging.getLogger("workmem.engine")
 MAX_SEARCH_HITS = 12
 EXPORT_BATCH = 500  # seqs `iter_messages` reads at a time
 MAX_SETTING = 10_000_000
-MIN_CLIP_TOKENS = 256  # the shortest a message is clipped to in a commit transcript
+MIN_CLIP_TOKENS = 64  # the shortest a message is clipped to in the transcript of a model's trigger commit
 TRIGGER_CLIP_SHARE = 128  # a trigger commit's transcript shows at most trigger / this tokens of one message
 _SYSTEM_NOTE_TOKENS = count_tokens(SYSTEM_ADDITION)
 
@@ -355,9 +355,12 @@ class WorkingMemoryEngine:
         return self._start_for_trigger(session_id, chosen, _positive_int("threshold", threshold), wait=wait)
 
     def clip_for_trigger(self, threshold: int) -> int:
-        """How long one message may be in the transcript of a commit started for a trigger of `threshold` tokens:
-        1/128 of the trigger (a commit reads the gist of each message; the archive keeps every message whole,
-        and `archive_search` reads it there), at least 256 tokens, at most the engine's `clip_tokens`."""
+        """How long one message may be in the transcript of a commit started for a trigger of `threshold` tokens.
+        A model's: 1/128 of the trigger (a commit reads the gist of each message; the archive keeps every message
+        whole, and `archive_search` reads it there), at least 64 tokens, at most the engine's `clip_tokens`. The
+        extractive model reads for free: the engine's `clip_tokens`, as an explicit commit does."""
+        if self.model.offline:
+            return self.clip_tokens
         return min(self.clip_tokens, max(MIN_CLIP_TOKENS, threshold // TRIGGER_CLIP_SHARE))
 
     def task(self, task_id: str) -> dict[str, Any] | None:

@@ -192,6 +192,11 @@ class LazyModel:
             return model_name(self.spec)
         return EXTRACTIVE_MODEL_NAME if self.spec == "extractive" else self.spec
 
+    @property
+    def offline(self) -> bool:
+        """True for workmem's extractive model, which reads a prompt for free (no provider, no tokens billed)."""
+        return self.name == EXTRACTIVE_MODEL_NAME
+
     def get(self) -> BaseChatModel:
         """The built model; `ModelUnavailable` when it cannot be built (retried on the next call)."""
         with self._lock:

@@ -34,7 +34,7 @@ from rich.console import Console
 from rich.table import Table
 from token_fakes import CountingModel
 
-from workmem.nodes.extractive.model import ExtractiveChatModel
+from workmem.nodes.extractive.model import EXTRACTIVE_MODEL_NAME, ExtractiveChatModel
 
 DRIVE = replay.DRIVES[0]  # one invoke per user turn
 
@@ -44,9 +44,15 @@ def extractive_answer(messages: list[BaseMessage], tools: list[Any], choice: Any
     return ExtractiveChatModel()._generate(messages, tools=tools, tool_choice=choice).generations[0].message
 
 
+class OfflineCountingModel(CountingModel):
+    """The counting fake of the extractive model: named as it is, so the engine treats it as the offline model."""
+
+    model_name: str = EXTRACTIVE_MODEL_NAME
+
+
 def extractive_commit_model() -> CountingModel:
     """workmem's offline commit model, counted like the replay's other models."""
-    return CountingModel(answer=extractive_answer)
+    return OfflineCountingModel(answer=extractive_answer)
 
 
 @contextmanager

@@ -28,7 +28,7 @@ from langchain_core.messages import AIMessage
 import workmem.graphs.commit
 import workmem.nodes.generate
 from workmem.graphs.engine import WorkingMemoryEngine
-from workmem.nodes.extractive.model import ExtractiveChatModel
+from workmem.nodes.extractive.model import EXTRACTIVE_MODEL_NAME, ExtractiveChatModel
 from workmem.nodes.formatting import HEADER_RE
 from workmem.state.memory import SECTIONS, parse_sections
 from workmem.state.ops import update_tool
@@ -506,8 +506,9 @@ def test_a_model_failing_on_a_message_of_many_parts_falls_back_with_every_messag
 
 
 class PromptSpy(ExtractiveChatModel):
-    """The extractive model, keeping the text of every prompt it is sent."""
+    """The extractive model under another name (a model that bills what it reads), keeping every prompt's text."""
 
+    model_name: str = "prompt-spy"
     prompts: list[str] = []
 
     def _generate(self, messages, stop=None, run_manager=None, **kwargs):
@@ -515,15 +516,17 @@ class PromptSpy(ExtractiveChatModel):
         return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
 
 
-@pytest.mark.parametrize(("threshold", "clip"), [(64_000, 500), (8_000, 256), (10**6, 4_000)])
-def test_a_commit_a_trigger_started_clips_its_transcript_to_the_trigger(make_engine, threshold, clip):
-    # one 3,000-token tool output: whole in the archive, and in the prompt of an explicit commit (the engine's
-    # clip_tokens, 4,000), but cut to the trigger's share (1/128, at least 256) in a commit a call started
+class OfflineSpy(PromptSpy):
+    """The same spy under the extractive model's own name: the engine's offline model."""
+
+    model_name: str = EXTRACTIVE_MODEL_NAME
+
+
+def _commit_prompts_of_a_long_output(engine, model, threshold):
+    """(explicit commit's prompt, trigger commit's prompt) of a session holding one 3,000-token output."""
     body = " ".join(f"line{i}" for i in range(1500)) + " tail-marker-41"
     assert 2_500 < count_tokens(body) < 3_900
-    model = PromptSpy(prompts=[])
-    engine = make_engine(model)
-    assert engine.clip_for_trigger(threshold) == clip
+    prompts = []
     for name, commit in [("explicit", lambda s: engine.commit(s, keep_recent_count=0)),
                          ("trigger", lambda s: engine.commit_for_call(s, ("messages", 0), threshold, wait=True))]:
         engine.add_messages(name, [{"role": "user", "content": "Run the suite in tests/"},
@@ -532,13 +535,50 @@ def test_a_commit_a_trigger_started_clips_its_transcript_to_the_trigger(make_eng
         assert commit(name)["status"] == "completed"
         prompt = model.prompts[-1]
         assert "tail-marker-41" in prompt  # the tail of a clipped message is kept
-        shown = prompt[prompt.index("line0"):prompt.index("tail-marker-41")]
-        if name == "explicit" or clip >= 4_000:
-            assert "…[clipped " not in shown
-        else:
-            assert "…[clipped " in shown and count_tokens(shown) <= clip + 40
+        prompts.append(prompt[prompt.index("line0"):prompt.index("tail-marker-41")])
         archived = engine.storage.sessions.archive_messages(name, "archive_001")
         assert archived[1]["parts"][0]["text"] == body
+    return prompts
+
+
+@pytest.mark.parametrize(("threshold", "clip"), [(64_000, 500), (8_000, 64), (4_000, 64), (10**6, 4_000)])
+def test_a_model_commit_a_trigger_started_clips_its_transcript_to_the_trigger(make_engine, threshold, clip):
+    # one 3,000-token tool output: whole in the archive, and in the prompt of an explicit commit (the engine's
+    # clip_tokens, 4,000), but cut to the trigger's share (1/128, at least 64) in a commit a call started
+    model = PromptSpy(prompts=[])
+    engine = make_engine(model)
+    assert engine.clip_for_trigger(threshold) == clip
+    explicit, trigger = _commit_prompts_of_a_long_output(engine, model, threshold)
+    assert "…[clipped " not in explicit
+    if clip >= 4_000:
+        assert "…[clipped " not in trigger
+    else:
+        assert "…[clipped " in trigger and count_tokens(trigger) <= max(clip, 48) + 40
+
+
+@pytest.mark.parametrize("threshold", [8_000, 64_000])
+def test_the_offline_model_reads_a_trigger_commit_as_an_explicit_one(make_engine, threshold):
+    # reading costs the extractive model nothing: its transcript is not cut to the trigger's share
+    model = OfflineSpy(prompts=[])
+    engine = make_engine(model)
+    assert engine.model.offline and engine.clip_for_trigger(threshold) == engine.clip_tokens
+    explicit, trigger = _commit_prompts_of_a_long_output(engine, model, threshold)
+    assert trigger == explicit and "…[clipped " not in trigger
+
+
+def test_a_trigger_commit_whose_model_fails_falls_back_on_the_clipped_transcript_with_every_message_once(make_engine):
+    # a model's trigger commit at 8k reads each message cut to 64 tokens; the model failing there, the offline
+    # model commits the same clipped transcript, and the archive still holds the output whole, stored once
+    body = " ".join(f"line{i}" for i in range(1500)) + " tail-marker-41"
+    engine = make_engine(scripted(*[transport_error()] * 3))
+    assert engine.clip_for_trigger(8_000) == 64
+    engine.add_messages("s", [{"role": "user", "content": "Run the suite in tests/"},
+                              {"role": "assistant", "content": body}, {"role": "user", "content": "Next"}])
+    result = engine.commit_for_call("s", ("messages", 1), 8_000, wait=True)
+    assert result["status"] == "completed" and "extractive_fallback" in result["route"]
+    assert archive_of(engine)["model"]["degraded"] is True
+    assert engine.storage.sessions.archive_messages("s", "archive_001")[1]["parts"][0]["text"] == body
+    assert_each_message_once(engine)
 
 
 def test_archive_object_records_route_model_and_tokens(make_engine):
