@@ -357,9 +357,10 @@ class WorkingMemoryEngine:
     def clip_for_trigger(self, threshold: int) -> int:
         """How long one message may be in the transcript of a commit started for a trigger of `threshold` tokens.
         A model's: 1/128 of the trigger (a commit reads the gist of each message; the archive keeps every message
-        whole, and `archive_search` reads it there), at least 64 tokens, at most the engine's `clip_tokens`. The
-        extractive model reads for free: the engine's `clip_tokens`, as an explicit commit does."""
-        if self.model.offline:
+        whole, and `archive_search` reads it there), at least 64 tokens (a user's message: 256, see
+        `formatting.USER_CLIP_TOKENS`), at most the engine's `clip_tokens`. The extractive model reads for free:
+        the engine's `clip_tokens`, as an explicit commit does."""
+        if self.model.reads_for_free:
             return self.clip_tokens
         return min(self.clip_tokens, max(MIN_CLIP_TOKENS, threshold // TRIGGER_CLIP_SHARE))
 

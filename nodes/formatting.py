@@ -117,6 +117,7 @@ def header(message: Mapping[str, Any]) -> str:
 LONGEST_TOKEN_CHARS = 16  # of text encoded per token kept, at each end of a long text (cl100k averages ~4)
 MIN_PART_TOKENS = 48  # what each part of a clipped message keeps at least: a tool call's name and first arguments
 MIN_KEPT_PARTS = 8  # parts a clipped message keeps however small the clip
+USER_CLIP_TOKENS = 256  # a user's message is never clipped shorter: the task and its corrections are read from it
 
 
 def _ends(text: str, clip_tokens: int) -> tuple[list[int], list[int], int]:
@@ -203,20 +204,26 @@ def _fair_parts(blocks: list[tuple[str, bool]], sizes: list[int], budget: int) -
 
 
 def format_message(message: Mapping[str, Any], *, clip_tokens: int = 4000, brief_own_tools: bool = True) -> str:
-    """Render one stored message as a transcript block; an oversized body is clipped (each part to its share).
+    """Render one stored message as a transcript block; an oversized body is clipped (each part to its share; a
+    user's message to no less than `USER_CLIP_TOKENS`; a payload's synopsis, sized to the clip, never cut again).
     '' for a message of only workmem's own tool results (when `brief_own_tools`)."""
     blocks: list[tuple[str, bool]] = []  # (a part's lines, whether it is a tool call)
+    synopses = 0  # tokens of the payload synopses: sized to the clip already, never cut again
     parts = [p for p in message.get("parts") or [] if isinstance(p, Mapping)]
     for part in parts:
         if (clip_tokens > 0 and is_payload(part) and isinstance(part.get("content"), str)
                 and not (brief_own_tools and part.get(INTERNAL_FLAG))):
             lines = _payload_lines(part, message.get("seq"), clip_tokens)
+            synopses += count_tokens("\n".join(lines)) + 1
         else:
             lines = _part_lines(part, brief_own_tools)
         if lines:
             blocks.append(("\n".join(lines), part.get("type") == "tool_call"))
     if not blocks and brief_own_tools and parts and all(p.get(INTERNAL_FLAG) for p in parts):
         return ""
+    if clip_tokens > 0 and message.get("role") == "user":
+        clip_tokens = max(clip_tokens, USER_CLIP_TOKENS)
+    clip_tokens = max(clip_tokens, synopses) if clip_tokens > 0 else 0
     body = _clipped(blocks, clip_tokens) if clip_tokens > 0 and blocks else "\n".join(t for t, _ in blocks)
     return f"{header(message)}\n{body}" if body else header(message)
 

@@ -193,9 +193,9 @@ class LazyModel:
         return EXTRACTIVE_MODEL_NAME if self.spec == "extractive" else self.spec
 
     @property
-    def offline(self) -> bool:
-        """True for workmem's extractive model, which reads a prompt for free (no provider, no tokens billed)."""
-        return self.name == EXTRACTIVE_MODEL_NAME
+    def reads_for_free(self) -> bool:
+        """True for a model no provider bills — workmem's extractive model (`reads_for_free` on its class)."""
+        return self.spec == "extractive" or getattr(self.spec, "reads_for_free", False) is True
 
     def get(self) -> BaseChatModel:
         """The built model; `ModelUnavailable` when it cannot be built (retried on the next call)."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage
@@ -33,6 +33,7 @@ class ExtractiveChatModel(BaseChatModel):
     """
 
     model_name: str = EXTRACTIVE_MODEL_NAME
+    reads_for_free: ClassVar[bool] = True  # no provider bills its input: a commit need not clip what it reads
 
     @property
     def _llm_type(self) -> str:

@@ -8,7 +8,7 @@ the cases below exercise the update prompt and its fallbacks on top of a good me
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from fakes import (
@@ -28,7 +28,8 @@ from langchain_core.messages import AIMessage
 import workmem.graphs.commit
 import workmem.nodes.generate
 from workmem.graphs.engine import WorkingMemoryEngine
-from workmem.nodes.extractive.model import EXTRACTIVE_MODEL_NAME, ExtractiveChatModel
+from workmem.nodes import extractive_fallback
+from workmem.nodes.extractive.model import ExtractiveChatModel
 from workmem.nodes.formatting import HEADER_RE
 from workmem.state.memory import SECTIONS, parse_sections
 from workmem.state.ops import update_tool
@@ -506,9 +507,9 @@ def test_a_model_failing_on_a_message_of_many_parts_falls_back_with_every_messag
 
 
 class PromptSpy(ExtractiveChatModel):
-    """The extractive model under another name (a model that bills what it reads), keeping every prompt's text."""
+    """The extractive model standing in for one that bills what it reads, keeping every prompt's text."""
 
-    model_name: str = "prompt-spy"
+    reads_for_free: ClassVar[bool] = False
     prompts: list[str] = []
 
     def _generate(self, messages, stop=None, run_manager=None, **kwargs):
@@ -516,10 +517,14 @@ class PromptSpy(ExtractiveChatModel):
         return super()._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
 
 
-class OfflineSpy(PromptSpy):
-    """The same spy under the extractive model's own name: the engine's offline model."""
+def _transcript(prompt: str) -> str:
+    return prompt[prompt.index("<messages>"):prompt.index("</messages>")]
 
-    model_name: str = EXTRACTIVE_MODEL_NAME
+
+class OfflineSpy(PromptSpy):
+    """The same spy reading for free, as the extractive model does."""
+
+    reads_for_free: ClassVar[bool] = True
 
 
 def _commit_prompts_of_a_long_output(engine, model, threshold):
@@ -553,7 +558,7 @@ def test_a_model_commit_a_trigger_started_clips_its_transcript_to_the_trigger(ma
     if clip >= 4_000:
         assert "…[clipped " not in trigger
     else:
-        assert "…[clipped " in trigger and count_tokens(trigger) <= max(clip, 48) + 40
+        assert "…[clipped " in trigger and count_tokens(trigger) <= clip + 40
 
 
 @pytest.mark.parametrize("threshold", [8_000, 64_000])
@@ -561,23 +566,42 @@ def test_the_offline_model_reads_a_trigger_commit_as_an_explicit_one(make_engine
     # reading costs the extractive model nothing: its transcript is not cut to the trigger's share
     model = OfflineSpy(prompts=[])
     engine = make_engine(model)
-    assert engine.model.offline and engine.clip_for_trigger(threshold) == engine.clip_tokens
+    assert engine.model.reads_for_free and engine.clip_for_trigger(threshold) == engine.clip_tokens
     explicit, trigger = _commit_prompts_of_a_long_output(engine, model, threshold)
     assert trigger == explicit and "…[clipped " not in trigger
 
 
-def test_a_trigger_commit_whose_model_fails_falls_back_on_the_clipped_transcript_with_every_message_once(make_engine):
-    # a model's trigger commit at 8k reads each message cut to 64 tokens; the model failing there, the offline
-    # model commits the same clipped transcript, and the archive still holds the output whole, stored once
-    body = " ".join(f"line{i}" for i in range(1500)) + " tail-marker-41"
-    engine = make_engine(scripted(*[transport_error()] * 3))
+def test_a_trigger_commit_failing_midway_falls_back_on_the_clipped_transcript_with_every_message_once(make_engine,
+                                                                                                     monkeypatch):
+    # a model's trigger commit at 8k, two chunks: the first merges, the model fails on the second and the offline
+    # model commits it from the same transcript — each message cut to 64 tokens, a user's to 256 — while the
+    # archive keeps every message whole, once
+    long_said = " ".join(f"word{i}" for i in range(600)) + " said-tail-7"
+    long_output = " ".join(f"line{i}" for i in range(600)) + " output-tail-9"
+    messages = [{"role": "user", "content": "Fix the parser in src/parse.py. " + long_said},
+                {"role": "assistant", "content": "Reading it. " + long_output},
+                {"role": "user", "content": "Now the lexer. " + long_said},
+                {"role": "assistant", "content": "Reading src/lex.py. " + long_output},
+                {"role": "user", "content": "Next"}]
+    model = scripted(create_call(BASE), *[transport_error()] * 3)
+    offline = PromptSpy(prompts=[])
+    monkeypatch.setattr(extractive_fallback, "_EXTRACTIVE", offline)
+    engine = make_engine(model, chunk_tokens=400)
+    engine.add_messages("s", messages)
     assert engine.clip_for_trigger(8_000) == 64
-    engine.add_messages("s", [{"role": "user", "content": "Run the suite in tests/"},
-                              {"role": "assistant", "content": body}, {"role": "user", "content": "Next"}])
     result = engine.commit_for_call("s", ("messages", 1), 8_000, wait=True)
     assert result["status"] == "completed" and "extractive_fallback" in result["route"]
     assert archive_of(engine)["model"]["degraded"] is True
-    assert engine.storage.sessions.archive_messages("s", "archive_001")[1]["parts"][0]["text"] == body
+    first, second = model.prompt_text(0), model.prompt_text(1)
+    assert model.prompt_text(1) == model.prompt_text(3)  # every retry of the second chunk read the same prompt
+    assert _transcript(offline.prompts[-1]) == _transcript(second)  # and so did the offline model
+    for prompt, said in ((first, "Fix the parser"), (second, "Now the lexer")):
+        user_block = prompt[prompt.index(said):prompt.index("said-tail-7", prompt.index(said))]
+        assert "…[clipped " in user_block and 200 < count_tokens(user_block) <= 256 + 20
+    for prompt in (first, second):
+        assert "output-tail-9" in prompt and "line300 " not in prompt  # the head and tail of 64 tokens only
+    stored = engine.storage.sessions.archive_messages("s", "archive_001")
+    assert [m["parts"][0]["text"] for m in stored] == [m["content"] for m in messages[:4]]
     assert_each_message_once(engine)
 
 

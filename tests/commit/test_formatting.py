@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 
+import pytest
 from fakes import stored_messages
 from paths import DEMO_CONVERSATION
 
@@ -88,6 +89,17 @@ def test_clipping_keeps_head_and_tail_and_leaves_storage_alone():
     assert removed > original - 500
     assert count_tokens(block) <= 500 + 20
     assert format_message(big, clip_tokens=10**6) == format_message(big, clip_tokens=0)
+
+
+@pytest.mark.parametrize("clip", [64, 128])
+def test_a_users_message_keeps_at_least_256_tokens_under_a_small_clip(clip):
+    # what the user asked is read at 256 tokens at least; the agent's own words and outputs are cut to the clip
+    asked = msg(1, "user", {"type": "text", "text": words(1000)})
+    said = msg(2, "assistant", {"type": "text", "text": words(1000)})
+    asked_block, said_block = format_message(asked, clip_tokens=clip), format_message(said, clip_tokens=clip)
+    assert "…[clipped " in asked_block and 240 < count_tokens(asked_block) <= 256 + 20
+    assert "…[clipped " in said_block and count_tokens(said_block) <= clip + 20
+    assert format_message(asked, clip_tokens=0) == format_message(asked, clip_tokens=10**6)  # 0: not clipped
 
 
 def test_clip_text_is_identity_under_the_limit():

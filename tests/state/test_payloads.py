@@ -397,3 +397,18 @@ def test_workmem_own_large_results_stay_out_of_the_commit_transcript():
                             payloads=PayloadLimits())
     assert "content_ref" in msg["parts"][0]
     assert "y" * 100 not in format_message({**msg, "seq": 5}, clip_tokens=400)
+
+
+@pytest.mark.parametrize("clip", [64, 100, 256])
+def test_a_payload_synopsis_in_a_commit_transcript_is_never_cut_by_a_small_clip(clip):
+    # a synopsis is sized to the clip already, but never under its marker line: the clip must not cut that line
+    from workmem.nodes.formatting import format_message
+    from workmem.state.messages import normalize_message
+
+    text = "\n".join(f"tests/test_{i}.py::test_case PASSED" for i in range(12_000))
+    msg = normalize_message({"role": "tool", "tool_call_id": "c1", "name": "pytest", "content": text},
+                            payloads=PayloadLimits())
+    block = format_message({**msg, "seq": 12}, clip_tokens=clip)
+    assert "…[clipped " not in block
+    assert 'read_tool_result(ref="seq:12", offset=' in block and "chars left out here" in block
+    assert block.count("[… tool result seq:12") == 1 and block.rstrip().endswith("PASSED")
