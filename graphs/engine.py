@@ -84,7 +84,8 @@ MAX_SEARCH_HITS = 12
 EXPORT_BATCH = 500  # seqs `iter_messages` reads at a time
 MAX_SETTING = 10_000_000
 MIN_CLIP_TOKENS = 64  # the shortest a message is clipped to in the transcript of a model's trigger commit
-TRIGGER_CLIP_SHARE = 128  # a trigger commit's transcript shows at most trigger / this tokens of one message
+TRIGGER_CLIP_SHARE = 128  # a model's trigger commit clips each message to trigger / this (formatting keeps a user's
+# message and a payload's synopsis longer: `formatting._message_clip`)
 _SYSTEM_NOTE_TOKENS = count_tokens(SYSTEM_ADDITION)
 
 

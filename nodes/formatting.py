@@ -204,11 +204,11 @@ def _fair_parts(blocks: list[tuple[str, bool]], sizes: list[int], budget: int) -
 
 
 def format_message(message: Mapping[str, Any], *, clip_tokens: int = 4000, brief_own_tools: bool = True) -> str:
-    """Render one stored message as a transcript block; an oversized body is clipped (each part to its share; a
-    user's message to no less than `USER_CLIP_TOKENS`; a payload's synopsis, sized to the clip, never cut again).
-    '' for a message of only workmem's own tool results (when `brief_own_tools`)."""
+    """Render one stored message as a transcript block; an oversized body is clipped (each part to its share; see
+    `_message_clip` for what a message keeps at least). '' for a message of only workmem's own tool results (when
+    `brief_own_tools`)."""
     blocks: list[tuple[str, bool]] = []  # (a part's lines, whether it is a tool call)
-    synopses = 0  # tokens of the payload synopses: sized to the clip already, never cut again
+    synopses = 0  # tokens of the payload synopses
     parts = [p for p in message.get("parts") or [] if isinstance(p, Mapping)]
     for part in parts:
         if (clip_tokens > 0 and is_payload(part) and isinstance(part.get("content"), str)
@@ -221,11 +221,19 @@ def format_message(message: Mapping[str, Any], *, clip_tokens: int = 4000, brief
             blocks.append(("\n".join(lines), part.get("type") == "tool_call"))
     if not blocks and brief_own_tools and parts and all(p.get(INTERNAL_FLAG) for p in parts):
         return ""
-    if clip_tokens > 0 and message.get("role") == "user":
-        clip_tokens = max(clip_tokens, USER_CLIP_TOKENS)
-    clip_tokens = max(clip_tokens, synopses) if clip_tokens > 0 else 0
+    clip_tokens = _message_clip(message.get("role"), clip_tokens, synopses)
     body = _clipped(blocks, clip_tokens) if clip_tokens > 0 and blocks else "\n".join(t for t, _ in blocks)
     return f"{header(message)}\n{body}" if body else header(message)
+
+
+def _message_clip(role: Any, clip_tokens: int, synopses: int) -> int:
+    """The clip of one message (0: none): a user's message keeps `USER_CLIP_TOKENS` at least; a payload's synopsis
+    is made for the clip but never shorter than its marker line (about 110 tokens), so the clip never cuts it."""
+    if clip_tokens <= 0:
+        return 0
+    if role == "user":
+        clip_tokens = max(clip_tokens, USER_CLIP_TOKENS)
+    return max(clip_tokens, synopses)
 
 
 def _payload_lines(part: Mapping[str, Any], seq: Any, clip_tokens: int) -> list[str]:

@@ -561,6 +561,13 @@ def test_a_model_commit_a_trigger_started_clips_its_transcript_to_the_trigger(ma
         assert "…[clipped " in trigger and count_tokens(trigger) <= clip + 40
 
 
+@pytest.mark.parametrize("spec", [None, "extractive", "workmem-extractive", ExtractiveChatModel()])
+def test_the_default_offline_model_reads_for_free_whatever_names_it(root, monkeypatch, spec):
+    monkeypatch.delenv("WORKMEM_MODEL", raising=False)
+    with WorkingMemoryEngine(root=root, model=spec) as engine:
+        assert engine.model.reads_for_free and engine.clip_for_trigger(8_000) == engine.clip_tokens == 4_000
+
+
 @pytest.mark.parametrize("threshold", [8_000, 64_000])
 def test_the_offline_model_reads_a_trigger_commit_as_an_explicit_one(make_engine, threshold):
     # reading costs the extractive model nothing: its transcript is not cut to the trigger's share
