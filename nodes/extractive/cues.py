@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from workmem.nodes.extractive.text import alternation, is_question
+from workmem.nodes.extractive.text import alternation, capitalised, is_question
 from workmem.nodes.extractive.words import (
     ACKS,
     CORRECTION_OPENERS,
@@ -120,7 +120,7 @@ def as_task(sent: str) -> str:
         task = core(rest)
     if task != sent and task.endswith("?"):
         task = task[:-1].rstrip() + "."
-    return task[:1].upper() + task[1:]
+    return capitalised(task)
 
 
 def is_plan(sent: str) -> bool:

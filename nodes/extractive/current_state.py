@@ -25,7 +25,7 @@ from workmem.nodes.extractive.cues import (
 )
 from workmem.nodes.extractive.prose import is_prose, strip_label
 from workmem.nodes.extractive.task import task_of
-from workmem.nodes.extractive.text import as_sentence, clean, is_question, sentences
+from workmem.nodes.extractive.text import as_sentence, capitalised, clean, is_question, sentences
 from workmem.nodes.extractive.transcript import Line, Msg, dialogue_speakers
 from workmem.nodes.extractive.worth import HEDGE_RE
 
@@ -53,7 +53,7 @@ def title(msgs: list[Msg], legacy: str) -> str:
         return ""
     text = POLITE_RE.sub("", LEAD_RE.sub("", pick[0])).strip().rstrip(".!?:")
     text = clean(text, MAX_TITLE_CHARS).rstrip(".")
-    return text[:1].upper() + text[1:]
+    return capitalised(text)
 
 
 def known_speakers(state: str) -> list[str]:

@@ -75,6 +75,11 @@ def sentences(text: str) -> list[str]:
     return out
 
 
+def capitalised(text: str) -> str:
+    """`text` with its first letter upper-case."""
+    return text[:1].upper() + text[1:]
+
+
 def as_sentence(text: str, limit: int = MAX_ITEM_CHARS) -> str:
     """`text` cleaned and ending with sentence punctuation."""
     text = clean(text, limit)

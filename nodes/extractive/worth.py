@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from workmem.nodes.extractive.code_words import FINDING_CUES, HEDGES, RESULT_CUES
-from workmem.nodes.extractive.text import DATE_RE, alternation, is_question
+from workmem.nodes.extractive.text import DATE_RE, alternation, capitalised, is_question
 from workmem.nodes.extractive.words import (
     CONTENT_STOPWORDS,
     DECISION_CUES,
@@ -72,14 +72,10 @@ def content_words(sent: str) -> list[str]:
     return [w for w in words if len(w) > 2 and w.lower() not in CONTENT_STOPWORDS]
 
 
-def _capitalised(text: str) -> str:
-    return text[:1].upper() + text[1:]
-
-
 def trim_filler(sent: str) -> str:
     """The sentence without leading discourse fillers (`Wow,`, `By the way,`, `Guess what -`)."""
     trimmed = _FILLER_RE.sub("", sent).strip()
-    return _capitalised(trimmed) if len(trimmed.split()) >= 3 else sent
+    return capitalised(trimmed) if len(trimmed.split()) >= 3 else sent
 
 
 def strip_meta_talk(sent: str) -> str:
@@ -94,7 +90,7 @@ def strip_meta_talk(sent: str) -> str:
         return sent
     rest = _DANGLING_RE.sub("", rest).strip(_LOOSE_ENDS)
     if len(rest.split()) >= MIN_WORDS:
-        return _capitalised(rest)
+        return capitalised(rest)
     return sent if content_words(rest) and _EVENT_RE.search(rest) else ""
 
 
