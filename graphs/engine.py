@@ -84,7 +84,7 @@ MAX_SEARCH_HITS = 12
 EXPORT_BATCH = 500  # seqs `iter_messages` reads at a time
 MAX_SETTING = 10_000_000
 MIN_CLIP_TOKENS = 64  # the shortest a message is clipped to in the transcript of a model's trigger commit
-TRIGGER_CLIP_SHARE = 128  # a model's trigger commit clips each message to trigger / this (formatting keeps a user's
+TRIGGER_CLIP_SHARE = 256  # a model's trigger commit clips each message to trigger / this (formatting keeps a user's
 # message and a payload's synopsis longer: `formatting._message_clip`)
 _SYSTEM_NOTE_TOKENS = count_tokens(SYSTEM_ADDITION)
 
@@ -357,7 +357,7 @@ class WorkingMemoryEngine:
 
     def clip_for_trigger(self, threshold: int) -> int:
         """How long one message may be in the transcript of a commit started for a trigger of `threshold` tokens.
-        A model's: 1/128 of the trigger (a commit reads the gist of each message; the archive keeps every message
+        A model's: 1/256 of the trigger (a commit reads the gist of each message; the archive keeps every message
         whole, and `archive_search` reads it there), at least 64 tokens (a user's message: 256, see
         `formatting.USER_CLIP_TOKENS`), at most the engine's `clip_tokens`. The extractive model reads for free:
         the engine's `clip_tokens`, as an explicit commit does."""

@@ -130,8 +130,13 @@ def stored(engine: Any, session: str) -> list[dict[str, Any]]:
 
 
 def prompt_texts(model: Any, index: int = -1) -> list[str]:
-    """Texts of one recorded prompt after workmem's system message."""
-    return [m.text for m in model.prompts[index][1:]]
+    """Texts of one recorded prompt after its system message (workmem's note, once something is out of view)."""
+    return [m.text for m in after_system(model.prompts[index])]
+
+
+def after_system(prompt: list[Any]) -> list[Any]:
+    """A prompt's messages after its system message, if it has one."""
+    return prompt[1:] if prompt and prompt[0].type == "system" else list(prompt)
 
 
 def thread(name: str) -> dict[str, Any]:

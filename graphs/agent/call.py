@@ -24,6 +24,7 @@ from workmem.graphs.context.decision import CallFigures, figures_for
 from workmem.graphs.context.lc_messages import to_langchain_message
 from workmem.graphs.context.session_memory import SessionMemory
 from workmem.graphs.context.tool_results import Synopses, offloaded, result_part, shown_as_synopsis
+from workmem.state.messages import CLIPPED_BYTES_META
 from workmem.state.retention import resolve_keep, trigger_messages
 from workmem.state.tokens import count_tokens, encoder
 
@@ -74,6 +75,14 @@ class Prepared:
         if self.removals:
             update["messages"] = self.removals
         return Command(update=update)
+
+
+def out_of_view(memory: SessionMemory, entries: list[dict[str, Any]], stats: dict[str, Any]) -> bool:
+    """Whether some of the session is out of the call's view — archived, shown as its synopsis or clipped, or
+    dropped to fit — the only case workmem's note and tools give the agent anything to find. The decision counts
+    them either way: the call after a commit carries them."""
+    return bool(memory.archives_total or stats["messages_dropped"]
+                or any(e.get("synopsis") or CLIPPED_BYTES_META in (e.get("meta") or {}) for e in entries))
 
 
 def shrinkable(entry: dict[str, Any], exclude_tools: frozenset[str]) -> bool:

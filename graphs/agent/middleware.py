@@ -45,7 +45,17 @@ from workmem.graphs.agent.binding import (
     resolve_engine,
     session_from_run,
 )
-from workmem.graphs.agent.call import Call, Prepared, call_tokens, figures_of, shown_entries, shown_pinned, shrinkable
+from workmem.graphs.agent.call import (
+    SYSTEM_ADDITION_TOKENS,
+    Call,
+    Prepared,
+    call_tokens,
+    figures_of,
+    out_of_view,
+    shown_entries,
+    shown_pinned,
+    shrinkable,
+)
 from workmem.graphs.agent.events import emit
 from workmem.graphs.agent.fallback import last_good, remember_sent
 from workmem.graphs.agent.outcomes import report, report_background
@@ -325,10 +335,9 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         """The request with its messages replaced by workmem's context, its record, and the state update."""
         request, engine, view = call.request, call.engine, call.view
         budget = call.limit - call.own_tokens
-        memory = call.memory
+        memory, entries = call.memory, call.entries
         try:
-            assembled = assemble_context(call.entries, memory.markdown, memory.archives_total, budget,
-                                         pinned=call.pinned)
+            assembled = assemble_context(entries, memory.markdown, memory.archives_total, budget, pinned=call.pinned)
         except InvalidInput as exc:
             if exc.field != "token_budget":
                 raise
@@ -339,11 +348,14 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
                                     (call.offload_limit, call.synopsis_size), view_cap)
             assembled = assemble_context(entries, memory.markdown, memory.archives_total, budget, pinned=call.pinned)
         addition, *messages = assembled["messages"]
-        sent = self._record(call, assembled["stats"])
+        if not out_of_view(memory, entries, assembled["stats"]):
+            # nothing for workmem's note and tools to find yet: the call goes out as the agent's own
+            addition, request = None, request.override(tools=[t for t in request.tools if not self._own(t)])
+        sent = self._record(call, assembled["stats"], request, addition is not None)
         if plan is not None and plan.breaker_note:
             sent["breaker"] = plan.breaker_note
         sent["events"], sent["trigger"] = call.events, call.threshold
-        system = combine_system(request.system_message, addition)
+        system = combine_system(request.system_message, addition) if addition is not None else request.system_message
         if (self.settings.memory_message == "system" and messages
                 and messages[0].additional_kwargs.get("workmem") == "summary"):
             # the WM after the agent's prompt and workmem's note: no human message of its own, and the system
@@ -353,11 +365,13 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         return Prepared(request.override(messages=messages, system_message=system), sent,
                         self._state_removals(call), update)
 
-    def _record(self, call: Call, stats: dict[str, Any]) -> dict[str, Any]:
-        """What `workmem_last_call` says of the call."""
+    def _record(self, call: Call, stats: dict[str, Any], request: ModelRequest, noted: bool) -> dict[str, Any]:
+        """What `workmem_last_call` says of the call (`request` as it goes out; `noted`: with workmem's note)."""
         view = call.view
+        note = 0 if noted else SYSTEM_ADDITION_TOKENS
         return {"session_id": call.session_id, "budget": stats["budget"], "total_tokens": stats["total_tokens"],
-                "call_tokens": stats["total_tokens"] + call.own_tokens + call.schema_tokens,
+                "call_tokens": stats["total_tokens"] - note + call.own_tokens + self._schema_tokens(request),
+                "workmem_tools": noted,
                 "working_memory_tokens": stats["summary_tokens"], "archives_total": call.memory.archives_total,
                 "live_messages_shown": stats["messages_included"] - stats["pending_included"],
                 "unstored_messages": stats["pending_included"], "messages_dropped": stats["messages_dropped"],
@@ -484,6 +498,9 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
             if name in OWN_TOOLS and id(tool) not in ours:
                 raise InvalidInput("tools", name, "is bound twice: the middleware contributes it; drop "
                                                   "make_archive_tools or pass tools=False to the middleware")
+
+    def _own(self, tool: Any) -> bool:
+        return any(tool is t for t in self.tools)
 
     def _schema_tokens(self, request: ModelRequest) -> int:
         """Tokens of every tool schema the call carries (cached per set of tools)."""

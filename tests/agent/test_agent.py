@@ -103,9 +103,12 @@ def test_thirty_turns_with_tool_calls_and_automatic_commits(root):
         # what the model was sent: the assembled context, never orphaned, far shorter than the history
         assert model.calls == 2 * TURNS + 2
         for prompt in model.prompts:
-            assert isinstance(prompt[0], SystemMessage)
-            assert prompt[0].text.startswith(AGENT_PROMPT) and SYSTEM_ADDITION in prompt[0].text
+            assert isinstance(prompt[0], SystemMessage) and prompt[0].text.startswith(AGENT_PROMPT)
             assert pairing_problems(prompt) == []
+        noted = [SYSTEM_ADDITION in p[0].text for p in model.prompts]
+        first = noted.index(True)
+        assert model.prompts[first][1].additional_kwargs.get("workmem") == "summary"
+        assert not any(noted[:first]) and all(noted[first:]), "workmem's note joins with the first memory, and stays"
         assert max(len(p) for p in model.prompts) < engine.session_info("agent-s")["total_message_count"] / 2
         assert any(p[1].additional_kwargs.get("workmem") == "summary" for p in model.prompts[-10:])
         question_prompt = model.prompts[-2]
@@ -127,8 +130,8 @@ def test_without_a_checkpointer_the_history_comes_from_workmem(root):
         for text in ("My name is Ada.", "I live in Lyon.", "Where do I live?"):
             agent.invoke({"messages": [HumanMessage(content=text)]}, {"configurable": {"session_id": "stateless"}})
         last_prompt = model.prompts[-1]
-        assert [m.text for m in last_prompt] == [SYSTEM_ADDITION, "My name is Ada.", "First answer.",
-                                                 "I live in Lyon.", "Second answer.", "Where do I live?"]
+        assert [m.text for m in last_prompt] == ["My name is Ada.", "First answer.", "I live in Lyon.",
+                                                 "Second answer.", "Where do I live?"], "nothing out of view: no note"
         assert engine.session_info("stateless")["total_message_count"] == 6
 
 
@@ -173,7 +176,7 @@ def test_the_middleware_leaves_the_agent_history_alone(root):
         agent = create_agent(model, tools=[], middleware=[WorkingMemoryMiddleware(engine, session_id="h")])
         state = agent.invoke({"messages": [HumanMessage(content="hello")]})
         assert [m.text for m in state["messages"]] == ["hello", "ok"]
-        assert [m.text for m in model.prompts[0]] == [SYSTEM_ADDITION, "stored earlier", "hello"]
+        assert [m.text for m in model.prompts[0]] == ["stored earlier", "hello"]
 
 
 HUGE_OUTPUT_BYTES = DEFAULT_MAX_MESSAGE_BYTES + 100

@@ -13,6 +13,7 @@ import errno
 from typing import Any
 
 import pytest
+from engine_helpers import after_system
 from fakes import scripted
 from langchain.agents import create_agent
 from langchain_core.exceptions import ContextOverflowError
@@ -52,7 +53,12 @@ def tool_steps(n: int = STEPS) -> list[Any]:
 
 
 def texts(prompt: list[Any]) -> list[str]:
-    return [m.text for m in prompt[1:]]  # after the system message
+    return [m.text for m in after_system(prompt)]
+
+
+def lead(prompt: list[Any]) -> str:
+    """The text of a prompt's first message after its system message: the memory, once a commit ran."""
+    return after_system(prompt)[0].text
 
 
 def prompt_tokens(prompt: list[Any]) -> int:
@@ -76,10 +82,10 @@ def test_a_single_task_run_commits_before_the_call_that_would_cross_the_trigger(
         assert engine.session_info("task")["commit_count"] >= 1, "commits inside the one invoke"
         sizes = [prompt_tokens(p) for p in model.prompts]
         assert max(sizes) < TRIGGER, f"no call reached the trigger: {sizes}"
-        first = next(i for i, p in enumerate(model.prompts) if p[1].text.startswith(SUMMARY_MARKER))
+        first = next(i for i, p in enumerate(model.prompts) if lead(p).startswith(SUMMARY_MARKER))
         assert 0 < first < len(model.prompts) - 1
         for prompt in model.prompts[first:]:  # the task stays in view, right after the working memory
-            assert prompt[1].text.startswith(SUMMARY_MARKER) and prompt[2].text == TASK
+            assert lead(prompt).startswith(SUMMARY_MARKER) and texts(prompt)[1] == TASK
         assert engine.session_info("task")["total_message_count"] == 2 * STEPS + 2, "every message stored once"
         assert engine.archive_search("task", "M001")[0]["content"].startswith("read_file jobs/part_1.py")
 
@@ -89,7 +95,7 @@ def test_the_call_after_a_commit_carries_at_most_the_low_water_share(root):
     with WorkingMemoryEngine(root, durable=False) as engine:
         single_task(engine, model, commit_mode="sync", low_water=0.4)
         after = [prompt_tokens(p) for i, p in enumerate(model.prompts)
-                 if p[1].text.startswith(SUMMARY_MARKER) and not model.prompts[i - 1][1].text == p[1].text]
+                 if lead(p).startswith(SUMMARY_MARKER) and not lead(model.prompts[i - 1]) == lead(p)]
         assert after and all(size <= 0.4 * TRIGGER for size in after), after
 
 
@@ -114,7 +120,7 @@ def test_a_background_commit_lands_at_a_later_call_and_the_state_stays_bounded(r
         state = agent.invoke({"messages": [HumanMessage(TASK)]}, config)
         engine.wait()
         assert engine.session_info("task")["commit_count"] >= 1
-        assert any(p[1].text.startswith(SUMMARY_MARKER) for p in model.prompts), "a later call used the new WM"
+        assert any(lead(p).startswith(SUMMARY_MARKER) for p in model.prompts), "a later call used the new WM"
         assert len(state["messages"]) < 2 * STEPS + 2, "archived messages left the state (trim_state default)"
         assert all(TASK in [m.text for m in p] for p in model.prompts), "the running turn's user message stays"
 
@@ -133,10 +139,10 @@ def test_between_commits_each_call_begins_with_the_previous_calls_messages(root)
         single_task(engine, model, commit_mode="sync")
         pairs = 0
         for before, after in zip(model.prompts, model.prompts[1:], strict=False):
-            if (before[1].text.startswith(SUMMARY_MARKER), before[1].text) != (after[1].text.startswith(
-                    SUMMARY_MARKER), after[1].text):
+            if lead(before) != lead(after) and lead(after).startswith(SUMMARY_MARKER):
                 continue  # a commit changed the prefix
-            assert texts(after)[:len(texts(before))] == texts(before), "append-only between commits"
+            whole = [m.text for m in before]  # the system message included: workmem's note joins with the memory
+            assert [m.text for m in after][:len(whole)] == whole, "append-only between commits"
             pairs += 1
         assert pairs >= STEPS // 2
 

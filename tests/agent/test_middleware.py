@@ -26,7 +26,7 @@ import workmem.graphs.agent.middleware as middleware_module
 import workmem.graphs.agent.view as view_module
 from workmem.graphs.agent.middleware import WorkingMemoryMiddleware
 from workmem.graphs.agent.session_cache import ARCHIVE_TAIL
-from workmem.graphs.agent.tools import make_archive_tools
+from workmem.graphs.agent.tools import make_archive_tools, schema_tokens
 from workmem.graphs.agent.trim import archived_in_state
 from workmem.graphs.agent.view import NormalisedCache, StateView, carries_content, clip_oversized, combine_system
 from workmem.graphs.context.assemble import SYSTEM_ADDITION
@@ -271,11 +271,51 @@ def test_a_second_copy_of_an_archive_tool_is_invalid_input_naming_it(make_engine
             call_model(mw, request_for(scripted(), question, tools=[*mw.tools, foreign], session_id="s"))
         assert (err.value.field, err.value.value) == ("tools", name)
     sent, _ = call_model(mw, request_for(scripted(), question, tools=[*mw.tools, read_file], session_id="s"))
-    assert [t.name for t in sent.tools] == ["archive_search", "archive_expand", "read_tool_result", "read_file"], \
-        "ours pass"
+    assert [t.name for t in sent.tools] == ["read_file"], "ours pass (and wait until something is out of view)"
     off = WorkingMemoryMiddleware(engine, tools=False)
     sent, _ = call_model(off, request_for(scripted(), question, tools=make_archive_tools(engine), session_id="s"))
     assert [t.name for t in sent.tools] == ["archive_search", "archive_expand"], "tools=False: the caller's own"
+
+
+# -- workmem's note and tools join the call once something is out of view ---------------------------------
+
+OWN = ["archive_search", "archive_expand", "read_tool_result"]
+
+
+def test_until_something_is_archived_the_call_is_the_agents_own(make_engine):
+    engine = make_engine(committer("Discussing the orchid greenhouse."))
+    mw = WorkingMemoryMiddleware(engine)
+    first = [HumanMessage(content="The greenhouse holds orchids.", id="h1")]
+    sent, out = call_model(mw, request_for(scripted(), first, tools=[*mw.tools, read_file], session_id="s"))
+    assert [t.name for t in sent.tools] == ["read_file"] and sent.system_message.text == "Be brief."
+    record = out.command.update["workmem_last_call"]
+    assert record["workmem_tools"] is False
+    assert record["call_tokens"] == count_tokens("Be brief.") + record["total_tokens"] - count_tokens(
+        SYSTEM_ADDITION) + schema_tokens([read_file]), "the record counts what went out"
+
+    assert engine.commit("s", keep_recent_count=0)["status"] == "completed"
+    later = [*first, AIMessage(content="Noted.", id="a1"), HumanMessage(content="What grows there?", id="h2")]
+    sent, out = call_model(mw, request_for(scripted(), later, tools=[*mw.tools, read_file], session_id="s"))
+    assert [t.name for t in sent.tools] == [*OWN, "read_file"]
+    assert sent.system_message.text == f"Be brief.\n\n{SYSTEM_ADDITION}" and out.command.update[
+        "workmem_last_call"]["workmem_tools"] is True
+
+
+def test_a_result_shown_as_its_synopsis_brings_the_reader_before_any_commit(make_engine):
+    engine = make_engine(scripted())
+    mw = WorkingMemoryMiddleware(engine, offload_tokens=200)
+    step = AIMessage(content="", id="a1", tool_calls=[{"name": "read_file", "args": {"path": "big.py"}, "id": "c1",
+                                                         "type": "tool_call"}])
+    small = [HumanMessage(content="Read big.py.", id="h1"), step,
+             ToolMessage(content="x = 1\n" * 20, tool_call_id="c1", name="read_file", id="t1")]
+    sent, _ = call_model(mw, request_for(scripted(), small, tools=[*mw.tools, read_file], session_id="s"))
+    assert [t.name for t in sent.tools] == ["read_file"], "a result shown whole needs no reader"
+    large = [*small[:2], ToolMessage(content="".join(f"line_{i} = {i}\n" for i in range(400)), tool_call_id="c1",
+                                     name="read_file", id="t1")]
+    sent, _ = call_model(mw, request_for(scripted(), large, tools=[*mw.tools, read_file], session_id="t"))
+    assert "read_tool_result(" in sent.messages[-1].text, "the premise: the result went out as its synopsis"
+    assert [t.name for t in sent.tools] == [*OWN, "read_file"] and SYSTEM_ADDITION in sent.system_message.text
+    assert engine.session_info("t")["commit_count"] == 0
 
 
 # -- one model call -------------------------------------------------------------------------------------

@@ -77,7 +77,7 @@ def test_an_image_only_user_message_does_not_brick_the_thread(root):
         out = agent.invoke({"messages": [image]}, thread("img"))
         assert out["messages"][-1].text == "A cat on a sofa."
         assert agent.invoke(ask("Thanks!"), thread("img"))["messages"][-1].text == "You are welcome."
-        sent_back = model.prompts[-1][1]
+        sent_back = model.prompts[-1][0]  # nothing out of view: no system note before it
         assert sent_back.content == [image.content[0]], "the stored image comes back as the same block"
 
 

@@ -70,6 +70,7 @@ from token_layers import LangMemLayer
 
 from workmem.graphs.agent.middleware import WorkingMemoryMiddleware
 from workmem.graphs.engine import WorkingMemoryEngine
+from workmem.state.archive_object import READ_TOOL_NAME
 
 HERE = Path(__file__).resolve().parent
 DATA = Path(os.environ.get("WORKMEM_AGENT_SESSIONS", HERE.parents[2] / "shared" / "data" / "agent_sessions_dev.json"))
@@ -322,7 +323,7 @@ def run_layer(layer: str, session: Replay, trigger: int, drive: str) -> LayerRes
             if text in final:
                 result.kept += 1
                 result.kept_by_kind[probe["kind"]] = result.kept_by_kind.get(probe["kind"], 0) + 1
-            elif engine is not None and _found_by_search(engine, text):
+            elif engine is not None and READ_TOOL_NAME in agent_fake.last_tools and _found_by_search(engine, text):
                 result.searched += 1
             else:
                 result.lost += 1
@@ -353,7 +354,8 @@ def _count_parts(parts: dict[str, int], prompt: list[BaseMessage], schemas: int)
 
 def _found_by_search(engine: WorkingMemoryEngine, text: str) -> bool:
     """Whether workmem's tools reach the probe: `archive_search` (then `archive_expand`), or `read_tool_result`
-    searching the session's tool results (a live result shown as its synopsis)."""
+    searching the session's tool results (a live result shown as its synopsis). Asked only when the last call
+    carried the tools (they join a call once something is out of view)."""
     if engine.read_tool_result(SESSION, query=text[:200])["matches"]:
         return True
     for hit in engine.archive_search(SESSION, text[:200], limit=12):

@@ -153,6 +153,7 @@ class CountingModel(BaseChatModel):
     last_prompt: list[BaseMessage] = Field(default_factory=list)
     prompts_seen: list[list[BaseMessage]] = Field(default_factory=list)  # every call's messages
     last_answer: Any = None
+    last_tools: list[str] = Field(default_factory=list)  # the names of the tools bound to the last call
     clock: ClassVar[Callable[[], float]] = time.perf_counter  # what `seconds` is measured with
 
     @property
@@ -174,10 +175,18 @@ class CountingModel(BaseChatModel):
         self.calls.append((sent, out))
         self.parts.append((message_tokens([m for m in messages if m.text.startswith(MEMORY_PREFIXES)]), schemas))
         self.last_prompt = list(messages)
+        self.last_tools = [tool_name(t) for t in tools]
         self.prompts_seen.append(self.last_prompt)
         self.last_answer = reply
         self.seconds += self.clock() - start
         return ChatResult(generations=[ChatGeneration(message=reply)])
+
+
+def tool_name(tool: Any) -> str:
+    """The name of a bound tool: a tool object, or its OpenAI or plain dict form."""
+    if isinstance(tool, dict):
+        return str(tool.get("function", tool).get("name", ""))
+    return str(getattr(tool, "name", ""))
 
 
 def fixed_reply(tokens: int = 60) -> str:

@@ -546,10 +546,11 @@ def _commit_prompts_of_a_long_output(engine, model, threshold):
     return prompts
 
 
-@pytest.mark.parametrize(("threshold", "clip"), [(64_000, 500), (8_000, 64), (4_000, 64), (10**6, 4_000)])
+@pytest.mark.parametrize(("threshold", "clip"),
+                         [(64_000, 250), (32_000, 125), (8_000, 64), (4_000, 64), (2 * 10**6, 4_000)])
 def test_a_model_commit_a_trigger_started_clips_its_transcript_to_the_trigger(make_engine, threshold, clip):
     # one 3,000-token tool output: whole in the archive, and in the prompt of an explicit commit (the engine's
-    # clip_tokens, 4,000), but cut to the trigger's share (1/128, at least 64) in a commit a call started
+    # clip_tokens, 4,000), but cut to the trigger's share (1/256, at least 64) in a commit a call started
     model = PromptSpy(prompts=[])
     engine = make_engine(model)
     assert engine.clip_for_trigger(threshold) == clip

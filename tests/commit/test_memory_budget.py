@@ -9,6 +9,7 @@ to the archive; nothing is dropped. A bare merge keeps the section table and the
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import pytest
 from fakes import ScriptedToolModel, create_call, scripted, valid_update_call
@@ -17,6 +18,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from workmem.graphs.agent.middleware import WorkingMemoryMiddleware
 from workmem.graphs.agent.tools import schema_tokens
+from workmem.graphs.context.assemble import SYSTEM_ADDITION
 from workmem.nodes.extractive.answer import prompt_budgets
 from workmem.nodes.extractive.model import ExtractiveChatModel
 from workmem.nodes.merge import merge_with_spill, merge_working_memory
@@ -317,12 +319,26 @@ def test_an_agent_commit_runs_with_the_budget_of_its_trigger(make_engine, caplog
 
 
 def test_the_middleware_counts_its_own_tool_schemas_toward_the_trigger(make_engine):
-    engine = make_engine(ExtractiveChatModel(), keep=("messages", 1))
-    middleware = WorkingMemoryMiddleware(engine, session_id="t")
-    tool_tokens = schema_tokens(middleware.tools)
+    # the call after a commit carries workmem's tools, so the trigger counts them on every call — even one that
+    # goes out without them (nothing out of view yet): the same three turns commit at a trigger just under the
+    # call with the schemas, and not just over it
+    tool_tokens = schema_tokens(WorkingMemoryMiddleware(make_engine(ExtractiveChatModel())).tools)
     assert tool_tokens > 100, "the archive tools' schemas"
-    assert WorkingMemoryMiddleware(engine, tools=False).tools == []
-    agent = create_agent(scripted("Fine."), middleware=[middleware], checkpointer=InMemorySaver())
-    agent.invoke({"messages": [{"role": "user", "content": "hello"}]}, {"configurable": {"thread_id": "t"}})
-    last = agent.get_state({"configurable": {"thread_id": "t"}}).values["workmem_last_call"]
-    assert last["call_tokens"] == last["total_tokens"] + tool_tokens, "the call measured whole: tools included"
+
+    def run(tools: bool, trigger: int) -> tuple[dict[str, Any], int]:
+        engine = make_engine(ExtractiveChatModel(), keep=("messages", 1))
+        middleware = WorkingMemoryMiddleware(engine, session_id="t", tools=tools, trigger=("tokens", trigger))
+        agent = create_agent(scripted("Fine.", "Fine.", "Fine."), middleware=[middleware],
+                             checkpointer=InMemorySaver())
+        for turn in range(3):
+            agent.invoke({"messages": [{"role": "user", "content": f"Plan item {turn}: ship the exporter. " * 20}]},
+                         {"configurable": {"thread_id": "t"}})
+        last = agent.get_state({"configurable": {"thread_id": "t"}}).values["workmem_last_call"]
+        return last, engine.session_info("t")["commit_count"]
+
+    last, commits = run(False, 100_000)
+    assert commits == 0 and last["workmem_tools"] is False
+    third = last["total_tokens"]  # what the decision counted of the third call, workmem's note included
+    assert last["call_tokens"] == third - count_tokens(SYSTEM_ADDITION), "the record counts what went out"
+    assert run(True, third + tool_tokens + 10)[1] == 0
+    assert run(True, third + tool_tokens - 10)[1] == 1, "the call measured whole: workmem's tools included"
