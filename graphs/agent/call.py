@@ -24,6 +24,7 @@ from workmem.graphs.context.decision import CallFigures, figures_for
 from workmem.graphs.context.lc_messages import to_langchain_message
 from workmem.graphs.context.session_memory import SessionMemory
 from workmem.graphs.context.tool_results import Synopses, offloaded, result_part, shown_as_synopsis
+from workmem.state.archive_object import OWN_TOOLS
 from workmem.state.messages import CLIPPED_BYTES_META
 from workmem.state.retention import resolve_keep, trigger_messages
 from workmem.state.tokens import count_tokens, encoder
@@ -79,10 +80,17 @@ class Prepared:
 
 def out_of_view(memory: SessionMemory, entries: list[dict[str, Any]], stats: dict[str, Any]) -> bool:
     """Whether some of the session is out of the call's view — archived, shown as its synopsis or clipped, or
-    dropped to fit — the only case workmem's note and tools give the agent anything to find. The decision counts
-    them either way: the call after a commit carries them."""
+    dropped to fit — the only case workmem's note and tools give the agent anything to find; or the view shows a
+    call of one of those tools (a provider refuses a call of a tool the request does not declare). The decision
+    counts them either way: the call after a commit carries them."""
     return bool(memory.archives_total or stats["messages_dropped"]
-                or any(e.get("synopsis") or CLIPPED_BYTES_META in (e.get("meta") or {}) for e in entries))
+                or any(e.get("synopsis") or e.get("view_clipped") or CLIPPED_BYTES_META in (e.get("meta") or {})
+                       or _calls_own_tool(e) for e in entries))
+
+
+def _calls_own_tool(entry: dict[str, Any]) -> bool:
+    return any(p.get("type") in ("tool_call", "tool_result") and p.get("name") in OWN_TOOLS
+               for p in entry.get("parts") or ())
 
 
 def shrinkable(entry: dict[str, Any], exclude_tools: frozenset[str]) -> bool:

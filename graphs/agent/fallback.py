@@ -27,15 +27,15 @@ def remember_sent(cache: SessionCache, calls: SessionCalls, request: ModelReques
         return
     messages = list(request.state.get("messages") or [])
     cache.last_good = (prepared.request.system_message, list(prepared.request.messages),
-                       {m.id for m in messages if getattr(m, "id", None)})
+                       {m.id for m in messages if getattr(m, "id", None)}, list(prepared.request.tools))
     calls.warned.discard("storage")  # a later outage is warned about again
 
 
 def last_good(request: ModelRequest, session_id: str, exc: Exception, *, cache: SessionCache, calls: SessionCalls,
               budget: int) -> Prepared:
-    """The call as the last good one was sent, plus the state's messages that came after it (or the state's own
-    messages when there was none, or when the state dropped messages since: a cleared conversation is never
-    resent)."""
+    """The call as the last good one was sent — its system message and tools — plus the state's messages that came
+    after it (or the state's own messages and tools when there was none, or when the state dropped messages since:
+    a cleared conversation is never resent)."""
     if "storage" not in calls.warned:
         calls.warned.add("storage")
         log.warning("session %r: storage is unavailable (%s); the call goes out with the last good view and storing "
@@ -45,12 +45,12 @@ def last_good(request: ModelRequest, session_id: str, exc: Exception, *, cache: 
     present = {m.id for m in messages if getattr(m, "id", None)}
     good = cache.last_good
     if good is None or not good[2] <= present:
-        system, shown = request.system_message, messages
+        system, shown, tools = request.system_message, messages, request.tools
     else:
-        system, before, ids = good
+        system, before, ids, tools = good  # its tools too: workmem's join or stay out as they were
         shown = [*before, *(m for m in messages if getattr(m, "id", None) not in ids)]
     tokens = sum(count_tokens(m.text) for m in shown) + (count_tokens(system.text) if system else 0)
     sent: dict[str, Any] = {"session_id": session_id, "storage_unavailable": True, "events": events,
                             "budget": budget, "call_tokens": tokens, "state_messages": len(messages),
                             "messages_shown": len(shown)}
-    return Prepared(request.override(messages=shown, system_message=system), sent, [], {})
+    return Prepared(request.override(messages=shown, system_message=system, tools=tools), sent, [], {})

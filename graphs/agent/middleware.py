@@ -348,8 +348,9 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
                                     (call.offload_limit, call.synopsis_size), view_cap)
             assembled = assemble_context(entries, memory.markdown, memory.archives_total, budget, pinned=call.pinned)
         addition, *messages = assembled["messages"]
-        if not out_of_view(memory, entries, assembled["stats"]):
-            # nothing for workmem's note and tools to find yet: the call goes out as the agent's own
+        if self._tools_join(call, entries, assembled["stats"]):
+            call.cache.tools_joined = True
+        else:  # nothing for workmem's note and tools to find yet: the call goes out as the agent's own
             addition, request = None, request.override(tools=[t for t in request.tools if not self._own(t)])
         sent = self._record(call, assembled["stats"], request, addition is not None)
         if plan is not None and plan.breaker_note:
@@ -498,6 +499,14 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
             if name in OWN_TOOLS and id(tool) not in ours:
                 raise InvalidInput("tools", name, "is bound twice: the middleware contributes it; drop "
                                                   "make_archive_tools or pass tools=False to the middleware")
+
+    @staticmethod
+    def _tools_join(call: Call, entries: list[dict[str, Any]], stats: dict[str, Any]) -> bool:
+        """Whether workmem's note and tools go out: something is out of view, or they went out before on this
+        session (they stay: a prompt cache would break on each change, and the history may call them)."""
+        before = call.request.state.get("workmem_last_call") or {}
+        return (out_of_view(call.memory, entries, stats) or call.cache.tools_joined
+                or before.get("workmem_tools") is True)
 
     def _own(self, tool: Any) -> bool:
         return any(tool is t for t in self.tools)

@@ -23,11 +23,12 @@ class SessionCache:
     """One session's cached call facts."""
 
     to_trim: set[str] = field(default_factory=set)  # LangChain ids a commit archived, to leave the agent's state
-    # the system message and messages of the last call storage served, and the state's message ids then
-    last_good: tuple[Any, list[Any], set[str]] | None = None
+    # the system message, messages and tools of the last call storage served, and the state's message ids then
+    last_good: tuple[Any, list[Any], set[str], list[Any]] | None = None
     read_limit: int = MAX_READ_TOKENS  # the most one read of the read tool returns (from the trigger)
     archive_tail: tuple[tuple[Any, ...], list[dict[str, Any]]] | None = None  # (memory key, newest archived)
     archive_ids: dict[tuple[Any, str], frozenset[str]] = field(default_factory=dict)  # LangChain ids per archive
+    tools_joined: bool = False  # workmem's note and tools went out on a call: they stay (`call.out_of_view`)
 
     def ids_of(self, incarnation: Any, archive_id: str, read: Callable[[], list[dict[str, Any]]]) -> frozenset[str]:
         """The LangChain ids archive `archive_id` of this incarnation of the session holds (`read()` its messages

@@ -151,7 +151,7 @@ def clipped_entry(stored: dict[str, Any], max_bytes: int) -> dict[str, Any]:
                           max_bytes)
     if clipped["parts"] is stored["parts"]:
         return stored
-    return {**stored, "parts": clipped["parts"], "tokens": count_tokens(message_text(clipped))}
+    return {**stored, "parts": clipped["parts"], "tokens": count_tokens(message_text(clipped)), "view_clipped": True}
 
 
 class StateView:

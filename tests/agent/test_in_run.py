@@ -276,6 +276,8 @@ def test_storage_down_inside_a_run_sends_the_last_good_view_and_stores_everythin
         for i in (3, 4):
             assert f"marker M{i - 1:03d}" in "\n".join(m.text for m in model.prompts[i])
             assert texts(model.prompts[i])[:len(texts(model.prompts[2]))] == texts(model.prompts[2])
+        # with nothing out of view, workmem's tools went out on no call, the outage's included (as the last good)
+        assert [[getattr(t, "name", None) for t in b["tools"]] for b in model.bound] == [["flaky_read"]] * 7
         warnings = [r for r in caplog.records if "storage is unavailable" in r.getMessage()]
         assert len(warnings) == 1, "one WARNING for the outage"
         stored = engine.live_messages("down")

@@ -318,6 +318,63 @@ def test_a_result_shown_as_its_synopsis_brings_the_reader_before_any_commit(make
     assert engine.session_info("t")["commit_count"] == 0
 
 
+def _read_call(name: str, args: dict[str, Any], call_id: str, msg_id: str) -> AIMessage:
+    return AIMessage(content="", id=msg_id, tool_calls=[{"name": name, "args": args, "id": call_id,
+                                                         "type": "tool_call"}])
+
+
+def _profiled(limit: int) -> Any:
+    model = scripted()
+    model.profile = {"max_input_tokens": limit}
+    return model
+
+
+def test_once_joined_workmem_tools_stay_even_when_nothing_is_out_of_view_any_more(make_engine):
+    # a result previewed at a 64k limit is shown whole at 200k: the tools stay (the history calls one of them, and
+    # a prompt cache breaks on every change of the tools)
+    engine = make_engine(scripted())
+    mw = WorkingMemoryMiddleware(engine)
+    big = " ".join(f"w{i}" for i in range(3000))
+    run = [HumanMessage(content="Read big.py.", id="h1"), _read_call("read_file", {"path": "big.py"}, "c1", "a1"),
+           ToolMessage(content=big, tool_call_id="c1", name="read_file", id="t1")]
+    sent, _ = call_model(mw, request_for(_profiled(64_000), run, tools=[*mw.tools, read_file], session_id="s"))
+    assert [t.name for t in sent.tools] == [*OWN, "read_file"], "the premise: shown as its synopsis"
+    sent, out = call_model(mw, request_for(_profiled(200_000), run, tools=[*mw.tools, read_file], session_id="s"))
+    assert big in sent.messages[-1].text, "the premise: shown whole at the larger limit"
+    assert [t.name for t in sent.tools] == [*OWN, "read_file"] and out.command.update["workmem_last_call"][
+        "workmem_tools"] is True
+    # another middleware (a restart) on the thread's state: its last record says they went out
+    fresh = WorkingMemoryMiddleware(engine)
+    state = {"workmem_last_call": {"workmem_tools": True}}
+    sent, _ = call_model(fresh, request_for(_profiled(200_000), run, tools=[*fresh.tools, read_file], session_id="s",
+                                            state=state))
+    assert [t.name for t in sent.tools] == [*OWN, "read_file"]
+
+
+def test_a_history_that_calls_a_workmem_tool_carries_the_tools(make_engine):
+    # say, an old thread replayed into a new session: a provider refuses a call of a tool the request does not
+    # declare
+    engine = make_engine(scripted())
+    mw = WorkingMemoryMiddleware(engine)
+    run = [HumanMessage(content="What did we decide on retries?", id="h1"),
+           _read_call("archive_search", {"query": "retries"}, "c1", "a1"),
+           ToolMessage(content="No matches.", tool_call_id="c1", name="archive_search", id="t1")]
+    sent, _ = call_model(mw, request_for(scripted(), run, tools=[*mw.tools], session_id="s"))
+    assert [t.name for t in sent.tools] == OWN and SYSTEM_ADDITION in sent.system_message.text
+
+
+def test_a_result_clipped_to_fit_the_window_brings_the_tools_before_any_commit(make_engine):
+    engine = make_engine(scripted())
+    mw = WorkingMemoryMiddleware(engine, token_budget=8_000, exclude_tools=["read_file"])  # never a synopsis
+    rows = "\n".join(f"row {i}: value {i * 7} status ok" for i in range(6_000))
+    run = [HumanMessage(content="Read big.csv.", id="h1"), _read_call("read_file", {"path": "big.csv"}, "c1", "a1"),
+           ToolMessage(content=rows, tool_call_id="c1", name="read_file", id="t1")]
+    sent, _ = call_model(mw, request_for(scripted(), run, tools=[*mw.tools, read_file], session_id="s"))
+    assert "row 3000:" not in sent.messages[-1].text, "the premise: clipped in the view (head and tail kept)"
+    assert [t.name for t in sent.tools] == [*OWN, "read_file"]
+    assert engine.read_tool_result("s", "seq:3", query="row 3000:")["matches"], "what the tools reach"
+
+
 # -- one model call -------------------------------------------------------------------------------------
 
 def test_a_model_call_gets_the_system_note_the_memory_and_the_new_messages(make_engine):
