@@ -375,6 +375,22 @@ def test_a_result_clipped_to_fit_the_window_brings_the_tools_before_any_commit(m
     assert engine.read_tool_result("s", "seq:3", query="row 3000:")["matches"], "what the tools reach"
 
 
+def test_messages_dropped_to_fit_bring_the_tools_before_any_commit(make_engine):
+    # a trigger above the window: no commit, so the oldest turns are dropped from the view (stored, and readable
+    # with archive_expand by seq)
+    engine = make_engine(scripted())
+    mw = WorkingMemoryMiddleware(engine, token_budget=8_000, trigger=("tokens", 100_000))
+    run: list[Any] = []
+    for i in range(60):
+        run += [HumanMessage(content=f"Turn {i}: " + "the exporter retries jobs and " * 40, id=f"h{i}"),
+                AIMessage(content=f"Answer {i}.", id=f"a{i}")]
+    run.append(HumanMessage(content="Now?", id="hq"))
+    sent, out = call_model(mw, request_for(scripted(), run, tools=[*mw.tools, read_file], session_id="s"))
+    record = out.command.update["workmem_last_call"]
+    assert record["messages_dropped"] > 0 and record["archives_total"] == 0, "the premise: dropped, no commit"
+    assert [t.name for t in sent.tools] == [*OWN, "read_file"] and record["workmem_tools"] is True
+
+
 # -- one model call -------------------------------------------------------------------------------------
 
 def test_a_model_call_gets_the_system_note_the_memory_and_the_new_messages(make_engine):
