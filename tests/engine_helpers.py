@@ -158,9 +158,10 @@ def texts(messages: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-def call(tool_name: str, args: dict[str, Any], call_id: str = "call_0") -> AIMessage:
-    """An assistant message making one tool call."""
-    return AIMessage(content="", tool_calls=[{"name": tool_name, "args": args, "id": call_id, "type": "tool_call"}])
+def call(tool_name: str, args: dict[str, Any], call_id: str = "call_0", *, msg_id: str | None = None) -> AIMessage:
+    """An assistant message making one tool call (`msg_id`: its LangChain id)."""
+    return AIMessage(content="", id=msg_id,
+                     tool_calls=[{"name": tool_name, "args": args, "id": call_id, "type": "tool_call"}])
 
 
 @lc_tool

@@ -192,6 +192,7 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
                                          max_tokens=lambda session: self._caches.of(session).read_limit)
         self.tools = [*make_archive_tools(engine, session_id, default_session_id=default_session_id),
                       reader] if tools else []
+        self._own_ids = frozenset(id(t) for t in self.tools)
         self._synopses = Synopses()
         self._normalised = NormalisedCache()
         self._caches = session_caches()
@@ -493,10 +494,9 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
     def _check_tools(self, request: ModelRequest) -> None:
         if not self.tools:
             return
-        ours = {id(t) for t in self.tools}
         for tool in request.tools:
             name = getattr(tool, "name", None) or (tool.get("name") if isinstance(tool, dict) else None)
-            if name in OWN_TOOLS and id(tool) not in ours:
+            if name in OWN_TOOLS and not self._own(tool):
                 raise InvalidInput("tools", name, "is bound twice: the middleware contributes it; drop "
                                                   "make_archive_tools or pass tools=False to the middleware")
 
@@ -505,11 +505,11 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         """Whether workmem's note and tools go out: something is out of view, or they went out before on this
         session (they stay: a prompt cache would break on each change, and the history may call them)."""
         before = call.request.state.get("workmem_last_call") or {}
-        return (out_of_view(call.memory, entries, stats) or call.cache.tools_joined
-                or before.get("workmem_tools") is True)
+        return (call.cache.tools_joined or before.get("workmem_tools") is True
+                or out_of_view(call.memory, entries, stats))  # the scan last: once joined, no call pays for it
 
     def _own(self, tool: Any) -> bool:
-        return any(tool is t for t in self.tools)
+        return id(tool) in self._own_ids
 
     def _schema_tokens(self, request: ModelRequest) -> int:
         """Tokens of every tool schema the call carries (cached per set of tools)."""

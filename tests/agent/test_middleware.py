@@ -15,7 +15,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from engine_helpers import read_file
+from engine_helpers import call, read_file
 from fakes import create_call, scripted
 from langchain.agents.middleware.types import ModelRequest, ModelResponse
 from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, SystemMessage, ToolMessage
@@ -304,8 +304,7 @@ def test_until_something_is_archived_the_call_is_the_agents_own(make_engine):
 def test_a_result_shown_as_its_synopsis_brings_the_reader_before_any_commit(make_engine):
     engine = make_engine(scripted())
     mw = WorkingMemoryMiddleware(engine, offload_tokens=200)
-    step = AIMessage(content="", id="a1", tool_calls=[{"name": "read_file", "args": {"path": "big.py"}, "id": "c1",
-                                                         "type": "tool_call"}])
+    step = call("read_file", {"path": "big.py"}, "c1", msg_id="a1")
     small = [HumanMessage(content="Read big.py.", id="h1"), step,
              ToolMessage(content="x = 1\n" * 20, tool_call_id="c1", name="read_file", id="t1")]
     sent, _ = call_model(mw, request_for(scripted(), small, tools=[*mw.tools, read_file], session_id="s"))
@@ -316,11 +315,6 @@ def test_a_result_shown_as_its_synopsis_brings_the_reader_before_any_commit(make
     assert "read_tool_result(" in sent.messages[-1].text, "the premise: the result went out as its synopsis"
     assert [t.name for t in sent.tools] == [*OWN, "read_file"] and SYSTEM_ADDITION in sent.system_message.text
     assert engine.session_info("t")["commit_count"] == 0
-
-
-def _read_call(name: str, args: dict[str, Any], call_id: str, msg_id: str) -> AIMessage:
-    return AIMessage(content="", id=msg_id, tool_calls=[{"name": name, "args": args, "id": call_id,
-                                                         "type": "tool_call"}])
 
 
 def _profiled(limit: int) -> Any:
@@ -335,7 +329,7 @@ def test_once_joined_workmem_tools_stay_even_when_nothing_is_out_of_view_any_mor
     engine = make_engine(scripted())
     mw = WorkingMemoryMiddleware(engine)
     big = " ".join(f"w{i}" for i in range(3000))
-    run = [HumanMessage(content="Read big.py.", id="h1"), _read_call("read_file", {"path": "big.py"}, "c1", "a1"),
+    run = [HumanMessage(content="Read big.py.", id="h1"), call("read_file", {"path": "big.py"}, "c1", msg_id="a1"),
            ToolMessage(content=big, tool_call_id="c1", name="read_file", id="t1")]
     sent, _ = call_model(mw, request_for(_profiled(64_000), run, tools=[*mw.tools, read_file], session_id="s"))
     assert [t.name for t in sent.tools] == [*OWN, "read_file"], "the premise: shown as its synopsis"
@@ -357,7 +351,7 @@ def test_a_history_that_calls_a_workmem_tool_carries_the_tools(make_engine):
     engine = make_engine(scripted())
     mw = WorkingMemoryMiddleware(engine)
     run = [HumanMessage(content="What did we decide on retries?", id="h1"),
-           _read_call("archive_search", {"query": "retries"}, "c1", "a1"),
+           call("archive_search", {"query": "retries"}, "c1", msg_id="a1"),
            ToolMessage(content="No matches.", tool_call_id="c1", name="archive_search", id="t1")]
     sent, _ = call_model(mw, request_for(scripted(), run, tools=[*mw.tools], session_id="s"))
     assert [t.name for t in sent.tools] == OWN and SYSTEM_ADDITION in sent.system_message.text
@@ -367,7 +361,7 @@ def test_a_result_clipped_to_fit_the_window_brings_the_tools_before_any_commit(m
     engine = make_engine(scripted())
     mw = WorkingMemoryMiddleware(engine, token_budget=8_000, exclude_tools=["read_file"])  # never a synopsis
     rows = "\n".join(f"row {i}: value {i * 7} status ok" for i in range(6_000))
-    run = [HumanMessage(content="Read big.csv.", id="h1"), _read_call("read_file", {"path": "big.csv"}, "c1", "a1"),
+    run = [HumanMessage(content="Read big.csv.", id="h1"), call("read_file", {"path": "big.csv"}, "c1", msg_id="a1"),
            ToolMessage(content=rows, tool_call_id="c1", name="read_file", id="t1")]
     sent, _ = call_model(mw, request_for(scripted(), run, tools=[*mw.tools, read_file], session_id="s"))
     assert "row 3000:" not in sent.messages[-1].text, "the premise: clipped in the view (head and tail kept)"
