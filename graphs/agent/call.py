@@ -182,8 +182,9 @@ def newest_whole_tokens(entries: list[dict[str, Any]]) -> int:
 
 def figures_of(view: StateView, entries: list[dict[str, Any]], *, tokens: tuple[int, int], threshold: int,
                floor: int, limit: int, memory_budget: int, pinned_tokens: int, settings: MiddlewareSettings,
-               engine_keep: Any, engine_trigger: Any, background_running: bool) -> CallFigures:
+               engine_keep: Any, engine_trigger: Any, background_running: bool, synopsis_size: int) -> CallFigures:
     """What the commit decision reads, from a measured call (`tokens`: its whole and its fixed tokens)."""
+    shown = {e["seq"]: e["tokens"] for e in entries if "lc" not in e and "seq" in e}
     return figures_for(
         view.live, call_tokens=tokens[0], fixed_tokens=tokens[1] + memory_budget, threshold=threshold, floor=floor,
         input_limit=limit, reserve=reserve_for_reply(limit),
@@ -191,4 +192,13 @@ def figures_of(view: StateView, entries: list[dict[str, Any]], *, tokens: tuple[
         low_water=settings.low_water, max_messages=trigger_messages(settings.trigger or engine_trigger),
         pinned_tokens=pinned_tokens, background_running=background_running,
         newest_whole_tokens=newest_whole_tokens(entries),
-        shown={e["seq"]: e["tokens"] for e in entries if "lc" not in e and "seq" in e})
+        shown=shown, after_commit=after_commit(view.live, shown, size=synopsis_size, settings=settings))
+
+
+def after_commit(live: list[dict[str, Any]], shown: dict[int, int], *, size: int,
+                 settings: MiddlewareSettings) -> dict[int, int]:
+    """seq → tokens of the live tool results the call after a commit shows as their synopsis of `size` tokens:
+    every shrinkable one but the newest `keep_tool_results` (as `shown_entries` does past a commit boundary)."""
+    results = [m["seq"] for m in live if shrinkable(m, settings.exclude_tools)]
+    older = results[:max(len(results) - settings.keep_tool_results, 0)]
+    return {seq: min(shown[seq], size) for seq in older if seq in shown}

@@ -87,7 +87,7 @@ if TYPE_CHECKING:
 
 STORAGE_DOWN = (DatabaseUnavailable, OSError)  # storage that cannot be reached, read or written right now
 PINNED_TOOLS = ("write_todos",)  # LangChain's TodoListMiddleware: its newest list stays in view
-DEFAULT_PINNED_TOKENS = 600  # the archived running-turn message, shown as its first lines (the archive keeps it)
+DEFAULT_PINNED_TOKENS = 100  # the archived running-turn message, shown as its first lines (the archive keeps it)
 
 log = logging.getLogger("workmem.agent")
 
@@ -307,7 +307,7 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
                              memory_budget=engine.budget_for_trigger(threshold),
                              pinned_tokens=sum(p["tokens"] for p in pinned), settings=self.settings,
                              engine_keep=engine.keep, engine_trigger=engine.trigger,
-                             background_running=calls.background is not None)
+                             background_running=calls.background is not None, synopsis_size=size)
         return Call(request, engine, session_id, calls, cache, view, memory, limit, threshold, offload, size,
                     entries, pinned, own_tokens, schemas, figures, events, update)
 

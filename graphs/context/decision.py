@@ -23,9 +23,9 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from workmem.state.errors import InvalidInput
-from workmem.state.retention import TOKENS, Keep, covered_tokens
+from workmem.state.retention import MESSAGES, TOKENS, Keep, covered_tokens, keep_cut
 
-DEFAULT_LOW_WATER = 0.5
+DEFAULT_LOW_WATER = 0.45
 INEFFECTIVE_LIMIT = 3  # ineffective commits in a row before the breaker engages
 BREAKER_NOTE = "engaged: trigger commits pause until more tokens are stored"
 
@@ -66,6 +66,8 @@ class CallFigures:
     background_running: bool  # a background commit started by an earlier call has not been reported yet
     newest_whole_tokens: int = 0  # the newest tool results, shown whole: fixed for the low-water mark, and never
     # what makes a commit ineffective
+    kept_tokens: tuple[int, ...] = ()  # each live message as the call after a commit shows it — older tool results
+    # as their synopsis (empty: as `live_tokens`)
 
     @property
     def over_limit(self) -> bool:
@@ -100,10 +102,10 @@ class Plan:
 def figures_for(live: Sequence[dict[str, Any]], *, call_tokens: int, fixed_tokens: int, threshold: int, floor: int,
                 input_limit: int, reserve: int, keep: Keep, low_water: float, max_messages: int | None,
                 pinned_tokens: int = 0, background_running: bool = False, newest_whole_tokens: int = 0,
-                shown: dict[int, int] | None = None) -> CallFigures:
+                shown: dict[int, int] | None = None, after_commit: dict[int, int] | None = None) -> CallFigures:
     """`CallFigures` of a call whose live messages (stored, oldest first, hidden ones included) are `live`;
     `shown` (seq → tokens): what the call shows of each (a synopsis, nothing for a hidden one), else their stored
-    tokens."""
+    tokens; `after_commit` (seq → tokens): the messages the call after a commit shows smaller (else as `shown`)."""
     tokens = [m["tokens"] for m in live] if shown is None else [shown.get(m["seq"], 0) for m in live]
     roles = [m["role"] for m in live]
     return CallFigures(
@@ -111,7 +113,8 @@ def figures_for(live: Sequence[dict[str, Any]], *, call_tokens: int, fixed_token
         reserve=reserve, live_tokens=tuple(tokens), turn_starts=tuple(role == "user" for role in roles),
         newest_step_tokens=_newest_step(roles, tokens),
         pinned_tokens=pinned_tokens, keep=keep, low_water=low_water, max_messages=max_messages,
-        background_running=background_running, newest_whole_tokens=newest_whole_tokens)
+        background_running=background_running, newest_whole_tokens=newest_whole_tokens,
+        kept_tokens=() if after_commit is None else tuple(after_commit.get(m["seq"], t) for m, t in zip(live, tokens)))
 
 
 def check_low_water(low_water: Any) -> float:
@@ -135,14 +138,25 @@ def _newest_step(roles: Sequence[str], tokens: Sequence[int]) -> int:
 
 
 def choose_keep(figures: CallFigures, target: int) -> KeepChoice:
-    """The keep that leaves at most `target` tokens in the next call: the configured one, or `("tokens", n)` when
-    its window is larger than the low-water mark allows (never less than the newest step)."""
-    window = sum(figures.live_tokens) - covered_tokens(figures.live_tokens, figures.turn_starts, figures.keep)
+    """The keep that leaves at most `target` tokens in the next call: the configured one, or, when its window is
+    larger than the low-water mark allows (never less than the newest step), the newest messages that fit — the
+    window measured as the call after the commit shows it (`kept_tokens`: older tool results as their synopsis)."""
+    after = figures.kept_tokens or figures.live_tokens
+    window = sum(after) - covered_tokens(after, figures.turn_starts, figures.keep)
     allowance = max(target - figures.fixed_tokens - figures.newest_whole_tokens - figures.pinned_tokens, 0)
     allowance = max(allowance, figures.newest_step_tokens)
     capped = window > allowance
-    keep = (TOKENS, max(allowance, 0)) if capped else figures.keep
+    keep = _fitting(figures, allowance) if capped else figures.keep
     return KeepChoice(keep, covered_tokens(figures.live_tokens, figures.turn_starts, keep), capped, window, allowance)
+
+
+def _fitting(figures: CallFigures, allowance: int) -> Keep:
+    """The newest messages within `allowance` as the next call shows them: `("messages", n)` when the figures say how
+    a commit shrinks the view (the commit keeps exactly those), else `("tokens", allowance)`."""
+    if not figures.kept_tokens:
+        return (TOKENS, allowance)
+    after = figures.kept_tokens
+    return (MESSAGES, len(after) - keep_cut(after, figures.turn_starts, (TOKENS, allowance)))
 
 
 def judged(counters: Counters, call_tokens: int, threshold: int, pending: int) -> tuple[Counters, bool]:

@@ -78,6 +78,17 @@ def test_the_keep_is_capped_by_the_low_water_mark_never_below_the_newest_step():
     assert pinned.keep == ("tokens", 2_000), "the pinned user message counts in the share"
 
 
+def test_the_low_water_mark_measures_the_tail_as_the_call_after_the_commit_shows_it():
+    # one turn of ten 500-token messages; past a commit the six oldest (tool results) show as 100-token synopses
+    one_turn = figures(keep=("messages", 10), turn_starts=(True,) + (False,) * 9)
+    stored = choose_keep(one_turn, 3_500)  # 0.5 × 7 000: 2 500 tokens for the tail
+    assert stored.keep == ("tokens", 2_500) and stored.pending == 2_500, "at stored sizes five messages fit"
+    shown = choose_keep(replace(one_turn, kept_tokens=(100,) * 6 + (500,) * 4), 3_500)
+    assert shown.capped and shown.window == 2_600, "the whole tail as the next call shows it"
+    assert shown.keep == ("messages", 9) and shown.pending == 500, "as shown, nine fit: 5 × 100 + 4 × 500"
+
+
+
 def test_an_ineffective_commit_is_counted_and_three_engage_the_breaker():
     counters = Counters(check_next=True)
     for i in range(1, INEFFECTIVE_LIMIT):

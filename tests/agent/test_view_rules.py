@@ -104,6 +104,27 @@ def test_older_results_shrink_only_at_a_commit_boundary_and_the_prefix_only_grow
         assert "[… tool result seq:" in results[0].content, "an older one shrunk at the boundary"
 
 
+def test_a_commit_keeps_the_messages_that_fit_as_the_next_call_shows_them(root):
+    # older results past the boundary show as their synopsis (128 tokens at a 4 000 trigger, not 524): the low-water
+    # mark counts them so, so the commit keeps more steps in view for the same share of the trigger
+    model = scripted(*checks(12))
+    with WorkingMemoryEngine(root, durable=False, keep=("messages", 20)) as engine:
+        middleware = WorkingMemoryMiddleware(engine, trigger=("tokens", 4_000), commit_mode="sync",
+                                             keep_tool_results=1, low_water=0.7)
+        agent = create_agent(model, tools=[run_check], checkpointer=InMemorySaver(), middleware=[middleware])
+        agent.invoke({"messages": [HumanMessage("Run the checks.")]}, {"configurable": {"thread_id": "t"}})
+        first = next(n for n, p in enumerate(model.prompts) if any(m.additional_kwargs.get("workmem") == "summary"
+                                                                   for m in p))
+        results = [m for m in model.prompts[first] if isinstance(m, ToolMessage)]
+        assert len(results) >= 5, "steps whose results show as synopses stay in view (at stored sizes: two)"
+        assert all("[… tool result seq:" in m.content for m in results[:-1]) and "[…" not in results[-1].content
+        shown = sum(count_tokens(m.text) for m in model.prompts[first])
+        assert shown <= 0.7 * 4_000, "still within the low-water share"
+        seqs = [m["seq"] for a in engine.list_archives("t") for m in engine.archive_messages("t", a["archive_id"])]
+        seqs += [m["seq"] for m in engine.live_messages("t")]
+        assert seqs == list(range(1, 2 * 12 + 3)), "every message stored once, archived or live"
+
+
 def test_a_large_newest_result_does_not_trip_the_loop_breaker(root):
     @tool
     def big(i: int) -> str:

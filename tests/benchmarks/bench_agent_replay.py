@@ -31,6 +31,9 @@ each blind call once: a live agent pays at least one more round trip to look aga
 (tool schemas, system, memory, user, assistant, tool results). `WORKMEM_REPLAY_OPTIONS` (JSON) passes settings to the
 workmem row for what-ifs. workmem's row is checked against the peers of the same run (the targets below).
 Run: `python tests/benchmarks/bench_agent_replay.py [--quick] [--write-baseline]` or `run.py --only agent_replay`.
+`--sweep` instead replays the peers and workmem at each trigger × 0.9 … 1.1 and prints grounding and total + re-reads
+per trigger and their mean: where the last commit falls moves one trigger's grounding by points (docs/benchmarks.md),
+so a change of the view is judged on the mean.
 """
 
 from __future__ import annotations
@@ -96,6 +99,7 @@ RECENT_TARGET = 0.995
 REREAD_TARGET = 1.05
 TOKEN_TARGETS = {8_000: 1.05, 32_000: 1.10}
 COST_TARGETS = {8_000: 1.05, 32_000: 1.15}
+SWEEP = (0.9, 0.95, 1.0, 1.05, 1.1)  # `--sweep`: each trigger times these
 
 
 @dataclass
@@ -517,6 +521,43 @@ def run(quick: bool = False, write_baseline: bool = False) -> list[BenchRow]:
     return checked
 
 
+def sweep(quick: bool = False) -> None:
+    """Per user turn, the peers and workmem at each trigger × `SWEEP`: grounds seen, blind calls and total +
+    re-reads per trigger, their means, and workmem's mean against the best (lowest) peer's."""
+    console = Console(width=None if sys.stdout.isatty() else 250)
+    sessions = load_sessions()
+    if sessions is None:
+        console.print(f"[yellow]agent replay sweep skipped[/]: {DATA} not found")
+        return
+    layers = (*PEERS, "workmem")
+    for trigger in TRIGGERS[:1] if quick else TRIGGERS:
+        points = [round(trigger * factor) for factor in SWEEP]
+        rows = {point: {r["layer"]: r for r in measure(sessions[1:4] if quick else sessions, point, DRIVES[0],
+                                                        layers)} for point in points}
+        out = Table(title=f"grounds seen % / blind calls / total + re-reads (M) per trigger, one invoke {DRIVES[0]}")
+        for head in ("layer", *(f"{p:,}" for p in points), "mean"):
+            out.add_column(head, justify="left" if head == "layer" else "right")
+        means = {}
+        for layer in layers:
+            cells = [rows[p][layer] for p in points]
+            means[layer] = {k: statistics.fmean(c[k] for c in cells) for k in ("grounds_seen", "blind_calls",
+                                                                                "total_rereads")}
+            out.add_row(layer, *(_sweep_cell(c) for c in [*cells, means[layer]]))
+        wm, peers = means["workmem"], [means[p] for p in PEERS]
+        console.print(out)
+        console.print(f"workmem on the mean: grounds seen {100 * wm['grounds_seen']:.1f}% (best peer "
+                      f"{100 * max(p['grounds_seen'] for p in peers):.1f}%), blind calls {wm['blind_calls']:.1f} (best "
+                      f"{min(p['blind_calls'] for p in peers):.1f}), total + re-reads "
+                      f"{wm['total_rereads'] / min(p['total_rereads'] for p in peers):.3f}× the lowest peer's")
+
+
+def _sweep_cell(row: dict[str, Any]) -> str:
+    return f"{100 * row['grounds_seen']:.1f} / {row['blind_calls']:.0f} / {row['total_rereads'] / 1e6:.2f}"
+
+
 if __name__ == "__main__":
+    if "--sweep" in sys.argv:
+        sweep(quick="--quick" in sys.argv)
+        sys.exit(0)
     print_table(run(quick="--quick" in sys.argv, write_baseline="--write-baseline" in sys.argv),
                 title="agent replay")
