@@ -114,7 +114,8 @@ def figures_for(live: Sequence[dict[str, Any]], *, call_tokens: int, fixed_token
         newest_step_tokens=_newest_step(roles, tokens),
         pinned_tokens=pinned_tokens, keep=keep, low_water=low_water, max_messages=max_messages,
         background_running=background_running, newest_whole_tokens=newest_whole_tokens,
-        kept_tokens=() if after_commit is None else tuple(after_commit.get(m["seq"], t) for m, t in zip(live, tokens)))
+        kept_tokens=() if after_commit is None else tuple(after_commit.get(m["seq"], t)
+                                                          for m, t in zip(live, tokens, strict=True)))
 
 
 def check_low_water(low_water: Any) -> float:
