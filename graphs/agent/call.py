@@ -104,10 +104,9 @@ def shown_entries(entries: list[dict[str, Any]], live: list[dict[str, Any]], *, 
     """`entries` with each result over the `line` — or, up to the commit `boundary`, each result over `size` older
     than the newest `keep_tool_results` kept ones — shown as its synopsis of `size` tokens."""
     exclude = settings.exclude_tools
-    kept = [m["seq"] for m in live if m["seq"] <= boundary and shrinkable(m, exclude)]
-    newest = set(kept[-settings.keep_tool_results:])
+    older = set(shrunk_at_boundary([m for m in live if m["seq"] <= boundary], settings))
     return [offloaded(e, synopses, size)
-            if shrinkable(e, exclude) and shown_as_synopsis(e, line, size, boundary, newest) else e
+            if shrinkable(e, exclude) and shown_as_synopsis(e, line, size, older) else e
             for e in entries]
 
 
@@ -192,13 +191,12 @@ def figures_of(view: StateView, entries: list[dict[str, Any]], *, tokens: tuple[
         low_water=settings.low_water, max_messages=trigger_messages(settings.trigger or engine_trigger),
         pinned_tokens=pinned_tokens, background_running=background_running,
         newest_whole_tokens=newest_whole_tokens(entries),
-        shown=shown, after_commit=after_commit(view.live, shown, size=synopsis_size, settings=settings))
+        shown=shown, as_synopsis={seq: min(shown[seq], synopsis_size)
+                                  for seq in shrunk_at_boundary(view.live, settings) if seq in shown})
 
 
-def after_commit(live: list[dict[str, Any]], shown: dict[int, int], *, size: int,
-                 settings: MiddlewareSettings) -> dict[int, int]:
-    """seq → tokens of the live tool results the call after a commit shows as their synopsis of `size` tokens:
-    every shrinkable one but the newest `keep_tool_results` (as `shown_entries` does past a commit boundary)."""
+def shrunk_at_boundary(live: list[dict[str, Any]], settings: MiddlewareSettings) -> list[int]:
+    """Seqs of the live tool results a commit boundary shows as their synopsis (when over its size): every
+    shrinkable one but the newest `keep_tool_results`."""
     results = [m["seq"] for m in live if shrinkable(m, settings.exclude_tools)]
-    older = results[:max(len(results) - settings.keep_tool_results, 0)]
-    return {seq: min(shown[seq], size) for seq in older if seq in shown}
+    return results[:max(len(results) - settings.keep_tool_results, 0)]

@@ -151,7 +151,8 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
                 `("fraction", f)` of the input limit); default the engine's.
             trigger: when a commit is due (`("tokens", n)`, `("fraction", f)`, `("messages", n)` or a list of
                 them); default the engine's.
-            low_water: the share of the trigger the call after a commit may carry, in (0, 1).
+            low_water: the share of the trigger the call after a commit may carry, its kept tail measured as that
+                call shows it (older tool results as their synopsis), in (0, 1); default 0.5.
             commit_mode: "background" (commit while the call goes out; wait only when over the input limit) or
                 "sync" (commit first).
             trim_state: archived messages leave the agent's state (its checkpoints stay bounded).
@@ -164,7 +165,7 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
             memory_message: "human" (the working memory in a message of its own) or "system" (inside the system
                 message, for chat templates that need strict user/assistant alternation).
             pinned_tokens: once a commit archived the running turn's user message, it stays in view after the
-                memory as its first lines within this many tokens (default 600; None: whole).
+                memory as its first lines within this many tokens (default 100; None: whole).
             pinned_tools: tools whose newest call and result stay in view after the memory once a commit archived
                 them (default `write_todos`: `TodoListMiddleware`'s list survives commits).
             forget_on_remove: live stored messages the state drops lose their text too

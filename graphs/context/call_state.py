@@ -96,8 +96,8 @@ def warn_capped_keep(session_id: str, calls: SessionCalls, configured: Keep, cho
     if choice.capped and "keep" not in calls.warned:
         calls.warned.add("keep")
         log.warning("session %r: the keep window %s (%d tokens) is larger than the low-water mark allows (%d tokens); "
-                    "commits keep %s instead", session_id, list(configured), choice.window, choice.allowance,
-                    list(choice.keep))
+                    "this commit keeps %s (each commit sizes its own)", session_id, list(configured), choice.window,
+                    choice.allowance, list(choice.keep))
 
 
 def call_states() -> BoundedSessions[SessionCalls]:

@@ -9,7 +9,9 @@ each rule is there.
 - **Due**: the call reaches the trigger and the commit would cover at least the floor (a quarter of the trigger
   by default) — or a `("messages", n)` trigger counts n live messages and anything lies outside the keep window.
 - **Low-water mark**: the keep a commit uses leaves the next call at most `low_water` × the trigger, but never
-  less than the newest step (the call about to go out answers it).
+  less than the newest step (the call about to go out answers it). The middleware measures the kept tail as the
+  call after the commit shows it (older tool results as their synopsis), in whole tool groups, never beyond the
+  configured keep and never covering less than the floor where the tail at today's sizes would cover it.
 - **No compaction loop**: after a commit, the next call says whether it helped. Three ineffective commits in a
   row engage the breaker; trigger commits then wait until pending tokens grew by the floor.
 - **A commit already running**: a background commit a call started is never joined by a second one; over the input
@@ -24,8 +26,9 @@ from typing import Any, Literal
 
 from workmem.state.errors import InvalidInput
 from workmem.state.retention import MESSAGES, TOKENS, Keep, covered_tokens, keep_cut
+from workmem.state.turns import message_units
 
-DEFAULT_LOW_WATER = 0.45
+DEFAULT_LOW_WATER = 0.5
 INEFFECTIVE_LIMIT = 3  # ineffective commits in a row before the breaker engages
 BREAKER_NOTE = "engaged: trigger commits pause until more tokens are stored"
 
@@ -67,7 +70,8 @@ class CallFigures:
     newest_whole_tokens: int = 0  # the newest tool results, shown whole: fixed for the low-water mark, and never
     # what makes a commit ineffective
     kept_tokens: tuple[int, ...] = ()  # each live message as the call after a commit shows it — older tool results
-    # as their synopsis (empty: as `live_tokens`)
+    # as their synopsis (empty: not known, the tail is measured as `live_tokens`)
+    unit_starts: tuple[int, ...] = ()  # where each tool group or single message starts (a commit never splits one)
 
     @property
     def over_limit(self) -> bool:
@@ -102,10 +106,10 @@ class Plan:
 def figures_for(live: Sequence[dict[str, Any]], *, call_tokens: int, fixed_tokens: int, threshold: int, floor: int,
                 input_limit: int, reserve: int, keep: Keep, low_water: float, max_messages: int | None,
                 pinned_tokens: int = 0, background_running: bool = False, newest_whole_tokens: int = 0,
-                shown: dict[int, int] | None = None, after_commit: dict[int, int] | None = None) -> CallFigures:
+                shown: dict[int, int] | None = None, as_synopsis: dict[int, int] | None = None) -> CallFigures:
     """`CallFigures` of a call whose live messages (stored, oldest first, hidden ones included) are `live`;
     `shown` (seq → tokens): what the call shows of each (a synopsis, nothing for a hidden one), else their stored
-    tokens; `after_commit` (seq → tokens): the messages the call after a commit shows smaller (else as `shown`)."""
+    tokens; `as_synopsis` (seq → tokens): the results the call after a commit shows as their synopsis."""
     tokens = [m["tokens"] for m in live] if shown is None else [shown.get(m["seq"], 0) for m in live]
     roles = [m["role"] for m in live]
     return CallFigures(
@@ -114,8 +118,9 @@ def figures_for(live: Sequence[dict[str, Any]], *, call_tokens: int, fixed_token
         newest_step_tokens=_newest_step(roles, tokens),
         pinned_tokens=pinned_tokens, keep=keep, low_water=low_water, max_messages=max_messages,
         background_running=background_running, newest_whole_tokens=newest_whole_tokens,
-        kept_tokens=() if after_commit is None else tuple(after_commit.get(m["seq"], t)
-                                                          for m, t in zip(live, tokens, strict=True)))
+        kept_tokens=() if as_synopsis is None else tuple(as_synopsis.get(m["seq"], t)
+                                                         for m, t in zip(live, tokens, strict=True)),
+        unit_starts=() if as_synopsis is None else tuple(lo for lo, _hi in message_units(live)))
 
 
 def check_low_water(low_water: Any) -> float:
@@ -138,26 +143,34 @@ def _newest_step(roles: Sequence[str], tokens: Sequence[int]) -> int:
     return sum(tokens)
 
 
-def choose_keep(figures: CallFigures, target: int) -> KeepChoice:
+def choose_keep(figures: CallFigures, target: int, *, as_shown: bool = True) -> KeepChoice:
     """The keep that leaves at most `target` tokens in the next call: the configured one, or, when its window is
-    larger than the low-water mark allows (never less than the newest step), the newest messages that fit — the
-    window measured as the call after the commit shows it (`kept_tokens`: older tool results as their synopsis)."""
-    after = figures.kept_tokens or figures.live_tokens
-    window = sum(after) - covered_tokens(after, figures.turn_starts, figures.keep)
+    larger than the low-water mark allows (never less than the newest step), `("tokens", allowance)` — or, when the
+    figures say how a commit shrinks the view (`kept_tokens`) and `as_shown`, the newest messages that fit as the
+    next call shows them (`_fitting_as_shown`)."""
+    window = sum(figures.live_tokens) - covered_tokens(figures.live_tokens, figures.turn_starts, figures.keep)
     allowance = max(target - figures.fixed_tokens - figures.newest_whole_tokens - figures.pinned_tokens, 0)
     allowance = max(allowance, figures.newest_step_tokens)
     capped = window > allowance
-    keep = _fitting(figures, allowance) if capped else figures.keep
+    keep = (TOKENS, max(allowance, 0)) if capped else figures.keep
+    if capped and as_shown and figures.kept_tokens:
+        keep = _fitting_as_shown(figures, keep)
     return KeepChoice(keep, covered_tokens(figures.live_tokens, figures.turn_starts, keep), capped, window, allowance)
 
 
-def _fitting(figures: CallFigures, allowance: int) -> Keep:
-    """The newest messages within `allowance` as the next call shows them: `("messages", n)` when the figures say how
-    a commit shrinks the view (the commit keeps exactly those), else `("tokens", allowance)`."""
-    if not figures.kept_tokens:
-        return (TOKENS, allowance)
-    after = figures.kept_tokens
-    return (MESSAGES, len(after) - keep_cut(after, figures.turn_starts, (TOKENS, allowance)))
+def _fitting_as_shown(figures: CallFigures, at_today: Keep) -> Keep:
+    """`("messages", n)`: the newest whole units (tool groups, single messages) within the allowance of `at_today`
+    (a tokens keep) as the next call shows them — never more than the configured keep leaves, and covering at least
+    the floor whenever `at_today` does (the commit must still take something off the call)."""
+    live, units = figures.live_tokens, figures.unit_starts or tuple(range(len(figures.live_tokens)))
+    today = keep_cut(live, figures.turn_starts, at_today)
+    configured = keep_cut(live, figures.turn_starts, figures.keep)
+    configured = max((u for u in units if u <= configured), default=0)  # the engine keeps a split group whole
+    cut = max(keep_cut(figures.kept_tokens, figures.turn_starts, at_today, boundaries=units), configured)
+    floor = max(figures.floor, 1)
+    if sum(live[:cut]) < floor:
+        cut = next((u for u in units if cut < u <= today and sum(live[:u]) >= floor), max(cut, today))
+    return (MESSAGES, len(live) - cut)
 
 
 def judged(counters: Counters, call_tokens: int, threshold: int, pending: int) -> tuple[Counters, bool]:
@@ -210,5 +223,5 @@ def _due(figures: CallFigures, pending: int) -> bool:
 
 def decide_overflow(figures: CallFigures, overflowed_tokens: int) -> KeepChoice:
     """After a context-length refusal of a call of `overflowed_tokens`: the keep of the one commit that aims
-    under it (and under the trigger)."""
-    return choose_keep(figures, int(figures.low_water * min(figures.threshold, overflowed_tokens)))
+    under it (and under the trigger), measured at today's sizes: a refused call must shrink for sure."""
+    return choose_keep(figures, int(figures.low_water * min(figures.threshold, overflowed_tokens)), as_shown=False)

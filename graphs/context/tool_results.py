@@ -110,14 +110,14 @@ class Synopses:
         return value
 
 
-def shown_as_synopsis(entry: dict[str, Any], line: int, size: int, shrink_upto: int, keep: set[int]) -> bool:
+def shown_as_synopsis(entry: dict[str, Any], line: int, size: int, shrunk: set[int]) -> bool:
     """Whether a stored context entry goes out as its synopsis (of `size` tokens): a tool result over the `line`,
-    or one over `size` a commit boundary shrank (seq ≤ `shrink_upto`, not among the newest kept ones `keep`)."""
+    or one over `size` a commit boundary shrank (its seq in `shrunk`)."""
     if "lc" in entry or entry.get("role") != "tool" or result_part(entry) is None:
         return False
     if entry["tokens"] > line:
         return True
-    return entry["tokens"] > size and entry["seq"] <= shrink_upto and entry["seq"] not in keep
+    return entry["tokens"] > size and entry["seq"] in shrunk
 
 
 def offloaded(entry: dict[str, Any], synopses: Synopses, limit_tokens: int) -> dict[str, Any]:

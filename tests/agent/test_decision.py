@@ -80,14 +80,24 @@ def test_the_keep_is_capped_by_the_low_water_mark_never_below_the_newest_step():
 
 def test_the_low_water_mark_measures_the_tail_as_the_call_after_the_commit_shows_it():
     # one turn of ten 500-token messages; past a commit the six oldest (tool results) show as 100-token synopses
-    one_turn = figures(keep=("messages", 10), turn_starts=(True,) + (False,) * 9)
-    stored = choose_keep(one_turn, 3_500)  # 0.5 × 7 000: 2 500 tokens for the tail
-    assert stored.keep == ("tokens", 2_500) and stored.pending == 2_500, "at stored sizes five messages fit"
-    shown = choose_keep(replace(one_turn, kept_tokens=(100,) * 6 + (500,) * 4), 3_500)
-    assert shown.capped and shown.window == 2_600, "the whole tail as the next call shows it"
-    assert shown.keep == ("messages", 9) and shown.pending == 500, "as shown, nine fit: 5 × 100 + 4 × 500"
+    one_turn = figures(keep=("messages", 10), turn_starts=(True,) + (False,) * 9, floor=500)
+    today = choose_keep(one_turn, 3_500)  # 0.5 × 7 000 less 1 000 fixed: 2 500 tokens for the tail
+    assert today.keep == ("tokens", 2_500) and today.pending == 2_500, "at today's sizes five messages fit"
+    shown = replace(one_turn, kept_tokens=(100,) * 6 + (500,) * 4)
+    choice = choose_keep(shown, 3_500)
+    assert choice.capped and choice.keep == ("messages", 9) and choice.pending == 500, "as shown: 5 × 100 + 4 × 500"
+    assert choose_keep(replace(shown, keep=("messages", 7)), 3_500).keep == ("messages", 7), "never past the keep"
+    floor = choose_keep(replace(shown, floor=2_000), 3_500)
+    assert floor.keep == ("messages", 6) and floor.pending == 2_000, "the commit still covers the floor"
+    assert decide_overflow(shown, 7_000).keep == ("tokens", 2_500), "a refused call shrinks at today's sizes"
 
 
+def test_the_tail_as_shown_keeps_tool_groups_whole():
+    # messages 4-7 are a call with three results; 8-9 the newest step. Within 1 400 tokens as shown, a cut at 7
+    # would split the group (and the engine would keep it whole: 2 300 tokens); the cut falls before the step
+    grouped = figures(keep=("messages", 10), turn_starts=(True,) + (False,) * 9, floor=500, newest_step_tokens=600,
+                      kept_tokens=(100,) * 5 + (500,) * 3 + (100, 500), unit_starts=(0, 1, 2, 3, 4, 8))
+    assert choose_keep(grouped, 2_400).keep == ("messages", 2)
 
 def test_an_ineffective_commit_is_counted_and_three_engage_the_breaker():
     counters = Counters(check_next=True)

@@ -113,12 +113,12 @@ def test_the_demo_takes_the_keep_and_trigger_syntax_of_every_command(tmp_path, c
     from workmem.graphs.cli import main
 
     root = tmp_path / "wm"
-    # a trigger the low-water mark leaves room under for two turns (a smaller one caps the keep to tokens)
-    assert main(["--root", str(root), "demo", "--keep", "turns:2", "--trigger", "tokens:8000", "--json"]) == 0
+    # a trigger the low-water mark leaves room under for three turns (a smaller one caps the keep to tokens)
+    assert main(["--root", str(root), "demo", "--keep", "turns:3", "--trigger", "tokens:8000", "--json"]) == 0
     summary = json.loads(capsys.readouterr().out)
     assert summary["commits"] and all(c["status"] == "completed" for c in summary["commits"])
     archive = json.loads(next((root / "sessions").glob("demo/history/archive_001/archive.json")).read_text())
-    assert archive["preserved_tail"]["keep"] == ["turns", 2]
+    assert archive["preserved_tail"]["keep"] == ["turns", 3]
 
 
 @pytest.mark.parametrize("argv", [["--threshold", "-5"], ["--trigger", "tokens:-5"], ["--trigger", "messages:5"],
