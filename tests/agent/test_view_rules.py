@@ -125,6 +125,20 @@ def test_a_commit_keeps_the_messages_that_fit_as_the_next_call_shows_them(root):
         assert seqs == list(range(1, 2 * 12 + 3)), "every message stored once, archived or live"
 
 
+def test_a_call_over_the_trigger_commits_even_when_the_keep_fits_as_shown(root):
+    # keep 20 messages fits the low-water share once older results count as synopses; the commit must still come
+    # at the trigger (covering at least the floor), or every call after it grows past the trigger
+    model = scripted(*checks(30))
+    with WorkingMemoryEngine(root, durable=False, keep=("messages", 20)) as engine:
+        middleware = WorkingMemoryMiddleware(engine, trigger=("tokens", 4_000), commit_mode="sync",
+                                             keep_tool_results=1, low_water=0.7)
+        agent = create_agent(model, tools=[run_check], checkpointer=InMemorySaver(), middleware=[middleware])
+        agent.invoke({"messages": [HumanMessage("Run the checks.")]}, {"configurable": {"thread_id": "t"}})
+        sizes = [sum(count_tokens(m.text) for m in prompt) for prompt in model.prompts]
+        assert engine.session_info("t")["commit_count"] >= 4
+        assert max(sizes) <= 4_000 + count_tokens(output(0)), f"a call grew past the trigger: {max(sizes)}"
+
+
 def test_a_large_newest_result_does_not_trip_the_loop_breaker(root):
     @tool
     def big(i: int) -> str:
