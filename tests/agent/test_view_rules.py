@@ -6,6 +6,7 @@ that names nothing of what it leaves out."""
 from __future__ import annotations
 
 import re
+from contextlib import contextmanager
 
 import pytest
 from fakes import scripted
@@ -56,6 +57,19 @@ def sent_result(prompt: list, call_id: str) -> str | None:
     return next((m.content for m in prompt if isinstance(m, ToolMessage) and m.tool_call_id == call_id), None)
 
 
+@contextmanager
+def checks_run(root, steps: int, *, keep: tuple[str, int], low_water: float):
+    """(model, engine) after an agent called `run_check` `steps` times at a 4 000-token trigger, commits in sync,
+    only the newest result kept whole past a commit."""
+    model = scripted(*checks(steps))
+    with WorkingMemoryEngine(root, durable=False, keep=keep) as engine:
+        middleware = WorkingMemoryMiddleware(engine, trigger=("tokens", 4_000), commit_mode="sync",
+                                             keep_tool_results=1, low_water=low_water)
+        agent = create_agent(model, tools=[run_check], checkpointer=InMemorySaver(), middleware=[middleware])
+        agent.invoke({"messages": [HumanMessage("Run the checks.")]}, {"configurable": {"thread_id": "t"}})
+        yield model, engine
+
+
 @pytest.mark.parametrize("mode", ["sync", "background"])
 def test_the_call_after_a_result_under_the_line_carries_it_whole(root, mode):
     model = scripted(*checks(3))
@@ -81,12 +95,7 @@ def test_a_result_over_the_line_is_previewed_with_its_reference(root):
 
 
 def test_older_results_shrink_only_at_a_commit_boundary_and_the_prefix_only_grows_between(root):
-    model = scripted(*checks(12))
-    with WorkingMemoryEngine(root, durable=False, keep=("messages", 8)) as engine:
-        middleware = WorkingMemoryMiddleware(engine, trigger=("tokens", 4_000), commit_mode="sync",
-                                             keep_tool_results=1, low_water=0.9)
-        agent = create_agent(model, tools=[run_check], checkpointer=InMemorySaver(), middleware=[middleware])
-        agent.invoke({"messages": [HumanMessage("Run the checks.")]}, {"configurable": {"thread_id": "t"}})
+    with checks_run(root, 12, keep=("messages", 8), low_water=0.9) as (model, engine):
         assert engine.session_info("t")["commit_count"] >= 1, "the premise: a commit ran"
         memories = [next((m.text for m in p if m.additional_kwargs.get("workmem") == "summary"), "")
                     for p in model.prompts]
@@ -107,12 +116,7 @@ def test_older_results_shrink_only_at_a_commit_boundary_and_the_prefix_only_grow
 def test_a_commit_keeps_the_messages_that_fit_as_the_next_call_shows_them(root):
     # older results past the boundary show as their synopsis (128 tokens at a 4 000 trigger, not 524): the low-water
     # mark counts them so, so the commit keeps more steps in view for the same share of the trigger
-    model = scripted(*checks(12))
-    with WorkingMemoryEngine(root, durable=False, keep=("messages", 20)) as engine:
-        middleware = WorkingMemoryMiddleware(engine, trigger=("tokens", 4_000), commit_mode="sync",
-                                             keep_tool_results=1, low_water=0.7)
-        agent = create_agent(model, tools=[run_check], checkpointer=InMemorySaver(), middleware=[middleware])
-        agent.invoke({"messages": [HumanMessage("Run the checks.")]}, {"configurable": {"thread_id": "t"}})
+    with checks_run(root, 12, keep=("messages", 20), low_water=0.7) as (model, engine):
         first = next(n for n, p in enumerate(model.prompts) if any(m.additional_kwargs.get("workmem") == "summary"
                                                                    for m in p))
         results = [m for m in model.prompts[first] if isinstance(m, ToolMessage)]
@@ -128,12 +132,7 @@ def test_a_commit_keeps_the_messages_that_fit_as_the_next_call_shows_them(root):
 def test_a_call_over_the_trigger_commits_even_when_the_keep_fits_as_shown(root):
     # keep 20 messages fits the low-water share once older results count as synopses; the commit must still come
     # at the trigger (covering at least the floor), or every call after it grows past the trigger
-    model = scripted(*checks(30))
-    with WorkingMemoryEngine(root, durable=False, keep=("messages", 20)) as engine:
-        middleware = WorkingMemoryMiddleware(engine, trigger=("tokens", 4_000), commit_mode="sync",
-                                             keep_tool_results=1, low_water=0.7)
-        agent = create_agent(model, tools=[run_check], checkpointer=InMemorySaver(), middleware=[middleware])
-        agent.invoke({"messages": [HumanMessage("Run the checks.")]}, {"configurable": {"thread_id": "t"}})
+    with checks_run(root, 30, keep=("messages", 20), low_water=0.7) as (model, engine):
         sizes = [sum(count_tokens(m.text) for m in prompt) for prompt in model.prompts]
         assert engine.session_info("t")["commit_count"] >= 4
         assert max(sizes) <= 4_000 + count_tokens(output(0)), f"a call grew past the trigger: {max(sizes)}"
