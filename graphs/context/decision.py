@@ -72,6 +72,7 @@ class CallFigures:
     kept_tokens: tuple[int, ...] = ()  # each live message as the call after a commit shows it — older tool results
     # as their synopsis (empty: not known, the tail is measured as `live_tokens`)
     unit_starts: tuple[int, ...] = ()  # where each tool group or single message starts (a commit never splits one)
+    newest_step_start: int | None = None  # where the newest step starts (None: the last message)
 
     @property
     def over_limit(self) -> bool:
@@ -120,7 +121,8 @@ def figures_for(live: Sequence[dict[str, Any]], *, call_tokens: int, fixed_token
         background_running=background_running, newest_whole_tokens=newest_whole_tokens,
         kept_tokens=() if as_synopsis is None else tuple(as_synopsis.get(m["seq"], t)
                                                          for m, t in zip(live, tokens, strict=True)),
-        unit_starts=() if as_synopsis is None else tuple(lo for lo, _hi in message_units(live)))
+        unit_starts=() if as_synopsis is None else tuple(lo for lo, _hi in message_units(live)),
+        newest_step_start=next((i for i in range(len(roles) - 1, -1, -1) if roles[i] != "tool"), 0))
 
 
 def check_low_water(low_water: Any) -> float:
@@ -160,17 +162,24 @@ def choose_keep(figures: CallFigures, target: int, *, as_shown: bool = True) -> 
 
 def _fitting_as_shown(figures: CallFigures, at_today: Keep) -> Keep:
     """`("messages", n)`: the newest whole units (tool groups, single messages) within the allowance of `at_today`
-    (a tokens keep) as the next call shows them — never more than the configured keep leaves, and covering at least
-    the floor whenever `at_today` does (the commit must still take something off the call)."""
-    live, units = figures.live_tokens, figures.unit_starts or tuple(range(len(figures.live_tokens)))
-    today = keep_cut(live, figures.turn_starts, at_today)
-    configured = keep_cut(live, figures.turn_starts, figures.keep)
-    configured = max((u for u in units if u <= configured), default=0)  # the engine keeps a split group whole
-    cut = max(keep_cut(figures.kept_tokens, figures.turn_starts, at_today, boundaries=units), configured)
+    (a tokens keep) as the next call shows them — never more than the configured keep leaves, covering at least the
+    floor whenever `at_today` does (the commit must still take something off the call), never the newest step. Every
+    cut is a unit start, so the engine covers exactly what `pending` counts."""
+    live, starts = figures.live_tokens, figures.turn_starts
+    units = figures.unit_starts or tuple(range(len(live)))
+    today = keep_cut(live, starts, at_today, boundaries=units)
+    configured = keep_cut(live, starts, figures.keep, boundaries=units)
+    if figures.keep[0] == MESSAGES:  # the engine keeps a group the count splits whole
+        configured = max((u for u in units if u <= configured), default=0)
+    cut = max(keep_cut(figures.kept_tokens, starts, at_today, boundaries=units), configured)
     floor = max(figures.floor, 1)
-    if sum(live[:cut]) < floor:
-        cut = next((u for u in units if cut < u <= today and sum(live[:u]) >= floor), max(cut, today))
-    return (MESSAGES, len(live) - cut)
+    if sum(live[:cut]) < floor:  # further, at a turn start or inside the newest turn, up to where today's cut is
+        newest_turn = max((i for i, start in enumerate(starts) if start), default=0)
+        further = (u for u in units if cut < u <= today and (starts[u] or u >= newest_turn))
+        cut = next((u for u in further if sum(live[:u]) >= floor), max(cut, today))
+    newest = len(live) - 1 if figures.newest_step_start is None else figures.newest_step_start
+    step = max((u for u in units if u <= newest), default=0)
+    return (MESSAGES, len(live) - min(cut, step))
 
 
 def judged(counters: Counters, call_tokens: int, threshold: int, pending: int) -> tuple[Counters, bool]:

@@ -18,9 +18,11 @@ from workmem.graphs.context.decision import (
     choose_keep,
     decide,
     decide_overflow,
+    figures_for,
     judged,
     newest_step_tokens,
 )
+from workmem.state.turns import choose_covered_range
 
 
 def figures(**changes) -> CallFigures:
@@ -139,3 +141,25 @@ def test_the_newest_step_is_a_tool_call_with_its_results():
     assert newest_step_tokens(live) == 90
     assert newest_step_tokens(live[:2]) == 20
     assert newest_step_tokens([{"role": "tool", "tokens": 5}]) == 5
+
+
+def _stored(seq, role, tokens, calls=(), answers=None):
+    parts = [{"type": "tool_call", "id": c, "name": "t"} for c in calls]
+    if answers:
+        parts = [{"type": "tool_result", "tool_call_id": answers, "name": "t", "content": "x"}]
+    return {"seq": seq, "role": role, "tokens": tokens, "parts": parts}
+
+
+def test_a_commit_due_as_shown_covers_what_it_counts_in_whole_groups():
+    # a running turn (its user message archived): a call with three 1 000-token results, then one more step; as
+    # shown only the oldest result shrinks, so the tail fits and covers under the floor — the cut moves further,
+    # to a group start (inside the group the engine would keep the group whole and cover nothing)
+    live = [_stored(10, "assistant", 50, ("a", "b", "c")), _stored(11, "tool", 1_000, answers="a"),
+            _stored(12, "tool", 1_000, answers="b"), _stored(13, "tool", 1_000, answers="c"),
+            _stored(14, "assistant", 50, ("d",)), _stored(15, "tool", 300, answers="d")]
+    shown = figures_for(live, call_tokens=8_500, fixed_tokens=1_000, threshold=8_000, floor=1_000,
+                        input_limit=100_000, reserve=10_000, keep=("messages", 10), low_water=0.5,
+                        max_messages=None, as_synopsis={11: 100})
+    plan = decide(shown, Counters(), sync=True)
+    assert plan.action == "commit" and plan.keep.keep == ("messages", 2) and plan.keep.pending == 3_050
+    assert choose_covered_range(live, plan.keep.keep) == (10, 13), "the engine covers what pending counts"
