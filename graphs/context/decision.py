@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from itertools import accumulate
 from typing import Any, Literal
 
 from workmem.state.errors import InvalidInput
@@ -113,16 +114,17 @@ def figures_for(live: Sequence[dict[str, Any]], *, call_tokens: int, fixed_token
     tokens; `as_synopsis` (seq → tokens): the results the call after a commit shows as their synopsis."""
     tokens = [m["tokens"] for m in live] if shown is None else [shown.get(m["seq"], 0) for m in live]
     roles = [m["role"] for m in live]
+    step = _step_start(roles)
     return CallFigures(
         call_tokens=call_tokens, fixed_tokens=fixed_tokens, threshold=threshold, floor=floor, input_limit=input_limit,
         reserve=reserve, live_tokens=tuple(tokens), turn_starts=tuple(role == "user" for role in roles),
-        newest_step_tokens=_newest_step(roles, tokens),
+        newest_step_tokens=sum(tokens[step:]),
         pinned_tokens=pinned_tokens, keep=keep, low_water=low_water, max_messages=max_messages,
         background_running=background_running, newest_whole_tokens=newest_whole_tokens,
         kept_tokens=() if as_synopsis is None else tuple(as_synopsis.get(m["seq"], t)
                                                          for m, t in zip(live, tokens, strict=True)),
         unit_starts=() if as_synopsis is None else tuple(lo for lo, _hi in message_units(live)),
-        newest_step_start=next((i for i in range(len(roles) - 1, -1, -1) if roles[i] != "tool"), 0))
+        newest_step_start=step)
 
 
 def check_low_water(low_water: Any) -> float:
@@ -135,14 +137,12 @@ def check_low_water(low_water: Any) -> float:
 def newest_step_tokens(live: Sequence[dict[str, Any]]) -> int:
     """Tokens of the newest step of the live messages: the last message, or, when it answers a tool call, the
     assistant message that made the call and everything after it."""
-    return _newest_step([m["role"] for m in live], [m["tokens"] for m in live])
+    return sum(m["tokens"] for m in live[_step_start([m["role"] for m in live]):])
 
 
-def _newest_step(roles: Sequence[str], tokens: Sequence[int]) -> int:
-    for i in range(len(roles) - 1, -1, -1):
-        if roles[i] != "tool":
-            return sum(tokens[i:])
-    return sum(tokens)
+def _step_start(roles: Sequence[str]) -> int:
+    """Where the newest step starts: the last message that is not a tool result (0 when every one is)."""
+    return next((i for i in range(len(roles) - 1, -1, -1) if roles[i] != "tool"), 0)
 
 
 def choose_keep(figures: CallFigures, target: int, *, as_shown: bool = True) -> KeepChoice:
@@ -172,11 +172,11 @@ def _fitting_as_shown(figures: CallFigures, at_today: Keep) -> Keep:
     if figures.keep[0] == MESSAGES:  # the engine keeps a group the count splits whole
         configured = max((u for u in units if u <= configured), default=0)
     cut = max(keep_cut(figures.kept_tokens, starts, at_today, boundaries=units), configured)
-    floor = max(figures.floor, 1)
-    if sum(live[:cut]) < floor:  # further, at a turn start or inside the newest turn, up to where today's cut is
+    floor, covered = max(figures.floor, 1), list(accumulate(live, initial=0))  # covered[u]: tokens before u
+    if covered[cut] < floor:  # further, at a turn start or inside the newest turn, up to where today's cut is
         newest_turn = max((i for i, start in enumerate(starts) if start), default=0)
         further = (u for u in units if cut < u <= today and (starts[u] or u >= newest_turn))
-        cut = next((u for u in further if sum(live[:u]) >= floor), max(cut, today))
+        cut = next((u for u in further if covered[u] >= floor), max(cut, today))
     newest = len(live) - 1 if figures.newest_step_start is None else figures.newest_step_start
     step = max((u for u in units if u <= newest), default=0)
     return (MESSAGES, len(live) - min(cut, step))
