@@ -1,14 +1,15 @@
 """Key Facts & Decisions for the extractive model: fact items, date groups, newest-wins consolidation.
 
 A fact is one copied sentence with who said it and the conversation date it was said on. Facts of
-one date share one bullet (`7 May, 2023 — Ann: … Bo: …`); undated facts are a bullet each. In a reply
+one date share one bullet, each speaker's together and each voice named once (`7 May, 2023 — Ann: … …
+Ann replied: … Bo: …`); undated facts are a bullet each. In a reply
 to another speaker's question, the first sentence past a bare reaction is the answer to it, and says so
 (`Bo replied: …`): what people are later asked about is what they were asked then. While
 the section is not oversized and every new fact fits in it, new facts are appended. Once it is
 oversized or full, or a newer fact or a correction supersedes one of its facts, the model rewrites
 it: one bullet per subject, newest value wins (a fact restated or given a new value replaces the
 older one, a fact a correction rejects leaves), then the facts worth most per token are kept within
-25 bullets and a token target under the section's budget (3 000 tokens at the section table). The rewrite is checked
+25 bullets and the section's budget (3 000 tokens at the section table), filled pass after pass. The rewrite is checked
 against the Key Facts guard before it is sent (bullet ratio and anchor coverage), keeping back old
 facts that carry names, dates and numbers until it passes.
 """
@@ -54,6 +55,7 @@ _SPECIFIC_WORD_WORTH = 0.3
 _REPLY_WORTH = 1.0  # the answer to a question raises a dialogue fact's worth
 _REPLIED = " replied"
 _MIN_COVERAGE = 0.72
+_MAX_PASSES = 6
 _GROUP_SEP = " — "
 _GROUP_RE = re.compile(r"^(.{4,40}?) — (.+)$")
 _SPEAKER_HEAD_RE = re.compile(rf"^({SPEAKER_NAME}): (?=\S)")
@@ -119,17 +121,16 @@ def parse_facts(body: str, speakers: Iterable[str] = (), coding: bool = False) -
         group = _GROUP_RE.match(item)
         if group and DATE_RE.search(group.group(1)):
             label, rest = group.group(1), group.group(2)
-        speaker = None
+        speaker, replied = None, False  # a sentence without a head continues the one before it
         for sent in sentences(rest) if label else [rest]:
             head = _SPEAKER_HEAD_RE.match(sent)
             reply = None if coding else _REPLY_HEAD_RE.match(sent)
-            replied = bool(reply and reply.group(1) in dialogue)
-            if replied:
-                speaker, sent = reply.group(1), sent[reply.end() :]
+            if reply and reply.group(1) in dialogue:
+                speaker, replied, sent = reply.group(1), True, sent[reply.end() :]
             elif head and head.group(1) in known:
-                speaker, sent = head.group(1), sent[head.end() :]
+                speaker, replied, sent = head.group(1), False, sent[head.end() :]
             elif not label:
-                speaker = None
+                speaker, replied = None, False
             facts.append(Fact(sent, speaker, label, len(facts), coding, replied))
     return facts
 
@@ -175,10 +176,17 @@ def render(facts: list[Fact]) -> list[str]:
 
 
 def _group_line(facts: list[Fact]) -> str:
-    parts, speaker = [], None
+    """One date's facts, each speaker's together (statements, then answers), a head only where who speaks or
+    whether it is an answer changes: `7 May, 2023 — Ann: … … Ann replied: … Bo: …`."""
+    first_seen: dict[str | None, int] = {}
     for fact in facts:
-        parts.append(fact_line(fact) if fact.speaker and (fact.speaker != speaker or fact.answers) else fact.text)
-        speaker = fact.speaker or speaker
+        first_seen.setdefault(fact.speaker, len(first_seen))
+    parts, voice = [], (None, False)
+    for fact in sorted(facts, key=lambda f: (first_seen[f.speaker], f.answers, f.order)):
+        same_voice = (fact.speaker, fact.answers) == voice
+        parts.append(fact_line(fact) if fact.speaker and not same_voice else fact.text)
+        if fact.speaker:
+            voice = (fact.speaker, fact.answers)
     return f"{facts[0].label}{_GROUP_SEP}{' '.join(parts)}"
 
 
@@ -255,20 +263,27 @@ def _rank(facts: list[Fact], among: Sequence[Fact]) -> list[Fact]:
 def select(facts: list[Fact], budget: int, max_bullets: int, pinned: Sequence[Fact] = ()) -> list[Fact]:
     """The pinned facts plus the best of `facts` (worth per token) within `budget` tokens and `max_bullets`."""
     chosen = list(pinned)
-    ranked = _rank([f for f in facts if f not in chosen], among=chosen)
-    for _ in range(2):  # estimates count a speaker name per fact; a second pass spends what grouping saved
+    taken = set(chosen)
+    ranked = [(f, _cost(f)) for f in _rank([f for f in facts if f not in taken], among=chosen)]
+    for _ in range(_MAX_PASSES):  # estimates count a speaker name per fact; each pass spends what grouping saved
         room = budget - count_tokens(body_of(render(chosen)))
         labels = {f.label for f in chosen}
         bullets = len(render(chosen))
-        for fact in ranked:
+        added = len(chosen)
+        for fact, cost in ranked:
             new_label = fact.label is None or fact.label not in labels
-            cost = _cost(fact) + (count_tokens(fact.label or "") + 3 if new_label else 0)
-            if fact in chosen or cost > room or (new_label and bullets >= max_bullets):
+            cost += count_tokens(fact.label or "") + 3 if new_label else 0
+            if fact in taken or cost > room or (new_label and bullets >= max_bullets):
                 continue
             chosen.append(fact)
+            taken.add(fact)
             room -= cost
             bullets += new_label
             labels.add(fact.label)
+        if len(chosen) == added:
+            break
+    while len(chosen) > len(pinned) and count_tokens(body_of(render(chosen))) > budget:
+        chosen.pop()  # an estimate fell short: the last fact taken, the least worth of its pass, goes
     return sorted(chosen, key=lambda f: f.order)
 
 
@@ -298,8 +313,9 @@ def _restore_anchors(old_body: str, chosen: list[Fact], dropped: list[Fact]) -> 
 
 
 def target_tokens(limits: Budgets) -> int:
-    """The token target of a rewritten Key Facts: 95 % of the section's budget (2 850 at the section table)."""
-    return limits.sections["Key Facts & Decisions"] * 95 // 100
+    """The token target of a rewritten Key Facts: the section's budget (3 000 at the section table); `select`
+    never goes past it."""
+    return limits.sections["Key Facts & Decisions"]
 
 
 

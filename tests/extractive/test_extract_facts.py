@@ -20,7 +20,7 @@ from workmem.nodes.guards import guard_ops
 from workmem.state.memory import FULL_BUDGETS, MAX_BULLETS, bullet_items, is_oversized
 from workmem.state.tokens import count_tokens
 
-TARGET_TOKENS = target_tokens(FULL_BUDGETS)  # 2 850: Key Facts as the extractive model aims it
+TARGET_TOKENS = target_tokens(FULL_BUDGETS)  # 3 000: Key Facts as the extractive model aims it
 
 
 def fact(text: str, order: int, speaker: str | None = None, label: str | None = None) -> Fact:
@@ -56,14 +56,34 @@ def test_an_answer_renders_as_a_reply_and_parses_back_as_one():
     ]
     items = render(facts)
     assert items == [
-        "3 March, 2031 — Ada: I planted 12 tomato seedlings. Ada replied: It is a mix of drama and romance. "
-        "I wrote it over two winters in Leeds.",
+        "3 March, 2031 — Ada: I planted 12 tomato seedlings. I wrote it over two winters in Leeds. "
+        "Ada replied: It is a mix of drama and romance.",
         "Bram replied: Mostly the 8:40 ferry to Tern Island.",
     ]
     parsed = parse_facts(body_of(items), ["Ada", "Bram"])
-    assert [(f.text, f.speaker, f.replied) for f in parsed] == [(f.text, f.speaker, f.replied) for f in facts]
+    assert sorted((f.text, f.speaker, f.replied) for f in parsed) == sorted(
+        (f.text, f.speaker, f.replied) for f in facts)
     assert render(parsed) == items
-    assert parsed[1].worth > fact(parsed[1].text, 1, "Ada").worth  # an answer is worth more than the same words
+    answer = next(f for f in parsed if f.replied)
+    assert answer.worth > fact(answer.text, 1, "Ada").worth  # an answer is worth more than the same words
+
+
+def test_a_date_group_names_each_voice_once():
+    day = "3 March, 2031"
+    facts = [
+        Fact("We moved to Leeds in 2029.", "Ada", day, 0, replied=True),
+        fact("I adopted a greyhound called Pip.", 1, "Bram", day),
+        Fact("The ferry leaves at 8:40 every day.", "Ada", day, 2, replied=True),
+        fact("Pip came from a shelter in York.", 3, "Bram", day),
+        fact("Ada started a pottery class on 2 March.", 4, "Ada", day),
+    ]
+    [item] = render(facts)
+    assert item == (f"{day} — Ada: Ada started a pottery class on 2 March. Ada replied: We moved to Leeds in 2029. "
+                    "The ferry leaves at 8:40 every day. Bram: I adopted a greyhound called Pip. "
+                    "Pip came from a shelter in York.")
+    parsed = parse_facts(body_of([item]), ["Ada", "Bram"])
+    assert sorted((f.text, f.speaker, f.replied) for f in parsed) == sorted(
+        (f.text, f.speaker, f.replied) for f in facts)  # a sentence without a head is its speaker's, as answered
 
 
 def test_replied_is_read_only_after_a_dialogue_speakers_name():
@@ -190,3 +210,17 @@ def test_a_rewrite_takes_old_facts_back_until_the_anchor_guard_passes():
 def test_create_keeps_the_best_facts_within_the_limits():
     body = create_facts(many_facts(60), [])
     assert 0 < len(bullet_items(body)) <= MAX_BULLETS and count_tokens(body) <= TARGET_TOKENS
+
+
+def test_select_fills_the_budget_and_never_passes_it():
+    """Facts are taken pass after pass while one still fits (the estimates count a name for every fact, grouping
+    writes it once per voice), and the body never passes the budget, whatever the budget."""
+    days = ["3 March, 2031", "17 March, 2031", "2 April, 2031"]
+    pool = [Fact(f"I moved crate {n} of the {w} order to bay {n * 7} in Leeds.", ("Ada", "Bram")[n % 3 == 0],
+                 days[n % 3], n, replied=n % 2 == 0) for n, w in enumerate(["Harlow", "Tern", "Oakes"] * 14)]
+    largest = max(count_tokens(f"- {days[0]} — Bram replied: {f.text}") for f in pool)
+    whole = count_tokens(body_of(render(pool)))
+    for budget in range(40, whole + 50, 7):
+        tokens = count_tokens(body_of(render(select(pool, budget, MAX_BULLETS))))
+        assert tokens <= budget
+        assert tokens > min(budget, whole) - largest, f"budget {budget}: {tokens} tokens left room for another fact"

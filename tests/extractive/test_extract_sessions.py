@@ -24,7 +24,7 @@ from workmem.state.memory import FULL_BUDGETS, MAX_BULLETS, SECTIONS, bullet_ite
 from workmem.state.ops import CREATE_TOOL, UPDATE_TOOL
 from workmem.state.tokens import count_tokens
 
-TARGET_TOKENS = target_tokens(FULL_BUDGETS)  # 2 850: Key Facts as the extractive model aims it
+TARGET_TOKENS = target_tokens(FULL_BUDGETS)  # 3 000: Key Facts as the extractive model aims it
 
 OWNED = ("Task & Goals", "Key Facts & Decisions", "Open Issues", "Current State", "Session Title")
 

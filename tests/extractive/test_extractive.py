@@ -10,6 +10,7 @@ from fakes import stored_messages
 from langchain_core.messages import HumanMessage, SystemMessage
 from paths import DEMO_CONVERSATION
 
+from workmem.nodes.extractive.facts import parse_facts
 from workmem.nodes.extractive.model import EXTRACTIVE_MODEL_NAME, ExtractiveChatModel
 from workmem.nodes.formatting import format_messages
 from workmem.nodes.guards import guard_ops
@@ -375,7 +376,9 @@ def test_the_answer_to_a_question_says_it_replied_and_outranks_an_unasked_senten
     assert "Bram replied: It's a mix of drama and romance." in facts  # the first sentence of the reply
     assert "Bram replied: It took me" not in facts  # the rest of the reply is no answer
     assert "sun and rain" not in facts  # the same wording, said unasked, is not worth keeping
-    assert "Bram replied: The Minnesota Wolves!" in facts  # an answer may be short
+    assert "Bram replied: It's a mix of drama and romance. The Minnesota Wolves!" in facts  # an answer may be short
+    assert [(f.text, f.answers) for f in parse_facts(facts, ["Ada", "Bram"])] == [
+        ("It's a mix of drama and romance.", True), ("The Minnesota Wolves!", True)]  # one head for both
     assert "Leeds Rhinos" not in facts  # a short line said unasked is chatter
 
 
