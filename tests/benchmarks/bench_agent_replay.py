@@ -202,6 +202,7 @@ class LayerResult:
     grounding: Tally = field(default_factory=Tally)
     parts: dict[str, int] = field(default_factory=dict)  # tokens per kind of what the calls were sent, summed
     memory: str = ""  # workmem's final working memory
+    compacted: str = ""  # the same after `engine.compact` (run_layer's `compact`): the memory a handoff gets
     kept_by_kind: dict[str, int] = field(default_factory=dict)  # probes in the final call's context, per kind
 
 
@@ -277,8 +278,9 @@ def _middleware(layer: str, trigger: int, maintainer: CountingModel, root: str) 
     return [], None
 
 
-def run_layer(layer: str, session: Replay, trigger: int, drive: str) -> LayerResult:
-    """Replay one session through one layer."""
+def run_layer(layer: str, session: Replay, trigger: int, drive: str, *, compact: bool = False) -> LayerResult:
+    """Replay one session through one layer (`compact`: then commit the raw tail too, as a handoff would, and keep
+    that memory as `compacted`)."""
     recorded = Recorded()
     agent_fake = replay_model(session, recorded)
     maintainer = commit_model() if layer == "workmem" else summary_model()
@@ -335,6 +337,8 @@ def run_layer(layer: str, session: Replay, trigger: int, drive: str) -> LayerRes
             info = engine.session_info(SESSION)
             result.stored, result.commits = info["total_message_count"], info["commit_count"]
             result.memory = engine.summary_of(SESSION)[0]
+            if compact:
+                result.compacted = engine.compact(SESSION)["summary"] or result.memory
             engine.close()
     return result
 

@@ -6,7 +6,9 @@ triggers 8 000 and 32 000, with workmem's own offline commit model — the deter
 user without a configured model gets — instead of the token benchmark's extractor rule. On each session's final
 working memory it runs `handoff_checks`: title names the task, Task & Goals holds the task, the share of Files &
 Context entries the agent touched, probes in the memory, and every `file_edited` probe's file in Files & Context;
-beside them the replay's probes lost (neither in the last call's context nor found by workmem's tools).
+beside them the replay's probes lost (neither in the last call's context nor found by workmem's tools), and the
+`file_edited` files still missing once `engine.compact` has committed the raw tail too (what a handoff to another
+agent gets: an edit in the session's last messages is in the context, not yet in the memory).
 
 Run: `python tests/benchmarks/bench_handoff.py [--quick] [--show SESSION_ID] [--dump DIR]` (`--show` prints that
 session's final memory at 32 000, `--dump` writes every final memory) or `run.py --only handoff`.
@@ -75,13 +77,17 @@ class Outcome:
     lost: int
     commits: int
     memory: str
+    edited: int = 0  # the session's `file_edited` probes
+    edited_missing_after_compact: tuple[str, ...] = ()
 
 
 def replay_session(record: dict[str, Any], session: replay.Replay, trigger: int) -> Outcome:
     """Replay one session through the workmem layer and check its final working memory."""
     with offline_commits():
-        result = replay.run_layer("workmem", session, trigger, DRIVE)
-    return Outcome(session.id, checks.check(record, result.memory), result.lost, result.commits, result.memory)
+        result = replay.run_layer("workmem", session, trigger, DRIVE, compact=True)
+    edited = sum(p["kind"] == "file_edited" for p in record["probes"])
+    return Outcome(session.id, checks.check(record, result.memory), result.lost, result.commits, result.memory,
+                   edited, tuple(checks.edited_files_missing(record["probes"], result.compacted)))
 
 
 def load() -> list[tuple[dict[str, Any], replay.Replay]] | None:
@@ -100,25 +106,27 @@ def totals(outcomes: Sequence[Outcome]) -> dict[str, Any]:
     return {"sessions": len(outcomes), "title": sum(o.handoff.title for o in outcomes),
             "goals": sum(o.handoff.goals for o in outcomes), "touched": touched, "entries": entries,
             "share": touched / entries if entries else 1.0, "probes": sum(o.handoff.probes for o in outcomes),
+            "edited": sum(o.edited for o in outcomes),
             "edited_missing": sum(len(o.handoff.edited_missing) for o in outcomes),
+            "edited_missing_after_compact": sum(len(o.edited_missing_after_compact) for o in outcomes),
             "lost": sum(o.lost for o in outcomes)}
 
 
 def table(trigger: int, outcomes: Sequence[Outcome]) -> Table:
     """Per session: the checks, probes lost and commits; a last row with the totals."""
     out = Table(title=f"handoff checks, trigger {trigger:,}, keep {replay.KEEP}, one invoke {DRIVE}")
-    for head in ("session", "title", "task", "files touched", "probes in memory", "edited missing", "lost",
-                 "commits"):
+    for head in ("session", "title", "task", "files touched", "probes in memory", "edited missing",
+                 "after compact", "lost", "commits"):
         out.add_column(head, justify="left" if head == "session" else "right")
     for o in outcomes:
         h = o.handoff
         out.add_row(o.id[:48], "yes" if h.title else "no", "yes" if h.goals else "no",
                     f"{h.files.touched}/{h.files.entries}", str(h.probes), str(len(h.edited_missing)),
-                    str(o.lost), str(o.commits))
+                    str(len(o.edited_missing_after_compact)), str(o.lost), str(o.commits))
     t = totals(outcomes)
     out.add_row("total", f"{t['title']}/{t['sessions']}", f"{t['goals']}/{t['sessions']}",
                 f"{t['touched']}/{t['entries']} ({100 * t['share']:.0f}%)", str(t["probes"]),
-                str(t["edited_missing"]), str(t["lost"]), "")
+                str(t["edited_missing"]), str(t["edited_missing_after_compact"]), str(t["lost"]), "")
     return out
 
 
@@ -131,7 +139,11 @@ def rows(trigger: int, outcomes: Sequence[Outcome], probes: int) -> list[BenchRo
             BenchRow.of(f"handoff @{trigger}: Files & Context entries touched", t["touched"], t["entries"], None,
                         "entries"),
             BenchRow.of(f"handoff @{trigger}: probes in the memory", t["probes"], probes, None, "probes"),
-            BenchRow.of(f"handoff @{trigger}: probes lost", t["lost"], probes, None, "probes")]
+            BenchRow.of(f"handoff @{trigger}: probes lost", t["lost"], probes, None, "probes"),
+            BenchRow.of(f"handoff @{trigger}: edited files missing", t["edited_missing"], t["edited"], None,
+                        "files"),
+            BenchRow.of(f"handoff @{trigger}: the same after compact", t["edited_missing_after_compact"],
+                        t["edited"], None, "files")]
 
 
 def run(quick: bool = False, show: str | None = None, dump: str | None = None) -> list[BenchRow]:

@@ -42,3 +42,14 @@ def test_a_small_budget_shortens_then_leaves_new_reads_out_but_never_an_old_entr
     items = bullet_items(op["content"] if op["op"] == "UPDATE" else old + "\n" + "\n".join(op.get("items", [])))
     assert items[0].startswith("src/b.py — edited") and "src/a.py — read" in items
     assert count_tokens("\n".join(f"- {i}" for i in items)) <= 30
+
+
+def test_a_new_edit_is_never_left_out_the_old_entries_it_outgrows_go_first_where_the_spill_takes_lines():
+    old = "\n".join(f"- src/module_{i}.py — read" for i in range(8))
+    budget = count_tokens(old)  # the old entries alone fill the section
+    op = files_op(old, trail_of(session(("sed -i '5c\\    x' src/b.py", ""))), budget, [])
+    items = bullet_items(op["content"] if op["op"] == "UPDATE" else old + "\n" + "\n".join(op.get("items", [])))
+    assert any(i.startswith("src/b.py — edited") for i in items)
+    assert all(f"src/module_{i}.py — read" in items for i in range(8))  # no old path lost (the guard's rule)
+    assert items[-1].startswith("src/b.py — edited")  # the spill takes the oldest lines, the edit stays
+    assert guard_ops({"Files & Context": old}, {"Files & Context": op})[1] == []
