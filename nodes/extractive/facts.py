@@ -45,7 +45,8 @@ from workmem.nodes.extractive.worth import (
     trim_filler,
 )
 from workmem.nodes.guards import lexical_anchors
-from workmem.state.memory import FULL_BUDGETS, MAX_BULLETS, Budgets, bullet_items
+from workmem.nodes.spill import POINTER_TOKENS
+from workmem.state.memory import FULL_BUDGETS, MAX_BULLETS, Budgets, bullet_items, split_pointer
 from workmem.state.tokens import count_tokens
 
 MIN_WORTH = 2.5
@@ -60,6 +61,7 @@ _GROUP_SEP = " — "
 _GROUP_RE = re.compile(r"^(.{4,40}?) — (.+)$")
 _SPEAKER_HEAD_RE = re.compile(rf"^({SPEAKER_NAME}): (?=\S)")
 _REPLY_HEAD_RE = re.compile(rf"^({SPEAKER_NAME}){_REPLIED}: (?=\S)")
+_HEAD_LIKE_RE = re.compile(rf"^{SPEAKER_NAME}(?:{_REPLIED})?: (?=\S)")  # a text a parser would read as a head
 _SUBJECT_RE = re.compile(
     rf"^(?:(?:{alternation(SUBJECT_DETERMINERS)})\s+)?((?:[\w'.-]+\s+){{0,3}}?[\w'.-]+)\s+"
     rf"(?:{alternation(COPULAS)})\s+\S",
@@ -115,13 +117,14 @@ def parse_facts(body: str, speakers: Iterable[str] = (), coding: bool = False) -
     items = [i for i in bullet_items(body) if not i.startswith(("[archived]", "[⚠"))]
     dialogue = set(speakers)  # only a known dialogue speaker's head can say `replied`
     known = dialogue | _bullet_speakers(items)
+    voices_once = not _heads_per_answer(items, dialogue)
     facts: list[Fact] = []
     for item in items:
         label, rest = None, item
         group = _GROUP_RE.match(item)
         if group and DATE_RE.search(group.group(1)):
             label, rest = group.group(1), group.group(2)
-        speaker, replied = None, False  # a sentence without a head continues the one before it
+        speaker, replied = None, False  # a sentence without a head continues the voice before it
         for sent in sentences(rest) if label else [rest]:
             head = _SPEAKER_HEAD_RE.match(sent)
             reply = None if coding else _REPLY_HEAD_RE.match(sent)
@@ -131,8 +134,32 @@ def parse_facts(body: str, speakers: Iterable[str] = (), coding: bool = False) -
                 speaker, replied, sent = head.group(1), False, sent[head.end() :]
             elif not label:
                 speaker, replied = None, False
+            elif not voices_once:
+                replied = False  # written before voices were grouped: only a `replied` head marks an answer
             facts.append(Fact(sent, speaker, label, len(facts), coding, replied))
     return facts
+
+
+def _heads_per_answer(items: list[str], dialogue: set[str]) -> bool:
+    """The body was written with a head before every answer (before each voice was named once per date): one
+    voice's head twice in a date group, or a speaker's statement after the same speaker's answer."""
+    for item in items:
+        group = _GROUP_RE.match(item)
+        if not (group and DATE_RE.search(group.group(1))):
+            continue
+        heads: list[tuple[str, bool]] = []
+        for sent in sentences(group.group(2)):
+            reply, head = _REPLY_HEAD_RE.match(sent), _SPEAKER_HEAD_RE.match(sent)
+            if _HEAD_LIKE_RE.match(sent[(reply or head).end():] if reply or head else ""):
+                continue  # a head written again before a text that would read as one (`Jo: Animal Crossing: …`)
+            if reply and reply.group(1) in dialogue:
+                heads.append((reply.group(1), True))
+            elif head and head.group(1) in dialogue:
+                heads.append((head.group(1), False))
+        if len(set(heads)) < len(heads) or any((name, True) in heads[:i] for i, (name, answer) in enumerate(heads)
+                                               if not answer):
+            return True
+    return False
 
 
 def _bullet_speakers(items: list[str]) -> set[str]:
@@ -177,13 +204,14 @@ def render(facts: list[Fact]) -> list[str]:
 
 def _group_line(facts: list[Fact]) -> str:
     """One date's facts, each speaker's together (statements, then answers), a head only where who speaks or
-    whether it is an answer changes: `7 May, 2023 — Ann: … … Ann replied: … Bo: …`."""
-    first_seen: dict[str | None, int] = {}
+    whether it is an answer changes: `7 May, 2023 — Ann: … … Ann replied: … Bo: …`. Facts said by no one come
+    first (after a head they would read as its speaker's)."""
+    first_seen: dict[str | None, int] = {None: -1}
     for fact in facts:
         first_seen.setdefault(fact.speaker, len(first_seen))
     parts, voice = [], (None, False)
     for fact in sorted(facts, key=lambda f: (first_seen[f.speaker], f.answers, f.order)):
-        same_voice = (fact.speaker, fact.answers) == voice
+        same_voice = (fact.speaker, fact.answers) == voice and not _HEAD_LIKE_RE.match(fact.text)
         parts.append(fact_line(fact) if fact.speaker and not same_voice else fact.text)
         if fact.speaker:
             voice = (fact.speaker, fact.answers)
@@ -312,12 +340,23 @@ def _restore_anchors(old_body: str, chosen: list[Fact], dropped: list[Fact]) -> 
     return sorted(chosen, key=lambda f: f.order)
 
 
-def target_tokens(limits: Budgets) -> int:
-    """The token target of a rewritten Key Facts: the section's budget (3 000 at the section table); `select`
-    never goes past it."""
-    return limits.sections["Key Facts & Decisions"]
+def target_tokens(limits: Budgets, old_body: str = "") -> int:
+    """The token target of a written Key Facts: the section's budget (3 000 at the section table), less the room
+    of the archive pointer when the section holds one (the merge keeps the pointer within the budget too)."""
+    return limits.sections["Key Facts & Decisions"] - (POINTER_TOKENS if split_pointer(old_body)[1] else 0)
 
 
+def _within(old_body: str, chosen: list[Fact], target: int) -> list[Fact]:
+    """`chosen` without its least worthy facts while it passes `target` tokens, as long as the guard still passes
+    (the facts taken back for the guard's anchors can take a rewrite past its target)."""
+    chosen = list(chosen)
+    for fact in reversed(_rank(chosen, among=())):
+        if count_tokens(body_of(render(chosen))) <= target:
+            break
+        rest = [f for f in chosen if f != fact]
+        if passes_guard(old_body, render(rest)):
+            chosen = rest
+    return chosen
 
 
 def key_facts_op(
@@ -325,7 +364,7 @@ def key_facts_op(
     limits: Budgets = FULL_BUDGETS,
 ) -> dict[str, Any]:
     """APPEND the new facts while they all fit a section that is not oversized; else rewrite it."""
-    target = target_tokens(limits)
+    target = target_tokens(limits, old_body)
     kept_old = [f for f in old if not superseded(f, corrections)]
     known = {norm(fact_line(f)) for f in old}
     fresh = newest_wins([f for f in new if not superseded(f, corrections) and norm(fact_line(f)) not in known])
@@ -333,12 +372,14 @@ def key_facts_op(
     unchanged = all(f in pool for f in old)
     if unchanged and not limits.oversized(len(bullet_items(old_body)), count_tokens(old_body)):
         added = [f for f in select(fresh, target, MAX_BULLETS, pinned=old) if f not in old]
-        if len(added) == len(fresh):
+        appended = f"{old_body.rstrip()}\n{body_of(render(added))}" if old_body.strip() else body_of(render(added))
+        # appended as items, a date's label comes again: the section as it will stand must fit its budget
+        if len(added) == len(fresh) and count_tokens(appended) <= limits.sections["Key Facts & Decisions"]:
             return {"op": "APPEND", "items": render(added)} if added else {"op": "KEEP"}
     chosen = select(pool, target, MAX_BULLETS)
     if old_body.strip() and not passes_guard(old_body, render(chosen)):
         dropped = [f for f in kept_old if f not in chosen]
-        chosen = _restore_anchors(old_body, chosen, dropped)
+        chosen = _within(old_body, _restore_anchors(old_body, chosen, dropped), target)
     items = render(chosen)
     if items == bullet_items(old_body):
         return {"op": "KEEP"}

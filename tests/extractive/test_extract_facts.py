@@ -17,7 +17,8 @@ from workmem.nodes.extractive.facts import (
     target_tokens,
 )
 from workmem.nodes.guards import guard_ops
-from workmem.state.memory import FULL_BUDGETS, MAX_BULLETS, bullet_items, is_oversized
+from workmem.nodes.spill import POINTER_TOKENS
+from workmem.state.memory import FULL_BUDGETS, MAX_BULLETS, POINTER_ITEM, Budgets, bullet_items, is_oversized
 from workmem.state.tokens import count_tokens
 
 TARGET_TOKENS = target_tokens(FULL_BUDGETS)  # 3 000: Key Facts as the extractive model aims it
@@ -224,3 +225,69 @@ def test_select_fills_the_budget_and_never_passes_it():
         tokens = count_tokens(body_of(render(select(pool, budget, MAX_BULLETS))))
         assert tokens <= budget
         assert tokens > min(budget, whole) - largest, f"budget {budget}: {tokens} tokens left room for another fact"
+
+
+def test_a_body_written_with_a_head_before_every_answer_keeps_its_statements():
+    """Memories written before a date's voices were named once: a sentence after `X replied: …` is X's statement
+    unless the body shows it names each voice once (no voice's head twice in a date, no statement after an answer)."""
+    old_style = ("- 3 March, 2031 — Bram replied: It is a mix of drama and romance. I wrote it over two winters. "
+                 "Bram replied: The 8:40 ferry to Tern Island.")
+    assert [(f.text, f.replied) for f in parse_facts(old_style, ["Ada", "Bram"])] == [
+        ("It is a mix of drama and romance.", True), ("I wrote it over two winters.", False),
+        ("The 8:40 ferry to Tern Island.", True)]
+    new_style = "- 3 March, 2031 — Bram replied: It is a mix of drama and romance. The 8:40 ferry to Tern Island."
+    assert [f.replied for f in parse_facts(new_style, ["Ada", "Bram"])] == [True, True]
+
+
+def test_a_fact_said_by_no_one_or_reading_like_a_head_keeps_its_speaker():
+    day = "3 March, 2031"
+    facts = [Fact("I adopted a greyhound called Pip.", "Ada", day, 0, replied=True),
+             fact("The clinic opens at 9 on Mondays.", 1, None, day),
+             Fact("Animal Crossing: New Horizons is really calming.", "Ada", day, 2, replied=True)]
+    [item] = render(facts)
+    assert item == (f"{day} — The clinic opens at 9 on Mondays. Ada replied: I adopted a greyhound called Pip. "
+                    "Ada replied: Animal Crossing: New Horizons is really calming.")
+    parsed = parse_facts(body_of([item]), ["Ada", "Animal Crossing"])
+    assert sorted((f.text, f.speaker, f.replied) for f in parsed) == sorted(
+        (f.text, f.speaker, f.replied) for f in facts)
+
+
+def test_the_target_leaves_room_for_the_archive_pointer():
+    pointed = f"- {POINTER_ITEM.format(n=3)}\n- 3 March, 2031 — Ada: I moved to Leeds."
+    assert target_tokens(FULL_BUDGETS, pointed) == TARGET_TOKENS - POINTER_TOKENS < TARGET_TOKENS
+
+
+def test_an_append_never_takes_the_section_past_its_budget():
+    """Appended items repeat their date's label: the section as it will stand must fit, else it is rewritten."""
+    places = ("Leeds York Hull Derby Bath Wells Ely Ripon Truro Exeter Durham Carlisle Preston Lancaster Chester "
+              "Salford Bangor Perth Stirling Dundee Inverness Oban Wick Thurso Kendal").split()
+    things = ("kayak guitar greyhound telescope sourdough pottery violin bonsai marathon chess quilt canoe harp tandem "
+              "easel falcon loom kiln lathe drone").split()
+    days = [f"{d} March, 2031" for d in range(1, 9)]
+    old = [Fact(f"I bought a {things[n % 20]} in {places[n]} for my sister's birthday last spring.",
+                ("Ada", "Bram")[n % 2], days[n % 8], n, replied=n % 3 == 0) for n in range(25)]
+    old_body = body_of(render(old))
+    assert not is_oversized(len(bullet_items(old_body)), count_tokens(old_body))
+    trips = [f"Bram took the {t} to {p} by train." for t in things for p in places]
+    fresh = [fact(text, 100 + i, "Bram", days[i % 8]) for i, text in enumerate(trips)]
+    for k in (230, 240, 249, 260):
+        op = key_facts_op(old_body, parse_facts(old_body, ["Ada", "Bram"]), fresh[:k], [])
+        section = old_body + "\n" + body_of(op["items"]) if op["op"] == "APPEND" else op["content"]
+        assert count_tokens(section) <= TARGET_TOKENS, (k, op["op"])
+
+
+def test_old_facts_taken_back_for_the_guard_do_not_take_a_rewrite_past_its_budget():
+    """A rewrite that drops anchor-carrying old facts takes some back until the guard passes, then leaves out its
+    least worthy facts until it fits again (the guard still passing)."""
+    names = ["Abernethy", "Blackwood", "Carrington", "Dunmore", "Ellsworth", "Fairbanks", "Glenrothes", "Harrowgate",
+             "Inverurie", "Jedburgh", "Kirkwall", "Lockerbie", "Montrose", "Newmilns", "Oldmeldrum", "Peebles",
+             "Quarrier", "Rothesay", "Stonehaven", "Tillicoultry"]
+    old = [fact(f"Ada met {names[n]} and {names[(n + 7) % 20]} Trust near Castle {names[(n + 3) % 20]}.", n, "Ada",
+                "3 March, 2031") for n in range(20)]
+    body = body_of(render(old))
+    new = [Fact(f'I paid $1,{n:03d} for "The {n} Rooms" on 4 May, 2031 at 10 AM because it was decided.', "Bram",
+                "4 March, 2031", 100 + n, replied=True) for n in range(40)]
+    limits = Budgets.of_sections({**dict(FULL_BUDGETS.sections), "Key Facts & Decisions": 150})
+    op = key_facts_op(body, parse_facts(body, ["Ada", "Bram"]), new, [], limits)
+    assert op["op"] == "UPDATE" and count_tokens(op["content"]) <= 150
+    assert passes_guard(body, bullet_items(op["content"]))

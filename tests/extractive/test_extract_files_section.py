@@ -6,7 +6,15 @@ from test_extract_trail import session, trail_of
 
 from workmem.nodes.extractive.files_section import entry_path, files_op, merge_parts
 from workmem.nodes.guards import guard_ops
-from workmem.state.memory import bullet_items
+from workmem.nodes.merge import merge_with_spill
+from workmem.state.memory import (
+    SECTION_BUDGETS,
+    body_tokens,
+    bullet_items,
+    parse_sections,
+    render_sections,
+    split_pointer,
+)
 from workmem.state.tokens import count_tokens
 
 
@@ -53,3 +61,21 @@ def test_a_new_edit_is_never_left_out_the_old_entries_it_outgrows_go_first_where
     assert all(f"src/module_{i}.py — read" in items for i in range(8))  # no old path lost (the guard's rule)
     assert items[-1].startswith("src/b.py — edited")  # the spill takes the oldest lines, the edit stays
     assert guard_ops({"Files & Context": old}, {"Files & Context": op})[1] == []
+
+
+def test_through_the_guard_and_the_spill_the_edit_stays_and_the_oldest_reads_go_to_the_archive():
+    section = "Files & Context"
+    lines: list[str] = []
+    while body_tokens("\n".join([*lines, f"- src/module_{len(lines)}.py — read"])) <= SECTION_BUDGETS[section]:
+        lines.append(f"- src/module_{len(lines)}.py — read")
+    old = "\n".join(lines)
+    edited = "src/importers/supplier_encodings/nordhavn_loader.py"
+    assert body_tokens(old) <= SECTION_BUDGETS[section] < body_tokens(f"{old}\n- {edited} — edited")
+    op = files_op(old, trail_of(session((f"sed -i '5c\\    x' {edited}", ""))), SECTION_BUDGETS[section], [])
+    ops, refused = guard_ops({section: old}, {section: op})
+    assert refused == []
+    merged, spilled = merge_with_spill(render_sections({section: old}), ops)
+    body, count = split_pointer(parse_sections(merged)[section])
+    assert body_tokens(parse_sections(merged)[section]) <= SECTION_BUDGETS[section]
+    assert any(item.startswith(f"{edited} — edited") for item in bullet_items(body))
+    assert count == len(spilled) > 0 and [s["item"] for s in spilled] == bullet_items(old)[:count]
