@@ -45,8 +45,8 @@ from workmem.nodes.extractive.worth import (
     trim_filler,
 )
 from workmem.nodes.guards import lexical_anchors
-from workmem.nodes.spill import POINTER_TOKENS
-from workmem.state.memory import FULL_BUDGETS, MAX_BULLETS, Budgets, bullet_items, split_pointer
+from workmem.nodes.spill import pointer_tokens
+from workmem.state.memory import FULL_BUDGETS, MAX_BULLETS, Budgets, bullet_items, read_pointer
 from workmem.state.tokens import count_tokens
 
 MIN_WORTH = 2.5
@@ -117,9 +117,9 @@ def parse_facts(body: str, speakers: Iterable[str] = (), coding: bool = False) -
     items = [i for i in bullet_items(body) if not i.startswith(("[archived]", "[⚠"))]
     dialogue = set(speakers)  # only a known dialogue speaker's head can say `replied`
     known = dialogue | _bullet_speakers(items)
-    voices_once = not _heads_per_answer(items, dialogue)
     facts: list[Fact] = []
     for item in items:
+        voices_once = not _heads_per_answer(item, dialogue)
         label, rest = None, item
         group = _GROUP_RE.match(item)
         if group and DATE_RE.search(group.group(1)):
@@ -140,26 +140,23 @@ def parse_facts(body: str, speakers: Iterable[str] = (), coding: bool = False) -
     return facts
 
 
-def _heads_per_answer(items: list[str], dialogue: set[str]) -> bool:
-    """The body was written with a head before every answer (before each voice was named once per date): one
-    voice's head twice in a date group, or a speaker's statement after the same speaker's answer."""
-    for item in items:
-        group = _GROUP_RE.match(item)
-        if not (group and DATE_RE.search(group.group(1))):
-            continue
-        heads: list[tuple[str, bool]] = []
-        for sent in sentences(group.group(2)):
-            reply, head = _REPLY_HEAD_RE.match(sent), _SPEAKER_HEAD_RE.match(sent)
-            if _HEAD_LIKE_RE.match(sent[(reply or head).end():] if reply or head else ""):
-                continue  # a head written again before a text that would read as one (`Jo: Animal Crossing: …`)
-            if reply and reply.group(1) in dialogue:
-                heads.append((reply.group(1), True))
-            elif head and head.group(1) in dialogue:
-                heads.append((head.group(1), False))
-        if len(set(heads)) < len(heads) or any((name, True) in heads[:i] for i, (name, answer) in enumerate(heads)
-                                               if not answer):
-            return True
-    return False
+def _heads_per_answer(item: str, dialogue: set[str]) -> bool:
+    """The date group was written with a head before every answer (before each voice was named once per date): one
+    voice's head twice, or a speaker's statement after the same speaker's answer."""
+    group = _GROUP_RE.match(item)
+    if not (group and DATE_RE.search(group.group(1))):
+        return False
+    heads: list[tuple[str, bool]] = []
+    for sent in sentences(group.group(2)):
+        reply, head = _REPLY_HEAD_RE.match(sent), _SPEAKER_HEAD_RE.match(sent)
+        if _HEAD_LIKE_RE.match(sent[(reply or head).end():] if reply or head else ""):
+            continue  # a head written again before a text that would read as one (`Jo: Animal Crossing: …`)
+        if reply and reply.group(1) in dialogue:
+            heads.append((reply.group(1), True))
+        elif head and head.group(1) in dialogue:
+            heads.append((head.group(1), False))
+    return len(set(heads)) < len(heads) or any(
+        (name, True) in heads[:i] for i, (name, answer) in enumerate(heads) if not answer)
 
 
 def _bullet_speakers(items: list[str]) -> set[str]:
@@ -315,12 +312,13 @@ def select(facts: list[Fact], budget: int, max_bullets: int, pinned: Sequence[Fa
     return sorted(chosen, key=lambda f: f.order)
 
 
-def passes_guard(old_body: str, items: list[str]) -> bool:
-    """The Key Facts UPDATE guard, with a margin: bullet ratio and lexical-anchor coverage."""
+def passes_guard(old_body: str, items: list[str], old_anchors: set[str] | None = None) -> bool:
+    """The Key Facts UPDATE guard, with a margin: bullet ratio and lexical-anchor coverage (`old_anchors`: those of
+    `old_body`, when the caller has them)."""
     n = len(bullet_items(old_body))
     if n and len(items) < _MIN_RATIO * n:
         return False
-    anchors = lexical_anchors(old_body)
+    anchors = lexical_anchors(old_body) if old_anchors is None else old_anchors
     return not anchors or len(anchors & lexical_anchors(body_of(items))) >= _MIN_COVERAGE * len(anchors)
 
 
@@ -343,19 +341,23 @@ def _restore_anchors(old_body: str, chosen: list[Fact], dropped: list[Fact]) -> 
 def target_tokens(limits: Budgets, old_body: str = "") -> int:
     """The token target of a written Key Facts: the section's budget (3 000 at the section table), less the room
     of the archive pointer when the section holds one (the merge keeps the pointer within the budget too)."""
-    return limits.sections["Key Facts & Decisions"] - (POINTER_TOKENS if split_pointer(old_body)[1] else 0)
+    archived = read_pointer(old_body)[1]
+    return limits.sections["Key Facts & Decisions"] - (pointer_tokens(archived.refused) if archived.total else 0)
 
 
 def _within(old_body: str, chosen: list[Fact], target: int) -> list[Fact]:
     """`chosen` without its least worthy facts while it passes `target` tokens, as long as the guard still passes
     (the facts taken back for the guard's anchors can take a rewrite past its target)."""
     chosen = list(chosen)
+    if count_tokens(body_of(render(chosen))) <= target:
+        return chosen
+    old_anchors = lexical_anchors(old_body)
     for fact in reversed(_rank(chosen, among=())):
-        if count_tokens(body_of(render(chosen))) <= target:
-            break
-        rest = [f for f in chosen if f != fact]
-        if passes_guard(old_body, render(rest)):
-            chosen = rest
+        items = render([f for f in chosen if f != fact])
+        if passes_guard(old_body, items, old_anchors):
+            chosen.remove(fact)
+            if count_tokens(body_of(items)) <= target:
+                break
     return chosen
 
 
@@ -372,9 +374,10 @@ def key_facts_op(
     unchanged = all(f in pool for f in old)
     if unchanged and not limits.oversized(len(bullet_items(old_body)), count_tokens(old_body)):
         added = [f for f in select(fresh, target, MAX_BULLETS, pinned=old) if f not in old]
-        appended = f"{old_body.rstrip()}\n{body_of(render(added))}" if old_body.strip() else body_of(render(added))
-        # appended as items, a date's label comes again: the section as it will stand must fit its budget
-        if len(added) == len(fresh) and count_tokens(appended) <= limits.sections["Key Facts & Decisions"]:
+        kept_body = read_pointer(old_body)[0]
+        appended = f"{kept_body}\n{body_of(render(added))}" if kept_body else body_of(render(added))
+        # appended as items, a date's label comes again: the section as it will stand must fit the target
+        if len(added) == len(fresh) and count_tokens(appended) <= target:
             return {"op": "APPEND", "items": render(added)} if added else {"op": "KEEP"}
     chosen = select(pool, target, MAX_BULLETS)
     if old_body.strip() and not passes_guard(old_body, render(chosen)):

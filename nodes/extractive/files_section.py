@@ -4,10 +4,11 @@ An entry the section already holds and a file the new messages touched are one e
 merged (line ranges and definitions joined, the newest command kept). Entries are ordered edited files
 first (newest first within a tier, files the new messages did not touch after). When the section would
 pass its budget, entries are shortened to what was done (`read`, `tested`) from the least important up,
-then new entries of the least important tiers are left out (the archive keeps them) — never a new edit; an
+then new entries of the least important tiers are left out (the archive keeps them) — never a new edit or a
+new file; an
 old entry is never left out — the Files & Context guard refuses an UPDATE that loses a path — so when even
 the short old entries and the new edits do not fit, the least important come first, where the budget's spill
-takes the oldest lines.
+takes the first lines.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from workmem.state.tokens import count_tokens
 SEPARATOR = TRAIL_SEPARATOR
 MAX_NAMES = 3
 OTHER_TIER = 5  # an entry without a kind it can be ranked by (a bare path, another writer's entry)
-EDITED_TIER = TIERS["edited"]  # a new edit is never left out: the old entries it outgrows spill instead
+WRITTEN_TIER = TIERS["created"]  # a new edit or a new file is never left out: the old entries it outgrows spill
 _SEGMENT_RE = re.compile(r"^(?P<kind>[a-z]+)(?: (?P<ranges>L\d+(?:-\d+)?(?:, L\d+(?:-\d+)?)*))?"
                          r"(?: in (?P<names>[\w.]+(?:, [\w.]+)*))?(?: by (?P<script>\S+))?$")
 _RANGE_RE = re.compile(r"L(\d+)(?:-(\d+))?")
@@ -151,14 +152,14 @@ def fitted(ranked: list[Entry], budget: int) -> list[str]:
     tiers = sorted({e.tier for e in ranked}, reverse=True)
     steps: list[tuple[int | None, int | None]] = [(None, None)]
     for tier in tiers:
-        steps += [(tier, None), (tier, tier)] if tier > EDITED_TIER else [(tier, None)]
+        steps += [(tier, None), (tier, tier)] if tier > WRITTEN_TIER else [(tier, None)]
     for brief_from, drop_from in steps:
         chosen = [e for e in ranked if e.old_text is not None or drop_from is None or e.tier < drop_from]
         items = _render(chosen, brief_from)
         if _tokens(items) <= budget:
             return items
     # Even the short old entries do not fit: the least important first, where the spill takes the oldest lines.
-    kept = [e for e in ranked if e.old_text is not None or e.tier == 0]
+    kept = [e for e in ranked if e.old_text is not None or e.tier <= WRITTEN_TIER]
     return _render(sorted(kept, key=lambda e: (-e.tier, e.recency)), 0)
 
 

@@ -17,8 +17,17 @@ from workmem.nodes.extractive.facts import (
     target_tokens,
 )
 from workmem.nodes.guards import guard_ops
-from workmem.nodes.spill import POINTER_TOKENS
-from workmem.state.memory import FULL_BUDGETS, MAX_BULLETS, POINTER_ITEM, Budgets, bullet_items, is_oversized
+from workmem.nodes.spill import POINTER_TOKENS, pointer_tokens
+from workmem.state.memory import (
+    FULL_BUDGETS,
+    MAX_BULLETS,
+    POINTER_ITEM,
+    Archived,
+    Budgets,
+    bullet_items,
+    is_oversized,
+    pointer_item,
+)
 from workmem.state.tokens import count_tokens
 
 TARGET_TOKENS = target_tokens(FULL_BUDGETS)  # 3 000: Key Facts as the extractive model aims it
@@ -237,6 +246,8 @@ def test_a_body_written_with_a_head_before_every_answer_keeps_its_statements():
         ("The 8:40 ferry to Tern Island.", True)]
     new_style = "- 3 March, 2031 — Bram replied: It is a mix of drama and romance. The 8:40 ferry to Tern Island."
     assert [f.replied for f in parse_facts(new_style, ["Ada", "Bram"])] == [True, True]
+    mixed = f"{old_style}\n{new_style.replace('3 March', '9 April')}"  # each date group is read as it was written
+    assert [f.replied for f in parse_facts(mixed, ["Ada", "Bram"])] == [True, False, True, True, True]
 
 
 def test_a_fact_said_by_no_one_or_reading_like_a_head_keeps_its_speaker():
@@ -252,9 +263,11 @@ def test_a_fact_said_by_no_one_or_reading_like_a_head_keeps_its_speaker():
         (f.text, f.speaker, f.replied) for f in facts)
 
 
-def test_the_target_leaves_room_for_the_archive_pointer():
+def test_the_target_leaves_room_for_the_archive_pointer_at_its_widest():
     pointed = f"- {POINTER_ITEM.format(n=3)}\n- 3 March, 2031 — Ada: I moved to Leeds."
     assert target_tokens(FULL_BUDGETS, pointed) == TARGET_TOKENS - POINTER_TOKENS < TARGET_TOKENS
+    refusing = f"- {pointer_item(Archived(3, 7))}\n- 3 March, 2031 — Ada: I moved to Leeds."
+    assert target_tokens(FULL_BUDGETS, refusing) == TARGET_TOKENS - pointer_tokens(7) < TARGET_TOKENS - POINTER_TOKENS
 
 
 def test_an_append_never_takes_the_section_past_its_budget():

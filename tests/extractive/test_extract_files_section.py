@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from test_extract_trail import session, trail_of
 
 from workmem.nodes.extractive.files_section import entry_path, files_op, merge_parts
@@ -52,14 +53,17 @@ def test_a_small_budget_shortens_then_leaves_new_reads_out_but_never_an_old_entr
     assert count_tokens("\n".join(f"- {i}" for i in items)) <= 30
 
 
-def test_a_new_edit_is_never_left_out_the_old_entries_it_outgrows_go_first_where_the_spill_takes_lines():
+@pytest.mark.parametrize(("command", "kind"), [("sed -i '5c\\    x' src/b.py", "edited"),
+                                             ("cat > src/b.py <<'EOF'\nx = 1\nEOF", "created")])
+def test_a_new_edit_or_file_is_never_left_out_the_old_entries_it_outgrows_go_first_where_the_spill_takes_lines(
+        command, kind):
     old = "\n".join(f"- src/module_{i}.py — read" for i in range(8))
     budget = count_tokens(old)  # the old entries alone fill the section
-    op = files_op(old, trail_of(session(("sed -i '5c\\    x' src/b.py", ""))), budget, [])
+    op = files_op(old, trail_of(session((command, ""))), budget, [])
     items = bullet_items(op["content"] if op["op"] == "UPDATE" else old + "\n" + "\n".join(op.get("items", [])))
-    assert any(i.startswith("src/b.py — edited") for i in items)
+    assert any(i.startswith(f"src/b.py — {kind}") for i in items)
     assert all(f"src/module_{i}.py — read" in items for i in range(8))  # no old path lost (the guard's rule)
-    assert items[-1].startswith("src/b.py — edited")  # the spill takes the oldest lines, the edit stays
+    assert items[-1].startswith(f"src/b.py — {kind}")  # the spill takes the first lines, the new entry stays
     assert guard_ops({"Files & Context": old}, {"Files & Context": op})[1] == []
 
 
