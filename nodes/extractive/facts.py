@@ -1,16 +1,15 @@
 """Key Facts & Decisions for the extractive model: fact items, date groups, newest-wins consolidation.
 
-A fact is one copied sentence with who said it and the conversation date it was said on. Facts of
-one date share one bullet, each speaker's together and each voice named once (`7 May, 2023 — Ann: … …
-Ann replied: … Bo: …`); undated facts are a bullet each. In a reply
-to another speaker's question, the first sentence past a bare reaction is the answer to it, and says so
-(`Bo replied: …`): what people are later asked about is what they were asked then. While
-the section is not oversized and every new fact fits in it, new facts are appended. Once it is
-oversized or full, or a newer fact or a correction supersedes one of its facts, the model rewrites
-it: one bullet per subject, newest value wins (a fact restated or given a new value replaces the
-older one, a fact a correction rejects leaves), then the facts worth most per token are kept within
-25 bullets and the section's budget (3 000 tokens at the section table), filled pass after pass. The rewrite is checked
-against the Key Facts guard before it is sent (bullet ratio and anchor coverage), keeping back old
+A fact is one copied sentence with who said it and the conversation date it was said on. Facts of one date
+share one bullet, each speaker's together and each voice named once (`7 May, 2023 — Ann: … … Ann replied: …
+Bo: …`); undated facts are a bullet each. In a reply to another speaker's question, the first sentence past a
+bare reaction is the answer to it, and says so (`Bo replied: …`): what people are later asked about is what
+they were asked then. While the section is not oversized and every new fact fits in it, new facts are
+appended. Once it is oversized or full, or a newer fact or a correction supersedes one of its facts, the model
+rewrites it: one bullet per subject, newest value wins (a fact restated or given a new value replaces the
+older one, a fact a correction rejects leaves), then the facts worth most per token are kept within 25
+bullets and the section's budget (3 000 tokens at the section table), filled pass after pass. The rewrite is
+checked against the Key Facts guard before it is sent (bullet ratio and anchor coverage), keeping back old
 facts that carry names, dates and numbers until it passes.
 """
 

@@ -4,11 +4,10 @@ An entry the section already holds and a file the new messages touched are one e
 merged (line ranges and definitions joined, the newest command kept). Entries are ordered edited files
 first (newest first within a tier, files the new messages did not touch after). When the section would
 pass its budget, entries are shortened to what was done (`read`, `tested`) from the least important up,
-then new entries of the least important tiers are left out (the archive keeps them) — never a new edit or a
-new file; an
-old entry is never left out — the Files & Context guard refuses an UPDATE that loses a path — so when even
-the short old entries and the new edits do not fit, the least important come first, where the budget's spill
-takes the first lines.
+then new entries of the least important tiers are left out (the archive keeps them), never a new edit or a
+new file; an old entry is never left out — the Files & Context guard refuses an UPDATE that loses a path —
+so when even the short old entries and the new edits do not fit, the least important come first, where the
+budget's spill takes the first lines.
 """
 
 from __future__ import annotations
@@ -158,7 +157,7 @@ def fitted(ranked: list[Entry], budget: int) -> list[str]:
         items = _render(chosen, brief_from)
         if _tokens(items) <= budget:
             return items
-    # Even the short old entries do not fit: the least important first, where the spill takes the oldest lines.
+    # Even the short old entries do not fit: the least important first, where the spill takes the first lines.
     kept = [e for e in ranked if e.old_text is not None or e.tier <= WRITTEN_TIER]
     return _render(sorted(kept, key=lambda e: (-e.tier, e.recency)), 0)
 
