@@ -2,7 +2,8 @@
 
 An entry the section already holds and a file the new messages touched are one entry: their segments are
 merged (line ranges and definitions joined, the newest command kept). Entries are ordered edited files
-first (newest first within a tier, files the new messages did not touch after). When the section would
+first (newest first within a tier, files the new messages did not touch after; the section is read back the
+same way, its top line the newest, so a rewrite keeps the order of what it did not touch). When the section would
 pass its budget, entries are shortened to what was done (`read`, `tested`) from the least important up,
 then new entries of the least important tiers are left out (the archive keeps them), never a new edit or a
 new file; an old entry is never left out — the Files & Context guard refuses an UPDATE that loses a path —
@@ -115,7 +116,7 @@ def entries(old_items: list[str], trail: Trail, extra_paths: list[str]) -> list[
     out: dict[str, Entry] = {}
     for position, (path, item) in enumerate(old.items()):
         parts = item.partition(SEPARATOR)[2].split("; ") if SEPARATOR in item else []
-        out[path] = Entry(path, parts, _tier(parts), -len(old) + position, item)
+        out[path] = Entry(path, parts, _tier(parts), -position, item)  # written newest first: the top line is newest
     touched: list[FileTrail] = trail.entries()
     for f in touched:
         new_parts = segments(f)

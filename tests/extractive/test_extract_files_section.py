@@ -82,4 +82,14 @@ def test_through_the_guard_and_the_spill_the_edit_stays_and_the_oldest_reads_go_
     body, count = split_pointer(parse_sections(merged)[section])
     assert body_tokens(parse_sections(merged)[section]) <= SECTION_BUDGETS[section]
     assert any(item.startswith(f"{edited} — edited") for item in bullet_items(body))
-    assert count == len(spilled) > 0 and [s["item"] for s in spilled] == bullet_items(old)[:count]
+    # the section is written newest first: its last lines are the oldest, and they spill first
+    assert count == len(spilled) > 0 and [s["item"] for s in spilled] == bullet_items(old)[::-1][:count]
+
+
+def test_the_section_is_written_newest_first_and_a_rewrite_keeps_the_order_of_what_it_did_not_touch():
+    old = "- src/c.py — read\n- src/b.py — read\n- src/a.py — read"  # c read last
+    assert files_op(old, trail_of(session(("cat src/c.py", "x"))), 1500, []) == {"op": "KEEP"}
+    op = files_op(old, trail_of(session(("cat src/z.py", "x"))), 1500, [])
+    assert bullet_items(op["content"]) == ["src/z.py — read", "src/c.py — read", "src/b.py — read", "src/a.py — read"]
+    op = files_op(old, trail_of(session(("cat src/a.py", "x"))), 1500, [])
+    assert bullet_items(op["content"]) == ["src/a.py — read", "src/c.py — read", "src/b.py — read"]
