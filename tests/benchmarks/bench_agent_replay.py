@@ -26,7 +26,8 @@ messages stored vs fed (workmem). A stress row replays the sessions with every t
 Grounding (`grounding.py`), per layer: the share of each recorded step's grounds — the code-like tokens it is built
 from that first came from a tool output before it — that the call which produced the step could see (memory-only
 grounds count as unseen and are shown apart), the same for its recent grounds (the tool outputs it just received),
-blind calls (calls with an unseen ground), and total + re-reads (agent input + maintenance, plus the whole input of
+blind calls (calls with an unseen ground), the unseen grounds by how far back the newest message holding them lies
+(at most 10 messages, 11 to 40, further), and total + re-reads (agent input + maintenance, plus the whole input of
 each blind call once: a live agent pays at least one more round trip to look again); and where each call's tokens go
 (tool schemas, system, memory, user, assistant, tool results). `WORKMEM_REPLAY_OPTIONS` (JSON) passes settings to the
 workmem row for what-ifs. workmem's row is checked against the peers of the same run (the targets below).
@@ -54,7 +55,7 @@ try:
 except ImportError:  # imported as a module of the tests tree
     from tests.benchmarks.common import BenchRow, print_table
 
-from grounding import Step, Tally, seen_tokens, steps_of
+from grounding import DISTANCES, Step, Tally, seen_tokens, steps_of
 from langchain.agents import create_agent
 from langchain.agents.middleware import (
     AgentMiddleware,
@@ -413,6 +414,7 @@ def _grounding(results: list[LayerResult], total_without_output: int) -> dict[st
             "recent_unseen": tally.recent_unseen, "memory_only": tally.memory_only,
             "grounds_seen": tally.seen_share, "recent_seen": tally.recent_seen_share,
             "blind_calls": tally.blind_calls, "total_rereads": total_without_output + tally.blind_input,
+            "unseen_by_distance": dict(tally.unseen_by_distance),
             "parts": parts, "kept_by_kind": {kind: sum(r.kept_by_kind.get(kind, 0) for r in results)
                                              for kind in sorted({k for r in results for k in r.kept_by_kind})}}
 
@@ -440,13 +442,14 @@ def grounding_table(title: str, rows: list[dict[str, Any]]) -> Table:
     """Grounding per layer (memory-only grounds count as unseen and are shown apart), and where the tokens go."""
     lowest = min(r["total_rereads"] for r in rows if r["layer"] in PEERS)
     out = Table(title=title)
-    heads = ("layer", "grounds seen", "recent seen", "memory-only", "blind calls", "total + re-reads", "× lowest",
-             *(f"{kind}/call" for kind in PARTS))
+    heads = ("layer", "grounds seen", "recent seen", "memory-only", "unseen " + " / ".join(n for _, n in DISTANCES),
+             "blind calls", "total + re-reads", "× lowest", *(f"{kind}/call" for kind in PARTS))
     for head in heads:
         out.add_column(head, justify="left" if head == "layer" else "right")
     for r in rows:
         out.add_row(r["layer"], f"{100 * r['grounds_seen']:.1f}%", f"{100 * r['recent_seen']:.1f}%",
-                    f"{r['memory_only']:,}", f"{r['blind_calls']:,}", f"{r['total_rereads']:,}",
+                    f"{r['memory_only']:,}", " / ".join(f"{n:,}" for n in r["unseen_by_distance"].values()),
+                    f"{r['blind_calls']:,}", f"{r['total_rereads']:,}",
                     f"{r['total_rereads'] / lowest:.2f}", *(f"{r['parts'][kind]:,.0f}" for kind in PARTS))
     return out
 

@@ -5,7 +5,8 @@ arguments whose first occurrence in the session is a tool message before the ste
 message before it holds. A ground is *seen* when a message the chat model received for that step holds it (the
 system message included; bound tool schemas excluded); a ground found only in the memory message (workmem's working
 memory, a summariser's summary) counts as unseen and is reported apart. *Recent* grounds are those in the tool
-messages since the previous assistant message.
+messages since the previous assistant message. An unseen ground is also counted by its *distance*: how many messages
+before the step the newest message holding it lies (at most 10, 11 to 40, more than 40).
 
 - Tokens of a text: identifiers of 6+ characters (`[A-Za-z_][A-Za-z0-9_]{5,}`) holding an underscore, a digit or a
   lower-upper pair, and numbers of 3–6 digits not inside a word or a dotted number.
@@ -25,6 +26,7 @@ _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{5,}")
 _NUMBER = re.compile(r"(?<![\w.])\d{3,6}(?![\w.])")
 _LOWER_UPPER = re.compile(r"[a-z][A-Z]")
 _DIGIT = re.compile(r"\d")
+DISTANCES = ((10, "≤10"), (40, "11–40"), (None, ">40"))  # buckets of an unseen ground's distance, in messages
 
 
 def tokens_of(text: str) -> set[str]:
@@ -85,6 +87,7 @@ class Step:
     index: int  # position in the session's messages
     grounds: set[str]
     recent: set[str]
+    holders: dict[str, int] = field(default_factory=dict)  # each ground → the newest earlier message holding it
 
 
 def steps_of(messages: Sequence[dict[str, Any]]) -> list[Step]:
@@ -92,13 +95,14 @@ def steps_of(messages: Sequence[dict[str, Any]]) -> list[Step]:
     first_role: dict[str, str] = {}
     said: set[str] = set()  # tokens of system and user messages so far
     since_last: set[str] = set()  # tokens of tool messages since the previous assistant message
+    newest: dict[str, int] = {}  # each token → the newest message so far holding it
     steps = []
     for i, message in enumerate(messages):
         role = message.get("role")
         tokens = tokens_of(recorded_text(message))
         if role == "assistant":
             grounds = {t for t in tokens if first_role.get(t) == "tool" and t not in said}
-            steps.append(Step(i, grounds, grounds & since_last))
+            steps.append(Step(i, grounds, grounds & since_last, {t: newest[t] for t in grounds}))
             since_last = set()
         elif role == "tool":
             since_last |= tokens
@@ -106,7 +110,13 @@ def steps_of(messages: Sequence[dict[str, Any]]) -> list[Step]:
             said |= tokens
         for t in tokens:
             first_role.setdefault(t, role)
+            newest[t] = i
     return steps
+
+
+def distance_bucket(distance: int) -> str:
+    """The bucket of an unseen ground lying `distance` messages before its step."""
+    return next(name for most, name in DISTANCES if most is None or distance <= most)
 
 
 @dataclass
@@ -122,6 +132,7 @@ class Tally:
     memory_only: int = 0
     blind_calls: int = 0
     blind_input: int = 0  # the whole input (messages and schemas) of each blind call
+    unseen_by_distance: dict[str, int] = field(default_factory=lambda: {name: 0 for _, name in DISTANCES})
     unseen_examples: list[tuple[int, str]] = field(default_factory=list)
 
     def add(self, step: Step, seen: set[str], memory: set[str], call_input: int) -> None:
@@ -134,6 +145,8 @@ class Tally:
         self.unseen += len(missing)
         self.recent_unseen += len(step.recent - seen)
         self.memory_only += len(missing & memory)
+        for token in missing:
+            self.unseen_by_distance[distance_bucket(step.index - step.holders[token])] += 1
         if missing:
             self.blind_calls += 1
             self.blind_input += call_input
@@ -145,6 +158,8 @@ class Tally:
         for name in ("steps", "with_grounds", "grounds", "recent", "unseen", "recent_unseen", "memory_only",
                      "blind_calls", "blind_input"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
+        for bucket, count in other.unseen_by_distance.items():
+            self.unseen_by_distance[bucket] += count
 
     @property
     def seen_share(self) -> float:
