@@ -118,11 +118,11 @@ def parse_facts(body: str, speakers: Iterable[str] = (), coding: bool = False) -
     known = dialogue | _bullet_speakers(items)
     facts: list[Fact] = []
     for item in items:
-        voices_once = not _heads_per_answer(item, dialogue)
         label, rest = None, item
         group = _GROUP_RE.match(item)
         if group and DATE_RE.search(group.group(1)):
             label, rest = group.group(1), group.group(2)
+        voices_once = not (label and _heads_per_answer(rest, dialogue))
         speaker, replied = None, False  # a sentence without a head continues the voice before it
         for sent in sentences(rest) if label else [rest]:
             head = _SPEAKER_HEAD_RE.match(sent)
@@ -139,14 +139,11 @@ def parse_facts(body: str, speakers: Iterable[str] = (), coding: bool = False) -
     return facts
 
 
-def _heads_per_answer(item: str, dialogue: set[str]) -> bool:
-    """The date group was written with a head before every answer (before each voice was named once per date): one
-    voice's head twice, or a speaker's statement after the same speaker's answer."""
-    group = _GROUP_RE.match(item)
-    if not (group and DATE_RE.search(group.group(1))):
-        return False
+def _heads_per_answer(group_text: str, dialogue: set[str]) -> bool:
+    """A date group's text (past its label) was written with a head before every answer (before each voice was
+    named once per date): one voice's head twice, or a speaker's statement after the same speaker's answer."""
     heads: list[tuple[str, bool]] = []
-    for sent in sentences(group.group(2)):
+    for sent in sentences(group_text):
         reply, head = _REPLY_HEAD_RE.match(sent), _SPEAKER_HEAD_RE.match(sent)
         if _HEAD_LIKE_RE.match(sent[(reply or head).end():] if reply or head else ""):
             continue  # a head written again before a text that would read as one (`Jo: Animal Crossing: …`)
