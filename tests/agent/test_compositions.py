@@ -99,10 +99,10 @@ def test_the_cache_breakpoint_sits_on_a_prefix_that_stays_stable_between_commits
                 assert isinstance(system.content, list) and system.content[-1].get("cache_control"), "breakpoint"
         texts = [s.text if s is not None else None for s in systems]
         stable = 0
-        for before, after in zip(script.requests, script.requests[1:], strict=False):
-            if texts[script.requests.index(before)] != texts[script.requests.index(after)] or len(
-                    after.messages) < len(before.messages):
-                continue  # a commit ran (it changed the memory, or archived the view's older steps): a new prefix
+        for i, (before, after) in enumerate(zip(script.requests, script.requests[1:], strict=False)):
+            memory_changed, steps_archived = texts[i] != texts[i + 1], len(after.messages) < len(before.messages)
+            if memory_changed or steps_archived:
+                continue  # a commit ran: a new prefix starts here
             previous = [(type(m), m.text) for m in before.messages]
             assert [(type(m), m.text) for m in after.messages[:len(previous)]] == previous, "append-only prefix"
             stable += 1
