@@ -30,7 +30,7 @@ from workmem.nodes.extractive.task import (
 )
 from workmem.nodes.extractive.text import clean, is_question, norm, overlaps, sentences
 from workmem.nodes.extractive.tracking import list_op, rejected, resolved
-from workmem.nodes.extractive.transcript import Line, Msg
+from workmem.nodes.extractive.transcript import Line, Msg, unwrapped
 from workmem.nodes.guard_words import RESOLVED_TAG
 from workmem.nodes.spill import POINTER_TOKENS
 from workmem.state.memory import bullet_items, split_pointer
@@ -57,7 +57,7 @@ def is_agentic(msgs: Sequence[Msg], old_files: str = "") -> bool:
 def _user_item(msg: Msg, fixes: list[tuple[Line, str]]) -> str | None:
     """A user message as a goal item, in the user's words: its requests (`Please …`, `… should …`), else
     its opening sentences; a request a later correction rejects is left out (the correction says instead)."""
-    body = " ".join(msg.body.split())
+    body = " ".join(unwrapped(msg.body).split())
     if not body or is_ack(body) or _NOTE_RE.match(body):
         return None
     sents = sentences(body)

@@ -28,12 +28,18 @@ from workmem.nodes.extractive.current_state import (
     known_speakers,
     title,
 )
-from workmem.nodes.extractive.errors import error_items_of, fixed_since, new_error_items, seen_errors
+from workmem.nodes.extractive.errors import (
+    error_items_of,
+    fixed_since,
+    latest_status,
+    new_error_items,
+    seen_errors,
+)
 from workmem.nodes.extractive.facts import Fact, key_facts_op, new_fact, parse_facts
 from workmem.nodes.extractive.files_section import files_op
 from workmem.nodes.extractive.prose import is_prose, strip_label
 from workmem.nodes.extractive.steps import Step, steps
-from workmem.nodes.extractive.task import TASK_PREFIX, is_wrapped, task_of, title_of
+from workmem.nodes.extractive.task import TASK_PREFIX, is_wrapped, prompt_block, task_of, title_of
 from workmem.nodes.extractive.text import clean, is_question, norm, sentences
 from workmem.nodes.extractive.tracking import (
     GOAL_SHARE,
@@ -116,8 +122,12 @@ def new_facts(reading: Reading, goals: Sequence[str] = ()) -> list[Fact]:
     legacy = sentences(reading.legacy)  # older than every transcript line, so ordered before them
     facts: list[Fact] = [f for i, s in enumerate(legacy) if (f := new_fact(s, None, None, i - len(legacy), coding))]
     answers = set() if coding else _answers(reading.lines)
+    blocks = {id(m): prompt_block(m) for m in reading.msgs} if coding else {}
     for line in reading.lines:
         text = strip_label(line.text) if coding else line.text
+        block = blocks.get(id(line.msg))
+        if block is not None and norm(text) not in block:  # a task prompt's rules for its harness
+            continue
         if line.order in used or is_question(text) or is_ack(text) or is_issue(text) or is_next_step(text):
             continue
         if line.order in fixed and not is_decision(text):
@@ -169,7 +179,7 @@ def _errors_op(reading: Reading, old_body: str, limits: Budgets) -> dict[str, An
         return _append(old_body, items)
     old_items = bullet_items(split_pointer(old_body)[0])
     items = fixed_since(old_items, reading.steps, reading.trail) + items
-    fresh = new_error_items(old_items, items, [w for _, w in reading.fixes])
+    fresh = latest_status(new_error_items(old_items, items, [w for _, w in reading.fixes]))
     return _append(old_body, _newest_fitting(fresh[-MAX_NEW_ERRORS:], limits.sections["Errors & Corrections"]))
 
 

@@ -142,6 +142,11 @@ def is_correction(sent: str, after_question: bool) -> bool:
     return bool(_DONT_RE.match(lead))
 
 
+def is_prohibition(sent: str) -> bool:
+    """The sentence forbids an action on something (`Do not modify the tests.`, `Never push to main.`)."""
+    return bool(_DONT_RE.match(LEAD_RE.sub("", sent).strip()))
+
+
 def negated_terms(sent: str) -> set[str]:
     """What a correction rejects: the word after `not`, `instead of`, `rather than`, `don't touch`, …"""
     found = set()

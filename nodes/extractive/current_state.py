@@ -24,7 +24,7 @@ from workmem.nodes.extractive.cues import (
     reports_done,
 )
 from workmem.nodes.extractive.prose import is_prose, strip_label
-from workmem.nodes.extractive.task import task_of
+from workmem.nodes.extractive.task import first_request, task_of
 from workmem.nodes.extractive.text import as_sentence, capitalised, clean, is_question, sentences
 from workmem.nodes.extractive.transcript import Line, Msg, dialogue_speakers
 from workmem.nodes.extractive.worth import HEDGE_RE
@@ -44,7 +44,7 @@ def title(msgs: list[Msg], legacy: str) -> str:
     speakers = dialogue_speakers(msgs)
     if len(speakers) >= 2:
         return clean(f"Conversation between {_names(speakers[:3])}", MAX_TITLE_CHARS)
-    first = next((m for m in msgs if m.role == "user" and not m.is_note and m.body.strip()), None)
+    first = first_request(msgs)
     sents = sentences(first.body) if first else sentences(legacy)
     requests = [as_task(s) for s in sents if is_request(s) and not is_correction(s, False) and not is_ack(s)]
     plain = [s for s in sents if len(LEAD_RE.sub("", s).split()) >= 3 and not is_correction(s, False)]
@@ -123,7 +123,7 @@ def coding_state(msgs: list[Msg], lines: list[Line], goals: Sequence[str], error
     first open issue).
 
     `errors`: (order, item) of the errors met, ordered like the lines (`Line.order`)."""
-    first = next((m for m in msgs if m.role == "user" and not m.is_note), None)
+    first = first_request(msgs)
     first = first if first is not None and task and task_of([first]) == task else None  # the task's own request
     user = [x for x in lines if x.msg.role == "user" and x.msg is not first and not is_ack(x.text)]
     asked = [as_task(x.text) for x in user if is_request(x.text)]

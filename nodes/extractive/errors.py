@@ -27,6 +27,7 @@ RUN_MARK = " — when running "
 _FIXED_RE = re.compile(r" — (?:fixed: |when running |no longer seen running ).*$")
 _TOOL_PREFIX_RE = re.compile(r"^[A-Za-z_][\w.-]*: (?=\S)")
 _EDITS = ("edited", "changed", "restored")
+_LABELS_RE = re.compile(r"^(?:(?:error|fatal)\s*:\s*|[A-Za-z_][\w.]*(?:Error|Exception)\s*:\s*)+", re.I)
 _ERROR_SAYS_RE = re.compile(
     r"[A-Za-z](?:Error|Exception|Exit|Interrupt|Failure)\b|^FAILED\b|(?i:\b(?:error|fatal)\s*:\s*\S)")
 
@@ -66,10 +67,12 @@ def _status(fixed: bool, fixed_by: list[str], run: str) -> str:
 
 
 def error_key(item: str) -> str:
-    """What makes two error items the same error: the text without tool prefix, location and fix note, every
-    word holding a digit masked (line numbers, temporary directories, ids)."""
+    """What makes two error items the same error: the text without tool prefix, location, fix note and the
+    labels a runner puts before it (`ERROR: `, `TypeError: `), every word holding a digit masked (line numbers,
+    temporary directories, ids)."""
     text = _FIXED_RE.sub("", item.strip())
     text = _WHERE_RE.match(text).group(1)  # type: ignore[union-attr]
+    text = _LABELS_RE.sub("", text)
     return " ".join("#" if re.search(r"\d", w) else w for w in text.lower().split())
 
 
@@ -151,6 +154,21 @@ def fixed_since(old_items: list[str], all_steps: list[Step], trail: Trail) -> li
                   and error_key(head) not in {error_key(i) for i in error_items(s.result)}]
         if passed:
             out.append(clean(head + _status(True, _edited_between(trail, -1, passed[0], head), run), 320))
+    return out
+
+
+def latest_status(items: list[str]) -> list[str]:
+    """One item per error, in the place it was first met, with its latest status (the section is append-only,
+    so this is done among the items a commit adds)."""
+    out: list[str] = []
+    place: dict[str, int] = {}
+    for item in items:
+        key = error_key(item)
+        if key in place:
+            out[place[key]] = item
+        else:
+            place[key] = len(out)
+            out.append(item)
     return out
 
 

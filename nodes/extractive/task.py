@@ -13,9 +13,17 @@ from __future__ import annotations
 import re
 
 from workmem.nodes.extractive.code_words import CONSTRAINT_CUES, SKIPPED_BLOCKS
-from workmem.nodes.extractive.cues import LEAD_RE, POLITE_RE, as_task, is_ack, is_correction, is_request
+from workmem.nodes.extractive.cues import (
+    LEAD_RE,
+    POLITE_RE,
+    as_task,
+    is_ack,
+    is_correction,
+    is_prohibition,
+    is_request,
+)
 from workmem.nodes.extractive.prose import is_prose
-from workmem.nodes.extractive.text import alternation, clean, sentences
+from workmem.nodes.extractive.text import alternation, clean, norm, sentences
 from workmem.nodes.extractive.transcript import Msg
 from workmem.nodes.guard_words import TITLE_STOPWORDS
 from workmem.state.tokens import count_tokens, encoder
@@ -41,8 +49,8 @@ _CLAUSE_RE = re.compile(r"[:;,]\s|\s[-—]\s|\s\(")
 
 
 def first_request(msgs: list[Msg]) -> Msg | None:
-    """The first user message with text (date notes left out)."""
-    return next((m for m in msgs if m.role == "user" and not m.is_note and m.body.strip()), None)
+    """The first user message with something to read beyond boilerplate (notes left out: dates, a harness's)."""
+    return next((m for m in msgs if m.role == "user" and not m.is_note and salient_lines(m.body)), None)
 
 
 def salient_lines(body: str) -> list[str]:
@@ -86,17 +94,27 @@ def is_wrapped(msgs: list[Msg]) -> bool:
     return any(_TAG_RE.fullmatch(ln) or ln.endswith(":") or ln.startswith("<!--") for ln in before)
 
 
-def _is_headline(line: str) -> bool:
-    return not re.search(r"[.!?]$", line) and len(sentences(line)) == 1 and len(line.split()) <= _HEADLINE_WORDS
+def _is_headline(line: str, *, titled: bool = False) -> bool:
+    """One short sentence with no sentence end — or, on a line of its own at the head of a task prompt (`titled`),
+    with one (an issue title may end in `.` or `?`)."""
+    ends = bool(re.search(r"[.!?]$", line))
+    return (titled or not ends) and len(sentences(line)) == 1 and len(line.split()) <= _HEADLINE_WORDS
+
+
+def _is_label(line: str) -> bool:
+    """A section heading of one or two words (`# Task`, `## Description`): it names a part, not the task."""
+    return line.startswith("#") and len(line.lstrip("#").split()) <= 2
 
 
 def task_of(msgs: list[Msg], legacy: str = "") -> str:
     """The session's task as one line ('' when no request is there)."""
     first = first_request(msgs)
     lines = salient_lines(first.body) if first else [ln for ln in legacy.split("\n") if ln.strip()]
+    while len(lines) > 1 and _is_label(lines[0]):
+        lines = lines[1:]
     if not lines:
         return ""
-    if _is_headline(lines[0]):
+    if _is_headline(lines[0], titled=len(lines) > 1 and first is not None and is_wrapped([first])):
         return clean(lines[0], MAX_TASK_CHARS)
     sents = sentences("\n".join(lines))
     requests = [as_task(s) for s in sents if is_request(s) and not is_correction(s, False) and not is_ack(s)]
@@ -124,15 +142,15 @@ def _content_words(text: str) -> int:
 
 def title_of(task: str, budget: int) -> str:
     """The Session Title: the task as written when it fits the title's token budget; else its first clause
-    that fits and names two words of the task; else the task's words without glue words and version
-    numbers, cut to fit (`Regression in 5.2.3: pytest tries …` → `Regression pytest tries collect`)."""
+    that fits, fills half the budget and names two words of the task; else the task's words without glue words
+    and version numbers, cut to fit (`Regression in 5.2.3: pytest tries …` → `Regression pytest tries collect`)."""
     text = task.rstrip(".!?:").strip()
     if count_tokens(text) <= budget:
         return text
     cuts = [m.start() for m in _CLAUSE_RE.finditer(text)]
     for cut in reversed(cuts):
         head = text[:cut].strip()
-        if count_tokens(head) <= budget and _content_words(head) >= 2:
+        if count_tokens(head) <= budget and _content_words(head) >= 2 and 2 * count_tokens(head) >= budget:
             return head
     words = [w for w in text.split() if w.lower().strip(":,;()") not in TITLE_STOPWORDS
              and not re.fullmatch(r"[\W\d.]*\d[\W\d.v]*", w) and re.search(r"\w", w)]
@@ -153,6 +171,14 @@ def task_block(body: str) -> list[str]:
             break
         out.append(line)
     return out
+
+
+def prompt_block(msg: Msg) -> str | None:
+    """The normalised text of the block a task prompt (`is_wrapped`) states its task in; None for any other
+    message. The prompt's other lines are its harness's rules (how to answer, how to submit)."""
+    if msg.role != "user" or not is_wrapped([msg]):
+        return None
+    return norm(" ".join(task_block(msg.head)))
 
 
 def task_names(msgs: list[Msg], task: str) -> list[str]:
@@ -178,13 +204,18 @@ def names_item(names: list[str]) -> str:
 
 
 def constraints(msgs: list[Msg], task: str) -> list[str]:
-    """The sentences of the first request that state a constraint or an expectation (prose only)."""
+    """The sentences of the first request that state a constraint or an expectation (prose only): those of the
+    block the task is in, then the prohibitions of the rest (a task prompt's other rules are about how to answer
+    its harness — `Your response MUST include …` — not about the work)."""
     first = first_request(msgs)
     if first is None:
         return []
+    block = set(salient_lines("\n".join(task_block(first.head))))
     out: list[str] = []
     lines = [ln for ln in salient_lines(first.head) if not ln.startswith("#")]
-    for sent in sentences("\n".join(lines)):
+    inside = sentences("\n".join(ln for ln in lines if ln in block))
+    outside = [s for s in sentences("\n".join(ln for ln in lines if ln not in block)) if is_prohibition(s)]
+    for sent in [*inside, *outside]:
         sent = clean(sent)
         if sent.rstrip(".") != task.rstrip(".") and _CONSTRAINT_RE.search(sent) and is_prose(sent) and (
                 sent not in out and re.search(r"[.!?)\"'`]$", sent)):

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 
 from langchain_core.messages import BaseMessage
 
-from workmem.nodes.extractive.text import DATE_RE, FULL_DATE_RE, SPEAKER_NAME, sentences
+from workmem.nodes.extractive.code_words import HARNESS_NOTES, SKIPPED_BLOCKS
+from workmem.nodes.extractive.text import DATE_RE, FULL_DATE_RE, SPEAKER_NAME, alternation, sentences
 from workmem.nodes.extractive.words import NOT_SPEAKERS
 from workmem.nodes.formatting import (
     CALL_PREFIX,
@@ -40,6 +41,10 @@ _CLIP_RE = re.compile(f"^{_MARKER}$")
 _CALL_CLIP_RE = re.compile(f" {_MARKER}$")  # ends a tool call of a clipped message that kept only its head
 _PARTS_CLIP_RE = re.compile(f"^{_marker_pattern(PARTS_CLIP_MARKER)}$")
 _SPEAKER_RE = re.compile(rf"^({SPEAKER_NAME}): (?=\S)")
+_HARNESS_NOTE_RE = re.compile(rf"^(?:{alternation(HARNESS_NOTES)})\b", re.I)
+_WRAPPER_RE = re.compile(rf"<({alternation(SKIPPED_BLOCKS)})(?:\s[^>]*)?>.*?</\1\s*>", re.S | re.I)
+_EMPTY_ARGS_RE = re.compile(r"<command-args>\s*</command-args>", re.I)
+_ARGS_TAG_RE = re.compile(r"</?command-args>", re.I)
 
 
 @dataclass
@@ -181,6 +186,7 @@ def parse_transcript(text: str, start_date: str | None = None, known_speakers: S
         call_tail = False
     _mark_speakers(msgs, set(known_speakers))
     _mark_dates(msgs, start_date)
+    _mark_harness_notes(msgs)
     return msgs
 
 
@@ -208,6 +214,27 @@ def note_date(text: str) -> str | None:
         return None
     found = FULL_DATE_RE.search(text) or DATE_RE.search(text)
     return found.group(0) if found else None
+
+
+def unwrapped(text: str) -> str:
+    """`text` without the wrapper blocks that are never a request (a slash command's arguments kept bare)."""
+    return _ARGS_TAG_RE.sub("", _WRAPPER_RE.sub("", text)).strip()
+
+
+def is_harness_note(text: str) -> bool:
+    """A user message a harness wrote (`HARNESS_NOTES`), or one that holds nothing but wrapper blocks that are
+    never a request (`<command-name>/clear</command-name>`, `<local-command-stdout>…`)."""
+    text = text.strip()
+    if _HARNESS_NOTE_RE.match(text):
+        return True
+    left = _EMPTY_ARGS_RE.sub("", _WRAPPER_RE.sub("", text))
+    return left != text and not left.strip()
+
+
+def _mark_harness_notes(msgs: list[Msg]) -> None:
+    for m in msgs:
+        if m.role == "user" and not m.calls and not m.is_note and is_harness_note(m.body):
+            m.is_note = True
 
 
 def _mark_dates(msgs: list[Msg], current: str | None) -> None:

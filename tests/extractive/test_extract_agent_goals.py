@@ -88,3 +88,27 @@ def test_a_later_correction_takes_the_request_it_rejects_out_of_an_earlier_user_
     assert goals(old, msgs, lines, fixes, 1500) == [
         "Task: Fix the import", "User: Please add a test.",
         "User: Actually, return 400, not 422 - the client shows 422 as a form error."]
+
+
+HARNESS_RULES = "\n".join([
+    "", "", "<instructions>", "Step 1: Create the patch file.",
+    "Your response MUST include AT LEAST ONE bash tool call.",
+    "DO NOT MODIFY: Tests, configuration files (pyproject.toml, setup.cfg, etc.)", "Do NOT commit your changes.",
+    "</instructions>"])
+FORMAT_ERROR = ("Please always provide EXACTLY ONE action in triple backticks, found 2 actions.\n\n"
+                "If you have completed your assignment, please consult the first message about how to submit it.")
+
+
+def test_a_harness_format_error_is_no_goal_and_a_task_prompts_rules_are_no_correction():
+    raw = [{"role": "user", "content": REQUEST + HARNESS_RULES}, *session(("cat app/loader.py", "x"))[1:],
+           {"role": "user", "content": FORMAT_ERROR}]
+    msgs, lines, fixes = read(raw)
+    assert fixes == []
+    items = goals("", msgs, lines, fixes, 1500)
+    assert items[0] == "Task: Loader drops the last row of a feed"
+    assert items[-2:] == ["DO NOT MODIFY: Tests, configuration files (pyproject.toml, setup.cfg, etc.)",
+                          "Do NOT commit your changes."]
+    assert not [i for i in items if "EXACTLY ONE" in i or "MUST include" in i or "Step 1" in i]
+    # a correction the user writes later is still one
+    msgs, lines, fixes = read([*raw, {"role": "user", "content": "Don't touch app/feeds.py, it is generated."}])
+    assert [text for _, text in fixes] == ["User correction: Don't touch app/feeds.py, it is generated."]

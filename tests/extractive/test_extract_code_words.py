@@ -8,7 +8,7 @@ from collections.abc import Callable
 import pytest
 from word_tables import repeats, tables
 
-from workmem.nodes.extractive import code_words, prose, steps, task, worth
+from workmem.nodes.extractive import code_words, prose, steps, task, transcript, worth
 from workmem.nodes.extractive.shell import command_touches
 
 TABLES = tables(code_words)
@@ -47,6 +47,8 @@ CHECKS: dict[str, Callable[[str], object]] = {
     "HEDGES": lambda w: worth.HEDGE_RE.match(f"{w.capitalize()}, the parser works."),
     "SKIPPED_BLOCKS": lambda w: task.salient_lines(f"<{w}>\nNoise here\n</{w}>\nFix it") == ["Fix it"],
     "CONSTRAINT_CUES": lambda w: task._CONSTRAINT_RE.search(f"It {w} work."),
+    "HARNESS_NOTES": lambda w: transcript.is_harness_note(f"{w.capitalize()}, then more.")
+    and not transcript.is_harness_note(f"Fix it. {w}"),
 }
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fakes import stored_messages
 from test_extract_trail import session
 
-from workmem.nodes.extractive.errors import error_key, is_error_line, new_error_items, seen_errors
+from workmem.nodes.extractive.errors import error_key, is_error_line, latest_status, new_error_items, seen_errors
 from workmem.nodes.extractive.steps import steps
 from workmem.nodes.extractive.trail import Trail
 from workmem.nodes.extractive.transcript import parse_transcript
@@ -59,3 +59,17 @@ def test_an_error_already_held_comes_back_only_as_fixed():
     fixed = "TypeError: no len() (at a.py:9) — fixed: edited a.py"
     assert new_error_items(old, [fixed]) == [fixed]
     assert new_error_items([fixed], [fixed.replace(":9", ":10")]) == []
+
+
+def test_a_runners_label_does_not_make_another_error():
+    assert error_key("TypeError: object of type 'Array' has no len()") == error_key(
+        "ERROR: object of type 'Array' has no len() — fixed: edited pvlib/pvsystem.py")
+    assert error_key("ERROR: TypeError: no len() (at a.py:3)") == error_key("TypeError: no len() (at a.py:9)")
+    assert error_key("TypeError: no len()") != error_key("TypeError: no attribute")
+
+
+def test_among_the_items_a_commit_adds_each_error_is_one_item_with_its_latest_status():
+    open_item = "FAILED tests/t.py::test_pkg - AssertionError — when running tests/t.py"
+    fixed_item = "FAILED tests/t.py::test_pkg - AssertionError — fixed: edited src/main.py"
+    other = "IndentationError: expected an indented block (at src/main.py:588) — when running tests/t.py"
+    assert latest_status([open_item, other, fixed_item]) == [fixed_item, other]

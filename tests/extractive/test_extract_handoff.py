@@ -21,7 +21,9 @@ The loader must keep every row of `app.loader.read_rows`, also when the file lac
 
 <instructions>
 Make changes to non-test files only.
+Step 1: Create the patch file, then submit it in its own command.
 </instructions>"""
+FORMAT_ERROR = "Please always provide EXACTLY ONE action in triple backticks, found 2 actions."
 
 NUMBERED = "\n".join(f"{n:6d}\t{line}" for n, line in enumerate(
     ["import csv", "", "def read_rows(path):", "    rows = list(csv.reader(open(path)))", "    return rows[:-1]"], 1))
@@ -55,6 +57,7 @@ def turns() -> list[list[dict]]:
     out = [[{"role": "user", "content": PR}]]
     for i, (thought, command, output) in enumerate(steps):
         out.append(bash(i, thought, command, output))
+    out[2].append({"role": "user", "content": FORMAT_ERROR})  # the agent loop's note, not the user's
     return out
 
 
@@ -86,6 +89,7 @@ def test_a_coding_session_reads_as_a_handoff(tmp_path, budget):
         "AssertionError: expected 3 rows, got 2 (at app/loader.py:6) — fixed: edited app/loader.py"]
     facts = sections["Key Facts & Decisions"]
     assert "&&" not in facts and "THOUGHT" not in facts
+    assert "Step 1" not in memory and "EXACTLY ONE" not in memory  # the harness's rules and notes
     if budget is None:
         assert "The root cause is the slice in read_rows, so I removed it." in facts
         assert goals[1] == "Names in the task: `app.loader.read_rows`"
