@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 from workmem.state.messages import MAX_NESTING
@@ -28,6 +29,7 @@ SAFE_FORM_META = "workmem_safe_form"
 FLAT_DEPTH = MAX_NESTING // 2  # containers deeper than this are stored as their JSON text
 _LC_FIELDS = ("content", "additional_kwargs", "tool_calls", "invalid_tool_calls")  # as `check_nesting` walks them
 _LC_TEXT_FIELDS = ("id", "name", "tool_call_id", "status")
+_ESCAPED_SURROGATE = re.compile(r"\\ud[89a-f][0-9a-f]{2}")  # a lone surrogate as `text` escaped it
 
 
 def storable_form(message: Any) -> tuple[Any, str | None]:
@@ -58,6 +60,28 @@ def storable_form(message: Any) -> tuple[Any, str | None]:
     kwargs = update.get("additional_kwargs", getattr(message, "additional_kwargs", None))
     update["additional_kwargs"] = {**(kwargs if isinstance(kwargs, dict) else {}), SAFE_FORM_META: fix.record()}
     return message.model_copy(update=update), fix.note()
+
+
+def as_checkpointed(stored: dict[str, Any]) -> dict[str, Any] | None:
+    """A stored message whose repair escaped lone surrogates as LangGraph's checkpoint serializer gives its
+    original back (each lone surrogate a `?`): the agent state's copy after a checkpoint round trip, which must
+    still align with it. None for a message with no escaped surrogate."""
+    meta = stored.get("meta") or {}
+    kwargs = meta.get("additional_kwargs")  # a LangChain message's record, as storage keeps it
+    record = meta.get(SAFE_FORM_META) or (kwargs.get(SAFE_FORM_META) if isinstance(kwargs, dict) else None)
+    if not (isinstance(record, dict) and record.get("surrogates")):
+        return None
+    return {**stored, "parts": _unescaped(stored.get("parts"))}
+
+
+def _unescaped(value: Any) -> Any:
+    if isinstance(value, str):
+        return _ESCAPED_SURROGATE.sub("?", value)
+    if isinstance(value, dict):
+        return {key: _unescaped(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_unescaped(item) for item in value]
+    return value
 
 
 def _record(message: dict[str, Any], record: dict[str, Any]) -> None:

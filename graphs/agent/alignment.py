@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workmem.state.messages import FINGERPRINT_META, SYNOPSIS_OF_META, fingerprint, lc_id
+from workmem.state.safe_form import as_checkpointed
 
 Stored = dict[str, Any]
 MIN_FINGERPRINT_RUN = 2  # messages a stateless client's history must repeat to be aligned
@@ -112,8 +113,13 @@ def align(candidates: list[dict[str, Any]], live: list[Stored],
 
 
 def _edited(stored: Stored, candidate: dict[str, Any]) -> bool:
+    """The state's message is another version of the stored one with its id (not the same message after a
+    checkpoint round trip turned the lone surrogates workmem escaped into `?`)."""
     recorded = (stored.get("meta") or {}).get(FINGERPRINT_META)
-    return isinstance(recorded, str) and recorded != fingerprint_of(candidate)
+    if not isinstance(recorded, str) or recorded == (found := fingerprint_of(candidate)):
+        return False
+    checkpointed = as_checkpointed(stored)
+    return checkpointed is None or fingerprint(checkpointed) != found
 
 
 def _by_ids(candidates: list[dict[str, Any]], stored: list[Stored], outputs: int,

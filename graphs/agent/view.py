@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from langchain_core.messages import AIMessage, BaseMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from workmem.graphs.agent.alignment import Alignment, align
 from workmem.graphs.context.assemble import pending_entries
@@ -53,7 +53,10 @@ def combine_system(own: SystemMessage | None, addition: SystemMessage) -> System
 
 
 def carries_content(message: Any) -> bool:
-    """False for an AI message with no text and no tool call (nothing to store or send)."""
+    """False for an AI message with no text and no tool call, or a user message with no content at all (nothing
+    to store or send)."""
+    if isinstance(message, HumanMessage):
+        return bool(message.content)
     if not isinstance(message, AIMessage):
         return True
     return bool(message.text.strip() or message.tool_calls or message.invalid_tool_calls or
@@ -191,9 +194,9 @@ class StateView:
         self.pinned = self._running_turn_message(run_from)
 
     def _normalise(self, messages: list[Any]) -> tuple[list[int], dict[int, dict[str, Any]], int]:
-        """(indexes of the messages that count, their normalised forms by index, empty replies skipped). An empty
-        model reply (no text, no tool call: cut or filtered output) is nothing to store or send: skipped before
-        validation, which would refuse it. workmem's own injections never count."""
+        """(indexes of the messages that count, their normalised forms by index, empty messages skipped). An empty
+        model reply (no text, no tool call: cut or filtered output) or user message is nothing to store or send:
+        skipped before validation, which would refuse it. workmem's own injections never count."""
         contentful = [i for i, m in enumerate(messages) if carries_content(m)]
         kept = clean_messages([messages[i] for i in contentful], max_bytes=NO_BYTE_CAP, normalize=self._cache.normalize)
         indexes = [contentful[j] for j, _msg, _changed in kept]

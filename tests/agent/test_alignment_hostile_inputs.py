@@ -44,6 +44,18 @@ def test_an_update_state_edit_of_a_stored_message_reaches_the_model_and_the_log(
         assert log.count("The password is [redacted].") == 1 and log.count("Say it again.") == 1
 
 
+def test_an_empty_user_message_is_skipped_and_the_thread_goes_on(root):
+    """A user message with no content (a front end's empty send) is nothing to store or send — it must not stop
+    the run, nor, being in the checkpointed state, every later run of the thread."""
+    model = scripted("A1", "A2", "A3")
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        agent = create_agent(model, middleware=[WorkingMemoryMiddleware(engine)], checkpointer=InMemorySaver())
+        for text in ("first question", "", "third question"):
+            agent.invoke({"messages": [HumanMessage(content=text)]}, thread("empty"))
+        assert texts(stored(engine, "empty")) == ["first question", "A1", "A2", "third question", "A3"]
+        assert prompt_texts(model) == ["first question", "A1", "A2", "third question"]
+
+
 def test_a_client_reusing_one_message_id_per_request_loses_no_message(root):
     """A front end that numbers messages per request (`id="msg-0"` every turn) and sends only the new one:
     an id match whose content differs is not the stored message."""

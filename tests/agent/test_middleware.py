@@ -99,10 +99,13 @@ def test_combine_system_keeps_the_agents_own_additional_kwargs():
     (AIMessage(content="", invalid_tool_calls=[{"id": "c", "name": "x", "args": "{", "error": "bad",
                                                  "type": "invalid_tool_call"}]), True),
     (AIMessage(content=[{"type": "image_url", "image_url": {"url": "data:,"}}]), True),
-    (HumanMessage(content=""), True),
+    (HumanMessage(content=""), False),
+    (HumanMessage(content=" "), True),
+    (HumanMessage(content=[]), False),
     ({"role": "assistant", "content": ""}, True),
-], ids=["empty-ai", "blank-ai", "ai-text", "ai-tool-call", "ai-invalid-call", "ai-blocks", "empty-human", "dict"])
-def test_only_an_ai_message_with_nothing_in_it_carries_no_content(message, expected):
+], ids=["empty-ai", "blank-ai", "ai-text", "ai-tool-call", "ai-invalid-call", "ai-blocks", "empty-human",
+        "blank-human", "no-blocks-human", "dict"])
+def test_only_an_ai_or_user_message_with_nothing_in_it_carries_no_content(message, expected):
     assert carries_content(message) is expected
 
 
