@@ -7,7 +7,9 @@ nothing) with the session's new `Counters`. The host acts on it. docs/design.md,
 each rule is there.
 
 - **Due**: the call reaches the trigger and the commit would cover at least the floor (a quarter of the trigger
-  by default) — or a `("messages", n)` trigger counts n live messages and anything lies outside the keep window.
+  by default) — or a `("messages", n)` trigger counts n live messages and anything lies outside the keep window —
+  or the call is over the input limit less the reply's reserve (a trigger set above that line) and a commit would
+  cover anything: such a call cannot go out, so the loop breaker does not hold it back.
 - **Low-water mark**: the keep a commit uses leaves the next call at most `low_water` × the trigger, but never
   less than the newest step (the call about to go out answers it). The middleware measures the kept tail as the
   call after the commit shows it (older tool results as their synopsis), in whole tool groups, never beyond the
@@ -210,7 +212,8 @@ def decide(figures: CallFigures, counters: Counters, *, sync: bool) -> Plan:
     counters, engaged = judged(counters, figures.call_tokens - figures.newest_whole_tokens, figures.threshold,
                                keep.pending)
     due = _due(figures, keep.pending)
-    if due:  # the breaker is asked only when a commit would otherwise start: asking may release it
+    if due and not figures.over_limit:  # the breaker is asked only when a commit would otherwise start (asking
+        # may release it); a call over the input limit cannot go out without one, whatever the breaker says
         counters, due = breaker_released(counters, keep.pending, figures.floor)
     if not due:
         note = BREAKER_NOTE if counters.breaker_at is not None else None
@@ -223,8 +226,11 @@ def decide(figures: CallFigures, counters: Counters, *, sync: bool) -> Plan:
 
 
 def _due(figures: CallFigures, pending: int) -> bool:
-    """The call reaches the trigger with at least the floor to cover, or a messages trigger is reached."""
+    """The call reaches the trigger with at least the floor to cover, or a messages trigger is reached — or the
+    call is over the input limit less the reply's reserve (a trigger above that line) with anything to cover."""
     if figures.call_tokens >= figures.threshold and pending >= max(figures.floor, 1):
+        return True
+    if figures.over_limit and pending > 0:
         return True
     return (figures.max_messages is not None and len(figures.live_tokens) >= figures.max_messages
             and pending > 0)

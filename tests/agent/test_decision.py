@@ -58,6 +58,17 @@ DECISIONS = [
      "nothing", False),
     ("the breaker engaged and pending grew by the floor: commit", figures(), Counters(breaker_at=2_000), True,
      "commit", True),
+    # a trigger above the input limit less the reserve (here 9 000 of a 10 000 limit, 1 500 reserved): the call
+    # over 8 500 cannot go out, so it commits before the trigger, under the floor, whatever the breaker says
+    ("over the usable window below the trigger, background: commit and wait",
+     figures(call_tokens=8_600, threshold=9_000, input_limit=10_000, reserve=1_500), Counters(), False, "commit",
+     True),
+    ("over the usable window with little to cover and the breaker engaged: commit",
+     figures(call_tokens=8_600, threshold=9_000, input_limit=10_000, reserve=1_500, floor=50_000),
+     Counters(breaker_at=4_000), True, "commit", True),
+    ("just under the usable window below the trigger: nothing",
+     figures(call_tokens=8_500, threshold=9_000, input_limit=10_000, reserve=1_500), Counters(), True, "nothing",
+     False),
 ]
 
 

@@ -373,10 +373,10 @@ def test_a_result_clipped_to_fit_the_window_brings_the_tools_before_any_commit(m
 
 
 def test_messages_dropped_to_fit_bring_the_tools_before_any_commit(make_engine):
-    # a trigger above the window: no commit, so the oldest turns are dropped from the view (stored, and readable
-    # with archive_expand by seq)
+    # a keep wider than the window: a commit would cover nothing, so the oldest turns are dropped from the view
+    # (stored, and readable with archive_expand by seq)
     engine = make_engine(scripted())
-    mw = WorkingMemoryMiddleware(engine, token_budget=8_000, trigger=("tokens", 100_000))
+    mw = WorkingMemoryMiddleware(engine, token_budget=8_000, trigger=("tokens", 100_000), keep=("messages", 500))
     run: list[Any] = []
     for i in range(60):
         run += [HumanMessage(content=f"Turn {i}: " + "the exporter retries jobs and " * 40, id=f"h{i}"),

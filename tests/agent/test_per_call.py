@@ -156,3 +156,30 @@ def test_tool_results_are_stored_once_each(root):
         engine.add_messages("b", [result])
         direct = engine.live_messages("b")[0]
         assert (direct["role"], direct["parts"], direct["tokens"], direct["meta"]) in via_agent
+
+
+@tool
+def read_part(path: str) -> str:
+    """Read a file."""
+    return "\n".join(f"{path} line {i}: value = {i * 7}" for i in range(40))
+
+
+@pytest.mark.parametrize("trigger", [("fraction", 0.9), ("messages", 40)])
+def test_a_trigger_above_the_usable_window_commits_before_the_call_overflows(root, trigger):
+    """At a 10 000-token limit the reply keeps 1 500: a trigger at 9 000 tokens (or one counting only messages)
+    lies above what a call may carry. The run must commit before a call passes 8 500, not stop on it."""
+    steps = [AIMessage(content=f"reading part {i}", tool_calls=[
+        {"name": "read_part", "args": {"path": f"src/mod{i}.py"}, "id": f"c{i}", "type": "tool_call"}])
+        for i in range(30)]
+    model = scripted(*steps, AIMessage(content="done"))
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        middleware = WorkingMemoryMiddleware(engine, session_id="s", commit_mode="sync", token_budget=10_000,
+                                             trigger=trigger)
+        agent = create_agent(model, tools=[read_part], middleware=[middleware], checkpointer=InMemorySaver())
+        state = agent.invoke({"messages": [HumanMessage("read all thirty modules")]},
+                             {"configurable": {"thread_id": "t"}})
+        assert state["messages"][-1].content == "done"
+        assert engine.session_info("s")["commit_count"] >= 1
+        stored = list(engine.iter_messages("s"))
+        assert len(stored) == 62 and len({m["seq"] for m in stored}) == 62, "every message stored once"
+        assert [m["parts"][0].get("text") for m in stored if m["role"] == "user"] == ["read all thirty modules"]
