@@ -108,10 +108,13 @@ Pipeline = list[list[str]]
 
 
 def logical_lines(text: str) -> list[str]:
-    """The command lines of `text`: split at newlines outside quotes (`python -c "…"` spans lines)."""
-    lines, current, quote, escaped = [], [], "", False
+    """The command lines of `text`: split at newlines outside quotes (`python -c "…"` spans lines); a comment
+    (`# let's …`) runs to its line's end, its quotes none."""
+    lines, current, quote, escaped, comment = [], [], "", False, False
     for char in text:
-        if escaped:
+        if comment and char != "\n":
+            pass
+        elif escaped:
             escaped = False
         elif char == "\\" and quote != "'":
             escaped = True
@@ -119,9 +122,11 @@ def logical_lines(text: str) -> list[str]:
             quote = "" if char == quote else quote
         elif char in "'\"":
             quote = char
+        elif char == "#" and (not current or current[-1] in " \t;&|("):
+            comment = True
         elif char == "\n":
             lines.append("".join(current))
-            current = []
+            current, comment = [], False
             continue
         current.append(char)
     lines.append("".join(current))

@@ -27,6 +27,7 @@ MAX_RANGES = 3
 MAX_NAMES = 2
 MAX_COMMAND_CHARS = 160
 _NUMBERED_RES = (re.compile(r"^\s*(\d+)→(.*)$"), re.compile(r"^\s*(\d+)\t(.*)$"), re.compile(r"^(\d+)[:-](.*)$"))
+_HOME_RE = re.compile(r"^/(?:home|Users)/[^/]+(?=/)|^/root(?=/)")  # a home directory: what `~` stands for
 _WRAPPER_RE = re.compile(r"^\s*</?[A-Za-z_][\w-]*>(?:.*</[A-Za-z_][\w-]*>)?\s*$")
 _DIFF_RE = re.compile(r"^(?:diff --git a/\S+ b/(\S+)|\+\+\+ b/(\S+))")
 _SCRIPT_NAME_RE = re.compile(r"^[\w./-]+$")
@@ -96,7 +97,11 @@ class FileTrail:
 
 
 def twins(a: str, b: str) -> bool:
-    """One path absolute (or home-relative), the other a relative path it ends with (holding a `/`)."""
+    """One path absolute (or home-relative), the other a relative path it ends with (holding a `/`); or one
+    home-relative (`~/x`), the other the same path under a home directory (`/home/jim/x`, `/root/x`)."""
+    if a.startswith("~/") != b.startswith("~/") and a.startswith("/") != b.startswith("/"):
+        home, full = (a, b) if a.startswith("~/") else (b, a)
+        return bool(_HOME_RE.match(full)) and _HOME_RE.sub("~", full, count=1) == home
     if a.startswith(("/", "~")) == b.startswith(("/", "~")):
         return False
     full, rel = (a, b) if a.startswith(("/", "~")) else (b, a)

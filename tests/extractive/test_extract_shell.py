@@ -82,3 +82,11 @@ def test_script_writes_and_clean_paths():
 def test_a_dotted_test_name_is_kept_for_the_trail_to_resolve():
     assert kinds("python -m unittest tests.test_mod.TestA.test_b -v") == [("tests.test_mod.TestA.test_b", "tested",
                                                                             None)]
+
+
+def test_a_quote_in_a_comment_does_not_hide_the_commands_after_it():
+    assert logical_lines("# Let's fix the file\nsed -i 's/a/b/' src/app.py") == [
+        "# Let's fix the file", "sed -i 's/a/b/' src/app.py"]
+    assert [(t.path, t.kind) for t in command_touches("cd /testbed # don't forget\nsed -i 's/a/b/' src/app.py")] == [
+        ("src/app.py", "edited")]
+    assert logical_lines("echo 'a # b'\nls") == ["echo 'a # b'", "ls"]  # inside quotes `#` is text

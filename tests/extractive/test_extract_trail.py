@@ -57,6 +57,8 @@ def test_paths_under_a_directory_the_agent_changed_into_are_relative_and_twins_a
     assert trail.relative("/srv/app/src/a.py") == "src/a.py"
     both = trail_of(session(("pytest tests/t.py", "ok"), ("sed -i 's/a/b/' /repo/tests/t.py", "")))
     assert list(both.files) == ["/repo/tests/t.py"]  # the absolute form names the file wherever the agent stands
+    home = trail_of(session(("cat ~/.claude/plans/p.md", "x"), ("sed -i 's/a/b/' /home/jim/.claude/plans/p.md", "")))
+    assert list(home.files) == ["/home/jim/.claude/plans/p.md"]  # the user's home written out or as `~`: one file
 
 
 def test_a_git_diff_shows_what_changed_and_writing_over_a_known_file_is_an_edit():
