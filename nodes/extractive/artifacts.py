@@ -11,6 +11,7 @@ from workmem.nodes.extractive.transcript import Msg, Result
 from workmem.nodes.extractive.words import ERROR_WORDS, EXCEPTION_SUFFIXES, PATH_KEYS
 from workmem.nodes.guard_words import PATH_EXTENSIONS
 
+_TAG_RE = re.compile(r"</?tool_use_error>")  # a coding agent's wrapper of its tool's refusal
 _EXC_RE = re.compile(
     rf"^\s*(?:E\s+)?(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:{alternation(EXCEPTION_SUFFIXES)})\b:\s*\S"
 )
@@ -42,8 +43,9 @@ def error_items(result: Result) -> list[str]:
         elif _ERROR_LINE_RE.match(line):
             plain.append(line.strip())
     items = exceptions[-1:] or plain[:1]
-    if not items and result.is_error:
-        items = [ln.strip() for ln in result.lines if ln.strip()][:1] or ["failed without output"]
+    if not items and result.refused:
+        said = (text for ln in result.lines if (text := _TAG_RE.sub("", ln).strip()))
+        items = [next(said, "failed without output")]
     return [clean(i, 240) for i in items]
 
 

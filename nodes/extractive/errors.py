@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from workmem.nodes.extractive.artifacts import error_items
 from workmem.nodes.extractive.code_words import SHELL_TOOLS
-from workmem.nodes.extractive.steps import Step
+from workmem.nodes.extractive.steps import Step, is_shell
 from workmem.nodes.extractive.text import clean
 from workmem.nodes.extractive.trail import Trail
 from workmem.nodes.extractive.transcript import Line, Msg, Result
@@ -111,7 +111,8 @@ def seen_errors(all_steps: list[Step], msgs: list[Msg], trail: Trail) -> list[Se
     for step in all_steps:
         if step.result is None:
             continue
-        items = [i for i in error_items(step.result) if is_error_line(i)]
+        refused = step.result.refused and not is_shell(step.name)  # a tool's refusal says it in its own words
+        items = [i for i in error_items(step.result) if is_error_line(i) or refused]
         keys = {error_key(i) for i in items}
         signature = _signature(step, trail)
         clean_runs.setdefault(signature, []).append((step.order, keys))

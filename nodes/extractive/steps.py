@@ -55,7 +55,7 @@ class Step:
         if isinstance(self.args, dict):
             value = next((self.args[k] for k in COMMAND_KEYS if isinstance(self.args.get(k), str)), "")
             return value if value not in EDITOR_COMMANDS else ""
-        return self.args if _is_shell(self.name) else ""
+        return self.args if is_shell(self.name) else ""
 
 
 def _unescape(text: str) -> str:
@@ -86,7 +86,8 @@ def call_arguments(raw: str) -> dict[str, Any] | str:
     return found or text
 
 
-def _is_shell(name: str) -> bool:
+def is_shell(name: str) -> bool:
+    """A shell tool (`bash`, `Bash`, `shell`): its command line says what it did."""
     return name.lower() in SHELL_TOOLS
 
 
@@ -129,14 +130,14 @@ def _defined(args: dict[str, Any]) -> str:
 def call_touches(name: str, args: dict[str, Any] | str) -> list[Touch]:
     """What one tool call did to files."""
     if isinstance(args, str):
-        return command_touches(args) if _is_shell(name) else []
+        return command_touches(args) if is_shell(name) else []
     command = next((args[k] for k in COMMAND_KEYS if isinstance(args.get(k), str)), None)
     paths = [p for key, value in args.items() if isinstance(value, str) and _PATH_KEY_RE.search(key)
              for word in value.split() if (p := clean_path(word))]
     if command in EDITOR_COMMANDS:
         kind: Kind = {"view": "read", "create": "created"}.get(command, "edited")  # type: ignore[assignment]
         return [Touch(p, kind, _lines(args), _defined(args)) for p in paths[:1]]
-    if command is not None and (_is_shell(name) or " " in command.strip() or not paths):
+    if command is not None and (is_shell(name) or " " in command.strip() or not paths):
         return command_touches(command)
     verb = _verb(name)
     if verb is None or not paths:
@@ -164,6 +165,8 @@ def steps(msgs: list[Msg]) -> list[Step]:
             else:
                 match.result = result
                 pending.remove(match)
+                if result.refused and not is_shell(match.name):  # a refused edit changed nothing
+                    match.touches = [t for t in match.touches if t.kind not in ("edited", "created")]
     return out
 
 

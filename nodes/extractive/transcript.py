@@ -45,6 +45,7 @@ _HARNESS_NOTE_RE = re.compile(rf"^(?:{alternation(HARNESS_NOTES)})\b", re.I)
 _WRAPPER_RE = re.compile(rf"<({alternation(SKIPPED_BLOCKS)})(?:\s[^>]*)?>.*?</\1\s*>", re.S | re.I)
 _EMPTY_ARGS_RE = re.compile(r"<command-args>\s*</command-args>", re.I)
 _ARGS_TAG_RE = re.compile(r"</?command-args>", re.I)
+TOOL_ERROR_TAG = "<tool_use_error>"
 
 
 @dataclass
@@ -55,6 +56,13 @@ class Result:
     is_error: bool
     lines: list[str] = field(default_factory=list)
     clip_at: int | None = None  # index in `lines` where the transcript clipped the result's middle out
+
+    @property
+    def refused(self) -> bool:
+        """The tool did not do what it was called for: an error result, or one a coding agent wraps as its tool's
+        refusal (`<tool_use_error>String to replace not found …`)."""
+        first = next((line for line in self.lines if line.strip()), "")
+        return self.is_error or first.lstrip().startswith(TOOL_ERROR_TAG)
 
 
 @dataclass

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from fakes import stored_messages
 from test_extract_trail import session
 
@@ -73,3 +75,16 @@ def test_among_the_items_a_commit_adds_each_error_is_one_item_with_its_latest_st
     fixed_item = "FAILED tests/t.py::test_pkg - AssertionError — fixed: edited src/main.py"
     other = "IndentationError: expected an indented block (at src/main.py:588) — when running tests/t.py"
     assert latest_status([open_item, other, fixed_item]) == [fixed_item, other]
+
+
+def test_a_coding_agents_tool_refusal_is_an_error_and_its_edit_changed_nothing():
+    edit = {"file_path": "/repo/src/term.py", "old_string": "return p", "new_string": "return q"}
+    raw = [{"role": "user", "content": "Fix the parser."},
+           {"role": "assistant", "content": "", "tool_calls": [
+               {"id": "e1", "type": "function", "function": {"name": "Edit", "arguments": json.dumps(edit)}}]},
+           {"role": "tool", "tool_call_id": "e1", "name": "Edit",
+            "content": "<tool_use_error>String to replace not found in file.\nString: return p</tool_use_error>"}]
+    msgs = parse_transcript(format_messages(stored_messages(raw)))
+    found = steps(msgs)
+    assert errors_of(raw) == ["Edit: String to replace not found in file."]
+    assert [t.kind for t in found[0].touches] == []  # not edited: the tool refused
