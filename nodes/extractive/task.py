@@ -45,6 +45,8 @@ _FENCE_RE = re.compile(r"^\s*(```|~~~)")
 _BARE_PATH_RE = re.compile(r"^\s*(?:[~/.]?[\w.-]*/[\w./-]*|https?://\S+)\s*$")
 _CONSTRAINT_RE = re.compile(rf"\b(?:{alternation(CONSTRAINT_CUES)})\b", re.I)
 _HEADLINE_WORDS = 30
+_DOTTED_RE = re.compile(r"^(?:[A-Za-z_]\w*\.)+([A-Za-z_]\w*\.[A-Za-z_]\w*(?:\(\w*\))?)$")  # `a.b.c()` → `b.c()`
+_VAGUE_RE = re.compile(r"^(?:it|this|that|they|these|those)\b", re.I)
 _CLAUSE_RE = re.compile(r"[:;,]\s|\s[-—]\s|\s\(")
 
 
@@ -119,8 +121,15 @@ def task_of(msgs: list[Msg], legacy: str = "") -> str:
     sents = sentences("\n".join(lines))
     requests = [as_task(s) for s in sents if is_request(s) and not is_correction(s, False) and not is_ack(s)]
     plain = [s for s in sents if len(LEAD_RE.sub("", s).split()) >= 3 and not is_correction(s, False)]
-    pick = (requests or plain or [lines[0]])[0]
+    named = [s for s in [*requests, *plain] if not _is_vague(s)]  # what names its subject, requests first
+    pick = (named or requests or plain or [lines[0]])[0]
     return clean(POLITE_RE.sub("", LEAD_RE.sub("", pick)).strip(), MAX_TASK_CHARS)
+
+
+def _is_vague(sent: str) -> bool:
+    """A sentence that leans on another for its subject (`It should skip them.`, `Fix it.`)."""
+    words = POLITE_RE.sub("", LEAD_RE.sub("", sent)).split()
+    return len(words) < 3 or bool(_VAGUE_RE.match(words[0]))
 
 
 def fit_tokens(text: str, budget: int) -> str:
@@ -152,9 +161,11 @@ def title_of(task: str, budget: int) -> str:
         head = text[:cut].strip()
         if count_tokens(head) <= budget and _content_words(head) >= 2 and 2 * count_tokens(head) >= budget:
             return head
-    words = [w for w in text.split() if w.lower().strip(":,;()") not in TITLE_STOPWORDS
+    words = [w.rstrip(":,;") for w in text.split() if w.lower().strip(":,;()") not in TITLE_STOPWORDS
              and not re.fullmatch(r"[\W\d.]*\d[\W\d.v]*", w) and re.search(r"\w", w)]
-    return fit_tokens(" ".join(w.rstrip(":,;") for w in words), budget)
+    if count_tokens(" ".join(words)) > budget:  # a module path by its last two parts, the most specific ones
+        words = [_DOTTED_RE.sub(r"\1", w) for w in words]
+    return fit_tokens(" ".join(words), budget)
 
 
 def task_block(body: str) -> list[str]:

@@ -51,7 +51,11 @@ def test_boilerplate_lines_are_skipped():
     ("@claude-code-prompt.md really ULTRATHINK this", "@claude-code-prompt.md really ULTRATHINK this"),
     ("Hi! Our import fails since May. Can you fix the CSV import in the Flask app? It returns 500.",
      "Fix the CSV import in the Flask app."),
-    ("The loader crashes on empty files. It should skip them.", "It should skip them."),
+    # a request that leans on another sentence for its subject gives way to one that names it
+    ("The loader crashes on empty files. It should skip them.", "The loader crashes on empty files."),
+    ("Why does reindl() return NaN when GHI is 0? It should return zero. Can you fix it?",
+     "Why does reindl() return NaN when GHI is 0?"),
+    ("It crashes. Fix it.", "Fix it."),  # nothing names it: the request
 ])
 def test_the_task_is_a_headline_as_written_or_the_first_request(text, task):
     assert task_of(msgs_of(text)) == task
@@ -67,6 +71,9 @@ def test_the_task_is_a_headline_as_written_or_the_first_request(text, task):
     ("Regression in 5.2.3: pytest tries to collect random __init__.py files", 12,
      "Regression pytest tries collect random __init__.py files"),
     ("Regression in 5.2.3: pytest tries to collect random __init__.py files", 3, "Regression pytest tries"),
+    # a module path too long for a tight title: its last two parts, never a name cut mid-word
+    ("pvlib.irradiance.reindl() model generates NaNs when GHI = 0", 7, "irradiance.reindl()"),
+    ("DateFormat.Y() is not zero-padded.", 6, "DateFormat.Y() is not"),
 ])
 def test_the_title_fits_its_budget_and_names_the_task(task, budget, title):
     assert title_of(task, budget) == title
