@@ -39,6 +39,8 @@ _SED_LINES_RE = re.compile(r"^(\d+)(?:\s*,\s*(\d+|\$))?\s*([acidp]|c\\?|s\W)?")
 _ED_LINE_RE = re.compile(r"^(\d+)(?:,(\d+))?[acid]$")
 _HEAD_N_RE = re.compile(r"^-n?(\d+)$")
 _OPEN_WRITE_RE = re.compile(r"""open\(\s*(?:r|f)?(['"])([^'"\n]+)\1\s*,\s*(['"])[^'"]*[wa+][^'"]*\3""")
+_ASSIGN_RE = re.compile(r"""^[ \t]*([A-Za-z_]\w*)[ \t]*=[ \t]*r?(['"])([^'"\n]+)\2[ \t]*$""", re.M)
+_OPEN_NAME_WRITE_RE = re.compile(r"""open\(\s*([A-Za-z_]\w*)\s*,\s*(['"])[^'"]*[wa+][^'"]*\2""")
 _WRITE_TEXT_RE = re.compile(r"""Path\(\s*(['"])([^'"\n]+)\1\s*\)\.write_(?:text|bytes)""")
 _GLOB_CHARS = set("*?[]{}$`<>|\\")
 _SCRIPT_EXT = re.compile(r"\.(?:py|sh|bash|js|ts|rb|pl)$")
@@ -237,8 +239,11 @@ def _head_lines(args: list[str]) -> tuple[int, int] | None:
 
 
 def script_writes(body: str) -> list[str]:
-    """Files a Python script opens for writing (`open('f', 'w')`, `Path('f').write_text`)."""
+    """Files a Python script opens for writing (`open('f', 'w')`, `Path('f').write_text`), also through a name
+    the script assigns the path to (`path = 'f'` … `open(path, 'w')`)."""
     found = [m.group(2) for m in _OPEN_WRITE_RE.finditer(body)] + [m.group(2) for m in _WRITE_TEXT_RE.finditer(body)]
+    named = {m.group(1): m.group(3) for m in _ASSIGN_RE.finditer(body)}  # the last assignment of each name
+    found += [named[m.group(1)] for m in _OPEN_NAME_WRITE_RE.finditer(body) if m.group(1) in named]
     return list(dict.fromkeys(p for f in found if (p := clean_path(f))))
 
 

@@ -90,3 +90,10 @@ def test_a_quote_in_a_comment_does_not_hide_the_commands_after_it():
     assert [(t.path, t.kind) for t in command_touches("cd /testbed # don't forget\nsed -i 's/a/b/' src/app.py")] == [
         ("src/app.py", "edited")]
     assert logical_lines("echo 'a # b'\nls") == ["echo 'a # b'", "ls"]  # inside quotes `#` is text
+
+
+def test_a_script_writing_through_the_name_it_gave_the_path_edits_that_file():
+    body = ("path = '/testbed/src/app.py'\nwith open(path) as f:\n    s = f.read()\n"
+            "with open(path, 'w') as f:\n    f.write(s)")
+    assert script_writes(body) == ["/testbed/src/app.py"]
+    assert script_writes("log = 'out.txt'\nopen(log, 'r')\nopen(other, 'w')") == []  # read only; a name never given
