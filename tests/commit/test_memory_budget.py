@@ -326,15 +326,18 @@ def test_the_middleware_counts_its_own_tool_schemas_toward_the_trigger(make_engi
     assert tool_tokens > 100, "the archive tools' schemas"
 
     def run(tools: bool, trigger: int) -> tuple[dict[str, Any], int]:
+        # each run its own session (the engines share a root) and sync commits: counted when the run ends
+        session = f"t-{tools}-{trigger}"
         engine = make_engine(ExtractiveChatModel(), keep=("messages", 1))
-        middleware = WorkingMemoryMiddleware(engine, session_id="t", tools=tools, trigger=("tokens", trigger))
+        middleware = WorkingMemoryMiddleware(engine, session_id=session, tools=tools, trigger=("tokens", trigger),
+                                             commit_mode="sync")
         agent = create_agent(scripted("Fine.", "Fine.", "Fine."), middleware=[middleware],
                              checkpointer=InMemorySaver())
         for turn in range(3):
             agent.invoke({"messages": [{"role": "user", "content": f"Plan item {turn}: ship the exporter. " * 20}]},
                          {"configurable": {"thread_id": "t"}})
         last = agent.get_state({"configurable": {"thread_id": "t"}}).values["workmem_last_call"]
-        return last, engine.session_info("t")["commit_count"]
+        return last, engine.session_info(session)["commit_count"]
 
     last, commits = run(False, 100_000)
     assert commits == 0 and last["workmem_tools"] is False
