@@ -42,6 +42,9 @@ _OPEN_WRITE_RE = re.compile(r"""open\(\s*(?:r|f)?(['"])([^'"\n]+)\1\s*,\s*(['"])
 _ASSIGN_RE = re.compile(r"""^[ \t]*([A-Za-z_]\w*)[ \t]*=[ \t]*r?(['"])([^'"\n]+)\2[ \t]*$""", re.M)
 _OPEN_NAME_WRITE_RE = re.compile(r"""open\(\s*([A-Za-z_]\w*)\s*,\s*(['"])[^'"]*[wa+][^'"]*\2""")
 _WRITE_TEXT_RE = re.compile(r"""Path\(\s*(['"])([^'"\n]+)\1\s*\)\.write_(?:text|bytes)""")
+_DRIVE_PATH = re.compile(r"(?<![\w\\/])[A-Za-z]:\\[^\s'\"|&;<>()*?]*")  # in a command line: shlex would eat its `\\`
+_DRIVE_ROOT = re.compile(r"^[A-Za-z]:/")
+_WINDOWS_PATH = re.compile(r"^[A-Za-z]:\\[^*?\"<>|]*$")
 _GLOB_CHARS = set("*?[]{}$`<>|\\")
 _SCRIPT_EXT = re.compile(r"\.(?:py|sh|bash|js|ts|rb|pl)$")
 DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")  # a test module or test id named by dots
@@ -58,9 +61,16 @@ class Touch:
     detail: str = ""
 
 
+def is_absolute(path: str) -> bool:
+    """A path from the root, the home directory (`~`) or a Windows drive (`C:/…`, as `clean_path` writes it)."""
+    return path.startswith(("/", "~")) or bool(_DRIVE_ROOT.match(path))
+
+
 def clean_path(token: str) -> str | None:
     """A path as the trail keeps it (`./a/b.py` → `a/b.py`), or None for options, devices, globs and URLs."""
     token = token.strip().strip("'\"").rstrip(",;")
+    if _WINDOWS_PATH.match(token):  # `C:\Users\jim\app.py` is kept as `C:/Users/jim/app.py`, like every other path
+        token = token.replace("\\", "/")
     if not token or _NOT_PATH.match(token) or any(c in _GLOB_CHARS for c in token) or token in (".", "..", "~"):
         return None
     while token.startswith("./"):
@@ -138,7 +148,7 @@ def logical_lines(text: str) -> list[str]:
 def simple_commands(text: str) -> tuple[list[tuple[str, list[Pipeline]]], list[str]]:
     """Each command line (as written) with its pipelines of simple commands (word lists), and the heredoc
     bodies in the order the commands read them."""
-    text, bodies = _heredocs(text.replace("\\\n", " "))
+    text, bodies = _heredocs(_DRIVE_PATH.sub(lambda m: m.group(0).replace("\\", "/"), text.replace("\\\n", " ")))
     out: list[tuple[str, list[Pipeline]]] = []
     for line in logical_lines(text):
         if not line.strip() or line.lstrip().startswith("#"):
@@ -319,7 +329,7 @@ def _one(program: str, written_as: str, args: list[str], line: str, body: str | 
 def _moved(here: str, target: str) -> str:
     """The directory after `cd target` from `here` (relative to where the command started; '' when unknown or
     absolute: absolute directories are the trail's roots)."""
-    if not target or target.startswith(("/", "~", "-", "$")):
+    if not target or target.startswith(("-", "$")) or is_absolute(target):
         return ""
     moved = posixpath.normpath(posixpath.join(here or ".", target))
     return "" if moved == "." or moved.startswith("..") else moved
@@ -328,7 +338,7 @@ def _moved(here: str, target: str) -> str:
 def _under(here: str, touches: list[Touch]) -> list[Touch]:
     if not here:
         return touches
-    return [t if t.path.startswith(("/", "~")) else Touch(posixpath.join(here, t.path), t.kind, t.lines, t.detail)
+    return [t if is_absolute(t.path) else Touch(posixpath.join(here, t.path), t.kind, t.lines, t.detail)
             for t in touches]
 
 
@@ -368,4 +378,5 @@ def cd_dirs(command: str) -> list[str]:
     written relative to them elsewhere."""
     lines, _ = simple_commands(command)
     return [words[1].rstrip("/") for _, pipelines in lines for pipeline in pipelines for words in pipeline
-            if len(words) >= 2 and words[0] == "cd" and words[1].startswith("/") and len(words[1]) > 1]
+            if len(words) >= 2 and words[0] == "cd" and is_absolute(words[1]) and not words[1].startswith("~")
+            and len(words[1]) > 1]

@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from workmem.nodes.extractive.shell import DOTTED_NAME, Kind, Touch, cd_dirs
+from workmem.nodes.extractive.shell import DOTTED_NAME, Kind, Touch, cd_dirs, is_absolute
 from workmem.nodes.extractive.steps import Step, defined_names
 from workmem.nodes.extractive.text import clean
 from workmem.nodes.guard_words import PATH_EXTENSIONS
@@ -102,9 +102,9 @@ def twins(a: str, b: str) -> bool:
     if a.startswith("~/") != b.startswith("~/") and a.startswith("/") != b.startswith("/"):
         home, full = (a, b) if a.startswith("~/") else (b, a)
         return bool(_HOME_RE.match(full)) and _HOME_RE.sub("~", full, count=1) == home
-    if a.startswith(("/", "~")) == b.startswith(("/", "~")):
+    if is_absolute(a) == is_absolute(b):
         return False
-    full, rel = (a, b) if a.startswith(("/", "~")) else (b, a)
+    full, rel = (a, b) if is_absolute(a) else (b, a)
     return "/" in rel and full.endswith("/" + rel)
 
 
@@ -193,7 +193,7 @@ class Trail:
         twin = None if path in self.files else next((p for p in self.files if twins(p, path)), None)
         if twin is None:
             return path
-        if not path.startswith(("/", "~")):
+        if not is_absolute(path):
             return twin
         self.files[path] = self.files.pop(twin)
         self.files[path].path = path

@@ -97,3 +97,10 @@ def test_a_script_writing_through_the_name_it_gave_the_path_edits_that_file():
             "with open(path, 'w') as f:\n    f.write(s)")
     assert script_writes(body) == ["/testbed/src/app.py"]
     assert script_writes("log = 'out.txt'\nopen(log, 'r')\nopen(other, 'w')") == []  # read only; a name never given
+
+
+def test_a_windows_drive_path_is_kept_with_forward_slashes_and_counts_as_absolute():
+    assert clean_path(r"C:\Users\jim\proj\app.py") == "C:/Users/jim/proj/app.py"
+    touches = command_touches(r"cd C:\python\test && python3 C:\python\cctrace\export.py --max-age 9 2>&1 | head")
+    assert [(t.path, t.kind) for t in touches] == [("C:/python/cctrace/export.py", "ran")]
+    assert cd_dirs(r"cd C:\python\app && ls") == ["C:/python/app"]
