@@ -20,27 +20,48 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from typing import Any
 
 from workmem.state.messages import MAX_NESTING
 
 SAFE_FORM_META = "workmem_safe_form"
+CHECKPOINTED_FP = "checkpointed_fp"  # in the repair's record: the fingerprint of `as_checkpointed(original)`
 FLAT_DEPTH = MAX_NESTING // 2  # containers deeper than this are stored as their JSON text
 _LC_FIELDS = ("content", "additional_kwargs", "tool_calls", "invalid_tool_calls")  # as `check_nesting` walks them
 _LC_TEXT_FIELDS = ("id", "name", "tool_call_id", "status")
-_ESCAPED_SURROGATE = re.compile(r"\\ud[89a-f][0-9a-f]{2}")  # a lone surrogate as `text` escaped it
 
 
-def storable_form(message: Any) -> tuple[Any, str | None]:
+def storable_form(message: Any, *, record: dict[str, Any] | None = None) -> tuple[Any, str | None]:
     """`(message in a storable form, note)`: `message` itself and None when it has nothing to repair; else a
-    repaired copy (see the module doc) and a one-line note saying what changed, for the caller's WARNING."""
-    fix = _Fix()
+    repaired copy (see the module doc) and a one-line note saying what changed, for the caller's WARNING
+    (`record`: more to keep in the repair's record)."""
+    return _repaired(message, _Fix(), record or {})
+
+
+def as_checkpointed(message: Any) -> Any | None:
+    """`message` as LangGraph's checkpoint serializer gives it back — each lone surrogate a `?` — else None
+    (it has none). A state's copy after a checkpoint round trip is this, not the original: its fingerprint is
+    recorded with the stored form (`CHECKPOINTED_FP`), so that copy is not taken for an edit."""
+    fix = _Replace()
+    replaced, _note = _repaired(message, fix, {})
+    return replaced if fix.changes.get("surrogates") else None
+
+
+def checkpointed_fingerprint(stored: dict[str, Any]) -> str | None:
+    """The fingerprint recorded of a stored message's checkpointed original (`as_checkpointed`), else None."""
+    meta = stored.get("meta") or {}
+    kwargs = meta.get("additional_kwargs")  # a LangChain message's record, as storage keeps it
+    record = meta.get(SAFE_FORM_META) or (kwargs.get(SAFE_FORM_META) if isinstance(kwargs, dict) else None)
+    found = record.get(CHECKPOINTED_FP) if isinstance(record, dict) else None
+    return found if isinstance(found, str) else None
+
+
+def _repaired(message: Any, fix: _Fix, extra: dict[str, Any]) -> tuple[Any, str | None]:
     if isinstance(message, dict):
         repaired = fix.value(message, 1)
         if not fix.changes:
             return message, None
-        _record(repaired, fix.record())
+        _record(repaired, {**fix.record(), **extra})
         return repaired, fix.note()
     if not (isinstance(getattr(message, "type", None), str) and hasattr(message, "content")
             and callable(getattr(message, "model_copy", None))):
@@ -58,30 +79,9 @@ def storable_form(message: Any) -> tuple[Any, str | None]:
     if not fix.changes:
         return message, None
     kwargs = update.get("additional_kwargs", getattr(message, "additional_kwargs", None))
-    update["additional_kwargs"] = {**(kwargs if isinstance(kwargs, dict) else {}), SAFE_FORM_META: fix.record()}
+    update["additional_kwargs"] = {**(kwargs if isinstance(kwargs, dict) else {}),
+                                   SAFE_FORM_META: {**fix.record(), **extra}}
     return message.model_copy(update=update), fix.note()
-
-
-def as_checkpointed(stored: dict[str, Any]) -> dict[str, Any] | None:
-    """A stored message whose repair escaped lone surrogates as LangGraph's checkpoint serializer gives its
-    original back (each lone surrogate a `?`): the agent state's copy after a checkpoint round trip, which must
-    still align with it. None for a message with no escaped surrogate."""
-    meta = stored.get("meta") or {}
-    kwargs = meta.get("additional_kwargs")  # a LangChain message's record, as storage keeps it
-    record = meta.get(SAFE_FORM_META) or (kwargs.get(SAFE_FORM_META) if isinstance(kwargs, dict) else None)
-    if not (isinstance(record, dict) and record.get("surrogates")):
-        return None
-    return {**stored, "parts": _unescaped(stored.get("parts"))}
-
-
-def _unescaped(value: Any) -> Any:
-    if isinstance(value, str):
-        return _ESCAPED_SURROGATE.sub("?", value)
-    if isinstance(value, dict):
-        return {key: _unescaped(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_unescaped(item) for item in value]
-    return value
 
 
 def _record(message: dict[str, Any], record: dict[str, Any]) -> None:
@@ -181,6 +181,19 @@ class _Fix:
             said.append(f"{self.changes['not_json']} value(s) JSON cannot hold stored as text")
         return "; ".join(said)
 
+
+
+class _Replace(_Fix):
+    """A pass that writes each lone surrogate as `?`, as LangGraph's checkpoint serializer does."""
+
+    def text(self, text: str) -> str:
+        """`text` with each lone surrogate a `?` (the same object when it has none)."""
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            self._count("surrogates", sum(1 for c in text if "\ud800" <= c <= "\udfff"))
+            return text.encode("utf-8", "replace").decode("utf-8")
+        return text
 
 def _depth(value: Any) -> int:
     """Levels of dicts and lists in `value` (1 for a flat one), iteratively: no `RecursionError` at any depth."""

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from workmem.state.messages import FINGERPRINT_META, SYNOPSIS_OF_META, fingerprint, lc_id
-from workmem.state.safe_form import as_checkpointed
+from workmem.state.safe_form import checkpointed_fingerprint
 
 Stored = dict[str, Any]
 MIN_FINGERPRINT_RUN = 2  # messages a stateless client's history must repeat to be aligned
@@ -118,8 +118,7 @@ def _edited(stored: Stored, candidate: dict[str, Any]) -> bool:
     recorded = (stored.get("meta") or {}).get(FINGERPRINT_META)
     if not isinstance(recorded, str) or recorded == (found := fingerprint_of(candidate)):
         return False
-    checkpointed = as_checkpointed(stored)
-    return checkpointed is None or fingerprint(checkpointed) != found
+    return checkpointed_fingerprint(stored) != found
 
 
 def _by_ids(candidates: list[dict[str, Any]], stored: list[Stored], outputs: int,

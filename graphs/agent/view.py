@@ -21,6 +21,7 @@ from workmem.state.errors import InvalidInput
 from workmem.state.lru import LRU
 from workmem.state.messages import (
     CLIPPED_BYTES_META,
+    FINGERPRINT_META,
     NO_BYTE_CAP,
     SYNOPSIS_FP,
     clip_to_cap,
@@ -30,7 +31,7 @@ from workmem.state.messages import (
     prepare_message,
 )
 from workmem.state.payloads import PayloadLimits
-from workmem.state.safe_form import storable_form
+from workmem.state.safe_form import CHECKPOINTED_FP, as_checkpointed, storable_form
 from workmem.state.tokens import count_tokens
 
 if TYPE_CHECKING:
@@ -115,8 +116,8 @@ class NormalisedCache:
         try:
             prepared = prepare_message(message, field=field, max_bytes=max_bytes, payloads=payloads)
         except InvalidInput:
-            repaired, note = storable_form(message)  # an agent run stores what it cannot refuse
-            if note is None:
+            repaired, note = storable_form(message, record=_checkpointed_print(message, field))  # an agent run
+            if note is None:  # stores what it cannot refuse
                 raise
             log.warning("workmem: a %s message (id %s) cannot be stored as it is (%s); its storable form is "
                         "stored", getattr(message, "type", None) or type(message).__name__,
@@ -125,6 +126,19 @@ class NormalisedCache:
         if key is not None:
             self._items.put(key, prepared)
         return prepared
+
+
+def _checkpointed_print(message: Any, field: str) -> dict[str, str]:
+    """For a message with lone surrogates: the fingerprint of its copy after a checkpoint round trip (each a `?`),
+    kept in the stored form's repair record — the state holds that copy at the thread's next run."""
+    checkpointed = as_checkpointed(message)
+    if checkpointed is None:
+        return {}
+    try:
+        form = prepare_message(checkpointed, field=field, max_bytes=NO_BYTE_CAP)[0]
+    except InvalidInput:
+        return {}
+    return {CHECKPOINTED_FP: form["meta"][FINGERPRINT_META]}
 
 
 def _cache_key(message: Any) -> tuple[Any, ...] | None:

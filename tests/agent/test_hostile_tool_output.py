@@ -80,3 +80,37 @@ def test_the_engine_still_refuses_such_input(root):
         with pytest.raises(InvalidInput):
             engine.add_messages("s", [ToolMessage(content="x_\udcff", tool_call_id="c1", name="list_dir")])
         assert not engine.session_exists("s")
+
+
+LISTINGS = {
+    # JSON dumped with ensure_ascii writes an emoji as `\ud83d\ude00` text, beside a real lone surrogate
+    "escapes as text and a surrogate": '{"name": "\\ud83d\\ude00 report"}\nreport_\udcff.csv',
+    "a surrogate in a result over max_message_bytes": "report_\udcff.csv\n" + "row,1,2,3\n" * 2_000,
+}
+
+
+@pytest.mark.parametrize("listing", list(LISTINGS.values()), ids=list(LISTINGS))
+@pytest.mark.parametrize("mode", ["sync", "background"])
+def test_a_surrogate_result_is_stored_once_whatever_else_it_holds(root, listing, mode):
+    """The checkpointer turns each lone surrogate of the state's copy into "?": that copy must still be the stored
+    message (its fingerprint is recorded with the stored form), however the stored form was escaped or clipped."""
+
+    @tool
+    def list_out(path: str) -> str:
+        """List a directory."""
+        return listing
+
+    def steps(run: int) -> list[AIMessage]:
+        return [AIMessage(content="", tool_calls=[{"name": "list_out", "args": {"path": f"out{run}"},
+                                                   "id": f"l{run}", "type": "tool_call"}]),
+                AIMessage(content=f"Run {run} done.")]
+
+    model = scripted(*steps(0), *steps(1), *steps(2))
+    with WorkingMemoryEngine(root, durable=False, max_message_bytes=8_000) as engine:
+        agent = create_agent(model, tools=[list_out], checkpointer=InMemorySaver(),
+                             middleware=[WorkingMemoryMiddleware(engine, commit_mode=mode)])
+        for run in range(3):
+            agent.invoke({"messages": [HumanMessage(f"List part {run}.", id=f"h{run}")]},
+                         {"configurable": {"thread_id": "t"}})
+        engine.join_commits()
+        assert len(engine.live_messages("t")) == 3 * 4 and not engine.hidden("t"), "every message stored once"
