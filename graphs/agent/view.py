@@ -57,11 +57,19 @@ def carries_content(message: Any) -> bool:
     """False for an AI message with no text and no tool call, or a user message with no content at all (nothing
     to store or send)."""
     if isinstance(message, HumanMessage):
-        return bool(message.content)
+        content = message.content
+        return bool(content) if isinstance(content, str) else any(_block_says(block) for block in content)
     if not isinstance(message, AIMessage):
         return True
     return bool(message.text.strip() or message.tool_calls or message.invalid_tool_calls or
                 (isinstance(message.content, list) and message.content))
+
+
+def _block_says(block: Any) -> bool:
+    """A content block with something in it: text that is not empty, or any block that is not text."""
+    if isinstance(block, str):
+        return bool(block)
+    return not (isinstance(block, dict) and block.get("type") == "text" and not block.get("text"))
 
 
 def clip_oversized(messages: list[Any], max_bytes: int, *, warn: bool = False,

@@ -102,9 +102,12 @@ def test_combine_system_keeps_the_agents_own_additional_kwargs():
     (HumanMessage(content=""), False),
     (HumanMessage(content=" "), True),
     (HumanMessage(content=[]), False),
+    (HumanMessage(content=[{"type": "text", "text": ""}, ""]), False),
+    (HumanMessage(content=[{"type": "text", "text": ""}, {"type": "image_url", "image_url": {"url": "data:,"}}]),
+     True),
     ({"role": "assistant", "content": ""}, True),
 ], ids=["empty-ai", "blank-ai", "ai-text", "ai-tool-call", "ai-invalid-call", "ai-blocks", "empty-human",
-        "blank-human", "no-blocks-human", "dict"])
+        "blank-human", "no-blocks-human", "empty-blocks-human", "image-human", "dict"])
 def test_only_an_ai_or_user_message_with_nothing_in_it_carries_no_content(message, expected):
     assert carries_content(message) is expected
 
