@@ -10,7 +10,8 @@ each rule is there.
   by default) — or a `("messages", n)` trigger counts n live messages and anything lies outside the keep window —
   or the call is over the input limit less the reply's reserve (a trigger set above that line) and a commit would
   cover anything: such a call cannot go out, so the loop breaker does not hold it back.
-- **Low-water mark**: the keep a commit uses leaves the next call at most `low_water` × the trigger, but never
+- **Low-water mark**: the keep a commit uses leaves the next call at most `low_water` × the trigger (or × what a
+  call may carry, when the trigger is set above it), but never
   less than the newest step (the call about to go out answers it). The middleware measures the kept tail as the
   call after the commit shows it (older tool results as their synopsis), in whole tool groups, never beyond the
   configured keep and never covering less than the floor where the tail at today's sizes would cover it.
@@ -78,9 +79,14 @@ class CallFigures:
     newest_step_start: int | None = None  # where the newest step starts (None: the last message)
 
     @property
+    def usable(self) -> int:
+        """What a call may carry: the model's input limit less the reply's reserve."""
+        return self.input_limit - self.reserve
+
+    @property
     def over_limit(self) -> bool:
         """True when the call would not fit the model's input limit less the reply's reserve."""
-        return self.call_tokens > self.input_limit - self.reserve
+        return self.call_tokens > self.usable
 
 
 @dataclass(frozen=True)
@@ -208,7 +214,7 @@ def breaker_released(counters: Counters, pending: int, floor: int) -> tuple[Coun
 
 def decide(figures: CallFigures, counters: Counters, *, sync: bool) -> Plan:
     """Commit, wait for the running commit, or nothing — on the call about to be sent (pure)."""
-    keep = choose_keep(figures, int(figures.low_water * figures.threshold))
+    keep = choose_keep(figures, int(figures.low_water * min(figures.threshold, figures.usable)))
     counters, engaged = judged(counters, figures.call_tokens - figures.newest_whole_tokens, figures.threshold,
                                keep.pending)
     due = _due(figures, keep.pending)

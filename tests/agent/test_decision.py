@@ -174,3 +174,11 @@ def test_a_commit_due_as_shown_covers_what_it_counts_in_whole_groups():
     plan = decide(shown, Counters(), sync=True)
     assert plan.action == "commit" and plan.keep.keep == ("messages", 2) and plan.keep.pending == 3_050
     assert choose_covered_range(live, plan.keep.keep) == (10, 13), "the engine covers what pending counts"
+
+
+def test_over_the_usable_window_the_commit_aims_under_half_of_it_not_half_the_trigger():
+    # a trigger far above what a call may carry (8 500 of a 10 000 limit): one commit must buy several calls
+    call = figures(call_tokens=8_600, threshold=1_000_000, input_limit=10_000, reserve=1_500, keep=("messages", 10))
+    plan = decide(call, Counters(), sync=False)
+    assert (plan.action, plan.wait) == ("commit", True)
+    assert plan.keep.capped and plan.keep.allowance == 8_500 // 2 - call.fixed_tokens
