@@ -24,6 +24,7 @@ from langgraph.runtime import Runtime
 
 import workmem.graphs.agent.middleware as middleware_module
 import workmem.graphs.agent.view as view_module
+import workmem.graphs.context.decision as decision_module
 from workmem.graphs.agent.middleware import WorkingMemoryMiddleware
 from workmem.graphs.agent.session_cache import ARCHIVE_TAIL
 from workmem.graphs.agent.tools import make_archive_tools, schema_tokens
@@ -375,11 +376,12 @@ def test_a_result_clipped_to_fit_the_window_brings_the_tools_before_any_commit(m
     assert engine.read_tool_result("s", "seq:3", query="row 3000:")["matches"], "what the tools reach"
 
 
-def test_messages_dropped_to_fit_bring_the_tools_before_any_commit(make_engine):
-    # a keep wider than the window: a commit would cover nothing, so the oldest turns are dropped from the view
-    # (stored, and readable with archive_expand by seq)
+def test_messages_dropped_to_fit_bring_the_tools_before_any_commit(make_engine, monkeypatch):
+    # no commit is due (as when none can be made), so the oldest turns are dropped from the view (stored, and
+    # readable with archive_expand by seq)
+    monkeypatch.setattr(decision_module, "_due", lambda figures, pending: False)
     engine = make_engine(scripted())
-    mw = WorkingMemoryMiddleware(engine, token_budget=8_000, trigger=("tokens", 100_000), keep=("messages", 500))
+    mw = WorkingMemoryMiddleware(engine, token_budget=8_000, trigger=("tokens", 100_000))
     run: list[Any] = []
     for i in range(60):
         run += [HumanMessage(content=f"Turn {i}: " + "the exporter retries jobs and " * 40, id=f"h{i}"),
