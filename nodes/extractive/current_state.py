@@ -24,7 +24,7 @@ from workmem.nodes.extractive.cues import (
     reports_done,
 )
 from workmem.nodes.extractive.prose import is_prose, strip_label
-from workmem.nodes.extractive.task import first_request, task_of
+from workmem.nodes.extractive.task import first_request, salient_lines, task_of
 from workmem.nodes.extractive.text import as_sentence, capitalised, clean, is_question, sentences
 from workmem.nodes.extractive.transcript import Line, Msg, dialogue_speakers
 from workmem.nodes.extractive.worth import HEDGE_RE
@@ -45,7 +45,7 @@ def title(msgs: list[Msg], legacy: str) -> str:
     if len(speakers) >= 2:
         return clean(f"Conversation between {_names(speakers[:3])}", MAX_TITLE_CHARS)
     first = first_request(msgs)
-    sents = sentences(first.body) if first else sentences(legacy)
+    sents = sentences("\n".join(salient_lines(first.body))) if first else sentences(legacy)
     requests = [as_task(s) for s in sents if is_request(s) and not is_correction(s, False) and not is_ack(s)]
     plain = [s for s in sents if len(LEAD_RE.sub("", s).split()) >= 3 and not is_correction(s, False)]
     pick = requests or plain

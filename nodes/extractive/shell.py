@@ -252,8 +252,11 @@ def script_writes(body: str) -> list[str]:
     """Files a Python script opens for writing (`open('f', 'w')`, `Path('f').write_text`), also through a name
     the script assigns the path to (`path = 'f'` … `open(path, 'w')`)."""
     found = [m.group(2) for m in _OPEN_WRITE_RE.finditer(body)] + [m.group(2) for m in _WRITE_TEXT_RE.finditer(body)]
-    named = {m.group(1): m.group(3) for m in _ASSIGN_RE.finditer(body)}  # the last assignment of each name
-    found += [named[m.group(1)] for m in _OPEN_NAME_WRITE_RE.finditer(body) if m.group(1) in named]
+    assigned = sorted([(m.start(), m.group(1), m.group(3)) for m in _ASSIGN_RE.finditer(body)])
+    for m in _OPEN_NAME_WRITE_RE.finditer(body):  # the name's value where the script opens it
+        value = next((v for at, name, v in reversed(assigned) if at < m.start() and name == m.group(1)), None)
+        if value is not None:
+            found.append(value)
     return list(dict.fromkeys(p for f in found if (p := clean_path(f))))
 
 

@@ -24,7 +24,7 @@ from workmem.nodes.extractive.cues import (
 )
 from workmem.nodes.extractive.prose import is_prose
 from workmem.nodes.extractive.text import alternation, clean, norm, sentences
-from workmem.nodes.extractive.transcript import Msg
+from workmem.nodes.extractive.transcript import Msg, is_harness_note
 from workmem.nodes.guard_words import TITLE_STOPWORDS
 from workmem.state.tokens import count_tokens, encoder
 
@@ -76,7 +76,7 @@ def salient_lines(body: str) -> list[str]:
             in_comment = "-->" not in raw
             continue
         line = _TAG_RE.sub(" ", raw).strip()
-        if in_fence or opened or not line or _BARE_PATH_RE.match(line) or line.endswith(":"):
+        if in_fence or opened or not line or _BARE_PATH_RE.match(line) or line.endswith(":") or is_harness_note(line):
             continue
         if not LEAD_RE.sub("", line).strip(" !.,;"):  # a greeting alone
             continue
@@ -94,6 +94,13 @@ def is_wrapped(msgs: list[Msg]) -> bool:
     salient = salient_lines(first.head)
     before = raw[: next((i for i, ln in enumerate(raw) if salient and salient[0] in ln), 0)]
     return any(_TAG_RE.fullmatch(ln) or ln.endswith(":") or ln.startswith("<!--") for ln in before)
+
+
+def is_task_prompt(msg: Msg) -> bool:
+    """A user message written for an agent to work from: wrapped (`is_wrapped`) in tagged blocks
+    (`<pr_description>` … `<instructions>`), not a chat message that opens with a lead-in (`One more thing:`)."""
+    return (msg.role == "user" and is_wrapped([msg])
+            and any(_TAG_RE.fullmatch(line.strip()) for line in msg.head.split("\n") if line.strip()))
 
 
 def _is_headline(line: str, *, titled: bool = False) -> bool:
@@ -185,9 +192,9 @@ def task_block(body: str) -> list[str]:
 
 
 def prompt_block(msg: Msg) -> str | None:
-    """The normalised text of the block a task prompt (`is_wrapped`) states its task in; None for any other
+    """The normalised text of the block a task prompt (`is_task_prompt`) states its task in; None for any other
     message. The prompt's other lines are its harness's rules (how to answer, how to submit)."""
-    if msg.role != "user" or not is_wrapped([msg]):
+    if not is_task_prompt(msg):
         return None
     return norm(" ".join(task_block(msg.head)))
 

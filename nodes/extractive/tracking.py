@@ -25,7 +25,7 @@ from workmem.nodes.extractive.cues import (
     negated_terms,
     reports_done,
 )
-from workmem.nodes.extractive.task import TASK_PREFIX, is_wrapped
+from workmem.nodes.extractive.task import TASK_PREFIX, is_task_prompt
 from workmem.nodes.extractive.text import (
     alternation,
     as_sentence,
@@ -67,10 +67,10 @@ def replies_to_question(lines: list[Line]) -> set[int]:
 
 def corrections(lines: list[Line]) -> list[tuple[Line, str]]:
     """User corrections (in a dialogue, any speaker's), each with its recorded wording. A task prompt written
-    for an agent (`is_wrapped`) states its instructions; it corrects nothing."""
+    for an agent (`is_task_prompt`) states its instructions; it corrects nothing."""
     replies = replies_to_question(lines)
     said = {id(x.msg): x.msg for x in lines if x.msg.role == "user"}
-    prompts = {key for key, msg in said.items() if is_wrapped([msg])}
+    prompts = {key for key, msg in said.items() if is_task_prompt(msg)}
     out = []
     for line in lines:
         if id(line.msg) in prompts:

@@ -45,6 +45,7 @@ _HARNESS_NOTE_RE = re.compile(rf"^(?:{alternation(HARNESS_NOTES)})\b", re.I)
 _WRAPPER_RE = re.compile(rf"<({alternation(SKIPPED_BLOCKS)})(?:\s[^>]*)?>.*?</\1\s*>", re.S | re.I)
 _EMPTY_ARGS_RE = re.compile(r"<command-args>\s*</command-args>", re.I)
 _ARGS_TAG_RE = re.compile(r"</?command-args>", re.I)
+_REQUEST_ARGS_RE = re.compile(r"<command-args>\s*\S", re.I)
 TOOL_ERROR_TAG = "<tool_use_error>"
 
 
@@ -233,8 +234,8 @@ def is_harness_note(text: str) -> bool:
     """A user message a harness wrote (`HARNESS_NOTES`), or one that holds nothing but wrapper blocks that are
     never a request (`<command-name>/clear</command-name>`, `<local-command-stdout>…`)."""
     text = text.strip()
-    if _HARNESS_NOTE_RE.match(text):
-        return True
+    if _HARNESS_NOTE_RE.match(text):  # unless a slash command's request came with it
+        return not _REQUEST_ARGS_RE.search(text)
     left = _EMPTY_ARGS_RE.sub("", _WRAPPER_RE.sub("", text))
     return left != text and not left.strip()
 
@@ -275,5 +276,7 @@ def lines_of(msgs: list[Msg]) -> list[Line]:
         if m.role not in ("user", "assistant") or m.is_note:
             continue
         for k, sent in enumerate(sentences(m.body)):
+            if m.role == "user" and _HARNESS_NOTE_RE.match(sent):  # a harness's note opening the message
+                continue
             out.append(Line(m.seq * 1000 + k, i, m, sent))
     return out

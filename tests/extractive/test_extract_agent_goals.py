@@ -112,3 +112,10 @@ def test_a_harness_format_error_is_no_goal_and_a_task_prompts_rules_are_no_corre
     # a correction the user writes later is still one
     msgs, lines, fixes = read([*raw, {"role": "user", "content": "Don't touch app/feeds.py, it is generated."}])
     assert [text for _, text in fixes] == ["User correction: Don't touch app/feeds.py, it is generated."]
+
+
+def test_a_chat_message_opening_with_a_lead_in_still_corrects():
+    msgs, lines, fixes = read([{"role": "user", "content": "Fix the loader."},
+                               {"role": "assistant", "content": "I will use pandas."},
+                               {"role": "user", "content": "One more thing:\nDon't use pandas for this, use polars."}])
+    assert [text for _, text in fixes] == ["User correction: Don't use pandas for this, use polars."]

@@ -97,6 +97,9 @@ def test_a_script_writing_through_the_name_it_gave_the_path_edits_that_file():
             "with open(path, 'w') as f:\n    f.write(s)")
     assert script_writes(body) == ["/testbed/src/app.py"]
     assert script_writes("log = 'out.txt'\nopen(log, 'r')\nopen(other, 'w')") == []  # read only; a name never given
+    twice = "p = 'a.txt'\nopen(p, 'w').write('x')\np = 'b.txt'\nopen(p, 'w').write('y')"
+    assert script_writes(twice) == ["a.txt", "b.txt"]  # each open with the value the name has there
+    assert script_writes("def save():\n    open(out, 'w')\nout = 'b.txt'") == []  # given after the open
 
 
 def test_a_windows_drive_path_is_kept_with_forward_slashes_and_counts_as_absolute():

@@ -112,6 +112,8 @@ def test_a_coding_agents_wrapper_messages_are_not_the_task():
     command = ("<command-message>fix-issue is running…</command-message>\n<command-name>/fix-issue</command-name>\n"
                "<command-args>reindl() returns NaN when GHI = 0</command-args>")
     assert task_of(msgs_of(command)) == "reindl() returns NaN when GHI = 0"
+    merged = f"{caveat}\n<command-name>/fix</command-name>\n<command-args>the login bug in auth.py</command-args>"
+    assert task_of(msgs_of(merged)) == "the login bug in auth.py"  # the note came with a request
 
 
 def test_a_task_prompts_constraints_are_its_tasks_and_its_prohibitions_not_its_harness_rules():
