@@ -123,9 +123,9 @@ class NormalisedCache:
                 return hit
         try:
             prepared = prepare_message(message, field=field, max_bytes=max_bytes, payloads=payloads)
-        except InvalidInput:
-            repaired, note = storable_form(message, record=_checkpointed_print(message, field))  # an agent run
-            if note is None:  # stores what it cannot refuse
+        except InvalidInput:  # an agent run stores what it cannot refuse
+            repaired, note = storable_form(message, record=_checkpointed_print(message, field))
+            if note is None:
                 raise
             log.warning("workmem: a %s message (id %s) cannot be stored as it is (%s); its storable form is "
                         "stored", getattr(message, "type", None) or type(message).__name__,

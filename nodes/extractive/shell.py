@@ -42,7 +42,9 @@ _OPEN_WRITE_RE = re.compile(r"""open\(\s*(?:r|f)?(['"])([^'"\n]+)\1\s*,\s*(['"])
 _ASSIGN_RE = re.compile(r"""^[ \t]*([A-Za-z_]\w*)[ \t]*=[ \t]*r?(['"])([^'"\n]+)\2[ \t]*$""", re.M)
 _OPEN_NAME_WRITE_RE = re.compile(r"""open\(\s*([A-Za-z_]\w*)\s*,\s*(['"])[^'"]*[wa+][^'"]*\2""")
 _WRITE_TEXT_RE = re.compile(r"""Path\(\s*(['"])([^'"\n]+)\1\s*\)\.write_(?:text|bytes)""")
-_DRIVE_PATH = re.compile(r"(?<![\w\\/])[A-Za-z]:\\[^\s'\"|&;<>()*?]*")  # in a command line: shlex would eat its `\\`
+# A Windows path in a command line (`C:\Users\jim\x`, two levels at least: not a regex's `a:\d`): shlex would eat
+# its backslashes.
+_DRIVE_PATH = re.compile(r"(?<![^\s'\"=])[A-Za-z]:\\[^\s'\"|&;<>()*?\\]+(?:\\[^\s'\"|&;<>()*?\\]*)+")
 _DRIVE_ROOT = re.compile(r"^[A-Za-z]:/")
 _WINDOWS_PATH = re.compile(r"^[A-Za-z]:\\[^*?\"<>|]*$")
 _GLOB_CHARS = set("*?[]{}$`<>|\\")

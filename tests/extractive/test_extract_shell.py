@@ -107,3 +107,4 @@ def test_a_windows_drive_path_is_kept_with_forward_slashes_and_counts_as_absolut
     touches = command_touches(r"cd C:\python\test && python3 C:\python\cctrace\export.py --max-age 9 2>&1 | head")
     assert [(t.path, t.kind) for t in touches] == [("C:/python/cctrace/export.py", "ran")]
     assert cd_dirs(r"cd C:\python\app && ls") == ["C:/python/app"]
+    assert command_touches(r'grep -E "x:\d+" a.py')[0].path == "a.py"  # a regex's `x:\d` is no drive path
