@@ -88,6 +88,11 @@ class _StoredPrints:
             self._known[key] = fingerprint_of(stored)
         return self._known[key]
 
+    def matches(self, stored: Stored, candidate_print: str) -> bool:
+        """The state message of `candidate_print` is the stored one: as stored, or as the checkpointer gave back
+        a message whose lone surrogates workmem escaped (its id may have changed with them)."""
+        return self(stored) == candidate_print or checkpointed_fingerprint(stored) == candidate_print
+
 
 def align(candidates: list[dict[str, Any]], live: list[Stored],
           newest_archive: Callable[[], list[Stored]], first_output: int | None = None) -> Alignment:
@@ -152,7 +157,7 @@ def _fill_gaps(candidates: list[dict[str, Any]], stored: list[Stored], found: Al
         match = None
         if pos < outputs:
             for j in range(bisect_right(seqs, previous_seq), bisect_left(seqs, anchor_seq)):
-                if seqs[j] not in taken and stored_print(stored[j]) == prints:
+                if seqs[j] not in taken and stored_print.matches(stored[j], prints):
                     match = stored[j]
                     break
         if match is None:
@@ -176,7 +181,8 @@ def _after_anchor(candidates: list[dict[str, Any]], stored: list[Stored], found:
         if pos in hits:
             fresh = fresh or pos not in found.stored
             continue
-        if not fresh and pos < outputs and k < len(rest) and stored_print(rest[k]) == fingerprint_of(candidates[pos]):
+        if not fresh and pos < outputs and k < len(rest) and stored_print.matches(rest[k],
+                                                                                  fingerprint_of(candidates[pos])):
             found.stored[pos] = rest[k]
             k += 1
             continue
@@ -232,7 +238,7 @@ def _in_order(candidates: list[dict[str, Any]], prints: list[str], start: int, l
 def _same(stored: Stored, candidate: dict[str, Any], candidate_print: str, stored_print: _StoredPrints) -> bool:
     """The same message: equal fingerprints, or — for a plain text message a chat front end re-sends — the
     same role and text as a stored message that also carried tool calls."""
-    if stored_print(stored) == candidate_print:
+    if stored_print.matches(stored, candidate_print):
         return True
     parts = candidate.get("parts") or []
     if stored.get("role") != candidate.get("role") or not parts or any(p.get("type") != "text" for p in parts):

@@ -291,7 +291,8 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         """The call on `view`, measured: what the model is shown, each part's tokens, the decision's figures."""
         calls, cache = engine.call_state(session_id), self._caches.of(session_id)
         limit = self._input_limit(request, engine, calls)
-        threshold = trigger_tokens(self.settings.trigger or engine.trigger, limit)
+        usable = limit - reserve_for_reply(limit)  # a trigger above what a call may carry acts at that line
+        threshold = min(trigger_tokens(self.settings.trigger or engine.trigger, limit), usable)
         memory = engine.memory_of(session_id)
         cache.read_limit = size = read_tokens_for(threshold)
         offload = offload_tokens_for(threshold, limit, self.settings.offload_tokens)

@@ -114,3 +114,18 @@ def test_a_surrogate_result_is_stored_once_whatever_else_it_holds(root, listing,
                          {"configurable": {"thread_id": "t"}})
         engine.join_commits()
         assert len(engine.live_messages("t")) == 3 * 4 and not engine.hidden("t"), "every message stored once"
+
+
+@pytest.mark.parametrize("mode", ["sync", "background"])
+def test_a_reply_with_a_surrogate_in_its_id_and_text_is_stored_once(root, mode):
+    """The checkpointer rewrites the id too (`run-?0`): the state's copy no longer matches by id, and must still be
+    the stored reply by its fingerprint."""
+    replies = [AIMessage(content=f"Saw f_\udcfe{run}.", id=f"run-\udcff{run}") for run in range(3)]
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        agent = create_agent(scripted(*replies), tools=[], checkpointer=InMemorySaver(),
+                             middleware=[WorkingMemoryMiddleware(engine, commit_mode=mode)])
+        for run in range(3):
+            agent.invoke({"messages": [HumanMessage(f"Look, part {run}.", id=f"h{run}")]},
+                         {"configurable": {"thread_id": "t"}})
+        engine.join_commits()
+        assert len(engine.live_messages("t")) == 6 and not engine.hidden("t"), "every message stored once"

@@ -183,3 +183,21 @@ def test_a_trigger_above_the_usable_window_commits_before_the_call_overflows(roo
         stored = list(engine.iter_messages("s"))
         assert len(stored) == 62 and len({m["seq"] for m in stored}) == 62, "every message stored once"
         assert [m["parts"][0].get("text") for m in stored if m["role"] == "user"] == ["read all thirty modules"]
+
+
+def test_a_trigger_above_the_usable_window_acts_at_that_line(root):
+    """A 1M-token trigger on a 4 000-token model commits exactly as a trigger at the 3 400 tokens a call may carry:
+    no call can reach it, so the trigger's sizes (synopses, the low-water mark, the floor) come from that line."""
+    def commits(trigger: tuple[str, int], name: str) -> tuple[int, int]:
+        steps = [AIMessage(content=f"reading part {i}", tool_calls=[
+            {"name": "read_part", "args": {"path": f"src/mod{i}.py"}, "id": f"c{i}", "type": "tool_call"}])
+            for i in range(30)]
+        with WorkingMemoryEngine(root / name, durable=False) as engine:
+            middleware = WorkingMemoryMiddleware(engine, session_id="s", commit_mode="sync", token_budget=4_000,
+                                                 trigger=trigger)
+            agent = create_agent(scripted(*steps, AIMessage(content="done")), tools=[read_part],
+                                 middleware=[middleware], checkpointer=InMemorySaver())
+            agent.invoke({"messages": [HumanMessage("read all thirty modules")]}, {"configurable": {"thread_id": "t"}})
+            return engine.session_info("s")["commit_count"], len(list(engine.iter_messages("s")))
+
+    assert commits(("tokens", 1_000_000), "far") == commits(("tokens", 3_400), "at")
