@@ -42,7 +42,7 @@ def as_checkpointed(message: Any) -> Any | None:
     """`message` as LangGraph's checkpoint serializer gives it back — each lone surrogate a `?` — else None
     (it has none). A state's copy after a checkpoint round trip is this, not the original: its fingerprint is
     recorded with the stored form (`CHECKPOINTED_FP`), so that copy is not taken for an edit."""
-    fix = _Replace()
+    fix = _Fix(surrogates="replace")
     replaced, _note = _repaired(message, fix, {})
     return replaced if fix.changes.get("surrogates") else None
 
@@ -99,11 +99,14 @@ def _record(message: dict[str, Any], record: dict[str, Any]) -> None:
 
 
 class _Fix:
-    """One repair pass: the changed copy of each value, and what was changed."""
+    """One repair pass: the changed copy of each value, and what was changed. `surrogates`: how a lone surrogate
+    is written — `backslashreplace` (`\\udcxx` text, what is stored) or `replace` (`?`, as LangGraph's checkpoint
+    serializer writes it)."""
 
-    def __init__(self) -> None:
+    def __init__(self, surrogates: str = "backslashreplace") -> None:
         self.changes: dict[str, int] = {}
         self.deepest = 0
+        self.surrogates = surrogates
 
     def value(self, value: Any, depth: int) -> Any:
         """`value` (at `depth` levels) repaired; the same object when nothing in it needed repair."""
@@ -151,11 +154,11 @@ class _Fix:
         return self.text(str(key))
 
     def text(self, text: str) -> str:
-        """`text` with each lone surrogate escaped as `\\udcxx` (the same object when it has none)."""
+        """`text` with each lone surrogate written the pass's way (the same object when it has none)."""
         try:
             text.encode("utf-8")
         except UnicodeEncodeError:
-            fixed = text.encode("utf-8", "backslashreplace").decode("utf-8")
+            fixed = text.encode("utf-8", self.surrogates).decode("utf-8")
             self._count("surrogates", sum(1 for c in text if "\ud800" <= c <= "\udfff"))
             return fixed
         return text
@@ -183,17 +186,6 @@ class _Fix:
 
 
 
-class _Replace(_Fix):
-    """A pass that writes each lone surrogate as `?`, as LangGraph's checkpoint serializer does."""
-
-    def text(self, text: str) -> str:
-        """`text` with each lone surrogate a `?` (the same object when it has none)."""
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:
-            self._count("surrogates", sum(1 for c in text if "\ud800" <= c <= "\udfff"))
-            return text.encode("utf-8", "replace").decode("utf-8")
-        return text
 
 def _depth(value: Any) -> int:
     """Levels of dicts and lists in `value` (1 for a flat one), iteratively: no `RecursionError` at any depth."""

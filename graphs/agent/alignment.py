@@ -81,6 +81,7 @@ class _StoredPrints:
 
     def __init__(self) -> None:
         self._known: dict[int, str] = {}
+        self._checkpointed: dict[int, str | None] = {}
 
     def __call__(self, stored: Stored) -> str:
         key = id(stored)  # the stored lists outlive the alignment, so an id is not reused while it runs
@@ -91,7 +92,12 @@ class _StoredPrints:
     def matches(self, stored: Stored, candidate_print: str) -> bool:
         """The state message of `candidate_print` is the stored one: as stored, or as the checkpointer gave back
         a message whose lone surrogates workmem escaped (its id may have changed with them)."""
-        return self(stored) == candidate_print or checkpointed_fingerprint(stored) == candidate_print
+        if self(stored) == candidate_print:
+            return True
+        key = id(stored)
+        if key not in self._checkpointed:
+            self._checkpointed[key] = checkpointed_fingerprint(stored)
+        return self._checkpointed[key] == candidate_print
 
 
 def align(candidates: list[dict[str, Any]], live: list[Stored],
