@@ -25,6 +25,12 @@ stored count can make it skip a message it did not match.
   the newest archived ones): a client that sends only new turns and repeats an identical one stores
   it twice. Among several places, the one whose preceding messages agree longest with the newest
   archive wins (the earliest on a tie: storing too much beats losing a message).
+- **Before the first match.** A state message before the first id match that an archive holds (by id or
+  fingerprint) or that matches a live stored message by fingerprint is stored; any other was put in front of
+  the history (a summary another middleware wrote, a note `update_state` inserted) and is new — never dropped.
+- **Older archives.** With no id match in the live messages or the newest archive, the state's messages an
+  older archive holds by id (a fork from a checkpoint a commit long since archived) are stored; the others
+  are new.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from workmem.state.messages import FINGERPRINT_META, SYNOPSIS_OF_META, fingerpri
 from workmem.state.safe_form import checkpointed_fingerprint
 
 Stored = dict[str, Any]
+ArchivedKeys = tuple[frozenset[str], frozenset[str]]  # LangChain ids and fingerprints of every archived message
 MIN_FINGERPRINT_RUN = 2  # messages a stateless client's history must repeat to be aligned
 
 
@@ -48,6 +55,7 @@ class Alignment:
     stored: dict[int, Stored] = field(default_factory=dict)  # position → the stored message it is
     new: list[int] = field(default_factory=list)  # positions to store, in order
     anchor: int = -1  # position of the last aligned message (-1: nothing aligned)
+    first: int = 0  # position of the first id match
     by_ids: bool = True  # aligned by LangChain ids (the state is the agent's own: it may hide messages)
 
     @property
@@ -101,26 +109,76 @@ class _StoredPrints:
 
 
 def align(candidates: list[dict[str, Any]], live: list[Stored],
-          newest_archive: Callable[[], list[Stored]], first_output: int | None = None) -> Alignment:
+          newest_archive: Callable[[], list[Stored]], first_output: int | None = None,
+          archived_keys: Callable[[], ArchivedKeys] | None = None) -> Alignment:
     """Align normalised state messages (`candidates`, in state order) with the stored session.
 
     `live` are the live stored messages, oldest first; `newest_archive()` returns the newest archive's
     last messages, oldest first, `[]` before the first commit (read only when the live messages give no
     id anchor). Candidates from `first_output` on are the run's own messages (default: none).
+    `archived_keys()`: the ids and fingerprints of every archived message (read only for state messages
+    before the first id match, or when nothing newer matches by id). Without it, no archive is searched and
+    state messages before the first id match count as stored.
     """
     outputs = len(candidates) if first_output is None else first_output
     stored_print = _StoredPrints()
     found = _by_ids(candidates, live, outputs, stored_print)
     if found.anchored:
-        return found
+        return _before_first_match(candidates, live, found, archived_keys, stored_print)
     archived = newest_archive()
     if archived:
         # read after `live`: a commit that completed in between archived the start of that snapshot
         live = [m for m in live if m["seq"] > archived[-1]["seq"]]
         found = _by_ids(candidates, [archived[-1], *live], outputs, stored_print)
         if found.anchored:
+            return _before_first_match(candidates, live, found, archived_keys, stored_print)
+        if archived_keys is not None and (found := _in_older_archives(candidates, archived_keys)).anchored:
             return found
     return _by_fingerprints(candidates, live, archived, outputs, stored_print)
+
+
+def archive_keys(messages: list[Stored]) -> ArchivedKeys:
+    """The LangChain ids and fingerprints (recorded and checkpointed) of archived `messages`."""
+    prints = {fingerprint_of(m) for m in messages} | {p for m in messages if (p := checkpointed_fingerprint(m))}
+    return frozenset(i for m in messages if (i := lc_id(m))), frozenset(prints)
+
+
+def _before_first_match(candidates: list[dict[str, Any]], live: list[Stored], found: Alignment,
+                        keys: Callable[[], ArchivedKeys] | None, stored_print: _StoredPrints) -> Alignment:
+    """State messages before the first id match: stored when an archive holds them (by id or fingerprint) or
+    they match a live message older than that match by fingerprint; else new (put in front of the history)."""
+    loose = [pos for pos in range(found.first) if pos not in found.stored and pos not in found.new]
+    if not loose or keys is None:
+        return found
+    ids, prints = keys()
+    first_seq = found.stored[found.first]["seq"] if found.first in found.stored else float("inf")
+    taken = {m["seq"] for m in found.stored.values()}
+    older = [m for m in live if m["seq"] < first_seq and m["seq"] not in taken]
+    for pos in loose:
+        if lc_id(candidates[pos]) in ids:
+            continue
+        candidate_print = fingerprint_of(candidates[pos])
+        match = next((m for m in older if stored_print.matches(m, candidate_print)), None)
+        if match is not None:
+            found.stored[pos] = match
+            older.remove(match)
+        elif candidate_print not in prints:
+            found.new.append(pos)
+    found.new.sort()
+    return found
+
+
+def _in_older_archives(candidates: list[dict[str, Any]], keys: Callable[[], ArchivedKeys]) -> Alignment:
+    """The state's messages an older archive holds by id are stored (archived); every other one is new."""
+    ids = {lc_id(c) for c in candidates} - {None}
+    if not ids:
+        return Alignment()
+    archived_ids, _prints = keys()
+    held = {pos for pos, c in enumerate(candidates) if lc_id(c) in archived_ids}
+    if not held:
+        return Alignment()
+    return Alignment(new=[pos for pos in range(len(candidates)) if pos not in held], anchor=max(held),
+                     first=min(held))
 
 
 def _edited(stored: Stored, candidate: dict[str, Any]) -> bool:
@@ -140,7 +198,8 @@ def _by_ids(candidates: list[dict[str, Any]], stored: list[Stored], outputs: int
         return Alignment()
     anchor = max(hits, key=lambda pos: hits[pos]["seq"])
     edited = {pos for pos, m in hits.items() if _edited(m, candidates[pos])}
-    found = Alignment(stored={pos: m for pos, m in hits.items() if pos not in edited}, anchor=anchor)
+    found = Alignment(stored={pos: m for pos, m in hits.items() if pos not in edited}, anchor=anchor,
+                      first=min(hits))
     taken = {m["seq"] for m in hits.values()}
     _fill_gaps(candidates, stored, found, hits, taken, outputs, stored_print)
     _after_anchor(candidates, stored, found, hits, taken, outputs, stored_print, fresh=anchor in edited)

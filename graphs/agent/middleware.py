@@ -38,6 +38,7 @@ from langchain.agents.middleware.types import (
 )
 from langchain_core.messages import BaseMessage, SystemMessage
 
+from workmem.graphs.agent.alignment import ArchivedKeys, archive_keys
 from workmem.graphs.agent.binding import (
     SessionRef,
     check_session_ref,
@@ -77,6 +78,7 @@ from workmem.graphs.context.tool_results import (
 from workmem.state.archive_object import OWN_TOOLS
 from workmem.state.errors import CommitInProgress, ContextOverflow, DatabaseUnavailable, InvalidInput, SessionNotFound
 from workmem.state.forget import is_forgotten
+from workmem.state.ids import archive_name, archive_number
 from workmem.state.redact import describe_error
 from workmem.state.retention import Keep, Trigger, trigger_tokens
 from workmem.state.tokens import DEFAULT_CONTEXT_WINDOW, count_tokens
@@ -102,6 +104,10 @@ class WorkmemAgentState(AgentState):
     workmem_stored_upto: NotRequired[Annotated[int | None, PrivateStateAttr]]  # its next seq after our last store
     # `workmem_stored_upto` as a previous run left it (None: no earlier run of this thread stored anything)
     workmem_prior_upto: NotRequired[Annotated[int | None, PrivateStateAttr]]
+    # `forget_on_remove`: the live stored messages the state held at its last call or run end (what it drops
+    # from then on was removed, not left behind on another branch), and removals still to forget
+    workmem_held: NotRequired[Annotated[list[int] | None, PrivateStateAttr]]
+    workmem_to_forget: NotRequired[Annotated[list[int] | None, PrivateStateAttr]]
 
 
 class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
@@ -283,8 +289,8 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         view = self._store(engine, session_id, self._view(engine, session_id, state))
         if report_background(engine, session_id, self._caches.of(session_id), events):
             view = self._view(engine, session_id, state)
-        self._hide_dropped(engine, session_id, view, [])
-        return self._measured(request, engine, session_id, view, events=events, update={})
+        update = self._hide_dropped(engine, session_id, view, [], state)
+        return self._measured(request, engine, session_id, view, events=events, update=update)
 
     def _measured(self, request: ModelRequest, engine: WorkingMemoryEngine, session_id: str, view: StateView, *,
                   events: list[dict[str, Any]], update: dict[str, Any]) -> Call:
@@ -453,7 +459,8 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         return StateView(engine, session_id, list(state.get("messages") or []),
                          lambda: self._archive_tail(engine, session_id), state.get("workmem_run_from"),
                          self._normalised, run_seq=state.get("workmem_run_seq"),
-                         stored_upto=state.get("workmem_prior_upto"))
+                         stored_upto=state.get("workmem_prior_upto"),
+                         archived_keys=lambda: self._archived_keys(engine, session_id))
 
     def _remeasured(self, call: Call) -> Call:
         """The call measured on a new view (after a commit finished)."""
@@ -472,6 +479,13 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
             messages = engine.archive_messages(session_id, memory.archive_id)
             cache.archive_tail = (memory.key, messages[-ARCHIVE_TAIL:])
         return cache.archive_tail[1]
+
+    def _archived_keys(self, engine: WorkingMemoryEngine, session_id: str) -> ArchivedKeys:
+        """The LangChain ids and fingerprints of the session's archived messages (each archive read once)."""
+        memory = engine.memory_of(session_id)
+        newest = archive_number(memory.archive_id) if memory.archive_id else 0
+        return self._caches.of(session_id).archived_keys(
+            memory.created_at, newest, lambda n: archive_keys(engine.archive_messages(session_id, archive_name(n))))
 
     def _archived_in_state(self, engine: WorkingMemoryEngine, session_id: str,
                            messages: list[BaseMessage]) -> list[Any]:
@@ -564,28 +578,38 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         return result
 
     def _hide_dropped(self, engine: WorkingMemoryEngine, session_id: str, view: StateView,
-                      stored_seqs: list[int]) -> None:
+                      stored_seqs: list[int], state: dict[str, Any]) -> dict[str, Any]:
+        """Hide the live messages the state no longer holds (show those back in it); with `forget_on_remove`,
+        forget the ones it removed → the state's record of what it holds now (empty without forgetting)."""
         hide, shown = view.hidden_changes(stored_seqs)
-        if not (hide or shown):
-            return
-        hidden = engine.hidden(session_id)
-        if hide - hidden or shown & hidden:
-            engine.set_hidden(session_id, hide, shown)
-        if self.settings.forget_on_remove and hide:
-            self._forget_removed(engine, session_id, view, hide)
+        if hide or shown:
+            hidden = engine.hidden(session_id)
+            if hide - hidden or shown & hidden:
+                engine.set_hidden(session_id, hide, shown)
+        if not self.settings.forget_on_remove:
+            return {}
+        held = set(view.shown_seqs()) | set(stored_seqs)
+        to_forget = self._forget_removed(engine, session_id, view, hide, state)
+        return {"workmem_held": sorted(held), "workmem_to_forget": to_forget or None}
 
-    def _forget_removed(self, engine: WorkingMemoryEngine, session_id: str, view: StateView, hide: set[int]) -> None:
-        """`forget_on_remove`: the hidden live messages not forgotten yet are forgotten; while a commit holds the
-        session's lease they stay hidden and are forgotten at a later call."""
-        seqs = sorted(m["seq"] for m in view.live if m["seq"] in hide and not is_forgotten(m))
+    def _forget_removed(self, engine: WorkingMemoryEngine, session_id: str, view: StateView, hide: set[int],
+                        state: dict[str, Any]) -> list[int]:
+        """`forget_on_remove`: forget the hidden live messages the state held at its last call or run end (a fork
+        leaves another branch's messages behind: hidden, never forgotten), and the removals a running commit
+        held back → those still to forget (while a commit holds the session's lease; archived meanwhile or not)."""
+        held = set(state.get("workmem_held") or ())  # none recorded yet (a thread's first call): nothing removed
+        pending = set(state.get("workmem_to_forget") or ())
+        removed = {m["seq"] for m in view.live if m["seq"] in hide & held and not is_forgotten(m)}
+        seqs = sorted(removed | pending)
         if not seqs:
-            return
+            return []
         try:
             engine.forget_messages(session_id, seqs)
         except CommitInProgress as exc:
             log.info("session %r: forgetting removed messages waits for commit %s", session_id, exc.task_id)
-            return
+            return seqs
         self._caches.of(session_id).archive_tail = None
+        return []
 
     # -- around the run -------------------------------------------------------------------------
 
@@ -624,8 +648,9 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
             view = self._view(engine, session_id, dict(state))
             turn = view.new_for_storing(engine.max_message_bytes, engine.payload_limits)
             stored = engine.add_messages(session_id, turn) if turn else []
-            self._hide_dropped(engine, session_id, view, [m["seq"] for m in stored])
-            update: dict[str, Any] = {"workmem_stored_upto": engine.next_seq(session_id)}
+            update: dict[str, Any] = {**self._hide_dropped(engine, session_id, view, [m["seq"] for m in stored],
+                                                           dict(state)),
+                                      "workmem_stored_upto": engine.next_seq(session_id)}
         except STORAGE_DOWN as exc:  # the state keeps the run's messages: the next run's first call stores them
             log.warning("session %r: storing the end of the run failed (%s); it is retried at the next call",
                         session_id, describe_error(exc))

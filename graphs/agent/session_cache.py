@@ -15,6 +15,7 @@ from workmem.graphs.context.tool_results import MAX_READ_TOKENS
 from workmem.state.messages import lc_id
 
 ARCHIVE_TAIL = 64  # newest archived messages a stateless client's history is compared with
+Keys = tuple[frozenset[str], frozenset[str]]  # LangChain ids and fingerprints of archived messages
 ARCHIVE_IDS_CACHED = 8  # archives per session whose LangChain ids are kept (trimming reads the newest few)
 
 
@@ -29,6 +30,8 @@ class SessionCache:
     archive_tail: tuple[tuple[Any, ...], list[dict[str, Any]]] | None = None  # (memory key, newest archived)
     archive_ids: dict[tuple[Any, str], frozenset[str]] = field(default_factory=dict)  # LangChain ids per archive
     tools_joined: bool = False  # workmem's note and tools went out on a call: they stay (`call.out_of_view`)
+    # (incarnation, archives read, the LangChain ids and fingerprints of their messages)
+    archived: tuple[Any, int, frozenset[str], frozenset[str]] | None = None
 
     def ids_of(self, incarnation: Any, archive_id: str, read: Callable[[], list[dict[str, Any]]]) -> frozenset[str]:
         """The LangChain ids archive `archive_id` of this incarnation of the session holds (`read()` its messages
@@ -41,6 +44,19 @@ class SessionCache:
             while len(self.archive_ids) > ARCHIVE_IDS_CACHED:
                 del self.archive_ids[next(iter(self.archive_ids))]
         return ids
+
+
+    def archived_keys(self, incarnation: Any, newest: int, read: Callable[[int], Keys]) -> Keys:
+        """The LangChain ids and fingerprints of every archived message of this incarnation of the session, up to
+        archive `newest` (`read(n)` those of archive n; each archive is read once: archives never change)."""
+        if self.archived is None or self.archived[0] != incarnation or self.archived[1] > newest:
+            self.archived = (incarnation, 0, frozenset(), frozenset())
+        _incarnation, done, ids, prints = self.archived
+        for n in range(done + 1, newest + 1):
+            more_ids, more_prints = read(n)
+            ids, prints = ids | more_ids, prints | more_prints
+        self.archived = (incarnation, newest, ids, prints)
+        return ids, prints
 
 
 def session_caches() -> BoundedSessions[SessionCache]:

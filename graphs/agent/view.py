@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from workmem.graphs.agent.alignment import Alignment, align
+from workmem.graphs.agent.alignment import Alignment, ArchivedKeys, align
 from workmem.graphs.context.assemble import pending_entries
 from workmem.graphs.context.injected import clean_messages
 from workmem.state.errors import InvalidInput
@@ -190,7 +190,7 @@ class StateView:
     def __init__(self, engine: WorkingMemoryEngine, session_id: str, messages: list[Any],
                  newest_archive: Callable[[], list[dict[str, Any]]], run_from: str | None = None,
                  cache: NormalisedCache | None = None, *, run_seq: int | None = None,
-                 stored_upto: int | None = None) -> None:
+                 stored_upto: int | None = None, archived_keys: Callable[[], ArchivedKeys] | None = None) -> None:
         self.messages = messages
         self._cache = cache if cache is not None else NormalisedCache(size=0)
         self.indexes, self._normalised, self.empty_replies = self._normalise(messages)
@@ -203,7 +203,8 @@ class StateView:
         # index into `messages` of the run's first own message (unknown: those stored by this run)
         self.first_output_index = len(messages) if last_input is None else last_input + 1
         self.alignment: Alignment = align([self._normalised[i] for i in self.indexes], self.live,
-                                          newest_archive if exists else list, first_output)
+                                          newest_archive if exists else list, first_output,
+                                          archived_keys if exists else None)
         self.shown = self.alignment.shown({m["seq"] for m in self.live})
         before_run = run_seq if run_seq is not None else float("inf")
         holds_prior = any(m["seq"] < before_run for m in self.alignment.stored.values())
@@ -235,7 +236,7 @@ class StateView:
             message = self.messages[index]
             if getattr(message, "type", None) != "human":
                 continue
-            if pos in new or not getattr(message, "id", None) or self._is_live(message.id):
+            if pos in new or not getattr(message, "id", None) or self._is_live(pos, message.id):
                 return None
             msg = self._normalised[index]
             return {**msg, "tokens": count_tokens(message_text(msg)), "lc": message}
@@ -253,7 +254,8 @@ class StateView:
             if not calls:
                 continue
             new = {self.indexes[pos] for pos in self.alignment.new}
-            if not getattr(message, "id", None) or index in new or self._is_live(message.id):
+            pos = self.indexes.index(index) if index in self._normalised else None
+            if not getattr(message, "id", None) or index in new or self._is_live(pos, message.id):
                 return []
             ids = {c.get("id") for c in calls}
             results = [m for m in self.messages[index + 1:] if isinstance(m, ToolMessage) and m.tool_call_id in ids]
@@ -264,10 +266,11 @@ class StateView:
                      "tokens": count_tokens(message_text(self._cache.normalize(m)))} for m in step]
         return []
 
-    def _is_live(self, message_id: str) -> bool:
-        """Whether a live stored message has this LangChain id (the newest first: the running turn's user message
-        is among them while it is live)."""
-        return any(lc_id(m) == message_id for m in reversed(self.live))
+    def _is_live(self, pos: int | None, message_id: str) -> bool:
+        """Whether the state's message at `pos` is a live stored message: aligned with one (by id, or by fingerprint
+        under another id: a replayed input gets a fresh id), or a live stored message has its LangChain id (the
+        newest first: the running turn's user message is among them while it is live)."""
+        return pos in self.shown or any(lc_id(m) == message_id for m in reversed(self.live))
 
     def new_messages(self) -> list[Any]:
         """The state's messages to store, in order."""
@@ -330,6 +333,10 @@ class StateView:
                     and SYNOPSIS_FP not in getattr(message, "additional_kwargs", {})):
                 out[stored["seq"]] = message
         return out
+
+    def shown_seqs(self) -> list[int]:
+        """Seqs of the live stored messages the state holds."""
+        return [m["seq"] for m in self.shown.values()]
 
     def hidden_changes(self, stored_seqs: list[int]) -> tuple[set[int], set[int]]:
         """(hide, unhide): live messages that came from an agent (they carry a LangChain id) and are no

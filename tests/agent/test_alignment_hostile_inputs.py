@@ -115,6 +115,58 @@ def test_a_fork_from_an_archived_checkpoint_does_not_see_the_main_branch(root):
         assert not {"Q2", "A2", "Q3", "A3"} & set(shown), shown
 
 
+def test_a_fork_from_a_checkpoint_an_older_archive_holds_stores_nothing_twice(root):
+    """Forking at messages the first of two commits archived: they are the archive's, not new (only the newest
+    archive and the live messages can anchor by id, so the older archives are searched by id)."""
+    model = scripted("A1", "A2", "A3", "Fork answer.")
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        agent = create_agent(model, middleware=[WorkingMemoryMiddleware(engine)], checkpointer=InMemorySaver())
+        for text in ("Q1", "Q2", "Q3"):
+            agent.invoke(ask(text), thread("old"))
+        assert engine.commit("old", keep=("messages", 4))["status"] == "completed"  # archive_001: Q1, A1
+        assert engine.commit("old", keep=("messages", 2))["status"] == "completed"  # archive_002: Q2, A2
+        agent.invoke(ask("Fork question?"), step_back_to(agent, "old", ["Q1", "A1"]))
+        assert texts(stored(engine, "old")) == ["Q1", "A1", "Q2", "A2", "Q3", "A3", "Fork question?",
+                                                 "Fork answer."]
+        assert prompt_texts(model)[-1] == "Fork question?" and "Q3" not in prompt_texts(model)
+
+
+def test_a_message_put_in_front_of_the_history_is_stored_and_shown(root):
+    """`update_state` rewriting the history as [REMOVE_ALL, note, *kept] (what a summarising middleware does): the
+    note precedes every stored message the state holds, and is still new — stored once and in the model's view."""
+    from langchain_core.messages import RemoveMessage
+    from langgraph.graph.message import REMOVE_ALL_MESSAGES
+
+    model = scripted("A0", "A1", "A2")
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        agent = create_agent(model, middleware=[WorkingMemoryMiddleware(engine, commit_mode="sync")],
+                             checkpointer=InMemorySaver())
+        agent.invoke(ask("Q0 the deploy key is K-77"), thread("front"))
+        old = agent.invoke(ask("Q1"), thread("front"))["messages"]
+        note = HumanMessage("NOTE: the deploy key is K-77.", id="note")
+        agent.update_state(thread("front"), {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), note, *old[2:]]})
+        agent.invoke(ask("Q2 what is the key?"), thread("front"))
+        assert texts(stored(engine, "front")) == ["Q0 the deploy key is K-77", "A0", "Q1", "A1",
+                                                   "NOTE: the deploy key is K-77.", "Q2 what is the key?", "A2"]
+        assert prompt_texts(model)[-4:] == ["NOTE: the deploy key is K-77.", "Q1", "A1", "Q2 what is the key?"]
+        assert engine.hidden("front") == {1, 2}
+
+
+def test_a_replayed_turn_shows_its_question_once(root):
+    """Replaying a turn from its input checkpoint gives the question a fresh id; it is matched to its stored copy
+    by fingerprint, and the model sees it once, in its place (not also pinned as if archived)."""
+    model = scripted("A1", "A2", "A2, regenerated.")
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        agent = create_agent(model, middleware=[WorkingMemoryMiddleware(engine)], checkpointer=InMemorySaver())
+        agent.invoke(ask("Q1"), thread("replay"))
+        agent.invoke(ask("Q2"), thread("replay"))
+        before_q2 = next(s.config for s in agent.get_state_history(thread("replay"))
+                         if s.next == ("__start__",) and len(s.values["messages"]) == 2)
+        agent.invoke(None, before_q2)
+        assert [m.text for m in model.prompts[-1] if not m.additional_kwargs.get("workmem")] == ["Q1", "A1", "Q2"]
+        assert texts(stored(engine, "replay")) == ["Q1", "A1", "Q2", "A2", "A2, regenerated."]
+
+
 # -- stateless clients -----------------------------------------------------------------------------------
 
 

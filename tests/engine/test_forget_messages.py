@@ -320,6 +320,67 @@ def test_the_middleware_forgets_stored_messages_its_state_removes(root, forget_o
         WorkingMemoryMiddleware(engine, forget_on_remove="yes")
 
 
+def test_a_fork_to_an_earlier_checkpoint_forgets_nothing_of_the_branch_it_leaves(root):
+    """Time travel is not a removal: the main branch's messages stay whole while a fork hides them, and are shown
+    again (unforgotten) when the thread goes back to its tip."""
+    from engine_helpers import ask, thread
+    from langchain.agents import create_agent
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from workmem.graphs.agent.middleware import WorkingMemoryMiddleware
+
+    model = scripted("A1", "A2", "A3", "Fork answer.", "Main answer.")
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        agent = create_agent(model, middleware=[WorkingMemoryMiddleware(engine, forget_on_remove=True)],
+                             checkpointer=InMemorySaver())
+        for question in ("Q1", f"Q2 {SECRET}", "Q3"):
+            agent.invoke(ask(question), thread("t"))
+        history = list(agent.get_state_history(thread("t")))
+        fork_at = next(s.config for s in history if [m.text for m in s.values.get("messages", [])] == ["Q1", "A1"])
+        agent.invoke(ask("Fork question?"), fork_at)
+        assert engine.hidden("t") == {3, 4, 5, 6}, "the branch left behind is hidden"
+        agent.invoke(ask("Back on the main branch."), history[0].config)
+
+        texts = {m["seq"]: m["parts"][0]["text"] for m in engine.live_messages("t")}
+        assert texts[3] == f"Q2 {SECRET}" and FORGOTTEN_TEXT not in texts.values()
+        assert engine.hidden("t") == {7, 8}, "now the fork's own messages are the branch left behind"
+
+
+def test_a_removal_while_a_commit_holds_the_session_is_forgotten_once_it_finished(root):
+    """`forget_on_remove` waits for a running commit, and forgets the removed message after it, archived or not."""
+    from engine_helpers import ask, thread
+    from langchain.agents import create_agent
+    from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from workmem.graphs.agent.middleware import WorkingMemoryMiddleware
+    from workmem.state.messages import lc_id
+
+    gated = GatedModel()
+    model = scripted(*[AIMessage(content=f"Reply {i} " + "word " * 20) for i in range(40)])
+    with WorkingMemoryEngine(root, durable=False, model=gated) as engine:
+        agent = create_agent(model, checkpointer=InMemorySaver(), middleware=[WorkingMemoryMiddleware(
+            engine, trigger=("tokens", 400), keep=("messages", 2), forget_on_remove=True)])
+        agent.invoke({"messages": [HumanMessage(f"My card is {SECRET} " + "blah " * 20, id="secret")]},
+                     thread("t"))
+        turn = 1
+        while not gated.entered.is_set():  # until a background commit is running (held at the gate)
+            agent.invoke(ask(f"Question {turn} " + "blah " * 20), thread("t"))
+            turn += 1
+        agent.update_state(thread("t"), {"messages": [RemoveMessage(id="secret")]})
+        agent.invoke(ask("Next question"), thread("t"))
+        assert not engine.storage.sessions.meta("t").get("forgotten_count"), "held back while the commit runs"
+        gated.gate.set()
+        engine.wait()
+        agent.invoke(ask("Later"), thread("t"))
+        engine.wait()
+
+        row = next(m for m in engine.iter_messages("t") if lc_id(m) == "secret")
+        assert row["parts"][0]["text"] == FORGOTTEN_TEXT
+        assert engine.archive_search("t", "Quorvex") == []
+        assert not agent.get_state(thread("t")).values.get("workmem_to_forget")
+
+
 def test_the_cli_forgets_by_seq(root, capsys):
     from workmem.graphs.cli import main
 
