@@ -9,6 +9,7 @@ state dropped every earlier stored message (a "clear") shows none of them.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -169,6 +170,17 @@ def _key(message: Any) -> tuple[Any, ...] | None:
     return (message.type, message.id, hash(content), len(content), message.name, kwargs, *extra)
 
 
+def _in_state(error: InvalidInput, messages: list[Any], contentful: list[int]) -> InvalidInput:
+    """`error` about a state message workmem cannot store, saying which one and how the thread goes on (the
+    checkpointed state holds it, so every later run would meet it again)."""
+    found = re.match(r"messages\[(\d+)\]", error.field)
+    position = contentful[int(found.group(1))] if found and int(found.group(1)) < len(contentful) else None
+    message_id = getattr(messages[position], "id", None) if position is not None else None
+    where = f"the agent state's message {position} (id {message_id!r})" if position is not None else "a state message"
+    return InvalidInput(error.field, error.value, f"{error.reason}; {where} cannot be stored: remove it "
+                        "(RemoveMessage) or replace it (update_state) for the thread to go on")
+
+
 def clipped_entry(stored: dict[str, Any], max_bytes: int) -> dict[str, Any]:
     """A stored message as the model may see it when it alone does not fit the window: clipped to `max_bytes`
     (head and tail kept), its stored copy untouched."""
@@ -221,7 +233,11 @@ class StateView:
         model reply (no text, no tool call: cut or filtered output) or user message is nothing to store or send:
         skipped before validation, which would refuse it. workmem's own injections never count."""
         contentful = [i for i, m in enumerate(messages) if carries_content(m)]
-        kept = clean_messages([messages[i] for i in contentful], max_bytes=NO_BYTE_CAP, normalize=self._cache.normalize)
+        try:
+            kept = clean_messages([messages[i] for i in contentful], max_bytes=NO_BYTE_CAP,
+                                  normalize=self._cache.normalize)
+        except InvalidInput as exc:
+            raise _in_state(exc, messages, contentful) from exc
         indexes = [contentful[j] for j, _msg, _changed in kept]
         return indexes, {contentful[j]: msg for j, msg, _changed in kept}, len(messages) - len(contentful)
 

@@ -99,3 +99,24 @@ def test_odd_dict_shapes_get_a_typed_error_and_never_poison_the_session(root, me
         with pytest.raises(InvalidInput):
             engine.add_messages("odd", [message])
         assert len(engine.assemble("odd")["messages"]) == 2
+
+
+def test_a_state_message_that_cannot_be_stored_is_named_with_the_way_out(root):
+    """A legacy `FunctionMessage` in the input: the run fails with `InvalidInput` naming the message's place and id
+    and the remedy (the checkpointed state holds it, so every later run would fail too); once the caller removes
+    it, the thread goes on and nothing stored before was touched."""
+    from langchain_core.messages import FunctionMessage, RemoveMessage
+
+    model = scripted("A1", "A2")
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        agent = create_agent(model, checkpointer=InMemorySaver(), middleware=[WorkingMemoryMiddleware(engine)])
+        agent.invoke(ask("Q1"), thread("legacy"))
+        before = list(engine.iter_messages("legacy"))
+        legacy = FunctionMessage(content="42", name="lookup", id="legacy-1")
+        with pytest.raises(InvalidInput, match=r"message 2 \(id 'legacy-1'\).*RemoveMessage"):
+            agent.invoke({"messages": [legacy]}, thread("legacy"))
+        assert list(engine.iter_messages("legacy")) == before
+
+        agent.update_state(thread("legacy"), {"messages": [RemoveMessage(id="legacy-1")]})
+        agent.invoke(ask("Q2"), thread("legacy"))
+        assert [m["parts"][0]["text"] for m in engine.iter_messages("legacy")] == ["Q1", "A1", "Q2", "A2"]
