@@ -24,10 +24,14 @@ MAX_FIXED_BY = 3
 _WHERE_RE = re.compile(r"^(.*?)(?: \(at (.+):(\d+)\))?$")
 FIXED_MARK = " — fixed: "
 RUN_MARK = " — when running "
-_FIXED_RE = re.compile(r" — (?:fixed: |when running |no longer seen running ).*$")
+GONE_MARK = " — no longer seen"  # fixed, with no edit between the error and the clean run
+_FIXED_RE = re.compile(r" — (?:fixed: |when running |no longer seen\b).*$")
 _TOOL_PREFIX_RE = re.compile(r"^[A-Za-z_][\w.-]*: (?=\S)")
 _EDITS = ("edited", "changed", "restored")
 _LABELS_RE = re.compile(r"^(?:(?:error|fatal)\s*:\s*|[A-Za-z_][\w.]*(?:Error|Exception)\s*:\s*)+", re.I)
+_FAILED_TEST_RE = re.compile(r"FAILED\s+([^\s:]+)::")
+_FILTER_RE = re.compile(r"\s-(?:k|m)\b|\s--(?:deselect|lf|last-failed)\b")
+_TEST_RUN_RE = re.compile(r"(?:^|[\s;&|/])(?:pytest|py\.test|tox|nosetests)\b|-m\s+(?:pytest|unittest)\b")
 _ERROR_SAYS_RE = re.compile(
     r"[A-Za-z](?:Error|Exception|Exit|Interrupt|Failure)\b|^FAILED\b|(?i:\b(?:error|fatal)\s*:\s*\S)")
 
@@ -45,6 +49,7 @@ class Seen:
     run: str = ""  # the script or test file whose run showed it
     fixed_by: list[str] = field(default_factory=list)
     fixed: bool = False
+    tested: bool = False  # shown by a test run (a clean run of the suite, or of a folder holding its file, fixes it)
 
     @property
     def named_tool(self) -> str:
@@ -62,7 +67,7 @@ def _status(fixed: bool, fixed_by: list[str], run: str) -> str:
     if fixed and fixed_by:
         return f"{FIXED_MARK}edited {', '.join(fixed_by)}"
     if fixed:
-        return f" — no longer seen running {run}" if run else ""
+        return f"{GONE_MARK} running {run}" if run else GONE_MARK
     return f"{RUN_MARK}{run}" if run else ""
 
 
@@ -107,7 +112,7 @@ def _split(item: str, trail: Trail) -> tuple[str, str | None, str | None]:
 def seen_errors(all_steps: list[Step], msgs: list[Msg], trail: Trail) -> list[Seen]:
     """The transcript's errors, one per error key, ordered by where each was last seen."""
     by_key: dict[str, Seen] = {}
-    clean_runs: dict[str, list[tuple[int, set[str]]]] = {}
+    clean_runs: dict[str, list[tuple[int, set[str], list[str]]]] = {}
     for step in all_steps:
         if step.result is None:
             continue
@@ -115,22 +120,74 @@ def seen_errors(all_steps: list[Step], msgs: list[Msg], trail: Trail) -> list[Se
         items = [i for i in error_items(step.result) if is_error_line(i) or refused]
         keys = {error_key(i) for i in items}
         signature = _signature(step, trail)
-        clean_runs.setdefault(signature, []).append((step.order, keys))
+        clean_runs.setdefault(signature, []).append((step.order, keys, picked_tests(step.command or "")))
         for item in items:
             text, path, line = _split(item, trail)
             by_key.pop(error_key(item), None)
-            by_key[error_key(item)] = Seen(text, step.name, path, line, step.order, signature, _runs(step, trail))
+            by_key[error_key(item)] = Seen(text, step.name, path, line, step.order, signature, _runs(step, trail),
+                                           tested=bool(_TEST_RUN_RE.search(step.command or "")))
     for i, msg in enumerate(msgs):
         if msg.role == "user":
             for item in filter(is_error_line, error_items(Result("", False, msg.text))):
                 text, path, line = _split(item, trail)
                 by_key.setdefault(error_key(item), Seen(text, "", path, line, i, ""))
+    suites = _clean_test_runs(all_steps, trail)
     for key, seen in by_key.items():
-        later = [order for order, keys in clean_runs.get(seen.signature, []) if order > seen.order and key not in keys]
+        later = [order for order, keys, picked in clean_runs.get(seen.signature, [])
+                 if order > seen.order and key not in keys and _ran_it(picked, seen.text)]
+        later += [run.order for run in suites if run.order > seen.order and _covers(run, seen)]
         if seen.signature and later:
             seen.fixed = True
-            seen.fixed_by = _edited_between(trail, seen.order, later[0], seen.text + " " + (seen.path or ""))
+            seen.fixed_by = _edited_between(trail, seen.order, min(later), seen.text + " " + (seen.path or ""))
     return sorted(by_key.values(), key=lambda s: s.order)
+
+
+@dataclass(frozen=True)
+class TestRun:
+    """A test run that showed no error: the test files and folders it ran ([]: the whole suite) and the tests it
+    picked (`tests/test_a.py::test_b`; a `-k` / `-m` filter picks what the command cannot say)."""
+
+    order: int
+    targets: list[str]
+    picked: list[str]
+
+    def covers(self, tests: list[str], error: str) -> bool:
+        """Whether the run ran one of the test files `tests` — or, when it picked tests, the one `error` names."""
+        if self.picked:
+            return _ran_it(self.picked, error)
+        return not self.targets or any(test == t or test.startswith(t.rstrip("/") + "/")
+                                       for test in tests for t in self.targets)
+
+
+def _clean_test_runs(all_steps: list[Step], trail: Trail) -> list[TestRun]:
+    """The test runs that showed no error, in order."""
+    out = []
+    for step in all_steps:
+        command = step.command or ""
+        if step.result is None or not _TEST_RUN_RE.search(command):
+            continue
+        if not any(is_error_line(i) for i in error_items(step.result)):
+            out.append(TestRun(step.order, [trail.relative(t.path) for t in step.touches if t.kind == "tested"],
+                               picked_tests(command)))
+    return out
+
+
+def picked_tests(command: str) -> list[str]:
+    """The tests a run picks by id (`tests/test_a.py::test_b`); a filter (`-k`, `-m`, `--lf`) picks what the
+    command cannot say, written as a NUL no error text holds. [] when it runs what it names whole."""
+    picked = [w.strip("'\"") for w in command.split() if "::" in w]
+    return [*picked, "\0"] if _FILTER_RE.search(command) else picked
+
+
+def _ran_it(picked: list[str], error: str) -> bool:
+    """A run that picked tests ran the one `error` names; one that picked none ran everything it names."""
+    return not picked or any(p in error for p in picked)
+
+
+def _covers(run: TestRun, seen: Seen) -> bool:
+    """A clean test run covers an error a test run showed: it ran the whole suite, the same test file or a folder
+    holding it — or, picking tests, the one the error names."""
+    return seen.tested and run.covers([r.strip() for r in seen.run.split(",") if r.strip()], seen.text)
 
 
 def _edited_between(trail: Trail, start: int, end: int, error: str) -> list[str]:
@@ -147,15 +204,32 @@ def fixed_since(old_items: list[str], all_steps: list[Step], trail: Trail) -> li
     """Errors the section holds from a run (`… — when running repro.py`) that a run of the same script or test
     in these messages no longer shows: each once more, with what was edited before that run."""
     out = []
+    suites = _clean_test_runs(all_steps, trail)
     for item in old_items:
         head, mark, run = item.partition(RUN_MARK)
-        if not mark or any(error_key(o) == error_key(item) and FIXED_MARK in o for o in old_items):
+        if _settled(item) or any(error_key(o) == error_key(item) and _settled(o) for o in old_items):
             continue
-        passed = [s.order for s in all_steps if s.result is not None and _runs(s, trail) == run
-                  and error_key(head) not in {error_key(i) for i in error_items(s.result)}]
+        failed = _FAILED_TEST_RE.match(_TOOL_PREFIX_RE.sub("", head, count=1))
+        keys = _keys(head)
+        shown = [s.order for s in all_steps if s.result is not None and keys & {error_key(i) for i in
+                                                                                 error_items(s.result)}]
+        last_seen = max(shown, default=-1)  # the error again in these messages: only a later run fixes it
+        if mark:
+            passed = [s.order for s in all_steps if s.result is not None and s.order > last_seen
+                      and _runs(s, trail) == run and _ran_it(picked_tests(s.command or ""), head)]
+        elif failed:  # a failed test: a clean run of the suite, its folder or its file
+            test = trail.relative(failed.group(1))
+            passed = [run.order for run in suites if run.order > last_seen and run.covers([test], head)]
+        else:
+            continue
         if passed:
-            out.append(clean(head + _status(True, _edited_between(trail, -1, passed[0], head), run), 320))
+            out.append(clean(head + _status(True, _edited_between(trail, last_seen, passed[0], head), run), 320))
     return out
+
+
+def _settled(item: str) -> bool:
+    """The item says its error was fixed (or no longer seen)."""
+    return FIXED_MARK in item or GONE_MARK in item
 
 
 def latest_status(items: list[str]) -> list[str]:
@@ -183,7 +257,7 @@ def new_error_items(old_body_items: list[str], items: list[str], corrections: Se
     """`items` not already in the section: an error it holds is not added again unless now fixed
     (`corrections`, the user's own words, are compared whole)."""
     old_keys = {k for item in old_body_items for k in _keys(item)}
-    old_fixed = {k for item in old_body_items if FIXED_MARK in item for k in _keys(item)}
+    old_fixed = {k for item in old_body_items if _settled(item) for k in _keys(item)}
     out = []
     for item in items:
         if item in corrections:
@@ -191,7 +265,7 @@ def new_error_items(old_body_items: list[str], items: list[str], corrections: Se
                 out.append(item)
             continue
         keys = _keys(item)
-        if keys & old_keys and not (FIXED_MARK in item and not keys & old_fixed):
+        if keys & old_keys and not (_settled(item) and not keys & old_fixed):
             continue
         out.append(item)
     return out

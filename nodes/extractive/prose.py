@@ -31,6 +31,11 @@ HEADING_WORDS = 10
 _SYMBOLS_RE = re.compile(r"[(){}\[\]=<>;\\|$&*_\"]")
 _OPENERS = {"(": ")", "[": "]", "{": "}"}
 _GLUE_END_RE = re.compile(rf"\b(?:{alternation(GLUE_ENDS)})[.!?]?$", re.I)
+_OUTPUT_RE = re.compile(
+    r"\s*(?:\[?\d{4}-\d{2}-\d{2}[T ]\d{1,2}:\d{2}|\[?\d{1,2}:\d{2}:\d{2}\b|"  # 2024-03-14T09:12 …, [09:12:01]
+    r"\[?(?:ERROR|WARN(?:ING)?|INFO|DEBUG|FATAL|CRITICAL|TRACE)\b\]?\s*[:\]\-]|"  # ERROR: …, [WARN] …
+    r"File \"[^\"]+\", line \d+|at [\w.$<>]+\([^)]*\)\s*$|##\[\w+\])"  # a traceback frame, a Java frame, CI
+)
 
 
 def strip_label(sentence: str) -> str:
@@ -97,7 +102,14 @@ def is_heading(sentence: str) -> bool:
     return sum(w[0].isupper() for w in words) * 10 >= len(words) * 6
 
 
+def is_output_line(line: str) -> bool:
+    """A line a program printed, pasted into a message: it opens with a timestamp or a clock time, a log level
+    (`ERROR:`, `[WARN]`), a traceback or stack frame, or a CI runner's marker (`##[error]`)."""
+    return bool(_OUTPUT_RE.match(line))
+
+
 def is_prose(sentence: str) -> bool:
-    """Neither a command, nor code, nor a fragment, nor a heading, with words of its own."""
+    """Neither a command, nor code, nor a fragment, nor a heading, nor pasted output, with words of its own."""
     return plain_words(sentence) >= MIN_PLAIN_WORDS and not (
-        is_command(sentence) or is_code(sentence) or is_fragment(sentence) or is_heading(sentence))
+        is_command(sentence) or is_code(sentence) or is_fragment(sentence) or is_heading(sentence)
+        or is_output_line(sentence))

@@ -47,6 +47,7 @@ _WRITE_TEXT_RE = re.compile(r"""Path\(\s*(['"])([^'"\n]+)\1\s*\)\.write_(?:text|
 _DRIVE_PATH = re.compile(r"(?<![^\s'\"=])[A-Za-z]:\\[^\s'\"|&;<>()*?\\]+(?:\\[^\s'\"|&;<>()*?\\]*)+")
 _DRIVE_ROOT = re.compile(r"^[A-Za-z]:/")
 _WINDOWS_PATH = re.compile(r"^[A-Za-z]:\\[^*?\"<>|]*$")
+_RELATIVE_WINDOWS_PATH = re.compile(r"^[\w.-]+(?:\\[\w .-]+)+$")
 _GLOB_CHARS = set("*?[]{}$`<>|\\")
 _SCRIPT_EXT = re.compile(r"\.(?:py|sh|bash|js|ts|rb|pl)$")
 DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")  # a test module or test id named by dots
@@ -71,8 +72,8 @@ def is_absolute(path: str) -> bool:
 def clean_path(token: str) -> str | None:
     """A path as the trail keeps it (`./a/b.py` → `a/b.py`), or None for options, devices, globs and URLs."""
     token = token.strip().strip("'\"").rstrip(",;")
-    if _WINDOWS_PATH.match(token):  # `C:\Users\jim\app.py` is kept as `C:/Users/jim/app.py`, like every other path
-        token = token.replace("\\", "/")
+    if _WINDOWS_PATH.match(token) or _RELATIVE_WINDOWS_PATH.match(token):  # `C:\Users\jim\app.py` is kept as
+        token = token.replace("\\", "/")  # `C:/Users/jim/app.py`, `tests\test_a.py` as `tests/test_a.py`
     if not token or _NOT_PATH.match(token) or any(c in _GLOB_CHARS for c in token) or token in (".", "..", "~"):
         return None
     while token.startswith("./"):

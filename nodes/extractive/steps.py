@@ -32,6 +32,8 @@ from workmem.nodes.extractive.transcript import CALL_CUT, Msg, Result
 from workmem.nodes.extractive.words import PATH_KEYS
 
 _PATH_KEY_RE = re.compile(alternation(PATH_KEYS), re.I)
+_ABSOLUTE_START_RE = re.compile(r"(?:[A-Za-z]:[\\/]|/|~/)")
+_SECOND_START_RE = re.compile(r"\s(?:[A-Za-z]:[\\/]|/|~/)")
 _STRING_RE = re.compile(r'"([A-Za-z_]\w*)"\s*:\s*"((?:[^"\\]|\\.)*)(")?')
 _ESCAPE_RE = re.compile(r'\\(u[0-9a-fA-F]{4}|.)')
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f", '"': '"', "\\": "\\", "/": "/"}
@@ -127,13 +129,22 @@ def _defined(args: dict[str, Any]) -> str:
     return ""
 
 
+def path_words(value: str) -> list[str]:
+    """The paths a path argument names: one absolute path whole, spaces and all (`C:\\My Projects\\a.py`,
+    `/home/ana/My Files/a.py`); else its words (`tests/a.py tests/b.py`)."""
+    text = value.strip()
+    if "\n" not in text and _ABSOLUTE_START_RE.match(text) and not _SECOND_START_RE.search(text):
+        return [text]
+    return text.split()
+
+
 def call_touches(name: str, args: dict[str, Any] | str) -> list[Touch]:
     """What one tool call did to files."""
     if isinstance(args, str):
         return command_touches(args) if is_shell(name) else []
     command = next((args[k] for k in COMMAND_KEYS if isinstance(args.get(k), str)), None)
     paths = [p for key, value in args.items() if isinstance(value, str) and _PATH_KEY_RE.search(key)
-             for word in value.split() if (p := clean_path(word))]
+             for word in path_words(value) if (p := clean_path(word))]
     if command in EDITOR_COMMANDS:
         kind: Kind = {"view": "read", "create": "created"}.get(command, "edited")  # type: ignore[assignment]
         return [Touch(p, kind, _lines(args), _defined(args)) for p in paths[:1]]

@@ -22,7 +22,7 @@ from workmem.nodes.extractive.cues import (
     is_prohibition,
     is_request,
 )
-from workmem.nodes.extractive.prose import is_prose
+from workmem.nodes.extractive.prose import is_output_line, is_prose
 from workmem.nodes.extractive.text import alternation, clean, norm, sentences
 from workmem.nodes.extractive.transcript import Msg, is_harness_note
 from workmem.nodes.guard_words import TITLE_STOPWORDS
@@ -47,6 +47,7 @@ _CONSTRAINT_RE = re.compile(rf"\b(?:{alternation(CONSTRAINT_CUES)})\b", re.I)
 _HEADLINE_WORDS = 30
 _DOTTED_RE = re.compile(r"^(?:[A-Za-z_]\w*\.)+([A-Za-z_]\w*\.[A-Za-z_]\w*(?:\(\w*\))?)$")  # `a.b.c()` → `b.c()`
 _VAGUE_RE = re.compile(r"^(?:it|this|that|they|these|those)\b", re.I)
+_NEGATIVE_RE = re.compile(r"(?:don'?t|do not|never)\b", re.I)
 _CLAUSE_RE = re.compile(r"[:;,]\s|\s[-—]\s|\s\(")
 
 
@@ -76,7 +77,8 @@ def salient_lines(body: str) -> list[str]:
             in_comment = "-->" not in raw
             continue
         line = _TAG_RE.sub(" ", raw).strip()
-        if in_fence or opened or not line or _BARE_PATH_RE.match(line) or line.endswith(":") or is_harness_note(line):
+        if (in_fence or opened or not line or _BARE_PATH_RE.match(line) or line.endswith(":")
+                or is_harness_note(line) or is_output_line(line)):
             continue
         if not LEAD_RE.sub("", line).strip(" !.,;"):  # a greeting alone
             continue
@@ -126,6 +128,7 @@ def task_of(msgs: list[Msg], legacy: str = "") -> str:
     if _is_headline(lines[0], titled=len(lines) > 1 and first is not None and is_wrapped([first])):
         return clean(lines[0], MAX_TASK_CHARS)
     sents = sentences("\n".join(lines))
+    sents = [s for s in sents if not _NEGATIVE_RE.match(as_task(s))]  # what not to do bounds the task, is not it
     requests = [as_task(s) for s in sents if is_request(s) and not is_correction(s, False) and not is_ack(s)]
     plain = [s for s in sents if len(LEAD_RE.sub("", s).split()) >= 3 and not is_correction(s, False)]
     named = [s for s in [*requests, *plain] if not _is_vague(s)]  # what names its subject, requests first

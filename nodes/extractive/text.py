@@ -32,7 +32,7 @@ FULL_DATE_RE = re.compile(
 _WORD = r"[A-Za-z][A-Za-z0-9'’-]*"
 _NEGATED_CLAUSE_RE = re.compile(rf"\b(?:{alternation(NEGATIONS)})\b[^,.;]*", re.I)
 _FENCE_RE = re.compile(r"```.*?(```|$)", re.DOTALL)
-_SENT_SPLIT_RE = re.compile(r"(?<=[.!?])\s+(?=[\"'`(\[]?[A-Z0-9])")
+_SENT_SPLIT_RE = re.compile(r"(?<=[.!?])\s+(?=[\"'`(\[]?[A-Z0-9])|(?<=\w[!?])\s+(?=[a-z])")  # `fix it? please …`
 _MARKER_RE = re.compile(r"^\s*(?:#+\s*|>\s*|[-*+](?:\s+|$)|\d+[.)](?:\s+|$))+")
 
 
