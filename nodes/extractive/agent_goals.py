@@ -37,6 +37,8 @@ from workmem.state.memory import bullet_items, split_pointer
 from workmem.state.tokens import count_tokens
 
 USER_PREFIX = "User: "
+MIN_CUT_TOKENS = 16  # a user's item cut to fit Task & Goals keeps at least this much
+_BULLET_TOKENS = 3  # "- " and the line end, as `_tokens` counts a bullet beyond its text
 TRAIL_SEPARATOR = " — "  # between a Files & Context entry's path and what was done to it (`files_section`)
 DONE_MARK = " (done)"
 TODO_PREFIXES = {"pending": "To do: ", "in_progress": "In progress: "}
@@ -99,23 +101,32 @@ def _tokens(items: Sequence[str]) -> int:
 
 def _fit(ranked: list[str], order: list[str], budget: int) -> list[str]:
     """The items of `ranked` (most important first) that fit in `budget` together, in the order of `order`;
-    the task's names item is cut to what fits rather than left out."""
-    kept: list[str] = []
+    the task's names item is cut to what fits rather than left out, and so is a user's item while a cut keeps
+    `MIN_CUT_TOKENS` of it; once one cannot be kept, no older one is (it must not stand in for the newer words)."""
+    kept: list[tuple[str, str]] = []  # (the item, as it is kept)
     used = 0
+    users_closed = False
     for item in ranked:
-        cost = _tokens([item])
-        if used + cost <= budget:
-            kept.append(item)
-            used += cost
+        room = budget - used
+        shown: str | None = None
+        if item.startswith(USER_PREFIX) and users_closed:
+            continue
+        if _tokens([item]) <= room:
+            shown = item
+        elif item.startswith(USER_PREFIX):
+            if room - _BULLET_TOKENS >= MIN_CUT_TOKENS:
+                shown = fit_tokens(item, room - _BULLET_TOKENS - 1).rstrip(" .,;:") + "…"
+            users_closed = True
         elif item.startswith(NAMES_PREFIX):
             names = item[len(NAMES_PREFIX):].split(", ")
-            while names and used + _tokens([NAMES_PREFIX + ", ".join(names)]) > budget:
+            while names and _tokens([NAMES_PREFIX + ", ".join(names)]) > room:
                 names.pop()
-            if names:
-                kept.append(NAMES_PREFIX + ", ".join(names))
-                used += _tokens([kept[-1]])
-    position = {item.split(": ", 1)[0] if item.startswith(NAMES_PREFIX) else item: i for i, item in enumerate(order)}
-    return sorted(kept, key=lambda i: position.get(i.split(": ", 1)[0] if i.startswith(NAMES_PREFIX) else i, 0))
+            shown = NAMES_PREFIX + ", ".join(names) if names else None
+        if shown is not None:
+            kept.append((item, shown))
+            used += _tokens([shown])
+    position = {item: i for i, item in enumerate(order)}
+    return [shown for item, shown in sorted(kept, key=lambda pair: position.get(pair[0], 0))]
 
 
 def goals(old_body: str, msgs: list[Msg], lines: list[Line], fixes: list[tuple[Line, str]], budget: int,
@@ -130,7 +141,7 @@ def goals(old_body: str, msgs: list[Msg], lines: list[Line], fixes: list[tuple[L
     if task_items and not users:
         return old
     described: list[str] = []
-    if not old:
+    if not old and not split_pointer(old_body)[1]:  # the section's first items (not one a spill emptied)
         first = first_request(msgs)
         task = task_of(msgs, legacy)
         task_items = [TASK_PREFIX + task] if task else []
@@ -151,7 +162,7 @@ def goals(old_body: str, msgs: list[Msg], lines: list[Line], fixes: list[tuple[L
     ranked = [*task_items, *described[:1], *open_first, *described[1:]]  # the names, then the newest words
     items = _fit(ranked, order, room)
     if task_items and task_items[0] not in items:  # a task longer than the whole section: its head
-        return [fit_tokens(task_items[0], room)]
+        return [fit_tokens(task_items[0], room - _BULLET_TOKENS)]
     return items
 
 

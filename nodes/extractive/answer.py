@@ -56,7 +56,15 @@ from workmem.nodes.extractive.worth import HEDGE_RE, is_decision
 from workmem.nodes.guards import path_tokens
 from workmem.nodes.prompts import SECTIONS_HEADING
 from workmem.state.errors import InvalidInput
-from workmem.state.memory import FULL_BUDGETS, SECTIONS, Budgets, bullet_items, parse_sections, split_pointer
+from workmem.state.memory import (
+    ARCHIVED_TAG,
+    FULL_BUDGETS,
+    SECTIONS,
+    Budgets,
+    bullet_items,
+    parse_sections,
+    split_pointer,
+)
 from workmem.state.ops import CREATE_TOOL_NAME, UPDATE_TOOL_NAME
 from workmem.state.tokens import count_tokens
 
@@ -273,7 +281,8 @@ def update_sections(reading: Reading, old: dict[str, str],
         ops["Task & Goals"] = goals_op(old_goals, reading.lines, reading.fixes, _goal_tokens(limits), task)
         ops["Open Issues"] = issues_op(old_issues, reading.lines)
     goals = _after(old_goals, ops["Task & Goals"])
-    issues = [i for i in _after(old_issues, ops["Open Issues"]) if not i.startswith("[resolved]")]
+    issues = [i for i in _after(old_issues, ops["Open Issues"])  # the open ones, not the spill's pointer line
+              if not i.startswith(("[resolved]", ARCHIVED_TAG))]
     ops["Errors & Corrections"] = _errors_op(reading, old.get("Errors & Corrections", ""), limits)
     if reading.agentic:
         errors = [(reading.msgs[e.order].seq * 1000 + 999, e.item(" failed: "))

@@ -143,16 +143,17 @@ def _is_vague(sent: str) -> bool:
 
 
 def fit_tokens(text: str, budget: int) -> str:
-    """`text` cut after the last word that fits in `budget` tokens (the first word cut by tokens)."""
+    """`text` cut after the last word that fits in `budget` tokens — or by tokens, when whole words would keep
+    less than half of it (a first word too long, a script written without spaces)."""
     if count_tokens(text) <= budget:
         return text
     words = text.split(" ")
     while len(words) > 1 and count_tokens(" ".join(words)) > budget:
         words.pop()
     head = " ".join(words).rstrip(" ,;:-—(")
-    if count_tokens(head) <= budget:
+    if budget // 2 <= count_tokens(head) <= budget:
         return head
-    return encoder().decode(encoder().encode(head, disallowed_special=())[:max(budget, 0)]).rstrip("\ufffd")
+    return encoder().decode(encoder().encode(text, disallowed_special=())[:max(budget, 0)]).rstrip("\ufffd")
 
 
 def _content_words(text: str) -> int:
