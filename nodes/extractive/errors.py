@@ -30,7 +30,7 @@ _TOOL_PREFIX_RE = re.compile(r"^[A-Za-z_][\w.-]*: (?=\S)")
 _EDITS = ("edited", "changed", "restored")
 _LABELS_RE = re.compile(r"^(?:(?:error|fatal)\s*:\s*|[A-Za-z_][\w.]*(?:Error|Exception)\s*:\s*)+", re.I)
 _FAILED_TEST_RE = re.compile(r"FAILED\s+([^\s:]+)::")
-_FILTER_RE = re.compile(r"\s-(?:k|m)\b|\s--(?:deselect|lf|last-failed)\b")
+_FILTER_RE = re.compile(r"\s-k\b|\s-m\s+(?!(?:pytest|unittest)\b)|\s--(?:deselect|lf|last-failed)\b")
 _TEST_RUN_RE = re.compile(r"(?:^|[\s;&|/])(?:pytest|py\.test|tox|nosetests)\b|-m\s+(?:pytest|unittest)\b")
 _ERROR_SAYS_RE = re.compile(
     r"[A-Za-z](?:Error|Exception|Exit|Interrupt|Failure)\b|^FAILED\b|(?i:\b(?:error|fatal)\s*:\s*\S)")

@@ -119,3 +119,27 @@ def test_a_chat_message_opening_with_a_lead_in_still_corrects():
                                {"role": "assistant", "content": "I will use pandas."},
                                {"role": "user", "content": "One more thing:\nDon't use pandas for this, use polars."}])
     assert [text for _, text in fixes] == ["User correction: Don't use pandas for this, use polars."]
+
+
+def test_a_newer_request_too_long_for_the_room_is_cut_and_no_older_one_stands_in():
+    """Change of plans in a full section: the newest request is kept cut to the room (not skipped for an older,
+    shorter one that would read as the current goal)."""
+    old = "- Task: Rank the acquisition channels by revenue\n- User: Please redo it that way."
+    plans = ("OK, change of plans: leadership now cares more about churn than revenue, so I want monthly churn "
+             "by signup cohort for 2023 as a cohort table, fiscal quarters, enterprise plans left out.")
+    msgs, lines, fixes = read([{"role": "user", "content": plans}], first_seq=30)
+    items = goals(old, msgs, lines, fixes, 45)
+    assert items[0] == "Task: Rank the acquisition channels by revenue"
+    assert items[1].startswith("User: OK, change of plans: leadership now cares more about churn")
+    assert items[1].endswith("…") and len(items) == 2
+    assert count_tokens("\n".join(f"- {i}" for i in items)) <= 45
+
+
+def test_a_section_a_spill_emptied_does_not_make_a_later_request_the_task():
+    """Only the pointer is left of Task & Goals: the session's task is in the archive, so these messages' request
+    is a user's item, not a new `Task:`."""
+    old = "- [archived] 2 older items — archive_search finds them"
+    msgs, lines, fixes = read([{"role": "user", "content": "Please also export the table as CSV."}], first_seq=40)
+    items = goals(old, msgs, lines, fixes, 200)
+    assert not any(i.startswith("Task:") for i in items)
+    assert "User: Please also export the table as CSV." in items

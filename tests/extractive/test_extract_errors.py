@@ -88,3 +88,43 @@ def test_a_coding_agents_tool_refusal_is_an_error_and_its_edit_changed_nothing()
     found = steps(msgs)
     assert errors_of(raw) == ["Edit: String to replace not found in file."]
     assert [t.kind for t in found[0].touches] == []  # not edited: the tool refused
+
+
+FAILED_RUN = ("FAILED tests/test_cli.py::test_version_flag - AssertionError: assert '0.0.0' == '2.4.1'\n"
+              "1 failed, 31 passed")
+
+
+def test_a_failed_test_is_fixed_by_a_later_clean_run_of_the_suite_or_its_folder():
+    """The run need not repeat the command line: the whole suite, or a folder holding the test file, covers it;
+    with no edit between, the item says it is no longer seen."""
+    for clean_run in ("pytest -q", "python -m pytest tests/", "pip install -e . && pytest"):
+        raw = session(("pytest -q tests/test_cli.py", FAILED_RUN), (clean_run, "32 passed in 2.01s"))
+        assert errors_of(raw) == [f"{FAILED_RUN.splitlines()[0]} — no longer seen running tests/test_cli.py"], \
+            clean_run
+
+
+def test_a_run_that_picks_tests_fixes_only_the_ones_it_picks():
+    other = ("pytest tests/test_cli.py::test_help", "1 passed")
+    assert errors_of(session(("pytest tests/test_cli.py", FAILED_RUN), other)) == [
+        f"{FAILED_RUN.splitlines()[0]} — when running tests/test_cli.py"]
+    assert errors_of(session(("pytest tests/", FAILED_RUN), ("pytest -k version tests/", "1 passed"))) == [
+        FAILED_RUN.splitlines()[0]]
+    same = ("pytest tests/test_cli.py::test_version_flag", "1 passed")
+    assert errors_of(session(("pytest tests/test_cli.py", FAILED_RUN), same)) == [
+        f"{FAILED_RUN.splitlines()[0]} — no longer seen running tests/test_cli.py"]
+
+
+def test_a_script_error_is_not_fixed_by_a_passing_test_suite():
+    raw = session(("python repro.py", trace(7)), ("pytest -q", "32 passed"))
+    assert errors_of(raw) == ["TypeError: no len() (at /repo/src/term.py:7) — when running repro.py"]
+
+
+def test_an_old_failed_test_is_fixed_by_a_clean_suite_run_after_its_last_showing():
+    from workmem.nodes.extractive.errors import fixed_since
+
+    old = [f"{FAILED_RUN.splitlines()[0]}"]
+    raw = session(("pytest -q", "32 passed"), ("sed -i 's/a/b/' src/cli.py", ""), ("pytest -q", FAILED_RUN),
+                  ("sed -i 's/b/c/' src/cli.py", ""), ("pytest -q", "32 passed"))
+    msgs = parse_transcript(format_messages(stored_messages(raw)))
+    found = steps(msgs)
+    assert fixed_since(old, found, Trail(found)) == [f"{old[0]} — fixed: edited src/cli.py"]

@@ -61,3 +61,13 @@ def test_steps_pair_each_call_with_its_result():
     assert [(s.name, s.result.lines[0] if s.result else None) for s in found] == [
         ("read_file", "A"), ("bash", "FAILED t.py::x")]
     assert found[1].command == "pytest t.py"
+
+
+def test_a_path_argument_with_spaces_is_one_path_and_backslashes_are_folders():
+    windows = call_touches("edit_file", {"target_file": r"C:\Users\Ana\My Projects\invoice tool\src\totals.py"})
+    assert [(t.path, t.kind) for t in windows] == [("C:/Users/Ana/My Projects/invoice tool/src/totals.py", "edited")]
+    assert [t.path for t in call_touches("Read", {"file_path": "/home/ana/My Files/notes.md"})] == [
+        "/home/ana/My Files/notes.md"]
+    assert [t.path for t in call_touches("read_file", {"path": r"tests\test_totals.py"})] == ["tests/test_totals.py"]
+    assert [t.path for t in call_touches("run_tests", {"path": "/r/tests/a.py /r/tests/b.py"})] == [
+        "/r/tests/a.py", "/r/tests/b.py"]

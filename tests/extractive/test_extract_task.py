@@ -132,3 +132,33 @@ def test_a_task_prompt_is_wrapped_a_chat_message_is_not():
     assert is_wrapped(msgs_of("Here is the issue:\nThe parser drops rows"))
     assert not is_wrapped(msgs_of("Hi!\nCan you fix the parser? It drops rows."))
     assert not is_wrapped(msgs_of("@claude-code-prompt.md really ULTRATHINK this"))
+
+
+PASTED_LOG = "\n".join([
+    "2024-03-14T09:12:01.4411230Z Requested labels: ubuntu-latest",
+    "2024-03-14T09:12:04.3712291Z Current runner version: '2.314.1'",
+    "2024-03-14T09:12:16.0022561Z ImportError while importing test module 'tests/test_cache.py'.",
+    "2024-03-14T09:12:16.0512291Z ##[error]Process completed with exit code 2.",
+    "ERROR: Process completed with exit code 2.",
+    '  File "/home/runner/work/tilekit/src/tilekit/compat.py", line 3, in <module>',
+    "",
+    "this is from the 3.12 job on my PR. why is it failing and can you fix the import? please don't bump any "
+    "of the pinned deps in pyproject, the pins are there for the conda package.",
+])
+
+
+def test_a_log_pasted_before_the_request_is_not_the_task():
+    """Program output pasted first (timestamped lines, a runner's markers, a traceback frame) is skipped; a
+    sentence that says what not to do bounds the task and is not it."""
+    task = task_of(msgs_of(PASTED_LOG))
+    assert task.startswith("this is from the 3.12 job") and task.endswith("can you fix the import?"), task
+    assert all("2024-03-14" not in line for line in salient_lines(PASTED_LOG))
+
+
+def test_a_text_without_spaces_is_cut_by_tokens():
+    from workmem.nodes.extractive.task import fit_tokens
+    from workmem.state.tokens import count_tokens
+
+    chinese = "Task: 我上传了我们2023年的订阅导出文件。你能找出哪个获客渠道带来的客户12个月收入最高吗？"
+    cut = fit_tokens(chinese, 20)
+    assert len(cut) > len("Task: ") + 4 and chinese.startswith(cut) and count_tokens(cut) <= 20

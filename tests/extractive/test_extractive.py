@@ -464,3 +464,14 @@ def test_long_unbroken_lines_cost_linear_time():
     call = run_create(format_messages(stored_messages(hostile), clip_tokens=0))
     assert time.perf_counter() - started < 2.0  # quadratic path regexes took ~10 s here
     jsonschema.validate(call["args"], CREATE_TOOL["function"]["parameters"])
+
+
+def test_current_state_never_names_the_spill_pointer_as_what_is_still_open():
+    """Open Issues' first line can be the spill's pointer; Current State falls back to an open issue itself."""
+    sections = run_create(transcript())["args"]["sections"]
+    sections["Open Issues"] = ("- [archived] 3 older items — archive_search finds them\n"
+                               "- Which delimiter does Nordhavn use?")
+    chat = [{"role": "user", "content": "Please keep going."},
+            {"role": "assistant", "content": "I looked at the loader."}]
+    state = run_update(render_sections(sections), transcript(chat))["args"]["sections"]["Current State"]
+    assert "[archived]" not in json.dumps(state) and "older items" not in json.dumps(state)
