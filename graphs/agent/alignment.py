@@ -110,15 +110,16 @@ class _StoredPrints:
 
 def align(candidates: list[dict[str, Any]], live: list[Stored],
           newest_archive: Callable[[], list[Stored]], first_output: int | None = None,
-          archived_keys: Callable[[], ArchivedKeys] | None = None) -> Alignment:
+          archived_keys: Callable[[], ArchivedKeys | None] | None = None) -> Alignment:
     """Align normalised state messages (`candidates`, in state order) with the stored session.
 
     `live` are the live stored messages, oldest first; `newest_archive()` returns the newest archive's
     last messages, oldest first, `[]` before the first commit (read only when the live messages give no
     id anchor). Candidates from `first_output` on are the run's own messages (default: none).
     `archived_keys()`: the ids and fingerprints of every archived message (read only for state messages
-    before the first id match, or when nothing newer matches by id). Without it, no archive is searched and
-    state messages before the first id match count as stored.
+    before the first id match, or when nothing newer matches by id). Without it (or when it returns None: an
+    archive could not be read), no archive is searched and state messages before the first id match count as
+    stored.
     """
     outputs = len(candidates) if first_output is None else first_output
     stored_print = _StoredPrints()
@@ -144,13 +145,14 @@ def archive_keys(messages: list[Stored]) -> ArchivedKeys:
 
 
 def _before_first_match(candidates: list[dict[str, Any]], live: list[Stored], found: Alignment,
-                        keys: Callable[[], ArchivedKeys] | None, stored_print: _StoredPrints) -> Alignment:
+                        keys: Callable[[], ArchivedKeys | None] | None, stored_print: _StoredPrints) -> Alignment:
     """State messages before the first id match: stored when an archive holds them (by id or fingerprint) or
     they match a live message older than that match by fingerprint; else new (put in front of the history)."""
     loose = [pos for pos in range(found.first) if pos not in found.stored and pos not in found.new]
-    if not loose or keys is None:
+    archived = keys() if loose and keys is not None else None
+    if archived is None:
         return found
-    ids, prints = keys()
+    ids, prints = archived
     first_seq = found.stored[found.first]["seq"] if found.first in found.stored else float("inf")
     taken = {m["seq"] for m in found.stored.values()}
     older = [m for m in live if m["seq"] < first_seq and m["seq"] not in taken]
@@ -168,12 +170,12 @@ def _before_first_match(candidates: list[dict[str, Any]], live: list[Stored], fo
     return found
 
 
-def _in_older_archives(candidates: list[dict[str, Any]], keys: Callable[[], ArchivedKeys]) -> Alignment:
+def _in_older_archives(candidates: list[dict[str, Any]], keys: Callable[[], ArchivedKeys | None]) -> Alignment:
     """The state's messages an older archive holds by id are stored (archived); every other one is new."""
-    ids = {lc_id(c) for c in candidates} - {None}
-    if not ids:
+    archived = keys() if any(lc_id(c) for c in candidates) else None
+    if archived is None:
         return Alignment()
-    archived_ids, _prints = keys()
+    archived_ids, _prints = archived
     held = {pos for pos, c in enumerate(candidates) if lc_id(c) in archived_ids}
     if not held:
         return Alignment()

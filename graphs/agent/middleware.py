@@ -76,9 +76,16 @@ from workmem.graphs.context.tool_results import (
     read_tokens_for,
 )
 from workmem.state.archive_object import OWN_TOOLS
-from workmem.state.errors import CommitInProgress, ContextOverflow, DatabaseUnavailable, InvalidInput, SessionNotFound
+from workmem.state.errors import (
+    ArchiveNotFound,
+    CommitInProgress,
+    ContextOverflow,
+    DamagedFile,
+    DatabaseUnavailable,
+    InvalidInput,
+    SessionNotFound,
+)
 from workmem.state.forget import is_forgotten
-from workmem.state.ids import archive_name, archive_number
 from workmem.state.redact import describe_error
 from workmem.state.retention import Keep, Trigger, trigger_tokens
 from workmem.state.tokens import DEFAULT_CONTEXT_WINDOW, count_tokens
@@ -480,12 +487,18 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
             cache.archive_tail = (memory.key, messages[-ARCHIVE_TAIL:])
         return cache.archive_tail[1]
 
-    def _archived_keys(self, engine: WorkingMemoryEngine, session_id: str) -> ArchivedKeys:
-        """The LangChain ids and fingerprints of the session's archived messages (each archive read once)."""
+    def _archived_keys(self, engine: WorkingMemoryEngine, session_id: str) -> ArchivedKeys | None:
+        """The LangChain ids and fingerprints of the session's archived messages (each archive read once); None
+        when an archive cannot be read (a damaged one never blocks a run: alignment then searches no archive)."""
         memory = engine.memory_of(session_id)
-        newest = archive_number(memory.archive_id) if memory.archive_id else 0
-        return self._caches.of(session_id).archived_keys(
-            memory.created_at, newest, lambda n: archive_keys(engine.archive_messages(session_id, archive_name(n))))
+        try:
+            archive_ids = [a["archive_id"] for a in engine.list_archives(session_id)]
+            return self._caches.of(session_id).archived_keys(
+                memory.created_at, archive_ids, lambda a: archive_keys(engine.archive_messages(session_id, a)))
+        except (DamagedFile, ArchiveNotFound) as exc:
+            log.warning("session %r: the archives cannot be searched for the state's older messages (%s)",
+                        session_id, describe_error(exc))
+            return None
 
     def _archived_in_state(self, engine: WorkingMemoryEngine, session_id: str,
                            messages: list[BaseMessage]) -> list[Any]:

@@ -30,8 +30,8 @@ class SessionCache:
     archive_tail: tuple[tuple[Any, ...], list[dict[str, Any]]] | None = None  # (memory key, newest archived)
     archive_ids: dict[tuple[Any, str], frozenset[str]] = field(default_factory=dict)  # LangChain ids per archive
     tools_joined: bool = False  # workmem's note and tools went out on a call: they stay (`call.out_of_view`)
-    # (incarnation, archives read, the LangChain ids and fingerprints of their messages)
-    archived: tuple[Any, int, frozenset[str], frozenset[str]] | None = None
+    # (incarnation, the archives read, the LangChain ids and fingerprints of their messages)
+    archived: tuple[Any, frozenset[str], frozenset[str], frozenset[str]] | None = None
 
     def ids_of(self, incarnation: Any, archive_id: str, read: Callable[[], list[dict[str, Any]]]) -> frozenset[str]:
         """The LangChain ids archive `archive_id` of this incarnation of the session holds (`read()` its messages
@@ -46,16 +46,17 @@ class SessionCache:
         return ids
 
 
-    def archived_keys(self, incarnation: Any, newest: int, read: Callable[[int], Keys]) -> Keys:
-        """The LangChain ids and fingerprints of every archived message of this incarnation of the session, up to
-        archive `newest` (`read(n)` those of archive n; each archive is read once: archives never change)."""
-        if self.archived is None or self.archived[0] != incarnation or self.archived[1] > newest:
-            self.archived = (incarnation, 0, frozenset(), frozenset())
+    def archived_keys(self, incarnation: Any, archive_ids: list[str], read: Callable[[str], Keys]) -> Keys:
+        """The LangChain ids and fingerprints of the messages of `archive_ids`, this incarnation of the session's
+        archives (`read(archive_id)` those of one archive; each is read once: archives never change)."""
+        if self.archived is None or self.archived[0] != incarnation:
+            self.archived = (incarnation, frozenset(), frozenset(), frozenset())
         _incarnation, done, ids, prints = self.archived
-        for n in range(done + 1, newest + 1):
-            more_ids, more_prints = read(n)
-            ids, prints = ids | more_ids, prints | more_prints
-        self.archived = (incarnation, newest, ids, prints)
+        for archive_id in archive_ids:
+            if archive_id not in done:
+                more_ids, more_prints = read(archive_id)
+                ids, prints, done = ids | more_ids, prints | more_prints, done | {archive_id}
+        self.archived = (incarnation, done, ids, prints)
         return ids, prints
 
 

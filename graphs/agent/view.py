@@ -202,7 +202,8 @@ class StateView:
     def __init__(self, engine: WorkingMemoryEngine, session_id: str, messages: list[Any],
                  newest_archive: Callable[[], list[dict[str, Any]]], run_from: str | None = None,
                  cache: NormalisedCache | None = None, *, run_seq: int | None = None,
-                 stored_upto: int | None = None, archived_keys: Callable[[], ArchivedKeys] | None = None) -> None:
+                 stored_upto: int | None = None,
+                 archived_keys: Callable[[], ArchivedKeys | None] | None = None) -> None:
         self.messages = messages
         self._cache = cache if cache is not None else NormalisedCache(size=0)
         self.indexes, self._normalised, self.empty_replies = self._normalise(messages)

@@ -131,6 +131,23 @@ def test_a_fork_from_a_checkpoint_an_older_archive_holds_stores_nothing_twice(ro
         assert prompt_texts(model)[-1] == "Fork question?" and "Q3" not in prompt_texts(model)
 
 
+def test_a_damaged_older_archive_does_not_stop_a_run_that_searches_the_archives(root, caplog):
+    """Searching every archive must not make one damaged archive block the thread: the run goes on, says so,
+    and aligns as it would without the search."""
+    model = scripted("A1", "A2", "A3", "Fork answer.")
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        agent = create_agent(model, middleware=[WorkingMemoryMiddleware(engine)], checkpointer=InMemorySaver())
+        for text in ("Q1", "Q2", "Q3"):
+            agent.invoke(ask(text), thread("damaged"))
+        engine.commit("damaged", keep=("messages", 4))
+        engine.commit("damaged", keep=("messages", 2))
+        next(root.rglob("archive_001/messages.jsonl")).unlink()
+        agent.invoke(ask("Fork question?"), step_back_to(agent, "damaged", ["Q1", "A1"]))
+        assert [m["parts"][0]["text"] for m in engine.live_messages("damaged")][-2:] == ["Fork question?",
+                                                                                       "Fork answer."]
+        assert "the archives cannot be searched" in caplog.text and "archive_001" in caplog.text
+
+
 def test_a_message_put_in_front_of_the_history_is_stored_and_shown(root):
     """`update_state` rewriting the history as [REMOVE_ALL, note, *kept] (what a summarising middleware does): the
     note precedes every stored message the state holds, and is still new — stored once and in the model's view."""
