@@ -25,12 +25,12 @@ stored count can make it skip a message it did not match.
   the newest archived ones): a client that sends only new turns and repeats an identical one stores
   it twice. Among several places, the one whose preceding messages agree longest with the newest
   archive wins (the earliest on a tie: storing too much beats losing a message).
-- **Before the first match.** A state message before the first id match that an archive holds (by id or
-  fingerprint) or that matches a live stored message by fingerprint is stored; any other was put in front of
-  the history (a summary another middleware wrote, a note `update_state` inserted) and is new — never dropped.
-- **Older archives.** With no id match in the live messages or the newest archive, the state's messages an
-  older archive holds by id (a fork from a checkpoint a commit long since archived) are stored; the others
-  are new.
+- **Before the first match.** A state message before the first id match that matches a live stored message
+  by fingerprint is stored; any other is new unless an archive holds it — it was put in front of the history
+  (a summary another middleware wrote, a note `update_state` inserted) and is never dropped.
+- **What an archive holds is never new.** A state message an archive holds — the same LangChain id with the
+  same fingerprint — is stored, wherever it sits: a fork from a checkpoint an older archive covers, the kept
+  messages after a note put in front. Another fingerprint under an archived id is an edit, and new.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from workmem.state.messages import FINGERPRINT_META, SYNOPSIS_OF_META, fingerpri
 from workmem.state.safe_form import checkpointed_fingerprint
 
 Stored = dict[str, Any]
-ArchivedKeys = tuple[frozenset[str], frozenset[str]]  # LangChain ids and fingerprints of every archived message
+ArchivedKeys = dict[str | None, frozenset[str]]  # archived LangChain id → its fingerprints (None → every one)
 MIN_FINGERPRINT_RUN = 2  # messages a stateless client's history must repeat to be aligned
 
 
@@ -116,71 +116,88 @@ def align(candidates: list[dict[str, Any]], live: list[Stored],
     `live` are the live stored messages, oldest first; `newest_archive()` returns the newest archive's
     last messages, oldest first, `[]` before the first commit (read only when the live messages give no
     id anchor). Candidates from `first_output` on are the run's own messages (default: none).
-    `archived_keys()`: the ids and fingerprints of every archived message (read only for state messages
-    before the first id match, or when nothing newer matches by id). Without it (or when it returns None: an
-    archive could not be read), no archive is searched and state messages before the first id match count as
-    stored.
+    `archived_keys()`: each archived message's LangChain id with its fingerprints. Without it (or when it
+    returns None: an archive could not be read), no archive is searched: state messages before the first id
+    match count as stored, and an archived one elsewhere in the state counts as new.
     """
     outputs = len(candidates) if first_output is None else first_output
     stored_print = _StoredPrints()
+    keys = _Once(archived_keys)
     found = _by_ids(candidates, live, outputs, stored_print)
-    if found.anchored:
-        return _before_first_match(candidates, live, found, archived_keys, stored_print)
-    archived = newest_archive()
-    if archived:
-        # read after `live`: a commit that completed in between archived the start of that snapshot
-        live = [m for m in live if m["seq"] > archived[-1]["seq"]]
-        found = _by_ids(candidates, [archived[-1], *live], outputs, stored_print)
-        if found.anchored:
-            return _before_first_match(candidates, live, found, archived_keys, stored_print)
-        if archived_keys is not None and (found := _in_older_archives(candidates, archived_keys)).anchored:
-            return found
-    return _by_fingerprints(candidates, live, archived, outputs, stored_print)
+    if not found.anchored:
+        archived = newest_archive()
+        if archived:
+            # read after `live`: a commit that completed in between archived the start of that snapshot
+            live = [m for m in live if m["seq"] > archived[-1]["seq"]]
+            found = _by_ids(candidates, [archived[-1], *live], outputs, stored_print)
+        if not found.anchored:
+            found = _by_fingerprints(candidates, live, archived, outputs, stored_print)
+    if found.anchored and found.by_ids:
+        _before_first_match(candidates, live, found, keys, stored_print)
+    return _not_archived(candidates, found, keys)
+
+
+class _Once:
+    """`archived_keys()`, called at most once per alignment."""
+
+    def __init__(self, read: Callable[[], ArchivedKeys | None] | None) -> None:
+        self._read, self._done, self._keys = read, read is None, None
+
+    def __call__(self) -> ArchivedKeys | None:
+        if not self._done:
+            self._keys, self._done = self._read(), True  # type: ignore[misc]
+        return self._keys
 
 
 def archive_keys(messages: list[Stored]) -> ArchivedKeys:
-    """The LangChain ids and fingerprints (recorded and checkpointed) of archived `messages`."""
-    prints = {fingerprint_of(m) for m in messages} | {p for m in messages if (p := checkpointed_fingerprint(m))}
-    return frozenset(i for m in messages if (i := lc_id(m))), frozenset(prints)
+    """Each LangChain id of archived `messages` with their fingerprints (recorded and checkpointed)."""
+    out: dict[str | None, set[str]] = {None: set()}
+    for m in messages:
+        prints = {p for p in (fingerprint_of(m), checkpointed_fingerprint(m)) if p}
+        out[None] |= prints
+        if key := lc_id(m):
+            out.setdefault(key, set()).update(prints)
+    return {key: frozenset(prints) for key, prints in out.items()}
 
 
 def _before_first_match(candidates: list[dict[str, Any]], live: list[Stored], found: Alignment,
-                        keys: Callable[[], ArchivedKeys | None] | None, stored_print: _StoredPrints) -> Alignment:
-    """State messages before the first id match: stored when an archive holds them (by id or fingerprint) or
-    they match a live message older than that match by fingerprint; else new (put in front of the history)."""
+                        keys: Callable[[], ArchivedKeys | None], stored_print: _StoredPrints) -> None:
+    """State messages before the first id match: a live message older than that match with their fingerprint;
+    else, when an archive holds their fingerprint (under any id: a client re-sends the archived history with
+    fresh ids), archived; else new (put in front of the history: a summary another middleware wrote, a note
+    `update_state` inserted). Without the archives' keys they count as stored, as an archive likely holds them."""
     loose = [pos for pos in range(found.first) if pos not in found.stored and pos not in found.new]
-    archived = keys() if loose and keys is not None else None
+    archived = keys() if loose else None
     if archived is None:
-        return found
-    ids, prints = archived
+        return
     first_seq = found.stored[found.first]["seq"] if found.first in found.stored else float("inf")
     taken = {m["seq"] for m in found.stored.values()}
     older = [m for m in live if m["seq"] < first_seq and m["seq"] not in taken]
     for pos in loose:
-        if lc_id(candidates[pos]) in ids:
-            continue
         candidate_print = fingerprint_of(candidates[pos])
         match = next((m for m in older if stored_print.matches(m, candidate_print)), None)
-        if match is not None:
+        if match is None and candidate_print not in archived.get(None, ()):
+            found.new.append(pos)
+        elif match is not None:
             found.stored[pos] = match
             older.remove(match)
-        elif candidate_print not in prints:
-            found.new.append(pos)
     found.new.sort()
+
+
+def _not_archived(candidates: list[dict[str, Any]], found: Alignment,
+                  keys: Callable[[], ArchivedKeys | None]) -> Alignment:
+    """`found` without the new positions an archive already holds: the same LangChain id with the same
+    fingerprint (an archived message the state still holds, wherever it sits: a fork from a checkpoint an older
+    archive covers, the kept messages after a note put in front). Another fingerprint under an archived id is
+    an edit, and new."""
+    if not any(lc_id(candidates[pos]) for pos in found.new):
+        return found
+    archived = keys()
+    if not archived:
+        return found
+    found.new = [pos for pos in found.new if (key := lc_id(candidates[pos])) is None
+                 or fingerprint_of(candidates[pos]) not in archived.get(key, ())]
     return found
-
-
-def _in_older_archives(candidates: list[dict[str, Any]], keys: Callable[[], ArchivedKeys | None]) -> Alignment:
-    """The state's messages an older archive holds by id are stored (archived); every other one is new."""
-    archived = keys() if any(lc_id(c) for c in candidates) else None
-    if archived is None:
-        return Alignment()
-    archived_ids, _prints = archived
-    held = {pos for pos, c in enumerate(candidates) if lc_id(c) in archived_ids}
-    if not held:
-        return Alignment()
-    return Alignment(new=[pos for pos in range(len(candidates)) if pos not in held], anchor=max(held),
-                     first=min(held))
 
 
 def _edited(stored: Stored, candidate: dict[str, Any]) -> bool:

@@ -77,10 +77,8 @@ from workmem.graphs.context.tool_results import (
 )
 from workmem.state.archive_object import OWN_TOOLS
 from workmem.state.errors import (
-    ArchiveNotFound,
     CommitInProgress,
     ContextOverflow,
-    DamagedFile,
     DatabaseUnavailable,
     InvalidInput,
     SessionNotFound,
@@ -115,6 +113,7 @@ class WorkmemAgentState(AgentState):
     # from then on was removed, not left behind on another branch), and removals still to forget
     workmem_held: NotRequired[Annotated[list[int] | None, PrivateStateAttr]]
     workmem_to_forget: NotRequired[Annotated[list[int] | None, PrivateStateAttr]]
+    workmem_held_in: NotRequired[Annotated[str | None, PrivateStateAttr]]  # the session's incarnation they name
 
 
 class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
@@ -488,17 +487,19 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         return cache.archive_tail[1]
 
     def _archived_keys(self, engine: WorkingMemoryEngine, session_id: str) -> ArchivedKeys | None:
-        """The LangChain ids and fingerprints of the session's archived messages (each archive read once); None
-        when an archive cannot be read (a damaged one never blocks a run: alignment then searches no archive)."""
+        """Each archived message's LangChain id with its fingerprints (each archive read once; listed again only
+        when a commit archived more); None when an archive cannot be read (one damaged archive never blocks a
+        run: alignment then searches none; it is tried again after the next commit)."""
         memory = engine.memory_of(session_id)
-        try:
-            archive_ids = [a["archive_id"] for a in engine.list_archives(session_id)]
-            return self._caches.of(session_id).archived_keys(
-                memory.created_at, archive_ids, lambda a: archive_keys(engine.archive_messages(session_id, a)))
-        except (DamagedFile, ArchiveNotFound) as exc:
+        if not memory.archive_id:
+            return {}
+        keys, error = self._caches.of(session_id).archived_keys(
+            (memory.created_at, memory.archive_id), lambda: [a["archive_id"] for a in engine.list_archives(session_id)],
+            lambda archive_id: archive_keys(engine.archive_messages(session_id, archive_id)))
+        if error is not None:
             log.warning("session %r: the archives cannot be searched for the state's older messages (%s)",
-                        session_id, describe_error(exc))
-            return None
+                        session_id, describe_error(error))
+        return keys
 
     def _archived_in_state(self, engine: WorkingMemoryEngine, session_id: str,
                            messages: list[BaseMessage]) -> list[Any]:
@@ -601,9 +602,13 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
                 engine.set_hidden(session_id, hide, shown)
         if not self.settings.forget_on_remove:
             return {}
+        incarnation = str(engine.memory_of(session_id).created_at)
+        if state.get("workmem_held_in") != incarnation:  # recorded of a session since deleted: its seqs mean nothing
+            state = {**state, "workmem_held": None, "workmem_to_forget": None}
         held = set(view.shown_seqs()) | set(stored_seqs)
         to_forget = self._forget_removed(engine, session_id, view, hide, state)
-        return {"workmem_held": sorted(held), "workmem_to_forget": to_forget or None}
+        return {"workmem_held": sorted(held), "workmem_to_forget": to_forget or None,
+                "workmem_held_in": incarnation}
 
     def _forget_removed(self, engine: WorkingMemoryEngine, session_id: str, view: StateView, hide: set[int],
                         state: dict[str, Any]) -> list[int]:

@@ -12,10 +12,11 @@ from typing import Any
 
 from workmem.graphs.context.call_state import BoundedSessions
 from workmem.graphs.context.tool_results import MAX_READ_TOKENS
+from workmem.state.errors import ArchiveNotFound, DamagedFile
 from workmem.state.messages import lc_id
 
 ARCHIVE_TAIL = 64  # newest archived messages a stateless client's history is compared with
-Keys = tuple[frozenset[str], frozenset[str]]  # LangChain ids and fingerprints of archived messages
+Keys = dict[str | None, frozenset[str]]  # archived LangChain id → its fingerprints (None → every one)
 ARCHIVE_IDS_CACHED = 8  # archives per session whose LangChain ids are kept (trimming reads the newest few)
 
 
@@ -30,8 +31,8 @@ class SessionCache:
     archive_tail: tuple[tuple[Any, ...], list[dict[str, Any]]] | None = None  # (memory key, newest archived)
     archive_ids: dict[tuple[Any, str], frozenset[str]] = field(default_factory=dict)  # LangChain ids per archive
     tools_joined: bool = False  # workmem's note and tools went out on a call: they stay (`call.out_of_view`)
-    # (incarnation, the archives read, the LangChain ids and fingerprints of their messages)
-    archived: tuple[Any, frozenset[str], frozenset[str], frozenset[str]] | None = None
+    # ((incarnation, newest archive), the archives read, their keys so far, the keys (None: a read failed))
+    archived: tuple[tuple[Any, str], frozenset[str], Keys, Keys | None] | None = None
 
     def ids_of(self, incarnation: Any, archive_id: str, read: Callable[[], list[dict[str, Any]]]) -> frozenset[str]:
         """The LangChain ids archive `archive_id` of this incarnation of the session holds (`read()` its messages
@@ -46,18 +47,30 @@ class SessionCache:
         return ids
 
 
-    def archived_keys(self, incarnation: Any, archive_ids: list[str], read: Callable[[str], Keys]) -> Keys:
-        """The LangChain ids and fingerprints of the messages of `archive_ids`, this incarnation of the session's
-        archives (`read(archive_id)` those of one archive; each is read once: archives never change)."""
-        if self.archived is None or self.archived[0] != incarnation:
-            self.archived = (incarnation, frozenset(), frozenset(), frozenset())
-        _incarnation, done, ids, prints = self.archived
-        for archive_id in archive_ids:
-            if archive_id not in done:
-                more_ids, more_prints = read(archive_id)
-                ids, prints, done = ids | more_ids, prints | more_prints, done | {archive_id}
-        self.archived = (incarnation, done, ids, prints)
-        return ids, prints
+    def archived_keys(self, key: tuple[Any, str], archive_ids: Callable[[], list[str]],
+                      read: Callable[[str], Keys]) -> tuple[Keys | None, Exception | None]:
+        """(each archived message's LangChain id with its fingerprints, over the archives `archive_ids()` lists,
+        or None when one cannot be read; the error when it was just met). `key`: the session's incarnation and
+        newest archive — listed again only when it changed; each archive is read once (archives never change),
+        and a damaged one is tried again only after `key` changed."""
+        if self.archived is not None and self.archived[0] == key:
+            return self.archived[3], None
+        same = self.archived is not None and self.archived[0][0] == key[0]
+        done, keys = (self.archived[1], self.archived[2]) if same and self.archived else (frozenset(), {})
+        try:
+            for archive_id in archive_ids():
+                if archive_id not in done:
+                    keys = _merged(keys, read(archive_id))
+                    done = done | {archive_id}
+        except (DamagedFile, ArchiveNotFound) as exc:
+            self.archived = (key, done, keys, None)
+            return None, exc
+        self.archived = (key, done, keys, keys)
+        return keys, None
+
+
+def _merged(keys: Keys, more: Keys) -> Keys:
+    return {**keys, **{k: keys.get(k, frozenset()) | prints for k, prints in more.items()}}
 
 
 def session_caches() -> BoundedSessions[SessionCache]:

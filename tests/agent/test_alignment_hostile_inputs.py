@@ -169,6 +169,45 @@ def test_a_message_put_in_front_of_the_history_is_stored_and_shown(root):
         assert engine.hidden("front") == {1, 2}
 
 
+def test_the_archived_messages_kept_after_a_note_put_in_front_are_not_stored_again(root):
+    """With `trim_state=False` the state keeps archived messages after a note put in front; once the note (stored
+    last) is the first id match, those messages still are the archive's — also after a later commit made another
+    archive the newest."""
+    from langchain_core.messages import RemoveMessage
+    from langgraph.graph.message import REMOVE_ALL_MESSAGES
+
+    model = scripted(*[f"A{i}" for i in range(9)])
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        agent = create_agent(model, middleware=[WorkingMemoryMiddleware(engine, trim_state=False)],
+                             checkpointer=InMemorySaver())
+        for text in ("Q0", "Q1", "Q2", "Q3"):
+            agent.invoke(ask(text), thread("note"))
+        engine.commit("note", keep=("messages", 6))  # archive_001: Q0, A0 (still in the state)
+        kept = agent.get_state(thread("note")).values["messages"]
+        note = HumanMessage("NOTE: we deploy to staging.", id="note")
+        agent.update_state(thread("note"), {"messages": [RemoveMessage(id=REMOVE_ALL_MESSAGES), note, *kept]})
+        agent.invoke(ask("Q4"), thread("note"))
+        engine.commit("note", keep=("messages", 7))  # archive_002: Q1, A1
+        agent.invoke(ask("Q5"), thread("note"))
+        assert texts(stored(engine, "note")) == ["Q0", "A0", "Q1", "A1", "Q2", "A2", "Q3", "A3",
+                                                  "NOTE: we deploy to staging.", "Q4", "A4", "Q5", "A5"]
+
+
+def test_a_client_reusing_an_id_for_new_words_after_a_commit_loses_none(root):
+    """An id an archive holds with other words is an edit, not the archived message: a client sending `msg-0`
+    with every request still has each request stored once."""
+    model = scripted("A1", "A2", "A3", "A4")
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        agent = create_agent(model, middleware=[WorkingMemoryMiddleware(engine, trim_state=False)],
+                             checkpointer=InMemorySaver())
+        for i, text in enumerate(("first question", "second question", "third question", "fourth question")):
+            agent.invoke({"messages": [HumanMessage(text, id="msg-0")]}, thread("reuse"))
+            if i == 1:
+                engine.commit("reuse", keep=("messages", 0))
+        assert texts(stored(engine, "reuse")) == ["first question", "A1", "second question", "A2",
+                                                   "third question", "A3", "fourth question", "A4"]
+
+
 def test_a_replayed_turn_shows_its_question_once(root):
     """Replaying a turn from its input checkpoint gives the question a fresh id; it is matched to its stored copy
     by fingerprint, and the model sees it once, in its place (not also pinned as if archived)."""

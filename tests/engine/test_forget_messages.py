@@ -381,6 +381,33 @@ def test_a_removal_while_a_commit_holds_the_session_is_forgotten_once_it_finishe
         assert not agent.get_state(thread("t")).values.get("workmem_to_forget")
 
 
+def test_what_the_state_recorded_of_a_deleted_session_forgets_nothing_in_the_new_one(root):
+    """The state's record of what it held (and a removal still to forget) names seqs of one incarnation of the
+    session: after the session is deleted and the thread goes on, it forgets nothing and fails no run."""
+    from engine_helpers import ask, thread
+    from langchain.agents import create_agent
+    from langchain_core.messages import RemoveMessage
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from workmem.graphs.agent.middleware import WorkingMemoryMiddleware
+
+    model = scripted(*[f"A{i}" for i in range(8)])
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        agent = create_agent(model, middleware=[WorkingMemoryMiddleware(engine, forget_on_remove=True)],
+                             checkpointer=InMemorySaver())
+        for text in ("Q1", "Q2", "Q3"):
+            agent.invoke(ask(text), thread("t"))
+        agent.update_state(thread("t"), {"workmem_to_forget": [5]})  # as a commit that held a removal back leaves it
+        engine.delete_session("t")
+        other = create_agent(model, middleware=[WorkingMemoryMiddleware(engine, forget_on_remove=True)],
+                             checkpointer=InMemorySaver())
+        other.invoke(ask(f"B1 {SECRET}"), thread("t"))  # another thread writes the new session's seqs 1-2 first
+        agent.update_state(thread("t"), {"messages": [RemoveMessage(id=agent.get_state(thread("t")).values[
+            "messages"][0].id)]})
+        agent.invoke(ask("Q4"), thread("t"))
+        assert FORGOTTEN_TEXT not in [m["parts"][0]["text"] for m in engine.live_messages("t")]
+
+
 def test_the_cli_forgets_by_seq(root, capsys):
     from workmem.graphs.cli import main
 
