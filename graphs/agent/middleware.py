@@ -84,6 +84,7 @@ from workmem.state.errors import (
     SessionNotFound,
 )
 from workmem.state.forget import is_forgotten
+from workmem.state.ids import archive_name, archive_number
 from workmem.state.redact import describe_error
 from workmem.state.retention import Keep, Trigger, trigger_tokens
 from workmem.state.tokens import DEFAULT_CONTEXT_WINDOW, count_tokens
@@ -487,15 +488,15 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         return cache.archive_tail[1]
 
     def _archived_keys(self, engine: WorkingMemoryEngine, session_id: str) -> ArchivedKeys | None:
-        """Each archived message's LangChain id with its fingerprints (each archive read once; listed again only
-        when a commit archived more); None when an archive cannot be read (one damaged archive never blocks a
-        run: alignment then searches none; it is tried again after the next commit)."""
+        """Each archived message's LangChain id with its fingerprints (each archive read once, the new ones after
+        a commit); None when an archive cannot be read (one damaged archive never blocks a run: alignment then
+        searches none; it is tried again after the next commit)."""
         memory = engine.memory_of(session_id)
         if not memory.archive_id:
             return {}
         keys, error = self._caches.of(session_id).archived_keys(
-            (memory.created_at, memory.archive_id), lambda: [a["archive_id"] for a in engine.list_archives(session_id)],
-            lambda archive_id: archive_keys(engine.archive_messages(session_id, archive_id)))
+            memory.created_at, archive_number(memory.archive_id),
+            lambda n: archive_keys(engine.archive_messages(session_id, archive_name(n))))
         if error is not None:
             log.warning("session %r: the archives cannot be searched for the state's older messages (%s)",
                         session_id, describe_error(error))

@@ -31,8 +31,7 @@ class SessionCache:
     archive_tail: tuple[tuple[Any, ...], list[dict[str, Any]]] | None = None  # (memory key, newest archived)
     archive_ids: dict[tuple[Any, str], frozenset[str]] = field(default_factory=dict)  # LangChain ids per archive
     tools_joined: bool = False  # workmem's note and tools went out on a call: they stay (`call.out_of_view`)
-    # ((incarnation, newest archive), the archives read, their keys so far, the keys (None: a read failed))
-    archived: tuple[tuple[Any, str], frozenset[str], Keys, Keys | None] | None = None
+    archived: ArchivedRead | None = None  # how far the archives were read for their ids and fingerprints
 
     def ids_of(self, incarnation: Any, archive_id: str, read: Callable[[], list[dict[str, Any]]]) -> frozenset[str]:
         """The LangChain ids archive `archive_id` of this incarnation of the session holds (`read()` its messages
@@ -47,30 +46,41 @@ class SessionCache:
         return ids
 
 
-    def archived_keys(self, key: tuple[Any, str], archive_ids: Callable[[], list[str]],
-                      read: Callable[[str], Keys]) -> tuple[Keys | None, Exception | None]:
-        """(each archived message's LangChain id with its fingerprints, over the archives `archive_ids()` lists,
-        or None when one cannot be read; the error when it was just met). `key`: the session's incarnation and
-        newest archive — listed again only when it changed; each archive is read once (archives never change),
-        and a damaged one is tried again only after `key` changed."""
-        if self.archived is not None and self.archived[0] == key:
-            return self.archived[3], None
-        same = self.archived is not None and self.archived[0][0] == key[0]
-        done, keys = (self.archived[1], self.archived[2]) if same and self.archived else (frozenset(), {})
-        try:
-            for archive_id in archive_ids():
-                if archive_id not in done:
-                    keys = _merged(keys, read(archive_id))
-                    done = done | {archive_id}
-        except (DamagedFile, ArchiveNotFound) as exc:
-            self.archived = (key, done, keys, None)
-            return None, exc
-        self.archived = (key, done, keys, keys)
-        return keys, None
+    def archived_keys(self, incarnation: Any, newest: int,
+                      read: Callable[[int], Keys]) -> tuple[Keys | None, Exception | None]:
+        """(each archived message's LangChain id with its fingerprints over archives 1…`newest` of this incarnation
+        of the session — None when one cannot be read —, and the error when it was just met). `read(n)`: archive
+        n's; each is read once (archives never change), one that does not exist counts as empty, and a damaged one
+        is tried again only once a commit archived more."""
+        state = self.archived
+        if state is None or state.incarnation != incarnation or state.read_upto > newest:
+            state = ArchivedRead(incarnation)
+        if state.newest == newest and (state.read_upto == newest or state.damaged):
+            return (None if state.damaged else state.keys), None
+        state.newest, state.damaged = newest, False
+        self.archived = state
+        for n in range(state.read_upto + 1, newest + 1):
+            try:
+                more = read(n)
+            except ArchiveNotFound:
+                more = {}
+            except DamagedFile as exc:
+                state.damaged = True
+                return None, exc
+            state.keys = {**state.keys, **{k: state.keys.get(k, frozenset()) | p for k, p in more.items()}}
+            state.read_upto = n
+        return state.keys, None
 
 
-def _merged(keys: Keys, more: Keys) -> Keys:
-    return {**keys, **{k: keys.get(k, frozenset()) | prints for k, prints in more.items()}}
+@dataclass
+class ArchivedRead:
+    """How far a session's archives were read for their keys."""
+
+    incarnation: Any
+    read_upto: int = 0  # archives 1…read_upto are in `keys`
+    keys: Keys = field(default_factory=dict)
+    newest: int = 0  # the newest archive when last asked
+    damaged: bool = False  # an archive up to `newest` could not be read
 
 
 def session_caches() -> BoundedSessions[SessionCache]:
