@@ -45,7 +45,6 @@ class SessionCache:
                 del self.archive_ids[next(iter(self.archive_ids))]
         return ids
 
-
     def archived_keys(self, incarnation: Any, newest: int,
                       read: Callable[[int], Keys]) -> tuple[Keys | None, Exception | None]:
         """(each archived message's LangChain id with its fingerprints over archives 1…`newest` of this incarnation
