@@ -361,7 +361,7 @@ class StateView:
         when the state decides the tail: a client sending only new messages hides nothing."""
         if not self.state_decides or not self.alignment.by_ids:
             return set(), set()  # a stateless client's history is partial: what it leaves out is not removed
-        present = {m["seq"] for m in self.shown.values()}
+        present = set(self.shown_seqs())
         newest = max([*present, *stored_seqs], default=0)
         hide = {m["seq"] for m in self.live if m["seq"] < newest and m["seq"] not in present and lc_id(m)}
         return hide, present

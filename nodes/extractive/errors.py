@@ -201,27 +201,28 @@ def _edited_between(trail: Trail, start: int, end: int, error: str) -> list[str]
 
 
 def fixed_since(old_items: list[str], all_steps: list[Step], trail: Trail) -> list[str]:
-    """Errors the section holds from a run (`… — when running repro.py`) that a run of the same script or test
-    in these messages no longer shows: each once more, with what was edited before that run."""
+    """Errors the section holds that these messages show fixed, each once more with what was edited before the
+    clean run: one from a run (`… — when running repro.py`) that a later run of the same script or test no
+    longer shows, a failed test that a later clean run of its suite, folder or file covers."""
     out = []
     suites = _clean_test_runs(all_steps, trail)
+    shown_in = [(s.order, {error_key(i) for i in error_items(s.result)}) for s in all_steps if s.result is not None]
     for item in old_items:
         head, mark, run = item.partition(RUN_MARK)
         if _settled(item) or any(error_key(o) == error_key(item) and _settled(o) for o in old_items):
             continue
         failed = _FAILED_TEST_RE.match(_TOOL_PREFIX_RE.sub("", head, count=1))
+        if not (mark or failed):
+            continue
         keys = _keys(head)
-        shown = [s.order for s in all_steps if s.result is not None and keys & {error_key(i) for i in
-                                                                                 error_items(s.result)}]
-        last_seen = max(shown, default=-1)  # the error again in these messages: only a later run fixes it
+        # the error again in these messages: only a later run fixes it
+        last_seen = max((order for order, shown in shown_in if keys & shown), default=-1)
         if mark:
             passed = [s.order for s in all_steps if s.result is not None and s.order > last_seen
                       and _runs(s, trail) == run and _ran_it(picked_tests(s.command or ""), head)]
-        elif failed:  # a failed test: a clean run of the suite, its folder or its file
-            test = trail.relative(failed.group(1))
-            passed = [run.order for run in suites if run.order > last_seen and run.covers([test], head)]
-        else:
-            continue
+        else:  # a failed test: a clean run of the suite, its folder or its file
+            test = trail.relative(failed.group(1))  # type: ignore[union-attr]
+            passed = [t.order for t in suites if t.order > last_seen and t.covers([test], head)]
         if passed:
             out.append(clean(head + _status(True, _edited_between(trail, last_seen, passed[0], head), run), 320))
     return out
