@@ -60,9 +60,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
     summary = run_demo(root=args.root, trigger=args.trigger, keep=args.keep, console=console,
                        quiet=args.json, model=args.model or "extractive")
+    degraded = [c for c in summary["commits"] if c.get("degraded")]
     if args.json:
         print(json.dumps(summary, indent=2, ensure_ascii=False, default=str))
-    return 0
+    elif degraded:
+        console.print(Text(f"degraded: {len(degraded)} of {len(summary['commits'])} commit(s) fell back to the "
+                           f"extractive model ({degraded[-1].get('reason') or 'the model failed'})"), style="yellow")
+    return EXIT_DEGRADED if degraded and not args.allow_degraded else 0
 
 
 def read_messages(file: str | None) -> list[Any]:
@@ -402,8 +406,10 @@ def build_parser() -> argparse.ArgumentParser:
                                                "else $POSTGRES_URI unless $WORKMEM_HOME is set)")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     common = argparse.ArgumentParser(add_help=False)  # the same options also work after the subcommand
-    common.add_argument("--root", default=argparse.SUPPRESS, help="data root")
-    common.add_argument("--database-url", default=argparse.SUPPRESS, help="PostgreSQL URL")
+    common.add_argument("--root", default=argparse.SUPPRESS, help="data root (default: $WORKMEM_HOME or ./.workmem)")
+    common.add_argument("--database-url", default=argparse.SUPPRESS,
+                        help="PostgreSQL URL (default: $WORKMEM_DATABASE_URL, else $POSTGRES_URI unless "
+                             "$WORKMEM_HOME is set)")
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="machine-readable output")
     subparsers = parser.add_subparsers(dest="command", required=True)
 
@@ -419,6 +425,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help=f"{KEEP_HELP} (default: messages:{DEFAULT_KEEP_RECENT})")
     demo.add_argument("--model", metavar="PROVIDER:MODEL",
                       help="commit with this model (default: the offline extractive one, whatever WORKMEM_MODEL says)")
+    demo.add_argument("--allow-degraded", action="store_true",
+                      help=f"exit 0, not {EXIT_DEGRADED}, when the extractive model had to stand in for the model")
 
     add = command("add", cmd_add)
     add.add_argument("session")
@@ -444,7 +452,7 @@ def build_parser() -> argparse.ArgumentParser:
     expand = command("expand", cmd_expand)
     expand.add_argument("session")
     expand.add_argument("archive_id", nargs="?", help="e.g. archive_002 (or give a range)")
-    expand.add_argument("--start-seq", type=int)
+    expand.add_argument("--start-seq", type=int, help="first seq of a range of the session")
     expand.add_argument("--end-seq", type=int, help="last seq (default: the start seq)")
     expand.add_argument("--start-turn", help="first turn id, e.g. t3")
     expand.add_argument("--end-turn", help="last turn id (default: the start turn)")
@@ -456,7 +464,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="with --ref: the most one read shows")
 
     tasks = command("tasks", cmd_tasks)
-    tasks.add_argument("--session")
+    tasks.add_argument("--session", help="only this session's commit tasks")
     command("sessions", cmd_sessions)
     export = command("export", cmd_export)
     export.add_argument("session")

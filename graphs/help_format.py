@@ -11,6 +11,7 @@ class DefaultsFormatter(argparse.HelpFormatter):
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
         default = action.default
-        if "default" in text or default in (None, False, argparse.SUPPRESS) or not action.option_strings:
+        if ("default" in text or default in (None, False, argparse.SUPPRESS) or not action.option_strings
+                or (action.const is False and default is True)):  # a store_false --no-X flag: "not given"
             return text
         return f"{text} (default: %(default)s)"

@@ -13,7 +13,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
-from workmem.graphs.commit import compile_commit_graph
 from workmem.graphs.lease import LEASE_TTL_SECONDS, Heartbeat, acquire, heartbeat, hold, holder_alive
 from workmem.nodes.context import CommitContext, CommitNodeFailed
 from workmem.nodes.models import LazyModel
@@ -97,6 +96,9 @@ class CommitRunner:
         """The commit graph compiled on the checkpointer (once)."""
         with self._graph_lock:
             if self._graph is None:
+                # imported at the first commit: reading commands (sessions, search, context) skip LangGraph's import
+                from workmem.graphs.commit import compile_commit_graph
+
                 self._graph = compile_commit_graph(self.checkpointer)
             return self._graph
 

@@ -243,7 +243,10 @@ def open_storage(root: str | os.PathLike[str] | None = None, *, database_url: st
         return PostgresStorage(url, schema=database_schema, durable=durable, max_message_bytes=max_message_bytes,
                                payload_limits=payload_limits, create=create)
     from workmem.state.files.storage import FileStorage, holds_data
+    from workmem.state.postgres.schema import schema_name
 
+    if database_schema is not None:  # checked on either backend: a typo fails here too, not on the move to Postgres
+        schema_name(database_schema, "database_schema")
     if root is not None and (not isinstance(root, (str, os.PathLike)) or not str(root)):
         raise InvalidInput("root", root, "must be a non-empty path")
     path = Path(root).resolve() if root is not None else default_root()

@@ -84,11 +84,11 @@ from workmem.state.errors import (
     SessionNotFound,
 )
 from workmem.state.forget import is_forgotten
-from workmem.state.ids import archive_name, archive_number
+from workmem.state.ids import archive_name, archive_number, check_session_id
 from workmem.state.redact import describe_error
 from workmem.state.retention import Keep, Trigger, trigger_tokens
 from workmem.state.tokens import DEFAULT_CONTEXT_WINDOW, count_tokens
-from workmem.state.validation import require_text
+from workmem.state.validation import require_bool, require_text
 
 if TYPE_CHECKING:
     from workmem.graphs.engine import WorkingMemoryEngine
@@ -197,7 +197,9 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
             trim_state=trim_state, offload_tokens=offload_tokens, keep_tool_results=keep_tool_results,
             exclude_tools=exclude_tools, memory_message=memory_message, pinned_tokens=pinned_tokens,
             pinned_tools=pinned_tools, forget_on_remove=forget_on_remove, token_counter=token_counter)
-        self.default_session_id = default_session_id
+        self.default_session_id = (check_session_id(default_session_id, "default_session_id")
+                                   if default_session_id is not None else None)
+        tools = require_bool("tools", tools)
         if build is not None:  # every argument is checked: only now may the engine touch the disk
             engine = self._build_engine(build)
         self.engine = engine

@@ -164,11 +164,11 @@ CREATE INDEX IF NOT EXISTS docs_trigrams ON docs USING gin (content {trgm}) WITH
 """
 
 
-def schema_name(value: str | None = None) -> str:
+def schema_name(value: str | None = None, field: str = "schema") -> str:
     """The schema workmem uses: `value`, else `WORKMEM_DATABASE_SCHEMA`, else `workmem` (a plain lowercase name)."""
     name = value if value is not None else (os.environ.get(ENV_SCHEMA) or DEFAULT_SCHEMA)
     if not isinstance(name, str) or not _SCHEMA_NAME.fullmatch(name) or name.startswith("pg_") or name == "public":
-        raise InvalidInput("schema", name, "must match [a-z_][a-z0-9_]{0,62}, not public and not pg_*")
+        raise InvalidInput(field, name, "must match [a-z_][a-z0-9_]{0,62}, not public and not pg_*")
     return name
 
 

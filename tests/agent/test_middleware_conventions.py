@@ -90,7 +90,12 @@ def test_an_engine_and_engine_settings_together_are_refused(make_engine, setting
     ({"context_window": 0}, "context_window"),
     ({"model": 42}, "model"),
     ({"no_such_setting": 1}, "no_such_setting"),
-], ids=["memory_message", "low_water", "session_id", "engine-setting", "model", "unknown-setting"])
+    ({"tools": "no"}, "tools"),
+    ({"default_session_id": 5}, "default_session_id"),
+    ({"default_session_id": ""}, "default_session_id"),
+    ({"database_schema": "Bad Schema!"}, "database_schema"),
+], ids=["memory_message", "low_water", "session_id", "engine-setting", "model", "unknown-setting", "tools",
+        "default_session_id", "empty-default_session_id", "database_schema"])
 def test_bad_arguments_fail_before_the_built_engine_touches_the_disk(tmp_path, kwargs, field):
     where = tmp_path / "never"
     with pytest.raises(InvalidInput) as err:

@@ -79,6 +79,19 @@ def test_demo_working_memory_reads_as_a_handoff(demo):
     assert any("— fixed: edited app/importers/csv_loader.py" in e for e in errors)
 
 
+def test_the_offline_model_docs_quote_the_demo_memory_as_it_is():
+    """docs/offline_model.md's example is lines of the snapshot, in the snapshot's order ("…" for lines left out)."""
+    docs = (Path(__file__).parents[2] / "docs" / "offline_model.md").read_text(encoding="utf-8")
+    example = docs.split("## An example", 1)[1].split("```", 2)[1].strip("\n").splitlines()
+    snapshot = (Path(__file__).parents[1] / "snapshots" / "demo_working_memory.md").read_text(encoding="utf-8")
+    lines, at = snapshot.splitlines(), 0
+    for line in example:
+        if line == "…":
+            continue
+        assert line in lines[at:], f"docs/offline_model.md quotes a line the demo no longer prints: {line!r}"
+        at = lines.index(line, at) + 1
+
+
 @pytest.mark.slow
 def test_demo_every_message_is_in_exactly_one_place(demo):
     root, out = demo
@@ -141,6 +154,30 @@ def test_without_a_key_the_demo_with_a_paid_model_exits_2_with_one_error_line(tm
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: ") and "OPENAI_API_KEY" in lines[0], proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+CHILD_WITH_A_KEY = CHILD.replace("from workmem", "import os; os.environ['OPENAI_API_KEY'] = 'sk-test'\nfrom workmem")
+
+
+@pytest.mark.slow
+def test_a_demo_whose_model_cannot_be_reached_says_it_degraded_and_exits_3(tmp_path):
+    """The model's calls fail (no network): each commit falls back to the extractive model, and the demo says so."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "WORKMEM_", "LANGCHAIN_"))}
+    env["XDG_CACHE_HOME"] = str(tmp_path / "cache")
+    proc = subprocess.run([sys.executable, "-c", CHILD_WITH_A_KEY, "demo", "--model", "openai:gpt-4.1-mini"],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    assert proc.returncode == 3, (proc.stdout[-2000:], proc.stderr[-2000:])
+    assert "degraded:" in proc.stdout and "fell back to the extractive model" in proc.stdout
+    assert "Traceback" not in proc.stderr
+
+
+def test_allow_degraded_makes_a_degraded_demo_exit_0(tmp_path, monkeypatch, capsys):
+    from workmem.graphs import cli
+    from workmem.graphs.demo import run
+
+    monkeypatch.setattr(run, "run_demo", lambda **_: {"commits": [{"status": "completed", "degraded": True}]})
+    assert cli.main(["--root", str(tmp_path / "wm"), "demo", "--json"]) == 3
+    assert cli.main(["--root", str(tmp_path / "wm"), "demo", "--json", "--allow-degraded"]) == 0
 
 
 def test_the_demo_reuses_one_folder_and_starts_it_afresh(tmp_path, capsys, monkeypatch):

@@ -43,6 +43,18 @@ def test_help_names_each_default_once(name, capsys):
         assert line.count("default") <= 1, line
 
 
+@pytest.mark.parametrize("name", SUBCOMMANDS)
+def test_help_explains_every_option_and_where_the_data_root_is(name, capsys):
+    with pytest.raises(SystemExit):
+        cli.main([name, "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    options = text.split("options:", 1)[1]
+    assert "(default: True)" not in options, "a --no-X flag's default reads as the flag being on"
+    assert "$WORKMEM_HOME" in options, "the data root's default, as in the top-level help"
+    for action in cli.build_parser()._subparsers._group_actions[0].choices[name]._actions:
+        assert action.help or not action.option_strings, f"{name} {action.option_strings} has no help text"
+
+
 def test_tasks_errors_wrap_as_a_paragraph_at_80_columns(root, monkeypatch):
     error = ("openai:stub-model failed, the extractive model stood in: BadRequestError: Error code: 400 - "
              "This model's maximum context length is 8192 tokens")
