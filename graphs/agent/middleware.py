@@ -61,6 +61,7 @@ from workmem.graphs.agent.events import emit
 from workmem.graphs.agent.fallback import last_good, remember_sent
 from workmem.graphs.agent.outcomes import report, report_background
 from workmem.graphs.agent.overflow import is_context_overflow, lowered_limit
+from workmem.graphs.agent.removed import hide_dropped
 from workmem.graphs.agent.session_cache import ARCHIVE_TAIL, session_caches
 from workmem.graphs.agent.settings import CommitMode, MemoryMessage, MiddlewareSettings, TokenCounter
 from workmem.graphs.agent.tools import make_archive_tools, make_tool_result_reader, schema_tokens
@@ -77,13 +78,11 @@ from workmem.graphs.context.tool_results import (
 )
 from workmem.state.archive_object import OWN_TOOLS
 from workmem.state.errors import (
-    CommitInProgress,
     ContextOverflow,
     DatabaseUnavailable,
     InvalidInput,
     SessionNotFound,
 )
-from workmem.state.forget import is_forgotten
 from workmem.state.ids import archive_name, archive_number, check_session_id
 from workmem.state.redact import describe_error
 from workmem.state.retention import Keep, Trigger, trigger_tokens
@@ -596,41 +595,8 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
 
     def _hide_dropped(self, engine: WorkingMemoryEngine, session_id: str, view: StateView,
                       stored_seqs: list[int], state: dict[str, Any]) -> dict[str, Any]:
-        """Hide the live messages the state no longer holds (show those back in it); with `forget_on_remove`,
-        forget the ones it removed → the state's record of what it holds now (empty without forgetting)."""
-        hide, shown = view.hidden_changes(stored_seqs)
-        if hide or shown:
-            hidden = engine.hidden(session_id)
-            if hide - hidden or shown & hidden:
-                engine.set_hidden(session_id, hide, shown)
-        if not self.settings.forget_on_remove:
-            return {}
-        incarnation = str(engine.memory_of(session_id).created_at)
-        if state.get("workmem_held_in") != incarnation:  # recorded of a session since deleted: its seqs mean nothing
-            state = {**state, "workmem_held": None, "workmem_to_forget": None}
-        held = set(view.shown_seqs()) | set(stored_seqs)
-        to_forget = self._forget_removed(engine, session_id, view, hide, state)
-        return {"workmem_held": sorted(held), "workmem_to_forget": to_forget or None,
-                "workmem_held_in": incarnation}
-
-    def _forget_removed(self, engine: WorkingMemoryEngine, session_id: str, view: StateView, hide: set[int],
-                        state: dict[str, Any]) -> list[int]:
-        """`forget_on_remove`: forget the hidden live messages the state held at its last call or run end (a fork
-        leaves another branch's messages behind: hidden, never forgotten), and the removals a running commit
-        held back → those still to forget (while a commit holds the session's lease; archived meanwhile or not)."""
-        held = set(state.get("workmem_held") or ())  # none recorded yet (a thread's first call): nothing removed
-        pending = set(state.get("workmem_to_forget") or ())
-        removed = {m["seq"] for m in view.live if m["seq"] in hide & held and not is_forgotten(m)}
-        seqs = sorted(removed | pending)
-        if not seqs:
-            return []
-        try:
-            engine.forget_messages(session_id, seqs)
-        except CommitInProgress as exc:
-            log.info("session %r: forgetting removed messages waits for commit %s", session_id, exc.task_id)
-            return seqs
-        self._caches.of(session_id).archive_tail = None
-        return []
+        return hide_dropped(engine, session_id, view, stored_seqs, state, forget=self.settings.forget_on_remove,
+                            cache=self._caches.of(session_id))
 
     # -- around the run -------------------------------------------------------------------------
 
