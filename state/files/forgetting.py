@@ -96,9 +96,8 @@ def _rewrite(path: Path, seqs: set[int], at: str, referenced: set[str]) -> list[
     data = jsonl.read_bytes(path)
     if data is None:
         return []
-    end = data.rfind(b"\n") + 1  # a torn tail (a crashed append's partial line) was never stored: it goes
     lines, replaced = [], []
-    for line in data[:end].split(b"\n")[:-1]:
+    for line in jsonl.complete_lines(data).split(b"\n")[:-1]:  # a torn tail (a crashed append's) was never stored
         msg = _parsed(line)
         if msg is not None and msg["seq"] in seqs:
             copy = forgotten_copy(msg, at)

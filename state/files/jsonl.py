@@ -28,13 +28,14 @@ class Parsed:
     bad_lines: list[bytes] = field(default_factory=list)  # corrupt lines, kept verbatim by GC
     end: int = 0  # offset just after the last complete line; bytes after it are a torn tail
     lines: int = 0  # complete lines seen (for line numbers of a later segment)
+    unterminated: bool = False  # the last line is a whole stored message that lacks only its newline
 
     def extended(self, more: Parsed, offset: int) -> Parsed:
         """This parse followed by `more`, the parse of the bytes from `offset` (= `self.end`) on (a new object)."""
         return Parsed(messages=[*self.messages, *more.messages], raw=[*self.raw, *more.raw],
                       line_nos=[*self.line_nos, *more.line_nos], problems=[*self.problems, *more.problems],
                       bad_lines=[*self.bad_lines, *more.bad_lines], end=offset + more.end,
-                      lines=self.lines + more.lines)
+                      lines=self.lines + more.lines, unterminated=more.unterminated)
 
 
 log = logging.getLogger("workmem.store")
@@ -59,7 +60,8 @@ class ParseCache:
                 parse(data[len(done):], path, first_line=before.lines + 1), len(done))
         else:
             parsed = parse(data, path)
-        self._items.put(path, (data[:parsed.end], parsed))
+        if not parsed.unterminated:  # its newline may come later: the next read parses that line again
+            self._items.put(path, (data[:parsed.end], parsed))
         return parsed
 
     def forget(self, path: str) -> None:
@@ -130,7 +132,9 @@ class Problems:
 
 
 def parse(data: bytes, path: str, *, first_line: int = 1) -> Parsed:
-    """Parse complete lines of `data`; a last line without newline is a torn write and is ignored."""
+    """Parse complete lines of `data`. A last line without newline is a torn write and is ignored, unless it is a
+    whole stored message that lacks only its newline (a writer cut after it, an editor that strips the final
+    newline): that one is stored, and a writer ends its line (`unterminated`)."""
     out = Parsed()
     out.end = data.rfind(b"\n") + 1
     line_no = first_line - 1
@@ -150,8 +154,29 @@ def parse(data: bytes, path: str, *, first_line: int = 1) -> Parsed:
         out.messages.append(obj)
         out.raw.append(line)
         out.line_nos.append(line_no)
+    tail = data[out.end:]
+    if tail.strip() and _whole_message(tail):
+        line_no += 1
+        out.messages.append(json.loads(tail))
+        out.raw.append(tail)
+        out.line_nos.append(line_no)
+        out.end, out.unterminated = len(data), True
     out.lines = line_no - first_line + 1
     return out
+
+
+def _whole_message(line: bytes) -> bool:
+    try:
+        return not check_stored(json.loads(line))
+    except ValueError:  # a torn write: JSONDecodeError or UnicodeDecodeError
+        return False
+
+
+def complete_lines(data: bytes) -> bytes:
+    """The complete lines of a messages file, each ending in a newline (a whole last message without one gets
+    it; a torn tail is left out)."""
+    parsed = parse(data, "")
+    return data[:parsed.end] + (b"\n" if parsed.unterminated else b"")
 
 
 def ordered(parsed: Parsed, path: str, *, after: int = 0) -> tuple[list[int], list[Anomaly]]:

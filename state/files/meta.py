@@ -230,14 +230,28 @@ def catch_up(p: SessionPaths, live: LiveState) -> jsonl.Parsed | None:
         return None
     if parsed.end < len(data):
         _truncate(p.messages, start + parsed.end)  # a torn tail left by a crashed writer
+    end = start + parsed.end + _terminate(p.messages, parsed)
     fresh = parsed.messages
     if fresh:
         live.push(seqs, [m["tokens"] for m in fresh], [m.get("role") == "user" for m in fresh],
                   max(turn_number(m.get("turn_id")) for m in fresh),
                   str(fresh[-1].get("created_at") or ""))
     live.lines += parsed.lines
-    live.file_stamp = (stamp[0], start + parsed.end)
+    live.file_stamp = (stamp[0], end)
     return parsed
+
+
+def _terminate(path: Path, parsed: jsonl.Parsed) -> int:
+    """End a whole last message that lacks its newline (so the next append starts a line of its own) → the
+    bytes added; best effort, like `_truncate`."""
+    if not parsed.unterminated:
+        return 0
+    try:
+        fsutil.append_bytes(path, b"\n", durable=True)
+    except OSError as exc:
+        log.warning("could not end the last line of %s: %s", path, exc)
+        return 0
+    return 1
 
 
 def _truncate(path: Path, size: int) -> None:
@@ -265,6 +279,7 @@ def load(p: SessionPaths, cache: archives.ArchiveCache, *,
     parsed = jsonl.parse(data, str(p.messages))
     if parsed.end < len(data):
         _truncate(p.messages, parsed.end)
+    _terminate(p.messages, parsed)
     n, end = archives.last_complete(p.dir, cache, hint_n)
     found = archives.settle_incomplete(p.dir, cache, n, end, {m["seq"] for m in parsed.messages}, durable=durable)
     if archives.is_complete(p.dir, n + 1):

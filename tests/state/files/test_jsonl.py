@@ -23,6 +23,20 @@ def test_complete_lines_parse_and_a_torn_tail_is_ignored():
     assert parsed.problems == [] and parsed.lines == 2
 
 
+def test_a_whole_last_message_without_its_newline_is_a_line_a_writer_ends():
+    data = line(1) + b"\n" + line(2)
+    parsed = jsonl.parse(data, "f.jsonl")
+    assert [m["seq"] for m in parsed.messages] == [1, 2] and parsed.unterminated and parsed.end == len(data)
+    assert jsonl.complete_lines(data) == data + b"\n"
+    torn = line(1) + b"\n" + line(2)[:-1]
+    assert not jsonl.parse(torn, "f.jsonl").unterminated and jsonl.complete_lines(torn) == line(1) + b"\n"
+    cache = jsonl.ParseCache()
+    assert [m["seq"] for m in cache.parse(data, "f").messages] == [1, 2]
+    ended = data + b"\n" + line(3) + b"\n"
+    assert [(m["seq"], n) for m, n in zip(cache.parse(ended, "f").messages, cache.parse(ended, "f").line_nos,
+                                          strict=True)] == [(1, 1), (2, 2), (3, 3)]
+
+
 @pytest.mark.parametrize(("bad", "reason"), [
     (b"{not json", "invalid JSON"),
     (b"[1, 2]", "not a JSON object"),

@@ -189,6 +189,31 @@ def test_torn_last_line_is_ignored_then_truncated(store, root):
     assert [m["seq"] for m in store.live_messages("s")] == [1, 2, 3, 4]
 
 
+@pytest.mark.parametrize("then", ["append", "append-by-the-same-store", "forget", "archive"])
+def test_a_whole_last_message_without_its_newline_is_kept_and_its_line_ended(store, root, then):
+    """An editor that strips the final newline, or a writer cut just before it, leaves a whole message: stored,
+    never cut away as a torn write by the next writer."""
+    store.append("s", texts(3))
+    path = root / "sessions" / "s" / "messages.jsonl"
+    path.write_bytes(path.read_bytes()[:-1])
+    other = SessionStore(root, durable=False)
+    assert [m["seq"] for m in other.live_messages("s")] == [1, 2, 3] and other.problems("s") == []
+    writer = store if then == "append-by-the-same-store" else other
+    if then.startswith("append"):
+        assert writer.append("s", texts(1, start=9))[0]["seq"] == 4
+        expected = [1, 2, 3, 4]
+    elif then == "forget":
+        writer.forget("s", [1], "2026-01-02T00:00:00+00:00")
+        expected = [1, 2, 3]
+    else:
+        archive_oldest(writer, "s", 1)
+        expected = [3]
+    assert [m["seq"] for m in SessionStore(root).live_messages("s", strict=True)] == expected
+    assert path.read_bytes().endswith(b"\n")
+    everything = [m["seq"] for m in SessionStore(root).messages_in_range("s", 1, 9)]
+    assert everything == sorted(set(everything)) == [1, 2, 3, *([4] if then.startswith("append") else [])]
+
+
 def test_torn_line_after_our_own_append_is_cut_by_the_next_append(store, root):
     store.append("s", texts(2))
     with open(root / "sessions" / "s" / "messages.jsonl", "ab") as f:
