@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sqlite3
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -69,6 +70,11 @@ def format_expansion(found: dict[str, Any], max_chars: int = MAX_EXPAND_CHARS) -
     return head + content
 
 
+# what a tool answers as text instead of failing the agent's run: workmem's typed errors, the file system's, and
+# SQLite's own (a search index damaged in a way no check names yet)
+TOOL_ERRORS = (WorkmemError, OSError, sqlite3.Error)
+
+
 def tool_error(exc: BaseException, engine: Any) -> ToolException:
     """An error of a tool call as the text the model gets: workmem's typed errors and the file system's own
     (`OSError`: a damaged file, a full disk) alike, with paths shown inside the data root (never its absolute
@@ -111,7 +117,7 @@ def make_archive_tools(
         try:
             bound = resolve_engine(engine)
             hits = bound.archive_search(_session(), query, archive_id=archive_id, context=context)
-        except (WorkmemError, OSError) as exc:
+        except TOOL_ERRORS as exc:
             raise tool_error(exc, bound) from exc
         return format_hits(query, hits), hits
 
@@ -121,7 +127,7 @@ def make_archive_tools(
         try:
             bound = resolve_engine(engine)
             found = bound.archive_expand(_session(), archive_id, start_seq=start_seq, end_seq=end_seq, previews=True)
-        except (WorkmemError, OSError) as exc:
+        except TOOL_ERRORS as exc:
             raise tool_error(exc, bound) from exc
         return format_expansion(found, max_expand_chars)
 
@@ -179,7 +185,7 @@ def make_tool_result_reader(
         try:
             bound = resolve_engine(engine)
             found = bound.read_tool_result(session, ref, offset=offset, limit=limit, query=query, max_tokens=cap)
-        except (WorkmemError, OSError) as exc:
+        except TOOL_ERRORS as exc:
             raise tool_error(exc, bound) from exc
         return format_read(found)
 

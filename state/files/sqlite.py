@@ -26,6 +26,9 @@ BUSY_TIMEOUT_SECONDS = 30
 _WAL_ATTEMPTS = 300
 
 
+_NOT_OUR_SCHEMA = ("no such column", "no such table", "has no column named")  # a file of the name holding others'
+
+
 def is_corruption(exc: BaseException) -> bool:
     """True for SQLite's "not a database" / "malformed" errors (not for busy, locked or full)."""
     return type(exc) is sqlite3.DatabaseError
@@ -57,6 +60,9 @@ class CheckedConnection(sqlite3.Connection):
         if is_corruption(exc):
             return DamagedFile(path, f"{exc}; `workmem reindex` or `workmem repair` rebuilds or moves it aside")
         text = str(exc)
+        if any(sign in text for sign in _NOT_OUR_SCHEMA):
+            return DamagedFile(path, f"its tables are not workmem's ({exc}); `workmem reindex` or `workmem repair` "
+                                     "rebuilds or moves it aside")
         if "readonly" in text or "read-only" in text:
             return StorageError(path, OSError(errno.EROFS, text))
         if "disk is full" in text or "disk I/O error" in text:
@@ -68,6 +74,8 @@ def connect(path: Path, *, isolation_level: str | None = "", synchronous: str = 
             auto_vacuum: str | None = None) -> sqlite3.Connection:
     """Open `path` (creating its folder) with `check_same_thread=False`, `timeout=30` and WAL; a damaged
     file is `DamagedFile` naming it. `auto_vacuum` (e.g. "INCREMENTAL") is set on a new, empty file only."""
+    if path.exists() and not path.is_file():  # a folder or a FIFO where the database file belongs
+        raise DamagedFile(str(path), "is not a regular file; `workmem reindex` or `workmem repair` moves it aside")
     try:
         fsutil.ensure_dirs(path.parent)
         new = not path.exists() or path.stat().st_size == 0  # the auto_vacuum pragma writes: only on a new file

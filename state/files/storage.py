@@ -56,14 +56,30 @@ async def open_studio_saver(root: Path) -> AsyncIterator[Any]:
         yield saver
 
 
-def database_ok(path: Path) -> bool:
-    """Whether a SQLite file (if any) opens and passes `PRAGMA quick_check`."""
+# the columns each table must hold when it is there (SqliteSaver's for the checkpoints; ours for the index)
+INDEX_TABLES = {"tasks": {"task_id", "session_id", "archive_id", "thread_id", "status"},
+                "leases": {"session_id", "task_id", "expires_at"}, "fts_docs": {"session_id", "archive_id", "seq"}}
+CHECKPOINT_TABLES = {"checkpoints": {"thread_id", "checkpoint_ns", "checkpoint_id", "checkpoint", "metadata"},
+                     "writes": {"thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx", "channel", "value"}}
+
+
+def database_ok(path: Path, tables: dict[str, set[str]] | None = None, *, pages: bool = True) -> bool:
+    """Whether a SQLite file (if any) is a regular file that opens, passes `PRAGMA quick_check` (`pages`) and, of
+    `tables`, has the columns named in each one it holds (a missing table is created when first used)."""
     if not path.exists():
         return True
+    if not path.is_file():
+        return False
     try:
         conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_SECONDS)
         try:
-            return conn.execute("PRAGMA quick_check").fetchone()[0] == "ok"
+            if pages and conn.execute("PRAGMA quick_check").fetchone()[0] != "ok":
+                return False
+            for table, columns in (tables or {}).items():
+                present = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+                if present and not columns <= present:
+                    return False
+            return True
         finally:
             conn.close()
     except sqlite3.DatabaseError as exc:
@@ -219,7 +235,7 @@ class FileStorage:
         `checkpoints.sqlite` (their ids name the session and the task), as failed and resumable."""
         moved, rederived = None, 0
         path = self.root / INDEX_FILE
-        if not database_ok(path):
+        if not database_ok(path, INDEX_TABLES):
             self.tasks.close()
             self.search.close()
             moved = move_aside(path)
@@ -232,7 +248,7 @@ class FileStorage:
         messages are still live) and delete checkpoint threads that no task row names."""
         moved = None
         path = self.root / CHECKPOINTS_FILE
-        if not database_ok(path):
+        if not database_ok(path, CHECKPOINT_TABLES):
             self._close_checkpointer()
             moved = move_aside(path)
         known = {t["thread_id"] for t in self.tasks.list_tasks() if t["thread_id"]}
@@ -251,7 +267,7 @@ class FileStorage:
     def _rederive_tasks(self) -> int:
         """Task rows from the commit threads: session and archive from each thread's state, status failed."""
         count = 0
-        if not database_ok(self.root / CHECKPOINTS_FILE):
+        if not database_ok(self.root / CHECKPOINTS_FILE, CHECKPOINT_TABLES):
             return 0
         for thread in self._commit_threads():
             if COMMIT_THREAD_MARK not in thread:
@@ -282,7 +298,11 @@ class FileStorage:
             if self._saver is None:
                 from workmem.state.files.checkpoints import ReclaimingSqliteSaver
 
-                self._conn = connect(self.root / CHECKPOINTS_FILE, synchronous="NORMAL", auto_vacuum="INCREMENTAL")
+                path = self.root / CHECKPOINTS_FILE
+                if not database_ok(path, CHECKPOINT_TABLES, pages=False):  # the saver's cursors bypass our checks
+                    raise DamagedFile(str(path), "its tables are not a checkpointer's, or it is damaged; "
+                                                 "`workmem repair` moves it aside")
+                self._conn = connect(path, synchronous="NORMAL", auto_vacuum="INCREMENTAL")
                 # A small write-ahead log: checkpointed at 768 KiB, truncated back to 1 MiB afterwards.
                 self._conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_PAGES}")
                 self._conn.execute(f"PRAGMA journal_size_limit = {WAL_BYTES}")

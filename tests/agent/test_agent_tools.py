@@ -60,3 +60,17 @@ def test_bad_arguments_come_back_as_error_text(tools, which, args, says):
     answer = _call(tools[which], args)
     assert answer.status == "error"
     assert says in answer.content
+
+
+def test_a_search_index_damaged_under_a_running_agent_comes_back_as_error_text(tmp_path, monkeypatch):
+    """SQLite's own errors (here one no check names) never fail the agent's run: the tool answers with text."""
+    import sqlite3
+
+    def fails(*_args, **_kwargs):
+        raise sqlite3.OperationalError("database disk image is malformed in an unusual way")
+
+    with WorkingMemoryEngine(root=str(tmp_path), durable=False) as engine:
+        engine.add_messages("t", [{"role": "user", "content": "The access code is 4471."}])
+        monkeypatch.setattr(engine, "archive_search", fails)
+        answer = _call(make_archive_tools(engine, "t")[0], {"query": "access code"})
+    assert answer.status == "error" and "storage error" in answer.content and "malformed" in answer.content

@@ -320,19 +320,41 @@ def test_an_archive_file_missing_a_line_or_holding_one_twice(root):
 # 7: damaged databases --------------------------------------------------------------------------------
 
 
-def scramble(path: Path) -> None:
-    """Overwrite a database file with garbage (and drop its WAL), as a bad disk or a bad copy would."""
+def scramble(path: Path, kind: str = "garbage") -> None:
+    """Damage a database file as a bad disk, a bad copy or a stray tool would: overwrite it with garbage, put a
+    folder in its place, or give each of its plain tables other columns (and drop its WAL)."""
+    import sqlite3
+
+    if kind == "other tables":
+        conn = sqlite3.connect(path)
+        names = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND sql NOT LIKE "
+                                            "'%VIRTUAL%' AND name NOT LIKE 'fts_words%' AND name NOT LIKE "
+                                            "'fts_trigram%' AND name NOT LIKE 'sqlite_%'")]
+        for name in names:
+            conn.execute(f'DROP TABLE "{name}"')
+            conn.execute(f'CREATE TABLE "{name}" (unrelated)')
+        conn.commit()
+        conn.close()
+        return
     for suffix in ("-wal", "-shm"):
         path.with_name(path.name + suffix).unlink(missing_ok=True)
-    path.write_bytes(b"this is not a sqlite database " * 200)
+    if kind == "a folder":
+        path.unlink()
+        path.mkdir()
+    else:
+        path.write_bytes(b"this is not a sqlite database " * 200)
 
 
-def test_a_corrupt_index_is_a_typed_error_and_reindex_rebuilds_it_with_its_tasks(root):
+DAMAGE = ["garbage", "a folder", "other tables"]
+
+
+@pytest.mark.parametrize("kind", DAMAGE)
+def test_a_corrupt_index_is_a_typed_error_and_reindex_rebuilds_it_with_its_tasks(root, kind):
     committed_root(root, rounds=2)
     with WorkingMemoryEngine(root, durable=False) as engine:
         engine.add_messages("s", turns(300, 3))
         failing = engine.storage.tasks.list_tasks("s")
-    scramble(root / "index.sqlite")
+    scramble(root / "index.sqlite", kind)
     with WorkingMemoryEngine(root, durable=False) as engine:
         assert [m["seq"] for m in engine.storage.sessions.live_messages("s")][:2] == [21, 22], "files read on"
         with pytest.raises(DamagedFile, match="index.sqlite"):
@@ -349,9 +371,10 @@ def test_a_corrupt_index_is_a_typed_error_and_reindex_rebuilds_it_with_its_tasks
         assert all_seqs(engine) == list(range(1, 31))
 
 
-def test_a_corrupt_checkpoint_database_blocks_commits_only_until_repair(root):
+@pytest.mark.parametrize("kind", DAMAGE)
+def test_a_corrupt_checkpoint_database_blocks_commits_only_until_repair(root, kind):
     committed_root(root, rounds=1)
-    scramble(root / "checkpoints.sqlite")
+    scramble(root / "checkpoints.sqlite", kind)
     with WorkingMemoryEngine(root, durable=False) as engine:
         assert engine.archive_search("s", "Zanzibar") and engine.assemble("s")["messages"], "reads work"
         engine.add_messages("s", turns(400, 1))
