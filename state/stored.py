@@ -17,6 +17,7 @@ from workmem.state.messages import (
     lc_id,
     message_text,
     prepare_messages,
+    recorded_fingerprint,
 )
 from workmem.state.payloads import DEFAULT_LIMITS, PayloadLimits
 from workmem.state.tokens import count_tokens_each
@@ -126,8 +127,8 @@ def repeats(prepared: list[tuple[dict[str, Any], bytes | None]], known: list[dic
         if type(ident) is not str or ident not in wanted:
             continue
         newest[ident] = msg
-        if isinstance(meta.get(FINGERPRINT_META), str):
-            by_id[(ident, meta[FINGERPRINT_META])] = msg
+        if (recorded := recorded_fingerprint(msg)) is not None:
+            by_id[(ident, recorded)] = msg
     forgotten = {key: msg for key, msg in newest.items() if FORGOTTEN_META in (msg.get("meta") or {})}
     out: list[Any] = []
     seen: dict[tuple[str, str], int] = {}
