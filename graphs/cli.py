@@ -93,11 +93,15 @@ def cmd_add(args: argparse.Namespace) -> int:
     """Append messages (a JSON list or JSONL from a file or stdin) to a session."""
     messages = read_messages(args.file)
     with _engine(args, create=True) as engine:
+        before = engine.next_seq(args.session)
         stored = engine.add_messages(args.session, messages)
         info = engine.session_info(args.session)
-    _emit(args, {"added": len(stored), "first_seq": stored[0]["seq"] if stored else None,
-                 "pending_tokens": info.get("pending_tokens")},
-          lambda d: console.print(f"added {d['added']} message(s); pending tokens {d['pending_tokens']}"))
+    added = [m for m in stored if m["seq"] >= before]  # the others repeat stored messages (same id and content)
+    _emit(args, {"added": len(added), "already_stored": len(stored) - len(added),
+                 "first_seq": added[0]["seq"] if added else None, "pending_tokens": info.get("pending_tokens")},
+          lambda d: console.print(f"added {d['added']} message(s)"
+                                  + (f" ({d['already_stored']} already stored)" if d["already_stored"] else "")
+                                  + f"; pending tokens {d['pending_tokens']}"))
     return 0
 
 
@@ -295,6 +299,8 @@ def _render_sessions(rows: list[dict[str, Any]]) -> None:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """Write every stored message of a session (archived and live) in seq order as JSONL, tool results whole."""
+    if args.out is not None and (not args.out or Path(args.out).is_dir()):
+        raise InvalidInput("out", args.out, "must be a file path (a file, not a folder)")
     with _engine(args) as engine:
         messages = engine.iter_messages(args.session)  # SessionNotFound before anything is written
         if args.out is None:

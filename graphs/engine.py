@@ -626,12 +626,19 @@ class WorkingMemoryEngine:
             return _expansion(archive["archive_id"], archive.get("abstract", ""), messages)
         if start_turn_id is not None or end_turn_id is not None:
             if start_seq is not None or end_seq is not None:
-                raise InvalidInput("start_seq", start_seq, "give a seq range or a turn range, not both")
+                field, value = ("start_seq", start_seq) if start_seq is not None else ("end_seq", end_seq)
+                raise InvalidInput(field, value, "give a seq range or a turn range, not both")
             first = parse_turn_id(start_turn_id, "start_turn_id")
             last = parse_turn_id(end_turn_id if end_turn_id is not None else start_turn_id, "end_turn_id")
+            if first < 1:
+                raise InvalidInput("start_turn_id", start_turn_id, "turns count from t1")
             if last < first:
                 raise InvalidInput("end_turn_id", end_turn_id, f"must not come before start_turn_id ({start_turn_id})")
-            return _expansion(None, "", self._turn_messages(session_id, first, last, texts))
+            messages = self._turn_messages(session_id, first, last, texts)
+            if not messages:  # as a seq past the last message is: an empty range is a wrong one, not an answer
+                raise InvalidInput("start_turn_id", start_turn_id, f"no message of the session is in turns t{first}–"
+                                                                   f"t{last} (past its last turn?)")
+            return _expansion(None, "", messages)
         end_seq = start_seq if end_seq is None else end_seq  # one message, as a turn range without its end
         for field, value in (("start_seq", start_seq), ("end_seq", end_seq)):
             require_int(field, value, min=1)

@@ -247,8 +247,8 @@ def open_storage(root: str | os.PathLike[str] | None = None, *, database_url: st
 
     if database_schema is not None:  # checked on either backend: a typo fails here too, not on the move to Postgres
         schema_name(database_schema, "database_schema")
-    if root is not None and (not isinstance(root, (str, os.PathLike)) or not str(root)):
-        raise InvalidInput("root", root, "must be a non-empty path")
+    if root is not None and (not isinstance(root, (str, os.PathLike)) or not str(root) or "\x00" in str(root)):
+        raise InvalidInput("root", root, "must be a non-empty path without NUL")
     path = Path(root).resolve() if root is not None else default_root()
     if path.exists() and not path.is_dir():
         raise InvalidInput("root", str(path), "is not a directory")

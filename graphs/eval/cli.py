@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -14,7 +16,7 @@ from rich.table import Table
 from workmem.graphs.cli_args import KEEP_HELP, add_trigger_options, keep_arg, positive_int
 from workmem.graphs.eval.run import DEFAULT_EVAL_TRIGGER
 from workmem.graphs.help_format import DefaultsFormatter
-from workmem.state.errors import CommitFailed
+from workmem.state.errors import CommitFailed, InvalidInput
 from workmem.state.memory import DEFAULT_MEMORY_BUDGET
 from workmem.state.retention import MESSAGES
 from workmem.state.tokens import DEFAULT_CONTEXT_WINDOW
@@ -63,6 +65,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from workmem.graphs.eval.run import run_eval, write_results
 
     as_json = bool(getattr(args, "json", False))
+    check_outputs(args.out, args.report)  # before the run: a paid evaluation is never lost to a mistyped path
     results = run_eval(args.data, root=getattr(args, "root", None), model=args.model, judge=args.judge,
                        commit_model=args.commit_model, trigger=args.trigger, keep=args.keep, budget=args.budget,
                        no_model=args.no_model, include_adversarial=args.include_adversarial,
@@ -83,6 +86,19 @@ def cmd_eval(args: argparse.Namespace) -> int:
             console.print(f"report (JSON, CSV, plots) in {args.report}")
     failed_commits(results, str(path) if path else None)
     return 0
+
+
+def check_outputs(out: str | None, report: str | None) -> None:
+    """`InvalidInput` when the results file or the report folder cannot be written where they are asked for."""
+    if out:
+        path = Path(out)
+        if path.is_dir() or not path.parent.is_dir() or not os.access(path.parent, os.W_OK):
+            raise InvalidInput("out", out, "must be a file in a folder that exists and can be written")
+    if report:
+        folder = Path(report)
+        parent = next((p for p in (folder, *folder.parents) if p.exists()), Path("."))
+        if not parent.is_dir() or not os.access(parent, os.W_OK):
+            raise InvalidInput("report", report, "must be a folder (made if missing) under one that can be written")
 
 
 def failed_commits(results: Mapping[str, Any], out: str | None) -> None:

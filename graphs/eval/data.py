@@ -96,10 +96,19 @@ def load_samples(data: str | Path | dict[str, Any] | list[Any]) -> list[Sample]:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise InvalidInput("data", str(path), f"cannot read a LoCoMo JSON file: {exc}") from exc
+        except RecursionError as exc:
+            raise InvalidInput("data", str(path), "cannot read a LoCoMo JSON file: nested too deeply") from exc
     raw = [data] if isinstance(data, dict) else data
     if not isinstance(raw, list) or not raw:
         raise InvalidInput("data", type(data).__name__, "must be a LoCoMo sample or a non-empty list of samples")
-    return [parse_sample(item, i) for i, item in enumerate(raw)]
+    samples = [parse_sample(item, i) for i, item in enumerate(raw)]
+    first: dict[str, Sample] = {}
+    for sample in samples:  # each sample is evaluated in a session of its own, named after its id
+        other = first.setdefault(sample.session_id, sample)
+        if other is not sample:
+            raise InvalidInput("data", sample.sample_id, f"names the same session as sample {other.sample_id!r} "
+                                                         f"({sample.session_id}): give the samples distinct ids")
+    return samples
 
 
 def parse_sample(item: Any, position: int = 0) -> Sample:

@@ -110,3 +110,71 @@ def test_the_studio_graph_counts_a_bare_number_keep_in_messages(root):
     assert out["status"] == "completed"
     with WorkingMemoryEngine(root, durable=False) as engine:
         assert len(engine.live_messages("s")) == 4
+
+
+# -- found by a hostile pass over the CLI: each input gets one typed error line, nothing run or written ----------
+
+def _stored(root, session="s", n=4):
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        engine.add_messages(session, [{"role": "user" if i % 2 == 0 else "assistant", "content": f"note {i}"}
+                                      for i in range(n)])
+
+
+@pytest.mark.parametrize("out", ["", "a folder"], ids=["empty", "folder"])
+def test_export_to_no_file_is_refused_before_anything_is_written(root, tmp_path, capsys, out):
+    _stored(root)
+    target = str(tmp_path) if out == "a folder" else out
+    assert cli.main(["--root", str(root), "export", "s", "--out", target]) == 2
+    assert "invalid out=" in capsys.readouterr().err
+    assert not list(tmp_path.parent.glob(".*.partial")) and not list(tmp_path.glob(".*.partial"))
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["--start-turn", "t0"], "turns count from t1"),
+    (["--start-turn", "t99"], "no message of the session is in turns t99–t99"),
+    (["--start-turn", "t1", "--end-seq", "3"], "invalid end_seq=3"),
+], ids=["t0", "past-the-end", "mixed-names-the-seq-given"])
+def test_expand_of_an_empty_or_mixed_turn_range_is_an_error(root, capsys, argv, says):
+    _stored(root)
+    assert cli.main(["--root", str(root), "expand", "s", *argv]) == 2
+    assert says in capsys.readouterr().err
+
+
+def test_add_says_how_many_messages_it_stored_and_how_many_were_already_there(root, tmp_path, capsys):
+    batch = tmp_path / "batch.json"
+    batch.write_text(json.dumps([{"role": "user", "content": "hi", "id": "m1"}]))
+    assert cli.main(["--root", str(root), "--json", "add", "s", str(batch)]) == 0
+    assert json.loads(capsys.readouterr().out)["added"] == 1
+    assert cli.main(["--root", str(root), "--json", "add", "s", str(batch)]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert (again["added"], again["already_stored"], again["first_seq"]) == (0, 1, None)
+
+
+@pytest.mark.parametrize("case", ["out-in-a-missing-folder", "out-a-folder", "report-a-file", "deep-json",
+                                  "two-samples-one-session"])
+def test_eval_refuses_what_it_cannot_run_or_write_before_it_runs(root, tmp_path, capsys, case):
+    sample = {"sample_id": "conv-a", "conversation": {"speaker_a": "A", "speaker_b": "B", "session_1": [
+        {"speaker": "A", "dia_id": "D1:1", "text": "hello"}], "session_1_date_time": "1 May 2023"}, "qa": []}
+    data = tmp_path / "data.json"
+    data.write_text(json.dumps([sample]))
+    argv = ["--root", str(root / "eval"), "eval", "--data", str(data), "--no-model", "--no-search-recall"]
+    if case == "out-in-a-missing-folder":
+        argv += ["--out", str(tmp_path / "missing" / "r.json")]
+    elif case == "out-a-folder":
+        argv += ["--out", str(tmp_path)]
+    elif case == "report-a-file":
+        argv += ["--report", str(data)]
+    elif case == "deep-json":
+        data.write_text("[" * 100_000 + "]" * 100_000)
+    else:
+        data.write_text(json.dumps([sample, {**sample, "sample_id": "Conv A"}]))
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "error: invalid" in err and "Traceback" not in err and "RecursionError" not in err, err
+    assert not (root / "eval").exists(), "refused before the evaluation stored anything"
+
+
+def test_a_root_with_a_nul_is_invalid_input():
+    with pytest.raises(InvalidInput) as err:
+        WorkingMemoryEngine(root="/tmp/wm\x00root")
+    assert err.value.field == "root"
