@@ -292,6 +292,9 @@ def _render_sessions(rows: list[dict[str, Any]]) -> None:
         return
     table = Table("session", "live", "archived", "commits", "last activity")
     for row in rows:
+        if row.get("damaged"):
+            table.add_row(Text(row["session_id"]), "–", "–", "–", Text(f"{row['damaged']} (workmem check)"))
+            continue
         table.add_row(Text(row["session_id"]), str(row["live_messages"]), str(row["archived_messages"]),
                       str(row["commits"]), _when(row["last_activity"]))
     console.print(table)

@@ -539,6 +539,10 @@ class WorkingMemoryEngine:
                 meta = self.storage.sessions.meta(session_id)
             except SessionNotFound:  # deleted since it was listed
                 continue
+            except DamagedFile as exc:  # one damaged session never hides the others: listed with what is wrong
+                found.append({"session_id": session_id, "live_messages": None, "archived_messages": None,
+                              "commits": None, "last_activity": None, "damaged": str(exc)})
+                continue
             found.append(session_summary(meta))
         return found
 
@@ -679,7 +683,8 @@ class WorkingMemoryEngine:
         directory becomes a tombstone first, and an engine that finds one finishes the delete. The id
         can be used again at once; the session then starts at seq 1.
         """
-        self.storage.sessions.meta(session_id)  # validates the id; SessionNotFound for unknown sessions
+        if not self.storage.sessions.session_exists(session_id):  # validates the id; never reads a damaged file
+            raise SessionNotFound(session_id)
         lease = f"{DELETE_TASK_PREFIX}{uuid.uuid4().hex}"
         holder = acquire(self.storage.tasks, session_id, lease, self.runner.owner, ttl=self.runner.lease_ttl)
         if holder is not None:

@@ -154,7 +154,7 @@ class SessionStore:
         From then on the session does not exist: the next append starts it again at seq 1. Returns the
         tombstone; `remove_tombstone` deletes it once the rows and threads elsewhere are gone.
         """
-        p = self._existing(session_id)
+        p = self._existing(session_id, derive=False)  # a session whose files cannot be read can still go
         with self._lock(p):
             fsutil.atomic_write(p.dir / TOMBSTONE_MARKER, encode_meta(marker), durable=True)
             tombstone = self.sessions_dir / f"{TOMBSTONE_PREFIX}{p.safe_id}-{os.urandom(4).hex()}"
@@ -318,11 +318,14 @@ class SessionStore:
         """Every anomaly of the session's files, with file and line: the live file, the meta, each archive
         (its `.done`, archive.json, messages, range) and the chain of archives (a missing or overlapping
         one). Reads everything: O(archives), never on a hot path."""
-        p = self._existing(session_id)
+        p = self._existing(session_id, derive=False)
         self._warn_if_exposed()
-        with self._lock(p):
-            live, parsed, _, found = load(p, self._archives, durable=self.durable)
-            self._live[p.dir] = live
+        try:
+            with self._lock(p):
+                live, parsed, _, found = load(p, self._archives, durable=self.durable)
+                self._live[p.dir] = live
+        except DamagedFile as exc:  # the live file or the meta cannot be read at all: that is the finding
+            return [Anomaly(exc.path, 0, exc.reason)]
         picked, disorder = jsonl.ordered(parsed, str(p.messages), after=live.archive_end)
         found = [*parsed.problems, *disorder, *found]
         found += payload_files.anomalies(p.dir, [parsed.messages[i] for i in picked], str(p.messages))
@@ -552,11 +555,16 @@ class SessionStore:
             self._paths_by_id[session_id] = p
         return p
 
-    def _existing(self, session_id: str) -> SessionPaths:
+    def _existing(self, session_id: str, *, derive: bool = True) -> SessionPaths:
         """The paths of a session that exists; the first access of this store derives its state from the
-        files under the lock (`meta.load`), which settles what a crash or a damaged file left behind."""
+        files under the lock (`meta.load`), which settles what a crash or a damaged file left behind (not with
+        `derive=False`: a check or a delete must reach a session whose live file cannot be read)."""
         p = self._paths(session_id)
         self._check_safe(p)  # at every access: a link planted since the last call is refused too
+        if not derive:
+            if not (p.meta.exists() or p.messages.exists()):
+                raise SessionNotFound(session_id)
+            return p
         if p.dir not in self._live:
             if not (p.meta.exists() or p.messages.exists()):
                 raise SessionNotFound(session_id)

@@ -425,3 +425,23 @@ def test_a_clean_session_checks_clean(root):
     committed_root(root, rounds=2)
     with WorkingMemoryEngine(root, durable=False) as engine:
         assert engine.check("s") == []
+
+
+@pytest.mark.parametrize("kind", ["a folder", "a FIFO"])
+def test_a_session_whose_live_file_cannot_be_read_stays_local_checkable_and_deletable(root, kind):
+    import os
+
+    committed_root(root, rounds=1)
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        engine.add_messages("healthy", [user("all fine here")])
+    live = root / "sessions" / "s" / "messages.jsonl"
+    live.unlink()
+    live.mkdir() if kind == "a folder" else os.mkfifo(live)
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        listed = {row["session_id"]: row for row in engine.list_sessions()}
+        assert listed["healthy"]["live_messages"] == 1, "the other sessions are listed as they are"
+        assert "messages.jsonl" in listed["s"]["damaged"] and listed["s"]["live_messages"] is None
+        found = engine.check("s")
+        assert any(f["file"] == str(live) and "not a regular file" in f["problem"] for f in found), found
+        assert engine.delete_session("s")["deleted"] and not engine.session_exists("s")
+        assert [row["session_id"] for row in engine.list_sessions()] == ["healthy"]
