@@ -22,6 +22,8 @@ def index_anomalies(indexed: dict[str, list[int]], archives: list[dict[str, Any]
     found: list[Anomaly] = []
     fix = " (`workmem reindex` rebuilds the index from the archives)"
     ranges = {a["archive_id"]: (a["start_seq"], a["end_seq"]) for a in archives}
+    if ranges and not indexed and archive_messages is None:  # an index emptied or replaced: seen without reading
+        found.append(Anomaly(where, 0, f"holds no message of the session's {len(ranges)} archive(s){fix}"))
     for archive_id, seqs in sorted(indexed.items()):
         if archive_id not in ranges:
             found.append(Anomaly(where, 0, f"holds {len(seqs)} message(s) of {archive_id}, which is no archive{fix}"))

@@ -48,3 +48,19 @@ def test_finishing_an_archived_commit_indexes_what_the_archive_holds(backend):
         finish_archived_commit(storage.sessions, storage.tasks, storage.search, archive, ("messages", 4))
         assert storage.search.indexed_seqs("s") == {"archive_001": list(range(1, 9))}
         assert engine.check("s", deep=True) == []
+
+
+def test_the_cheap_check_finds_an_index_emptied_under_a_session_with_archives(tmp_path):
+    """A zero-length index.sqlite is a new, empty index to SQLite: search finds nothing, and check says so."""
+    from workmem.graphs.engine import WorkingMemoryEngine
+
+    with WorkingMemoryEngine(tmp_path, durable=False) as engine:
+        committed(engine)
+    (tmp_path / "index.sqlite").write_bytes(b"")
+    for suffix in ("-wal", "-shm"):
+        (tmp_path / f"index.sqlite{suffix}").unlink(missing_ok=True)
+    with WorkingMemoryEngine(tmp_path, durable=False) as engine:
+        problems = [f["problem"] for f in engine.check("s")]
+        assert any("holds no message of the session's 1 archive(s)" in p for p in problems), problems
+        engine.reindex()
+        assert engine.check("s") == [] and engine.archive_search("s", "heron")
