@@ -82,6 +82,18 @@ def _folder_stamp(paths: tuple[str, str]) -> tuple[int, ...] | None:
     return folder.st_ino, folder.st_mtime_ns, folder.st_ctime_ns, folder.st_nlink, *written
 
 
+def _gaps(path: str, seqs: list[int], archive_end: int, newest: int) -> list[Anomaly]:
+    """Seqs no line holds between the live messages, or after them up to the newest seq the session gave out
+    (lines lost from the live file: a bad copy, a truncation by hand)."""
+    found = [Anomaly(path, 0, f"seqs {a + 1}..{b - 1} are in no line between seq {a} and seq {b}: lost")
+             for a, b in zip(seqs, seqs[1:], strict=False) if b > a + 1]
+    last = seqs[-1] if seqs else archive_end
+    if newest > last:
+        found.append(Anomaly(path, 0, f"seqs {last + 1}..{newest} were stored but no line holds them: lost "
+                                      "from the end of the live file"))
+    return found
+
+
 class SessionStore:
     """Session files under `<root>/sessions/`; safe for many threads and processes at once."""
 
@@ -351,6 +363,7 @@ class SessionStore:
         if live.seqs and live.seqs[0] != live.archive_end + 1:
             found.append(Anomaly(str(p.messages), 0, f"the live messages start at seq {live.seqs[0]}, "
                                                      f"not {live.archive_end + 1}: seqs in between are nowhere"))
+        found += _gaps(str(p.messages), live.seqs, live.archive_end, live.meta["next_seq"] - 1)
         return found
 
     def _warn_if_exposed(self) -> None:

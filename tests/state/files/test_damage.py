@@ -445,3 +445,17 @@ def test_a_session_whose_live_file_cannot_be_read_stays_local_checkable_and_dele
         assert any(f["file"] == str(live) and "not a regular file" in f["problem"] for f in found), found
         assert engine.delete_session("s")["deleted"] and not engine.session_exists("s")
         assert [row["session_id"] for row in engine.list_sessions()] == ["healthy"]
+
+
+@pytest.mark.parametrize("cut", ["the last lines", "every line", "the last lines, then an append"])
+def test_live_lines_lost_from_the_file_are_a_finding_of_check(root, cut):
+    committed_root(root, rounds=1)  # seqs 1..10 archived, 11..14 live
+    live = root / "sessions" / "s" / "messages.jsonl"
+    lines = live.read_bytes().splitlines(keepends=True)
+    live.write_bytes(b"" if cut == "every line" else b"".join(lines[:-3]))
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        if cut.endswith("append"):
+            engine.add_messages("s", [user("after the loss")])
+        problems = " | ".join(f["problem"] for f in engine.check("s"))
+    first_lost = 11 if cut == "every line" else 12
+    assert f"seqs {first_lost}..14" in problems and "lost" in problems, problems
