@@ -306,9 +306,10 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise InvalidInput("out", args.out, "must be a file path (a file, not a folder)")
     with _engine(args) as engine:
         messages = engine.iter_messages(args.session)  # SessionNotFound before anything is written
+        stored = engine.session_info(args.session)["total_message_count"]
         if args.out is None:
             count = write_jsonl(messages, sys.stdout)
-            return 0
+            return _exported_all(count, stored, args.session)
         out = Path(args.out)
         partial = out.with_name(f".{out.name}.partial")
         try:
@@ -319,7 +320,16 @@ def cmd_export(args: argparse.Namespace) -> int:
             partial.unlink(missing_ok=True)
     _emit(args, {"session_id": args.session, "messages": count, "out": str(out)},
           lambda d: console.print(Text(f"exported {d['messages']} message(s) of {d['session_id']!r} to {d['out']}")))
-    return 0
+    return _exported_all(count, stored, args.session)
+
+
+def _exported_all(count: int, stored: int, session: str) -> int:
+    """0 when the export holds every seq the session gave out; else a warning on stderr and 1 (a finding)."""
+    if count >= stored:
+        return 0
+    print(f"warning: {stored - count} of the session's {stored} message(s) are missing from storage and not in "
+          f"the export (workmem check {session})", file=sys.stderr)
+    return 1
 
 
 def write_jsonl(messages: Any, handle: Any) -> int:

@@ -627,7 +627,9 @@ class WorkingMemoryEngine:
                 raise InvalidInput("archive_id", archive_id, "give an archive id or a range, not both")
             archive = self.storage.sessions.read_archive(session_id, archive_id)
             messages = self.storage.sessions.archive_messages(session_id, archive_id, texts=texts)
-            return _expansion(archive["archive_id"], archive.get("abstract", ""), messages)
+            covered = archive.get("source_turn_range") or {}
+            return _expansion(archive["archive_id"], archive.get("abstract", ""), messages,
+                              (covered.get("start_seq"), covered.get("end_seq")))
         if start_turn_id is not None or end_turn_id is not None:
             if start_seq is not None or end_seq is not None:
                 field, value = ("start_seq", start_seq) if start_seq is not None else ("end_seq", end_seq)
@@ -653,7 +655,8 @@ class WorkingMemoryEngine:
         if first_seq > newest:
             raise InvalidInput("start_seq", start_seq, f"past the session's last message (seq {newest})")
         return _expansion(None, "", self.storage.sessions.messages_in_range(session_id, first_seq, last_seq,
-                                                                             texts=texts))
+                                                                             texts=texts),
+                          (first_seq, min(last_seq, newest)))
 
     def _turn_messages(self, session_id: str, first: int, last: int, texts: bool = True) -> list[dict[str, Any]]:
         """Messages of turns first..last: from the archives whose turn range overlaps, then the live file."""
@@ -837,13 +840,24 @@ def session_summary(meta: dict[str, Any]) -> dict[str, Any]:
             "commits": meta["commit_count"], "last_activity": max(times) if times else None}
 
 
-def _expansion(archive_id: str | None, abstract: str, messages: list[dict[str, Any]]) -> dict[str, Any]:
-    """An expansion of stored messages (a payload not read shows its stored preview, `with_preview`)."""
+def _expansion(archive_id: str | None, abstract: str, messages: list[dict[str, Any]],
+               expected: tuple[Any, Any] = (None, None)) -> dict[str, Any]:
+    """An expansion of stored messages (a payload not read shows its stored preview, `with_preview`); seqs of
+    the `expected` range no message holds are `missing`, and the text says so (damaged storage never reads as a
+    shorter conversation)."""
+    content = format_messages([with_preview(m) for m in messages], clip_tokens=0, brief_own_tools=False)
+    first, last = expected
+    missing: list[int] = []
+    if isinstance(first, int) and isinstance(last, int):
+        missing = sorted(set(range(first, last + 1)) - {m["seq"] for m in messages})
+        if missing:
+            shown = ", ".join(map(str, missing[:10])) + (" …" if len(missing) > 10 else "")
+            content += (f"\n[workmem: {len(missing)} message(s) of seqs {first}–{last} are missing from storage "
+                        f"(seqs {shown}); `workmem check` says why]")
     return {"archive_id": archive_id, "abstract": abstract,
             "start_seq": messages[0]["seq"] if messages else None,
             "end_seq": messages[-1]["seq"] if messages else None,
-            "message_count": len(messages),
-            "content": format_messages([with_preview(m) for m in messages], clip_tokens=0, brief_own_tools=False)}
+            "message_count": len(messages), "missing": missing, "content": content}
 
 
 def _compact_result(compacted: bool, reason: str, summary: str | None, archive_id: str | None,

@@ -459,3 +459,20 @@ def test_live_lines_lost_from_the_file_are_a_finding_of_check(root, cut):
         problems = " | ".join(f["problem"] for f in engine.check("s"))
     first_lost = 11 if cut == "every line" else 12
     assert f"seqs {first_lost}..14" in problems and "lost" in problems, problems
+
+
+def test_expand_and_export_say_which_messages_an_archive_lost(root, capsys):
+    from workmem.graphs import cli
+
+    committed_root(root, rounds=1)  # archive_001: seqs 1..10; live 11..14
+    archived = root / "sessions" / "s" / "history" / "archive_001" / "messages.jsonl"
+    archived.write_bytes(b"".join(archived.read_bytes().splitlines(keepends=True)[:6]))
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        whole = engine.archive_expand("s", "archive_001")
+        assert whole["missing"] == [7, 8, 9, 10] and "4 message(s) of seqs 1–10 are missing" in whole["content"]
+        part = engine.archive_expand("s", start_seq=9, end_seq=12)
+        assert part["missing"] == [9, 10] and [11, 12] == [part["start_seq"], part["end_seq"]]
+        assert engine.archive_expand("s", start_seq=11, end_seq=99)["missing"] == []
+    assert cli.main(["--root", str(root), "export", "s"]) == 1
+    err = capsys.readouterr().err
+    assert "4 of the session's 14 message(s) are missing" in err
