@@ -134,14 +134,12 @@ def synopsis_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
-def fingerprint(msg: dict[str, Any], *, blocks: bool = True) -> str:
+def fingerprint(msg: dict[str, Any]) -> str:
     """16 hex digits identifying a message by what it says: role, text, tool calls' ids, names and arguments,
-    tool results' call ids and content, and its other content blocks (an image, a file). Ids, times and other
-    metadata are left out, so a client that re-sends the same message in another shape gets the same fingerprint.
-    `blocks=False`: the fingerprint as releases up to 0.2.0 recorded it, without the blocks."""
+    tool results' call ids and content. Ids, times and metadata are left out,
+    so a client that re-sends the same message in another shape gets the same fingerprint."""
     parts = msg["parts"]
-    other = ((msg.get("meta") or {}).get("content_blocks") or None) if blocks else None
-    if (other is None and len(parts) == 1 and type(parts[0]) is dict and type(text := parts[0].get("text")) is str
+    if (len(parts) == 1 and type(parts[0]) is dict and type(text := parts[0].get("text")) is str
             and parts[0].get("type") == "text"):
         base = _TEXT_FINGERPRINT.get(msg.get("role"))  # a plain message: the loop below, its first steps done once
         if base is not None:
@@ -162,19 +160,7 @@ def fingerprint(msg: dict[str, Any], *, blocks: bool = True) -> str:
         else:
             fields = ("x", part.get("uri"), part.get("abstract"))
         digest.update(b"\x00" + "\x1f".join(str(f) for f in fields).encode("utf-8", "surrogatepass"))
-    if other is not None:
-        digest.update(b"\x00b" + _canonical(other).encode("utf-8", "surrogatepass"))
     return digest.hexdigest()
-
-
-def recorded_fingerprint(msg: dict[str, Any]) -> str | None:
-    """The fingerprint a stored message was recorded with; one recorded before content blocks counted (a message
-    with blocks stored by an older release) is given today's, so its unchanged copy still matches it."""
-    recorded = (msg.get("meta") or {}).get(FINGERPRINT_META)
-    if (isinstance(recorded, str) and (msg.get("meta") or {}).get("content_blocks")
-            and CLIPPED_BYTES_META not in msg["meta"] and recorded == fingerprint(msg, blocks=False)):
-        return fingerprint(msg)
-    return recorded if isinstance(recorded, str) else None
 
 
 def _canonical(arguments: Any) -> str:
@@ -184,6 +170,16 @@ def _canonical(arguments: Any) -> str:
         return json.dumps(arguments, sort_keys=True, ensure_ascii=False, default=str)
     except (TypeError, ValueError):
         return repr(arguments)
+
+
+def same_blocks(stored: dict[str, Any], other: dict[str, Any]) -> bool:
+    """Whether two messages carry the same other content blocks (an image, a file), which the fingerprint leaves
+    out: the same id and fingerprint with another image is an edit. A copy workmem clipped kept no blocks of its own
+    to compare, so for it the fingerprint alone decides."""
+    meta = stored.get("meta") or {}
+    if CLIPPED_BYTES_META in meta:
+        return True
+    return (meta.get("content_blocks") or None) == ((other.get("meta") or {}).get("content_blocks") or None)
 
 
 def lc_id(msg: dict[str, Any]) -> str | None:

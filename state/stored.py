@@ -3,6 +3,7 @@ of stored messages applies, whichever backend holds them."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from typing import Any
@@ -17,7 +18,7 @@ from workmem.state.messages import (
     lc_id,
     message_text,
     prepare_messages,
-    recorded_fingerprint,
+    same_blocks,
 )
 from workmem.state.payloads import DEFAULT_LIMITS, PayloadLimits
 from workmem.state.tokens import count_tokens_each
@@ -127,23 +128,25 @@ def repeats(prepared: list[tuple[dict[str, Any], bytes | None]], known: list[dic
         if type(ident) is not str or ident not in wanted:
             continue
         newest[ident] = msg
-        if (recorded := recorded_fingerprint(msg)) is not None:
-            by_id[(ident, recorded)] = msg
+        if isinstance(meta.get(FINGERPRINT_META), str):
+            by_id[(ident, meta[FINGERPRINT_META])] = msg
     forgotten = {key: msg for key, msg in newest.items() if FORGOTTEN_META in (msg.get("meta") or {})}
     out: list[Any] = []
-    seen: dict[tuple[str, str], int] = {}
+    seen: dict[tuple[str, str, str], int] = {}
     for i, (msg, _body) in enumerate(prepared):
         key = (lc_id(msg), msg["meta"].get(FINGERPRINT_META))
+        other = msg["meta"].get("content_blocks")
+        blocks = json.dumps(other, sort_keys=True, default=str) if other else ""
         if not key[0]:
             out.append(None)
-        elif key in by_id:
+        elif key in by_id and same_blocks(by_id[key], msg):
             out.append(by_id[key])
         elif key[0] in forgotten:
             out.append(forgotten[key[0]])
-        elif key in seen:
-            out.append(seen[key])  # a position of this batch: filled with its stored copy by `merge_repeats`
+        elif (*key, blocks) in seen:
+            out.append(seen[(*key, blocks)])  # a position of this batch: filled with its stored copy by `merge_repeats`
         else:
-            seen[key] = i
+            seen[(*key, blocks)] = i
             out.append(None)
     return out
 

@@ -40,7 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from workmem.state.messages import SYNOPSIS_OF_META, fingerprint, lc_id, recorded_fingerprint
+from workmem.state.messages import FINGERPRINT_META, SYNOPSIS_OF_META, fingerprint, lc_id, same_blocks
 from workmem.state.safe_form import checkpointed_fingerprint
 
 Stored = dict[str, Any]
@@ -79,8 +79,8 @@ def fingerprint_of(msg: dict[str, Any]) -> str:
     meta = msg.get("meta") or {}
     if "seq" not in msg and isinstance(meta.get(SYNOPSIS_OF_META), str):
         return meta[SYNOPSIS_OF_META]
-    recorded = recorded_fingerprint(msg)
-    return recorded if recorded is not None else fingerprint(msg)
+    recorded = meta.get(FINGERPRINT_META)
+    return recorded if isinstance(recorded, str) else fingerprint(msg)
 
 
 class _StoredPrints:
@@ -203,10 +203,13 @@ def _not_archived(candidates: list[dict[str, Any]], found: Alignment,
 def _edited(stored: Stored, candidate: dict[str, Any]) -> bool:
     """The state's message is another version of the stored one with its id (not the same message after a
     checkpoint round trip turned the lone surrogates workmem escaped into `?`)."""
-    recorded = recorded_fingerprint(stored)
-    if recorded is None or recorded == (found := fingerprint_of(candidate)):
+    recorded = (stored.get("meta") or {}).get(FINGERPRINT_META)
+    if not isinstance(recorded, str):
         return False
-    return checkpointed_fingerprint(stored) != found
+    found = fingerprint_of(candidate)
+    if recorded == found or checkpointed_fingerprint(stored) == found:
+        return not same_blocks(stored, candidate)  # the same words with another image is an edit too
+    return True
 
 
 def _by_ids(candidates: list[dict[str, Any]], stored: list[Stored], outputs: int,

@@ -109,6 +109,17 @@ def test_a_same_id_with_other_content_is_an_edit_and_is_new(storage):
     assert found.new == [1] and 1 not in found.stored and found.stored[0]["seq"] == 1
 
 
+def test_the_same_words_with_another_image_under_one_id_is_an_edit(storage):
+    def shot(data: str) -> HumanMessage:
+        return HumanMessage([{"type": "text", "text": "what is on this chart?"},
+                             {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{data}"}}], id="h1")
+
+    live = store(storage, [shot("AAAA"), a("a bar chart", "a1")])
+    assert align(norm([shot("AAAA"), a("a bar chart", "a1")]), live, never_read).new == []
+    found = align(norm([shot("BBBB"), a("a bar chart", "a1")]), live, never_read)
+    assert 0 in found.new and 0 not in found.stored
+
+
 def test_after_an_edited_anchor_everything_is_new(storage):
     live = store(storage, [h("one", "h1"), a("two", "a1"), h("three", "h2")])
     state = norm([h("one", "h1"), a("two", "a1"), h("three, edited", "h2"), a("four")])
