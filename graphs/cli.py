@@ -96,9 +96,10 @@ def cmd_add(args: argparse.Namespace) -> int:
         before = engine.next_seq(args.session)
         stored = engine.add_messages(args.session, messages)
         info = engine.session_info(args.session)
-    added = [m for m in stored if m["seq"] >= before]  # the others repeat stored messages (same id and content)
-    _emit(args, {"added": len(added), "already_stored": len(stored) - len(added),
-                 "first_seq": added[0]["seq"] if added else None, "pending_tokens": info.get("pending_tokens")},
+    seqs = sorted({m["seq"] for m in stored})  # a message given twice is stored once
+    added = [seq for seq in seqs if seq >= before]  # the others repeat stored messages (same id and content)
+    _emit(args, {"added": len(added), "already_stored": len(seqs) - len(added),
+                 "first_seq": added[0] if added else None, "pending_tokens": info.get("pending_tokens")},
           lambda d: console.print(f"added {d['added']} message(s)"
                                   + (f" ({d['already_stored']} already stored)" if d["already_stored"] else "")
                                   + f"; pending tokens {d['pending_tokens']}"))

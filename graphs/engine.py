@@ -636,8 +636,6 @@ class WorkingMemoryEngine:
                 raise InvalidInput(field, value, "give a seq range or a turn range, not both")
             first = parse_turn_id(start_turn_id, "start_turn_id")
             last = parse_turn_id(end_turn_id if end_turn_id is not None else start_turn_id, "end_turn_id")
-            if first < 1:
-                raise InvalidInput("start_turn_id", start_turn_id, "turns count from t1")
             if last < first:
                 raise InvalidInput("end_turn_id", end_turn_id, f"must not come before start_turn_id ({start_turn_id})")
             messages = self._turn_messages(session_id, first, last, texts)

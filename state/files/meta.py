@@ -138,6 +138,7 @@ class LiveState:
     dirty: bool = False  # appends not yet reflected in .meta.json
     next_done: str = ""  # the `.done` path of archive archive_n + 1 (made once: it is looked for at every access)
     appender: Any = None  # the live file's descriptor kept open between appends (`appenders.Appenders`)
+    unterminated: bool = False  # the file ends with a whole message whose newline could not be written yet
 
     @property
     def keep(self) -> Keep:
@@ -230,7 +231,9 @@ def catch_up(p: SessionPaths, live: LiveState) -> jsonl.Parsed | None:
         return None
     if parsed.end < len(data):
         _truncate(p.messages, start + parsed.end)  # a torn tail left by a crashed writer
-    end = start + parsed.end + _terminate(p.messages, parsed)
+    ended = _terminate(p.messages, parsed)
+    end = start + parsed.end + ended
+    live.unterminated = parsed.unterminated and not ended
     fresh = parsed.messages
     if fresh:
         live.push(seqs, [m["tokens"] for m in fresh], [m.get("role") == "user" for m in fresh],
@@ -279,7 +282,7 @@ def load(p: SessionPaths, cache: archives.ArchiveCache, *,
     parsed = jsonl.parse(data, str(p.messages))
     if parsed.end < len(data):
         _truncate(p.messages, parsed.end)
-    _terminate(p.messages, parsed)
+    unterminated = parsed.unterminated and not _terminate(p.messages, parsed)
     n, end = archives.last_complete(p.dir, cache, hint_n)
     found = archives.settle_incomplete(p.dir, cache, n, end, {m["seq"] for m in parsed.messages}, durable=durable)
     if archives.is_complete(p.dir, n + 1):
@@ -314,6 +317,7 @@ def load(p: SessionPaths, cache: archives.ArchiveCache, *,
     }
     live = LiveState(meta=meta, meta_stamp=file_key(p.meta), file_stamp=live_file_stamp(p.messages),
                      lines=parsed.lines, archive_n=n, archive_end=end, last_turn=max(turns))
+    live.unterminated = unterminated  # the next append writes the newline first, in its own write
     live.seqs = [m["seq"] for m in msgs]
     live.tokens = [m["tokens"] for m in msgs]
     live.starts = [m.get("role") == "user" for m in msgs]

@@ -271,6 +271,8 @@ class SessionStore:
                 return with_given_texts(merge_repeats(found, []), given)
         seq = live.meta["next_seq"]
         stored, data, turn = jsonl.stored_lines(prepared, counts, seq, live.last_turn, now)
+        if live.unterminated:  # the last line's newline could not be written when it was found: it goes first
+            data = b"\n" + data
         fd = self._appenders.descriptor(live, p.messages)
         ino, start = (fsutil.append_bytes(p.messages, data, durable=sync, fd=fd) if fd is not None
                       else fsutil.append_bytes(p.messages, data, durable=sync))
@@ -279,6 +281,7 @@ class SessionStore:
         live.push(list(range(seq, seq + len(stored))), counts, [m["role"] == "user" for m in stored], turn, now)
         live.lines += len(stored)
         live.file_stamp = (ino, start + len(data))
+        live.unterminated = False
         if time.monotonic() - live.saved_at >= self.meta_refresh_seconds:
             self._refresh_meta(p, live)
         return with_given_texts(merge_repeats(found, stored), given) if found is not None else stored

@@ -130,7 +130,7 @@ def test_export_to_no_file_is_refused_before_anything_is_written(root, tmp_path,
 
 
 @pytest.mark.parametrize(("argv", "says"), [
-    (["--start-turn", "t0"], "turns count from t1"),
+    (["--start-turn", "t0"], "no message of the session is in turns t0–t0"),
     (["--start-turn", "t99"], "no message of the session is in turns t99–t99"),
     (["--start-turn", "t1", "--end-seq", "3"], "invalid end_seq=3"),
 ], ids=["t0", "past-the-end", "mixed-names-the-seq-given"])
@@ -142,9 +142,10 @@ def test_expand_of_an_empty_or_mixed_turn_range_is_an_error(root, capsys, argv, 
 
 def test_add_says_how_many_messages_it_stored_and_how_many_were_already_there(root, tmp_path, capsys):
     batch = tmp_path / "batch.json"
-    batch.write_text(json.dumps([{"role": "user", "content": "hi", "id": "m1"}]))
+    batch.write_text(json.dumps([{"role": "user", "content": "hi", "id": "m1"}] * 2))
     assert cli.main(["--root", str(root), "--json", "add", "s", str(batch)]) == 0
-    assert json.loads(capsys.readouterr().out)["added"] == 1
+    first = json.loads(capsys.readouterr().out)
+    assert (first["added"], first["already_stored"]) == (1, 0), "a message given twice in a batch is stored once"
     assert cli.main(["--root", str(root), "--json", "add", "s", str(batch)]) == 0
     again = json.loads(capsys.readouterr().out)
     assert (again["added"], again["already_stored"], again["first_seq"]) == (0, 1, None)

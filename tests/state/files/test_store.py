@@ -214,6 +214,32 @@ def test_a_whole_last_message_without_its_newline_is_kept_and_its_line_ended(sto
     assert everything == sorted(set(everything)) == [1, 2, 3, *([4] if then.startswith("append") else [])]
 
 
+def test_a_last_line_whose_newline_cannot_be_written_gets_it_with_the_next_append(store, root, monkeypatch):
+    """A full disk when the newline is due: the next append writes it first, in its own write, so the new line
+    never glues onto the last one."""
+    import errno
+
+    from workmem.state.files import meta
+
+    store.append("s", texts(3))
+    path = root / "sessions" / "s" / "messages.jsonl"
+    path.write_bytes(path.read_bytes()[:-1])
+    real = meta.fsutil.append_bytes
+
+    def full(target, data, **kwargs):
+        if data == b"\n":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(target, data, **kwargs)
+
+    monkeypatch.setattr(meta.fsutil, "append_bytes", full)
+    other = SessionStore(root, durable=False)
+    assert [m["seq"] for m in other.live_messages("s")] == [1, 2, 3]
+    monkeypatch.setattr(meta.fsutil, "append_bytes", real)
+    assert other.append("s", texts(1, start=9))[0]["seq"] == 4
+    reader = SessionStore(root)
+    assert [m["seq"] for m in reader.live_messages("s", strict=True)] == [1, 2, 3, 4] and reader.problems("s") == []
+
+
 def test_torn_line_after_our_own_append_is_cut_by_the_next_append(store, root):
     store.append("s", texts(2))
     with open(root / "sessions" / "s" / "messages.jsonl", "ab") as f:
