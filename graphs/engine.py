@@ -832,9 +832,10 @@ class WorkingMemoryEngine:
 
 def session_summary(meta: dict[str, Any]) -> dict[str, Any]:
     """One line of `list_sessions` from a session's meta."""
-    live, total = meta["message_count"], meta["total_message_count"]
+    live = meta["message_count"]
+    archived = (meta.get("last_archive") or {}).get("end_seq") or 0  # archives cover seqs 1..end_seq, once each
     times = [t for t in (meta.get("updated_at"), meta.get("last_commit_at"), meta.get("created_at")) if t]
-    return {"session_id": meta["session_id"], "live_messages": live, "archived_messages": total - live,
+    return {"session_id": meta["session_id"], "live_messages": live, "archived_messages": archived,
             "commits": meta["commit_count"], "last_activity": max(times) if times else None}
 
 

@@ -457,6 +457,7 @@ def test_live_lines_lost_from_the_file_are_a_finding_of_check(root, cut):
         if cut.endswith("append"):
             engine.add_messages("s", [user("after the loss")])
         problems = " | ".join(f["problem"] for f in engine.check("s"))
+        assert engine.list_sessions()[0]["archived_messages"] == 10, "lost lines never count as archived"
     first_lost = 11 if cut == "every line" else 12
     assert f"seqs {first_lost}..14" in problems and "lost" in problems, problems
 
