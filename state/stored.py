@@ -136,17 +136,17 @@ def repeats(prepared: list[tuple[dict[str, Any], bytes | None]], known: list[dic
     for i, (msg, _body) in enumerate(prepared):
         key = (lc_id(msg), msg["meta"].get(FINGERPRINT_META))
         other = msg["meta"].get("content_blocks")
-        blocks = json.dumps(other, sort_keys=True, default=str) if other else ""
+        in_batch = (*key, json.dumps(other, sort_keys=True, default=str) if other else "")
         if not key[0]:
             out.append(None)
         elif key in by_id and same_blocks(by_id[key], msg):
             out.append(by_id[key])
         elif key[0] in forgotten:
             out.append(forgotten[key[0]])
-        elif (*key, blocks) in seen:
-            out.append(seen[(*key, blocks)])  # a position of this batch: filled with its stored copy by `merge_repeats`
+        elif in_batch in seen:
+            out.append(seen[in_batch])  # a position of this batch: filled with its stored copy by `merge_repeats`
         else:
-            seen[(*key, blocks)] = i
+            seen[in_batch] = i
             out.append(None)
     return out
 

@@ -155,9 +155,9 @@ def parse(data: bytes, path: str, *, first_line: int = 1) -> Parsed:
         out.raw.append(line)
         out.line_nos.append(line_no)
     tail = data[out.end:]
-    if tail.strip() and _whole_message(tail):
+    if tail.strip() and (whole := _whole_message(tail)) is not None:
         line_no += 1
-        out.messages.append(json.loads(tail))
+        out.messages.append(whole)
         out.raw.append(tail)
         out.line_nos.append(line_no)
         out.end, out.unterminated = len(data), True
@@ -165,11 +165,13 @@ def parse(data: bytes, path: str, *, first_line: int = 1) -> Parsed:
     return out
 
 
-def _whole_message(line: bytes) -> bool:
+def _whole_message(line: bytes) -> dict[str, Any] | None:
+    """The stored message a line without its newline holds, or None for a torn write."""
     try:
-        return not check_stored(json.loads(line))
-    except ValueError:  # a torn write: JSONDecodeError or UnicodeDecodeError
-        return False
+        obj = json.loads(line)
+    except ValueError:  # JSONDecodeError and UnicodeDecodeError
+        return None
+    return None if check_stored(obj) else obj
 
 
 def complete_lines(data: bytes) -> bytes:

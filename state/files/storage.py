@@ -63,9 +63,18 @@ CHECKPOINT_TABLES = {"checkpoints": {"thread_id", "checkpoint_ns", "checkpoint_i
                      "writes": {"thread_id", "checkpoint_ns", "checkpoint_id", "task_id", "idx", "channel", "value"}}
 
 
-def database_ok(path: Path, tables: dict[str, set[str]] | None = None, *, pages: bool = True) -> bool:
-    """Whether a SQLite file (if any) is a regular file that opens, passes `PRAGMA quick_check` (`pages`) and, of
-    `tables`, has the columns named in each one it holds (a missing table is created when first used)."""
+def tables_ok(conn: sqlite3.Connection, tables: dict[str, set[str]]) -> bool:
+    """Whether each of `tables` the database holds has the columns named (a missing one is created when used)."""
+    for table, columns in tables.items():
+        present = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+        if present and not columns <= present:
+            return False
+    return True
+
+
+def database_ok(path: Path, tables: dict[str, set[str]] | None = None) -> bool:
+    """Whether a SQLite file (if any) is a regular file that opens, passes `PRAGMA quick_check` and holds `tables`
+    with their columns (`tables_ok`)."""
     if not path.exists():
         return True
     if not path.is_file():
@@ -73,13 +82,7 @@ def database_ok(path: Path, tables: dict[str, set[str]] | None = None, *, pages:
     try:
         conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_SECONDS)
         try:
-            if pages and conn.execute("PRAGMA quick_check").fetchone()[0] != "ok":
-                return False
-            for table, columns in (tables or {}).items():
-                present = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
-                if present and not columns <= present:
-                    return False
-            return True
+            return conn.execute("PRAGMA quick_check").fetchone()[0] == "ok" and tables_ok(conn, tables or {})
         finally:
             conn.close()
     except sqlite3.DatabaseError as exc:
@@ -299,10 +302,12 @@ class FileStorage:
                 from workmem.state.files.checkpoints import ReclaimingSqliteSaver
 
                 path = self.root / CHECKPOINTS_FILE
-                if not database_ok(path, CHECKPOINT_TABLES, pages=False):  # the saver's cursors bypass our checks
-                    raise DamagedFile(str(path), "its tables are not a checkpointer's, or it is damaged; "
-                                                 "`workmem repair` moves it aside")
                 self._conn = connect(path, synchronous="NORMAL", auto_vacuum="INCREMENTAL")
+                if not tables_ok(self._conn, CHECKPOINT_TABLES):  # the saver's cursors bypass CheckedConnection
+                    self._conn.close()
+                    self._conn = None
+                    raise DamagedFile(str(path), "its tables are not a checkpointer's; `workmem repair` moves it "
+                                                 "aside")
                 # A small write-ahead log: checkpointed at 768 KiB, truncated back to 1 MiB afterwards.
                 self._conn.execute(f"PRAGMA wal_autocheckpoint = {WAL_PAGES}")
                 self._conn.execute(f"PRAGMA journal_size_limit = {WAL_BYTES}")
