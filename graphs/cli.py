@@ -11,7 +11,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.progress import Progress
@@ -29,6 +29,9 @@ from workmem.state.redact import clean_error, describe_error
 from workmem.state.retention import MESSAGES
 from workmem.state.tokens import DEFAULT_CONTEXT_WINDOW
 from workmem.state.turns import DEFAULT_KEEP_RECENT
+
+if TYPE_CHECKING:  # the engine is imported when a command runs (the CLI starts fast)
+    from workmem.graphs.engine import WorkingMemoryEngine
 
 console = Console()
 EXIT_DEGRADED = 3  # a commit completed, but the extractive model stood in for the configured one (2: bad input)
@@ -112,11 +115,10 @@ def cmd_commit(args: argparse.Namespace) -> int:
         before = engine.context_tokens(args.session)
         with CommitProgress(enabled=not args.json and console.is_terminal) as progress:
             result = engine.commit(args.session, keep=args.keep, wait=True, progress=progress)
-        if result["status"] == "completed":
-            archive = engine.read_archive(args.session, result["archive_id"])
-            rng = archive["source_turn_range"]
-            result["covered"] = {"start_seq": rng["start_seq"], "end_seq": rng["end_seq"],
-                                 "messages": rng["end_seq"] - rng["start_seq"] + 1}
+        for done in [*result.get("resumed", ()), result]:
+            if done["status"] == "completed":
+                done["covered"] = _covered(engine, args.session, done["archive_id"])
+        if result["status"] == "completed" or result.get("resumed"):
             result["tokens_before"], result["tokens_after"] = before, engine.context_tokens(args.session)
     if result["status"] == "failed":
         raise CommitFailed(args.session, result["task_id"], result.get("reason") or "unknown reason")
@@ -126,15 +128,31 @@ def cmd_commit(args: argparse.Namespace) -> int:
     return 0 if result["status"] in ("completed", "skipped") else 1  # busy: another commit runs
 
 
+def _covered(engine: WorkingMemoryEngine, session_id: str, archive_id: str) -> dict[str, int]:
+    rng = engine.read_archive(session_id, archive_id)["source_turn_range"]
+    return {"start_seq": rng["start_seq"], "end_seq": rng["end_seq"], "messages": rng["end_seq"] - rng["start_seq"] + 1}
+
+
 def _render_commit(r: dict[str, Any]) -> None:
+    for earlier in r.get("resumed", ()):  # an interrupted commit this one finished (or gave up) first
+        _render_one(earlier, "resumed: ")
+    if r["status"] == "skipped" and r.get("resumed"):
+        console.print(f"nothing more to commit (task {r['task_id']})")
+    else:
+        _render_one(r)
+    if "tokens_before" in r:
+        console.print(f"context tokens {r['tokens_before']} → {r['tokens_after']}")
+
+
+def _render_one(r: dict[str, Any], label: str = "") -> None:
     reason = "" if r.get("degraded") else (r.get("reason") or "")
-    console.print(f"[bold]{r['status']}[/] task {r['task_id']} archive {r.get('archive_id') or '-'} {reason}".rstrip())
+    console.print(f"{label}[bold]{r['status']}[/] task {r['task_id']} archive {r.get('archive_id') or '-'} "
+                  f"{reason}".rstrip())
     if r.get("degraded"):
         console.print(Text(f"degraded: {r.get('reason') or 'the extractive model stood in'}"), style="yellow")
     covered = r.get("covered")
     if covered:
-        console.print(f"covered seqs {covered['start_seq']}–{covered['end_seq']} ({covered['messages']} messages); "
-                      f"context tokens {r['tokens_before']} → {r['tokens_after']}")
+        console.print(f"covered seqs {covered['start_seq']}–{covered['end_seq']} ({covered['messages']} messages)")
 
 
 class CommitProgress:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import functools
 import threading
 from typing import Any
 
+import pytest
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.tools import tool as lc_tool
 
+import workmem.graphs.commit
 from workmem.nodes.extractive.model import ExtractiveChatModel
 
 GATE_TIMEOUT_S = 20.0
@@ -168,3 +171,20 @@ def call(tool_name: str, args: dict[str, Any], call_id: str = "call_0", *, msg_i
 def read_file(path: str) -> str:
     """Read a project file."""
     return f"{path}: code {path.upper()}"
+
+
+class FailingPersist:
+    """`persist` of the commit graph failing its first `times` calls (patched in before a runner compiles)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, times: int) -> None:
+        self.times, self.calls = times, 0
+        real = workmem.graphs.commit.persist
+
+        @functools.wraps(real)  # keeps the signature LangGraph reads to inject `runtime`
+        def persist(state: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+            self.calls += 1
+            if self.calls <= self.times:
+                raise RuntimeError("persist failed on purpose")
+            return real(state, *args, **kwargs)
+
+        monkeypatch.setattr(workmem.graphs.commit, "persist", persist)

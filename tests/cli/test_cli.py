@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from engine_helpers import assistant, tool_turn
+from engine_helpers import FailingPersist, assistant, tool_turn
 
 from workmem.graphs.cli import main
 from workmem.graphs.context.assemble import SUMMARY_PREFIX, SYSTEM_ADDITION
@@ -154,3 +154,24 @@ def test_expand_shows_a_large_result_as_a_window_with_how_to_read_on(capsys, roo
     out = capsys.readouterr().out
     assert "FATAL: out of memory" in out and "line 10000:" not in out and len(out) < 10_000
     assert 'read_tool_result(ref="seq:3", offset=0)' in " ".join(out.split())
+
+
+@pytest.mark.parametrize("as_json", [True, False])
+def test_a_commit_after_an_interrupted_one_says_it_finished_that_one(capsys, root, session, monkeypatch, as_json):
+    FailingPersist(monkeypatch, times=1)
+    assert main(["--root", str(root), "commit", session, "--keep", "2"]) != 0
+    assert "persist failed on purpose" in capsys.readouterr().err
+
+    if as_json:
+        code, out = run(capsys, root, "commit", session, "--keep", "2")
+        [earlier] = out["resumed"]
+        assert code == 0 and out["status"] == "skipped"
+        assert (earlier["status"], earlier["archive_id"]) == ("completed", "archive_001")
+        assert earlier["covered"] == {"start_seq": 1, "end_seq": 4, "messages": 4}
+        assert out["tokens_after"] > 0 and out["tokens_before"] > 0
+    else:
+        assert main(["--root", str(root), "commit", session, "--keep", "2"]) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert lines[0].startswith("resumed: completed task ") and lines[0].endswith(" archive_001")
+        assert lines[1] == "covered seqs 1–4 (4 messages)"
+        assert lines[2].startswith("nothing more to commit (task ") and lines[3].startswith("context tokens ")

@@ -9,18 +9,16 @@ beyond `keep_checkpoints` are pruned. test_commit_resume.py covers resuming thro
 
 from __future__ import annotations
 
-import functools
 import logging
 import subprocess
 import sys
 from typing import Any
 
 import pytest
-from engine_helpers import assistant, user
+from engine_helpers import FailingPersist, assistant, user
 from fakes import create_call, scripted
 from pg_support import Backend
 
-import workmem.graphs.commit
 from workmem.graphs.runner import MAX_RESUMES, RESUMABLE_STATUSES, CommitRunner
 from workmem.nodes.context import CommitContext
 from workmem.nodes.models import LazyModel
@@ -64,23 +62,6 @@ def conversation(turns: int = 2) -> list[dict[str, Any]]:
 
 def checkpoint_of(runner: CommitRunner, thread_id: str | None) -> Any:
     return runner.checkpointer.get_tuple({"configurable": {"thread_id": thread_id}}) if thread_id else None
-
-
-class FailingPersist:
-    """`persist` of the commit graph failing its first `times` calls (patched in before a runner compiles)."""
-
-    def __init__(self, monkeypatch: pytest.MonkeyPatch, times: int) -> None:
-        self.times, self.calls = times, 0
-        real = workmem.graphs.commit.persist
-
-        @functools.wraps(real)  # keeps the signature LangGraph reads to inject `runtime`
-        def persist(state: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
-            self.calls += 1
-            if self.calls <= self.times:
-                raise RuntimeError("persist failed on purpose")
-            return real(state, *args, **kwargs)
-
-        monkeypatch.setattr(workmem.graphs.commit, "persist", persist)
 
 
 class UnavailableModel(LazyModel):
