@@ -18,7 +18,7 @@ from rich.progress import Progress
 from rich.table import Table
 from rich.text import Text
 
-from workmem.graphs.cli_args import KEEP_HELP, add_trigger_options, keep_arg
+from workmem.graphs.cli_args import KEEP_HELP, add_trigger_options, check_out_file, keep_arg
 from workmem.graphs.context.assemble import budget_line
 from workmem.graphs.context.tool_results import MAX_READ_TOKENS
 from workmem.graphs.demo.run import DEFAULT_DEMO_TRIGGER
@@ -321,8 +321,7 @@ def _render_sessions(rows: list[dict[str, Any]]) -> None:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """Write every stored message of a session (archived and live) in seq order as JSONL, tool results whole."""
-    if args.out is not None and (not args.out or Path(args.out).is_dir()):
-        raise InvalidInput("out", args.out, "must be a file path (a file, not a folder)")
+    check_out_file("out", args.out)
     with _engine(args) as engine:
         messages = engine.iter_messages(args.session)  # SessionNotFound before anything is written
         stored = engine.session_info(args.session)["total_message_count"]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+from pathlib import Path
 from typing import Any
 
 from workmem.state.errors import InvalidInput
@@ -59,3 +61,13 @@ def add_trigger_options(cmd: argparse.ArgumentParser, default: Trigger) -> None:
                        help=f"{TRIGGER_HELP} (default: {default[0]}:{default[1]})")
     group.add_argument("--threshold", dest="trigger", type=threshold_arg, metavar="N",
                        help="the same as --trigger tokens:N")
+
+
+def check_out_file(field: str, value: str | None) -> None:
+    """`InvalidInput` unless `value` (when given) names a file that can be written: not a folder, in a folder that
+    exists and can be written (checked before a command does its work, so nothing is lost to a mistyped path)."""
+    if value is None:
+        return
+    path = Path(value)
+    if not value or path.is_dir() or not path.parent.is_dir() or not os.access(path.parent, os.W_OK):
+        raise InvalidInput(field, value, "must be a file in a folder that exists and can be written")

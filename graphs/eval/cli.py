@@ -13,7 +13,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from workmem.graphs.cli_args import KEEP_HELP, add_trigger_options, keep_arg, positive_int
+from workmem.graphs.cli_args import KEEP_HELP, add_trigger_options, check_out_file, keep_arg, positive_int
 from workmem.graphs.eval.run import DEFAULT_EVAL_TRIGGER
 from workmem.graphs.help_format import DefaultsFormatter
 from workmem.state.errors import CommitFailed, InvalidInput
@@ -90,10 +90,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def check_outputs(out: str | None, report: str | None) -> None:
     """`InvalidInput` when the results file or the report folder cannot be written where they are asked for."""
-    if out:
-        path = Path(out)
-        if path.is_dir() or not path.parent.is_dir() or not os.access(path.parent, os.W_OK):
-            raise InvalidInput("out", out, "must be a file in a folder that exists and can be written")
+    check_out_file("out", out)
     if report:
         folder = Path(report)
         parent = next((p for p in (folder, *folder.parents) if p.exists()), Path("."))

@@ -120,10 +120,10 @@ def _stored(root, session="s", n=4):
                                       for i in range(n)])
 
 
-@pytest.mark.parametrize("out", ["", "a folder"], ids=["empty", "folder"])
+@pytest.mark.parametrize("out", ["", "a folder", "a missing folder"], ids=["empty", "folder", "missing-folder"])
 def test_export_to_no_file_is_refused_before_anything_is_written(root, tmp_path, capsys, out):
     _stored(root)
-    target = str(tmp_path) if out == "a folder" else out
+    target = {"a folder": str(tmp_path), "a missing folder": str(tmp_path / "missing" / "s.jsonl")}.get(out, out)
     assert cli.main(["--root", str(root), "export", "s", "--out", target]) == 2
     assert "invalid out=" in capsys.readouterr().err
     assert not list(tmp_path.parent.glob(".*.partial")) and not list(tmp_path.glob(".*.partial"))
