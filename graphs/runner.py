@@ -13,6 +13,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
+from langgraph.constants import TAG_NOSTREAM
+
 from workmem.graphs.lease import LEASE_TTL_SECONDS, Heartbeat, acquire, heartbeat, hold, holder_alive
 from workmem.nodes.context import CommitContext, CommitNodeFailed
 from workmem.nodes.models import LazyModel
@@ -64,6 +66,13 @@ def _degradation_of(task: dict[str, Any]) -> dict[str, Any]:
     return {"task_id": task.get("task_id"), "archive_id": task.get("archive_id"), "reason": task.get("error") or "",
             "at": task.get("updated_at")}
 
+
+
+def commit_config(thread_id: str | None) -> dict[str, Any]:
+    """The config a commit's graph runs with: its own checkpoint thread, and `nostream` — a commit started inside an
+    agent's model call inherits that run's callbacks, and its model's reply is not the agent's to stream (LangChain's
+    `SummarizationMiddleware` tags its summariser call the same way)."""
+    return {"configurable": {"thread_id": thread_id}, "tags": [TAG_NOSTREAM]}
 
 class CommitRunner:
     """Starts, resumes and tracks commits of one data root; at most one commit per session."""
@@ -213,7 +222,7 @@ class CommitRunner:
 
     def _invoke(self, task_id: str, thread_id: str, graph_input: dict[str, Any] | None,
                 context: CommitContext, progress: Progress | None = None) -> dict[str, Any]:
-        config = {"configurable": {"thread_id": thread_id}}
+        config = commit_config(thread_id)
         try:
             out = self._run_graph(graph_input, config, context, progress)
         except (DamagedFile, StorageError, UnsafePath):
@@ -287,7 +296,7 @@ class CommitRunner:
     def _resume_task(self, task: dict[str, Any], context: CommitContext) -> dict[str, Any]:
         """Resume an unfinished commit on its own thread; abandon it after MAX_RESUMES failures."""
         task_id, thread_id = task["task_id"], task.get("thread_id")
-        config = {"configurable": {"thread_id": thread_id}}
+        config = commit_config(thread_id)
         has_checkpoint = bool(thread_id) and self.checkpointer.get_tuple(config) is not None
         writer = self._archive_writer(task)
         if writer == task_id:

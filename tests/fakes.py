@@ -8,8 +8,8 @@ from typing import Any
 
 from langchain_core.language_models import LanguageModelInput
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable
 from langchain_core.tools import BaseTool
 from pydantic import Field
@@ -66,6 +66,23 @@ class ScriptedToolModel(GenericFakeChatModel):
             item = item(list(messages))
         message = AIMessage(content=item) if isinstance(item, str) else item
         return ChatResult(generations=[ChatGeneration(message=message)])
+
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: Any = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        """The scripted reply as one chunk (its tool calls as tool-call chunks), as a streaming provider ends."""
+        message = self._generate(messages, stop, run_manager, **kwargs).generations[0].message
+        calls = [{"name": c["name"], "args": json.dumps(c["args"]), "id": c["id"], "index": i,
+                  "type": "tool_call_chunk"} for i, c in enumerate(getattr(message, "tool_calls", None) or ())]
+        chunk = ChatGenerationChunk(message=AIMessageChunk(content=message.content, id=message.id,
+                                                           tool_call_chunks=calls, chunk_position="last"))
+        if run_manager:
+            run_manager.on_llm_new_token(message.text, chunk=chunk)
+        yield chunk
 
     def prompt_text(self, index: int = -1) -> str:
         """All text of the prompt of one recorded call (default: the last one)."""

@@ -226,6 +226,27 @@ def test_events_stream_as_custom_events(root):
     assert all(e["session_id"] == "ev" for e in events)
 
 
+@pytest.mark.parametrize("how", ["stream", "astream"])
+def test_a_commit_inside_a_run_is_not_streamed_as_the_agents_messages(root, how):
+    async def run(agent: Any, config: dict[str, Any]) -> list[Any]:
+        return [chunk async for chunk in agent.astream({"messages": [HumanMessage(TASK)]}, config,
+                                                       stream_mode="messages", subgraphs=True)]
+
+    model = scripted(*tool_steps())
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        agent = create_agent(model, tools=[read_file], checkpointer=InMemorySaver(),
+                             middleware=[WorkingMemoryMiddleware(engine, trigger=("tokens", TRIGGER),
+                                                                 commit_mode="sync", offload_tokens=10_000)])
+        config = {"configurable": {"thread_id": "streamed"}}
+        chunks = (list(agent.stream({"messages": [HumanMessage(TASK)]}, config, stream_mode="messages",
+                                    subgraphs=True)) if how == "stream" else asyncio.run(run(agent, config)))
+        assert engine.session_info("streamed")["commit_count"] >= 1
+    streamed = [message for _namespace, (message, _meta) in chunks]
+    called = {call["name"] for m in streamed for call in getattr(m, "tool_calls", None) or ()}
+    assert called == {"read_file"}, "only the agent's own calls are streamed, never a commit's memory update"
+    assert any(m.text.startswith("Patched jobs/export.py") for m in streamed)
+
+
 @pytest.mark.parametrize("bad", [0, 1, -0.5, 1.5, True, "0.5"])
 def test_a_low_water_outside_the_open_unit_interval_is_refused(root, bad):
     with WorkingMemoryEngine(root, durable=False) as engine:
