@@ -43,6 +43,8 @@ from workmem.graphs.agent.binding import (
     SessionRef,
     check_session_ref,
     engine_settings,
+    hold_session,
+    release_session,
     resolve_engine,
     session_from_run,
 )
@@ -605,6 +607,7 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         never matched by fingerprint) and the session's next seq (what this run stores is the run's own)."""
         messages = list(state.get("messages") or [])
         engine, session_id = resolve_engine(self.engine), self._session(runtime)
+        hold_session(session_id)  # an agent run inside this one (a subagent) gets a session of its own
         update: dict[str, Any] = {"workmem_prior_upto": state.get("workmem_stored_upto")}
         try:
             update["workmem_run_seq"] = engine.next_seq(session_id)
@@ -629,6 +632,13 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         a background commit that has finished. No commit is decided here: the next model call decides, on the call
         it is about to send."""
         engine, session_id = resolve_engine(self.engine), self._session(runtime)
+        try:
+            return self._store_the_end(engine, session_id, state)
+        finally:
+            release_session(session_id)
+
+    def _store_the_end(self, engine: WorkingMemoryEngine, session_id: str,
+                       state: WorkmemAgentState) -> dict[str, Any] | None:
         messages: list[BaseMessage] = list(state.get("messages") or [])
         try:
             report_background(engine, session_id, self._caches.of(session_id), [])  # streamed: its event pairs

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Callable
 from typing import Any, TypedDict
@@ -336,6 +337,49 @@ def test_agent_then_commit_node_in_one_parent_graph(root, parent_state):
         assert engine.session_info("combo")["total_message_count"] == 4
         assert len(second["messages"]) == 4
         assert model.prompts[-1][1].additional_kwargs.get("workmem") == "summary"
+
+
+def texts_of(stored: dict[str, Any]) -> str:
+    return json.dumps(stored["parts"])
+
+
+def call_of(name: str, args: dict[str, Any], call_id: str) -> AIMessage:
+    return AIMessage(content="", tool_calls=[{"name": name, "args": args, "id": call_id, "type": "tool_call"}])
+
+
+@pytest.mark.parametrize("commit_mode", ["sync", "background"])
+def test_a_subagent_run_from_a_tool_keeps_its_own_session(root, commit_mode):
+    """An agent invoked inside another agent's tool inherits its thread id; with workmem on both, each keeps its
+    own conversation: nothing of the subagent is stored into, or shown from, the parent's session."""
+    parent_model = ScriptedToolModel(messages=iter([
+        call_of("read_file", {"path": "app/file_1.py"}, "p1"), call_of("delegate", {"task": "audit lib"}, "p2"),
+        AIMessage(content="Parent done.")]))
+    sub_model = ScriptedToolModel(messages=iter([call_of("read_file", {"path": "lib/file_2.py"}, "s1"),
+                                                 AIMessage(content="Sub done: lib is clean.")]))
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        sub = create_agent(sub_model, tools=[read_file], middleware=[
+            WorkingMemoryMiddleware(engine, commit_mode=commit_mode)])
+
+        @tool
+        def delegate(task: str) -> str:
+            """Hand a task to the subagent."""
+            return sub.invoke({"messages": [HumanMessage(task)]})["messages"][-1].text
+
+        parent = create_agent(parent_model, tools=[read_file, delegate], checkpointer=InMemorySaver(),
+                              middleware=[WorkingMemoryMiddleware(engine, commit_mode=commit_mode)])
+        out = parent.invoke({"messages": [HumanMessage("Audit everything.")]}, {"configurable": {"thread_id": "t"}})
+        engine.join_commits()
+        assert out["messages"][-1].text == "Parent done."
+        sessions = sorted(s["session_id"] for s in engine.list_sessions())
+        assert sessions[0] == "t" and len(sessions) == 2 and sessions[1].startswith("t/tools:")
+        parent_log = [texts_of(m) for m in engine.iter_messages("t")]
+        sub_log = [texts_of(m) for m in engine.iter_messages(sessions[1])]
+        assert len(parent_log) == 6 and "Sub done: lib is clean." in parent_log[-2]
+        assert "audit lib" in sub_log[0] and len(sub_log) == 4, "the subagent's messages, stored once"
+        assert not any("file_2" in text for text in parent_log), "nothing the subagent did"
+        shown_to_parent = {c["id"] for prompt in parent_model.prompts for m in prompt
+                           for c in getattr(m, "tool_calls", None) or ()}
+        assert shown_to_parent == {"p1", "p2"}
 
 
 # -- the demo agent -------------------------------------------------------------------------------------
