@@ -118,6 +118,14 @@ class WorkmemAgentState(AgentState):
     workmem_held_in: NotRequired[Annotated[str | None, PrivateStateAttr]]  # the session's incarnation they name
 
 
+
+def profile_limit(model: Any) -> int | None:
+    """The input limit the call's own model declares (`profile["max_input_tokens"]`), else None: each call reads
+    its model's, so a middleware that swaps models per call gets each one's."""
+    profile = getattr(model, "profile", None)
+    limit = profile.get("max_input_tokens") if isinstance(profile, dict) else None
+    return limit if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 else None
+
 class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
     """Store, commit when due and assemble workmem's context at every model call of an agent."""
 
@@ -214,7 +222,6 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         self._normalised = NormalisedCache()
         self._caches = session_caches()
         self._schemas: dict[tuple[int, ...], int] = {}  # tokens of each set of bound tools seen
-        self._profile_limit: int | None = None  # the agent model's profile, seen at its first call
 
     def _build_engine(self, build: dict[str, Any]) -> WorkingMemoryEngine:
         from workmem.graphs.engine import WorkingMemoryEngine
@@ -287,7 +294,7 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
             return self._assemble(call, plan)
         except STORAGE_DOWN as exc:
             engine = resolve_engine(self.engine)
-            budget = self.settings.token_budget or self._profile_limit or DEFAULT_CONTEXT_WINDOW
+            budget = self.settings.token_budget or profile_limit(request.model) or DEFAULT_CONTEXT_WINDOW
             return last_good(request, session_id, exc, cache=self._caches.of(session_id),
                              calls=engine.call_state(session_id), budget=budget)
 
@@ -518,11 +525,7 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
     def _input_limit(self, request: ModelRequest, engine: WorkingMemoryEngine, calls: Any) -> int:
         """The call's input limit: explicit, else the model profile's, else `context_window`; never over what a
         context overflow taught for the session."""
-        profile = getattr(request.model, "profile", None)
-        limit = profile.get("max_input_tokens") if isinstance(profile, dict) else None
-        if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0:
-            self._profile_limit = limit
-        budget = self.settings.token_budget or self._profile_limit or engine.context_window
+        budget = self.settings.token_budget or profile_limit(request.model) or engine.context_window
         return min(budget, calls.input_limit) if calls.input_limit else budget
 
     def _check_tools(self, request: ModelRequest) -> None:

@@ -446,8 +446,8 @@ def test_the_budget_is_explicit_else_the_model_profile_else_the_context_window(m
     for profile in (None, {}, {"max_input_tokens": 0}, {"max_input_tokens": True}, {"max_input_tokens": "9"}):
         assert mw._input_limit(with_profile(profile), engine, engine.call_state("s")) == 50_000, profile
     assert mw._input_limit(with_profile({"max_input_tokens": 3_000}), engine, engine.call_state("s")) == 3_000
-    assert mw._input_limit(with_profile(None), engine, engine.call_state("s")) == 3_000, \
-        "the agent model's limit, once seen, stays"
+    assert mw._input_limit(with_profile(None), engine, engine.call_state("s")) == 50_000, \
+        "each call's own model: one without a profile after one with (a router swapping models) is not held to it"
 
 
 # -- around the run -------------------------------------------------------------------------------------
