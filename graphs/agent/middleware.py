@@ -119,6 +119,9 @@ class WorkmemAgentState(AgentState):
 
 
 
+MAX_TOOL_SETS = 64  # sets of bound tools whose schema tokens are remembered
+
+
 def profile_limit(model: Any) -> int | None:
     """The input limit the call's own model declares (`profile["max_input_tokens"]`), else None: each call reads
     its model's, so a middleware that swaps models per call gets each one's."""
@@ -221,7 +224,8 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         self._synopses = Synopses()
         self._normalised = NormalisedCache()
         self._caches = session_caches()
-        self._schemas: dict[tuple[int, ...], int] = {}  # tokens of each set of bound tools seen
+        self._schemas: dict[tuple[int, ...], tuple[tuple[Any, ...], int]] = {}  # each set of bound tools seen, newest
+        # last, with the tokens of its schemas
 
     def _build_engine(self, build: dict[str, Any]) -> WorkingMemoryEngine:
         from workmem.graphs.engine import WorkingMemoryEngine
@@ -551,9 +555,14 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
     def _schema_tokens(self, request: ModelRequest) -> int:
         """Tokens of every tool schema the call carries (cached per set of tools)."""
         key = tuple(id(t) for t in request.tools)
-        if key not in self._schemas:
-            self._schemas[key] = schema_tokens(list(request.tools)) if request.tools else 0
-        return self._schemas[key]
+        held = self._schemas.get(key)
+        if held is None:
+            # the tools are held with their count: an id stays theirs while it is a key
+            held = self._schemas[key] = (tuple(request.tools), schema_tokens(list(request.tools)) if request.tools
+                                         else 0)
+            while len(self._schemas) > MAX_TOOL_SETS:  # tools built anew at each call: the oldest sets go
+                self._schemas.pop(next(iter(self._schemas)))
+        return held[1]
 
     def _store(self, engine: WorkingMemoryEngine, session_id: str, view: StateView) -> StateView:
         """Store the view's new messages (the view then holds them)."""

@@ -450,6 +450,17 @@ def test_the_budget_is_explicit_else_the_model_profile_else_the_context_window(m
         "each call's own model: one without a profile after one with (a router swapping models) is not held to it"
 
 
+def test_tools_built_anew_at_each_call_are_counted_each_and_remembered_boundedly(make_engine):
+    from langchain_core.tools import StructuredTool
+
+    mw = WorkingMemoryMiddleware(make_engine(scripted()))
+    for i in range(3 * middleware_module.MAX_TOOL_SETS):
+        tool = StructuredTool.from_function(lambda q: q, name=f"lookup_{i}", description="x" * (i % 7 + 1))
+        request = SimpleNamespace(tools=[tool])
+        assert mw._schema_tokens(request) == schema_tokens([tool]), "never another tool set's count"
+    assert len(mw._schemas) == middleware_module.MAX_TOOL_SETS
+
+
 # -- around the run -------------------------------------------------------------------------------------
 
 def test_before_agent_notes_the_runs_newest_input_message(make_engine):
