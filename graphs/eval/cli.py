@@ -52,7 +52,7 @@ def add_eval_arguments(cmd: argparse.ArgumentParser) -> None:
                      help=f"token budget of the working memory (default {DEFAULT_MEMORY_BUDGET}, as an engine)")
     cmd.add_argument("--limit-questions", type=int, help="at most this many questions per sample")
     cmd.add_argument("--include-adversarial", action="store_true", help="also ask category 5 (adversarial)")
-    cmd.add_argument("--out", default=DEFAULT_OUT, help=f"results JSON (default: {DEFAULT_OUT})")
+    cmd.add_argument("--out", default=DEFAULT_OUT, help=f"results JSON (default: {DEFAULT_OUT}; '' writes none)")
     cmd.add_argument("--report", metavar="DIR", help="also write results.json, questions.csv and PNG plots into DIR "
                                                      "(plots need the eval extra: pip install 'workmem[eval]')")
     cmd.add_argument("--no-search-recall", dest="search_recall", action="store_false",
@@ -90,7 +90,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 def check_outputs(out: str | None, report: str | None) -> None:
     """`InvalidInput` when the results file or the report folder cannot be written where they are asked for."""
-    check_out_file("out", out)
+    if out:  # '' writes no results file
+        check_out_file("out", out)
     if report:
         folder = Path(report)
         parent = next((p for p in (folder, *folder.parents) if p.exists()), Path("."))
