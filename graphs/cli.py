@@ -121,6 +121,8 @@ def cmd_commit(args: argparse.Namespace) -> int:
         if result["status"] == "completed" or result.get("resumed"):
             result["tokens_before"], result["tokens_after"] = before, engine.context_tokens(args.session)
     if result["status"] == "failed":
+        for earlier in () if args.json else result.get("resumed", ()):  # what was finished before it failed
+            _render_one(earlier, "resumed: ")
         raise CommitFailed(args.session, result["task_id"], result.get("reason") or "unknown reason")
     _emit(args, result, _render_commit)
     if result.get("degraded") and not args.allow_degraded:

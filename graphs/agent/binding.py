@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -64,23 +62,71 @@ def session_from_run(bound: SessionRef = None, *, runtime: Any = None, config: M
                      default: str | None = None) -> str:
     """Session id of the current run: the bound one (a function of the run's `Runtime` is called with it), else
     the run context's `session_id`, else the config's `configurable.session_id` or `thread_id`, else `default` —
-    one an enclosing agent run holds made the run's own (`own_session`)."""
-    if runtime is None and (bound is None or callable(bound)):
+    inside a tool call (a subagent), one taken from the run is the delegation's own (`run_sessions`)."""
+    return run_sessions(bound, runtime=runtime, config=config, default=default)[0]
+
+
+def run_sessions(bound: SessionRef = None, *, runtime: Any = None, config: Mapping[str, Any] | None = None,
+                 default: str | None = None) -> tuple[str, str]:
+    """(the run's session, the session it runs inside). They differ for a run inside a tool call of another
+    graph — a subagent, which inherits that graph's config and so its thread id and run context: a session taken
+    from the run (not a fixed `bound` id) is then `<session>/<delegation>` (`delegation_of`), so the subagent's
+    messages never join the conversation it runs inside."""
+    if isinstance(bound, str):
+        return bound, bound
+    if runtime is None:
         runtime = _current_runtime()
-    if callable(bound):
-        return _called_session(bound, runtime)
-    if bound is not None:
-        return bound
     if config is None:
         config = _current_config()
-    candidates = [_get(getattr(runtime, "context", None), "session_id")]
-    configurable = (config or {}).get("configurable") or {}
-    candidates += [configurable.get("session_id"), configurable.get("thread_id"), default]
-    for value in candidates:
-        if isinstance(value, str) and value:
-            return own_session(value, graph_namespace(config))
-    raise InvalidInput("session_id", None, "bind a session id, or run with context.session_id, "
-                                           "configurable.session_id or a thread_id")
+    if callable(bound):
+        base = _called_session(bound, runtime)
+    else:
+        candidates = [_get(getattr(runtime, "context", None), "session_id")]
+        configurable = (config or {}).get("configurable") or {}
+        candidates += [configurable.get("session_id"), configurable.get("thread_id"), default]
+        found = next((value for value in candidates if isinstance(value, str) and value), None)
+        if found is None:
+            raise InvalidInput("session_id", None, "bind a session id, or run with context.session_id, "
+                                                   "configurable.session_id or a thread_id")
+        base = found
+    delegation = delegation_of(config)
+    return (f"{base}/{delegation}" if delegation else base), base
+
+
+def readable_session(engine: WorkingMemoryEngine, bound: SessionRef = None, *, config: Mapping[str, Any] | None = None,
+                     default: str | None = None) -> str:
+    """The session a tool or a node reads and commits: the run's own, else — a helper without a memory of its own,
+    run inside a tool call — the one it runs inside."""
+    own, enclosing = run_sessions(bound, config=config, default=default)
+    return own if own == enclosing or engine.session_exists(own) else enclosing
+
+
+def delegated_from(session_id: str, base: str) -> bool:
+    """Whether `session_id` is the session of a subagent run inside a conversation of session `base`."""
+    if not session_id.startswith(base + "/"):
+        return False
+    segments = session_id[len(base) + 1:].split(NS_SEP)
+    return any(segment.split(":", 1)[0] == TOOL_NODE for segment in segments)
+
+
+NS_SEP = "|"  # LangGraph's separator of checkpoint namespaces
+TOOL_NODE = "tools"  # the node `create_agent` (and LangGraph's prebuilt agents) runs tool calls in
+
+
+def delegation_of(config: Mapping[str, Any] | None) -> str | None:
+    """The checkpoint namespace of the tool call the current graph runs inside — up to its newest `tools`
+    segment (with the counter LangGraph adds for a second graph run in the same call) — or None at the top, or in
+    a graph that is a node of another (an agent added to your own graph keeps the thread's session). Namespaces
+    are deterministic: a delegation resumed, in this process or another, is the same one."""
+    namespace = ((config or {}).get("configurable") or {}).get("checkpoint_ns") or ""
+    segments = namespace.split(NS_SEP)[:-1] if isinstance(namespace, str) else []  # the node's own segment: out
+    tools = [i for i, segment in enumerate(segments) if segment.split(":", 1)[0] == TOOL_NODE]
+    if not tools:
+        return None
+    end = tools[-1] + 1
+    while end < len(segments) and segments[end].isdigit():
+        end += 1
+    return NS_SEP.join(segments[:end])
 
 
 def _called_session(resolve: Callable[[Any], Any], runtime: Any) -> str:
@@ -114,53 +160,3 @@ def _current_runtime() -> Any:
         return get_runtime()
     except (RuntimeError, KeyError):
         return None
-
-
-# -- a subagent's own session ----------------------------------------------------------------------------------
-# LangGraph passes a run's config to whatever runs inside it, so an agent invoked from a tool of another agent (a
-# subagent) inherits that agent's thread id — and with it, when nothing names a session, its session: the
-# subagent's messages would be stored into, and shown from, the other agent's conversation. The middleware's runs
-# hold their session while they run (by the namespace of their graph); a run inside a graph whose run holds the
-# same session gets `<session>/<its graph's namespace>` instead. The namespace names the tool call, so each
-# delegation is a session of its own, the same one again when it resumes. A run that ends by an interrupt or an
-# error keeps holding its session in this process until a run of the same graph ends normally.
-NS_SEP = "|"  # LangGraph's separator of checkpoint namespaces
-_holders: dict[str, Counter[str]] = {}
-_holders_lock = threading.Lock()
-
-
-def graph_namespace(config: Mapping[str, Any] | None) -> str:
-    """The checkpoint namespace of the graph a node runs in: its own without the node's segment ('' at the top)."""
-    namespace = ((config or {}).get("configurable") or {}).get("checkpoint_ns") or ""
-    return namespace.rpartition(NS_SEP)[0] if isinstance(namespace, str) else ""
-
-
-def _encloses(outer: str, inner: str) -> bool:
-    return outer != inner and (outer == "" or inner.startswith(outer + NS_SEP))
-
-
-def own_session(session_id: str, namespace: str) -> str:
-    """`session_id`, or — when a run of a graph this one runs inside holds it — `<session_id>/<namespace>`."""
-    with _holders_lock:
-        holders = list(_holders.get(session_id, ()))
-    return f"{session_id}/{namespace}" if any(_encloses(h, namespace) for h in holders) else session_id
-
-
-def hold_session(session_id: str, config: Mapping[str, Any] | None = None) -> None:
-    """Note that a run of the current graph uses `session_id` (runs inside it get their own)."""
-    namespace = graph_namespace(_current_config() if config is None else config)
-    with _holders_lock:
-        _holders.setdefault(session_id, Counter())[namespace] += 1
-
-
-def release_session(session_id: str, config: Mapping[str, Any] | None = None) -> None:
-    """The run of the current graph that held `session_id` ended."""
-    namespace = graph_namespace(_current_config() if config is None else config)
-    with _holders_lock:
-        held = _holders.get(session_id)
-        if held is not None and held[namespace] > 0:
-            held[namespace] -= 1
-            if held[namespace] == 0:
-                del held[namespace]
-            if not held:
-                del _holders[session_id]

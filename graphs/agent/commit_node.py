@@ -12,7 +12,7 @@ from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 
-from workmem.graphs.agent.binding import resolve_engine, session_from_run
+from workmem.graphs.agent.binding import readable_session, resolve_engine
 from workmem.graphs.engine import WorkingMemoryEngine
 from workmem.state.errors import SessionNotFound
 from workmem.state.retention import keep_from_args
@@ -28,7 +28,7 @@ def commit_node(
 ) -> Callable[[Any, RunnableConfig], dict[str, Any]]:
     """A node that commits the session synchronously → `{result_key: {status, task_id, archive_id, reason}}`.
 
-    The session id is read from the state's `session_key`, else from the run (see `session_from_run`);
+    The session id is read from the state's `session_key`, else from the run (see `readable_session`);
     the tail kept is `keep` (or `keep_recent_count` messages), default the engine's `keep`. A session with
     nothing stored yet is `skipped`.
     """
@@ -36,7 +36,7 @@ def commit_node(
     def workmem_commit(state: Any, config: RunnableConfig) -> dict[str, Any]:
         eng = resolve_engine(engine)
         value = state.get(session_key) if isinstance(state, Mapping) else getattr(state, session_key, None)
-        session_id = session_from_run(value if isinstance(value, str) and value else None, config=config)
+        session_id = readable_session(eng, value if isinstance(value, str) and value else None, config=config)
         chosen = keep_from_args(keep, keep_recent_count, default=eng.keep, input_limit=eng.context_window)
         try:
             result = eng.commit(session_id, keep=chosen, wait=True)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
@@ -42,9 +43,8 @@ from workmem.graphs.agent.alignment import ArchivedKeys, archive_keys
 from workmem.graphs.agent.binding import (
     SessionRef,
     check_session_ref,
+    delegated_from,
     engine_settings,
-    hold_session,
-    release_session,
     resolve_engine,
     session_from_run,
 )
@@ -226,6 +226,7 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         self._caches = session_caches()
         self._schemas: dict[tuple[int, ...], tuple[tuple[Any, ...], int]] = {}  # each set of bound tools seen, newest
         # last, with the tokens of its schemas
+        self._schemas_lock = threading.Lock()
 
     def _build_engine(self, build: dict[str, Any]) -> WorkingMemoryEngine:
         from workmem.graphs.engine import WorkingMemoryEngine
@@ -555,13 +556,15 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
     def _schema_tokens(self, request: ModelRequest) -> int:
         """Tokens of every tool schema the call carries (cached per set of tools)."""
         key = tuple(id(t) for t in request.tools)
-        held = self._schemas.get(key)
+        with self._schemas_lock:  # calls of many threads share the middleware
+            held = self._schemas.get(key)
         if held is None:
             # the tools are held with their count: an id stays theirs while it is a key
-            held = self._schemas[key] = (tuple(request.tools), schema_tokens(list(request.tools)) if request.tools
-                                         else 0)
-            while len(self._schemas) > MAX_TOOL_SETS:  # tools built anew at each call: the oldest sets go
-                self._schemas.pop(next(iter(self._schemas)))
+            held = (tuple(request.tools), schema_tokens(list(request.tools)) if request.tools else 0)
+            with self._schemas_lock:
+                self._schemas[key] = held
+                while len(self._schemas) > MAX_TOOL_SETS:  # tools built anew at each call: the oldest sets go
+                    self._schemas.pop(next(iter(self._schemas)))
         return held[1]
 
     def _store(self, engine: WorkingMemoryEngine, session_id: str, view: StateView) -> StateView:
@@ -619,7 +622,6 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         never matched by fingerprint) and the session's next seq (what this run stores is the run's own)."""
         messages = list(state.get("messages") or [])
         engine, session_id = resolve_engine(self.engine), self._session(runtime)
-        hold_session(session_id)  # an agent run inside this one (a subagent) gets a session of its own
         update: dict[str, Any] = {"workmem_prior_upto": state.get("workmem_stored_upto")}
         try:
             update["workmem_run_seq"] = engine.next_seq(session_id)
@@ -644,13 +646,6 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         a background commit that has finished. No commit is decided here: the next model call decides, on the call
         it is about to send."""
         engine, session_id = resolve_engine(self.engine), self._session(runtime)
-        try:
-            return self._store_the_end(engine, session_id, state)
-        finally:
-            release_session(session_id)
-
-    def _store_the_end(self, engine: WorkingMemoryEngine, session_id: str,
-                       state: WorkmemAgentState) -> dict[str, Any] | None:
         messages: list[BaseMessage] = list(state.get("messages") or [])
         try:
             report_background(engine, session_id, self._caches.of(session_id), [])  # streamed: its event pairs
@@ -678,22 +673,28 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         return await asyncio.to_thread(self.after_agent, state, runtime)
 
     def forget(self, thread_id: str, *, checkpointer: Any = None, session_id: str | None = None) -> dict[str, Any]:
-        """Delete the thread's session. The agent's own thread must go too, or its history is stored again
-        at the next run: pass the agent's `checkpointer` to delete it here, or delete it yourself. With a
-        `session_id` function on the middleware, pass the id it returns for that thread as `session_id`."""
+        """Delete the thread's session, and its subagents' (`<session>/tools:…`). The agent's own thread must go
+        too, or its history is stored again at the next run: pass the agent's `checkpointer` to delete it here, or
+        delete it yourself. With a `session_id` function on the middleware, pass the id it returns for that thread
+        as `session_id`."""
         engine = resolve_engine(self.engine)
         if session_id is None and callable(self.session_id):
             raise InvalidInput("session_id", None, "the middleware's session_id is a function: call "
                                                    "forget(thread_id, session_id=<the id it returns>)")
         session_id = (require_text("session_id", session_id) if session_id is not None
                       else self.session_id or thread_id)
-        self._caches.drop(session_id)  # nothing of the deleted conversation is sent again, even in an outage
-        try:
-            engine.delete_session(session_id)
-            deleted = True
-        except SessionNotFound:
-            deleted = False
+        subagents = [s["session_id"] for s in engine.list_sessions() if delegated_from(s["session_id"], session_id)]
+        deleted = False
+        for each in [session_id, *subagents]:  # the subagents' sessions hold what the conversation gave them
+            self._caches.drop(each)  # nothing of a deleted conversation is sent again, even in an outage
+            try:
+                engine.delete_session(each)
+                deleted = deleted or each == session_id
+            except SessionNotFound:
+                pass
         out: dict[str, Any] = {"session_id": session_id, "deleted": deleted, "thread_deleted": False}
+        if subagents:
+            out["subagent_sessions_deleted"] = subagents
         if checkpointer is not None:
             checkpointer.delete_thread(thread_id)
             out["thread_deleted"] = True

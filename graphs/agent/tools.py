@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from langchain_core.tools import BaseTool, StructuredTool, ToolException
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from workmem.graphs.agent.binding import resolve_engine, session_from_run
+from workmem.graphs.agent.binding import readable_session, resolve_engine
 from workmem.graphs.context.search_results import MAX_CONTEXT, format_hits
 from workmem.graphs.context.tool_results import MAX_READ_TOKENS
 from workmem.state.archive_object import EXPAND_TOOL_NAME, READ_TOOL_NAME, SEARCH_TOOL_NAME
@@ -99,7 +99,7 @@ def make_archive_tools(
     default_session_id: str | None = None,
     max_expand_chars: int = MAX_EXPAND_CHARS,
 ) -> list[BaseTool]:
-    """`archive_search` and `archive_expand` for one session (None: the run's session, see `session_from_run`).
+    """`archive_search` and `archive_expand` for one session (None: the run's session, see `readable_session`).
 
     The argument schemas are hand-written (`SEARCH_ARGS`, `EXPAND_ARGS`); the engine checks the values.
     Errors such as an unknown archive id or a bad argument come back to the model as the tool's answer,
@@ -108,7 +108,7 @@ def make_archive_tools(
     """
 
     def _session() -> str:
-        return session_from_run(session_id, default=default_session_id)
+        return readable_session(resolve_engine(engine), session_id, default=default_session_id)
 
     def archive_search(query: Any = None, archive_id: Any = None, context: Any = 0,
                        **unknown: Any) -> tuple[str, list[dict[str, Any]]]:
@@ -179,11 +179,11 @@ def make_tool_result_reader(
     def read_tool_result(ref: Any = None, offset: Any = None, limit: Any = None, query: Any = None,
                          **unknown: Any) -> str:
         _refuse(unknown)
-        session = session_from_run(session_id, default=default_session_id)
-        cap = max_tokens(session) if callable(max_tokens) else max_tokens
         bound = None
         try:
             bound = resolve_engine(engine)
+            session = readable_session(bound, session_id, default=default_session_id)
+            cap = max_tokens(session) if callable(max_tokens) else max_tokens
             found = bound.read_tool_result(session, ref, offset=offset, limit=limit, query=query, max_tokens=cap)
         except TOOL_ERRORS as exc:
             raise tool_error(exc, bound) from exc

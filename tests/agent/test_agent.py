@@ -365,8 +365,9 @@ def test_a_subagent_run_from_a_tool_keeps_its_own_session(root, commit_mode):
             """Hand a task to the subagent."""
             return sub.invoke({"messages": [HumanMessage(task)]})["messages"][-1].text
 
+        memory = WorkingMemoryMiddleware(engine, commit_mode=commit_mode)
         parent = create_agent(parent_model, tools=[read_file, delegate], checkpointer=InMemorySaver(),
-                              middleware=[WorkingMemoryMiddleware(engine, commit_mode=commit_mode)])
+                              middleware=[memory])
         out = parent.invoke({"messages": [HumanMessage("Audit everything.")]}, {"configurable": {"thread_id": "t"}})
         engine.join_commits()
         assert out["messages"][-1].text == "Parent done."
@@ -380,6 +381,9 @@ def test_a_subagent_run_from_a_tool_keeps_its_own_session(root, commit_mode):
         shown_to_parent = {c["id"] for prompt in parent_model.prompts for m in prompt
                            for c in getattr(m, "tool_calls", None) or ()}
         assert shown_to_parent == {"p1", "p2"}
+        forgotten = memory.forget("t")
+        assert forgotten["deleted"] and forgotten["subagent_sessions_deleted"] == [sessions[1]]
+        assert engine.list_sessions() == []
 
 
 # -- the demo agent -------------------------------------------------------------------------------------

@@ -1,38 +1,51 @@
-"""Which session a run works on: the nesting rule of a subagent (an agent run inside another's graph)."""
+"""Which session a run works on: a subagent's own (an agent run inside a tool call of another graph)."""
 
 from __future__ import annotations
 
-from workmem.graphs.agent.binding import graph_namespace, hold_session, own_session, release_session, session_from_run
+from types import SimpleNamespace
+
+import pytest
+
+from workmem.graphs.agent.binding import delegation_of, readable_session, run_sessions, session_from_run
+from workmem.graphs.engine import WorkingMemoryEngine
 
 
-def config(thread: str, namespace: str) -> dict[str, dict[str, str]]:
+def config(namespace: str, thread: str = "t") -> dict[str, dict[str, str]]:
     return {"configurable": {"thread_id": thread, "checkpoint_ns": namespace}}
 
 
-TOP = config("nest-t", "model:1")  # a node of a top-level graph
-SUB = config("nest-t", "tools:9|model:2")  # a node of a graph run inside the top graph's tool node
-NODE = config("nest-t", "agent:4|model:5")  # an agent added as a node of a user's graph
+@pytest.mark.parametrize(("namespace", "delegation"), [
+    ("", None),
+    ("model:1", None),  # a node of a top-level agent
+    ("tools:1", None),  # the top-level agent's own tool node
+    ("agent:4|model:5", None),  # an agent added as a node of your own graph
+    ("tools:9|model:2", "tools:9"),  # a subagent invoked from a tool
+    ("tools:9|tools:3", "tools:9"),  # the subagent's own tool node
+    ("tools:9|1|model:2", "tools:9|1"),  # a second graph run in the same tool call
+    ("tools|model:2", "tools"),  # a subagent compiled with checkpointer=True
+    ("agent:4|tools:9|model:2", "agent:4|tools:9"),  # the parent agent is a node of your graph
+    ("tools:9|agent:4|model:2", "tools:9"),  # your own graph, wrapping an agent, run from a tool
+    ("tools:9|tools:3|model:7", "tools:9|tools:3"),  # a subagent's subagent
+])
+def test_the_delegation_is_the_namespace_up_to_the_newest_tool_call(namespace, delegation):
+    assert delegation_of(config(namespace)) == delegation
 
 
-def test_the_graph_namespace_leaves_out_the_nodes_own_segment():
-    assert [graph_namespace(c) for c in (TOP, SUB, {}, config("x", ""))] == ["", "tools:9", "", ""]
+def test_inside_a_tool_call_a_session_from_the_run_is_the_delegations_own():
+    inside = config("tools:9|model:2")
+    assert run_sessions(config=inside) == ("t/tools:9", "t")
+    assert session_from_run(config=config("agent:4|model:5")) == "t"
+    assert session_from_run("fixed", config=inside) == "fixed", "a fixed session is used as given"
+    by_user = SimpleNamespace(context=SimpleNamespace(user_id="u-7"))
+    assert session_from_run(lambda rt: rt.context.user_id, runtime=by_user, config=inside) == "u-7/tools:9"
+    in_context = SimpleNamespace(context={"session_id": "c-1"})
+    assert session_from_run(runtime=in_context, config=inside) == "c-1/tools:9"
 
 
-def test_a_run_inside_a_run_holding_its_session_gets_its_own_and_only_while_it_is_held():
-    assert session_from_run(config=SUB) == "nest-t", "an agent as a node of a graph without workmem: the thread"
-    hold_session("nest-t", TOP)
-    try:
-        assert session_from_run(config=TOP) == "nest-t", "the holder itself"
-        assert session_from_run(config=SUB) == "nest-t/tools:9"
-        assert session_from_run(config=NODE) == "nest-t/agent:4"
-        assert session_from_run("bound", config=SUB) == "bound", "a bound session is used as given"
-        assert own_session("other", "tools:9") == "other"
-        hold_session("nest-t/tools:9", SUB)
-        deeper = config("nest-t", "tools:9|tools:3|model:7")
-        assert session_from_run(config=deeper) == "nest-t/tools:9|tools:3"
-        release_session("nest-t/tools:9", SUB)
-    finally:
-        release_session("nest-t", TOP)
-    assert session_from_run(config=SUB) == "nest-t"
-    release_session("nest-t", TOP)  # a second release of a run that ended is harmless
-    assert own_session("nest-t", "tools:9") == "nest-t"
+def test_a_helper_without_a_memory_of_its_own_reads_the_one_it_runs_inside(root):
+    inside = config("tools:9|tools:3")
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        engine.add_messages("t", [{"role": "user", "content": "parent"}])
+        assert readable_session(engine, config=inside) == "t"
+        engine.add_messages("t/tools:9", [{"role": "user", "content": "sub"}])
+        assert readable_session(engine, config=inside) == "t/tools:9"
