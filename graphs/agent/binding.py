@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import re
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -90,7 +92,20 @@ def run_sessions(bound: SessionRef = None, *, runtime: Any = None, config: Mappi
                                                    "configurable.session_id or a thread_id")
         base = found
     delegation = delegation_of(config)
-    return (f"{base}/{delegation}" if delegation else base), base
+    return (_delegated(base, delegation) if delegation else base), base
+
+
+def _delegated(base: str, delegation: str) -> str:
+    """`<base>/<delegation>`; over the id's length limit, the delegation's digest stands for it."""
+    from workmem.state.ids import MAX_SESSION_ID_CHARS
+
+    own = f"{base}/{delegation}"
+    if len(own) > MAX_SESSION_ID_CHARS:
+        own = f"{base}/{TOOL_NODE}~{hashlib.sha256(delegation.encode()).hexdigest()[:16]}"
+    if len(own) > MAX_SESSION_ID_CHARS:
+        raise InvalidInput("session_id", base, "is too long to name a subagent's session inside it: give the "
+                                               "subagent its own session_id")
+    return own
 
 
 def readable_session(engine: WorkingMemoryEngine, bound: SessionRef = None, *, config: Mapping[str, Any] | None = None,
@@ -106,7 +121,7 @@ def delegated_from(session_id: str, base: str) -> bool:
     if not session_id.startswith(base + "/"):
         return False
     segments = session_id[len(base) + 1:].split(NS_SEP)
-    return any(segment.split(":", 1)[0] == TOOL_NODE for segment in segments)
+    return any(re.split(r"[:~]", segment, maxsplit=1)[0] == TOOL_NODE for segment in segments)
 
 
 NS_SEP = "|"  # LangGraph's separator of checkpoint namespaces

@@ -6,8 +6,15 @@ from types import SimpleNamespace
 
 import pytest
 
-from workmem.graphs.agent.binding import delegation_of, readable_session, run_sessions, session_from_run
+from workmem.graphs.agent.binding import (
+    delegated_from,
+    delegation_of,
+    readable_session,
+    run_sessions,
+    session_from_run,
+)
 from workmem.graphs.engine import WorkingMemoryEngine
+from workmem.state.errors import InvalidInput
 
 
 def config(namespace: str, thread: str = "t") -> dict[str, dict[str, str]]:
@@ -49,3 +56,12 @@ def test_a_helper_without_a_memory_of_its_own_reads_the_one_it_runs_inside(root)
         assert readable_session(engine, config=inside) == "t"
         engine.add_messages("t/tools:9", [{"role": "user", "content": "sub"}])
         assert readable_session(engine, config=inside) == "t/tools:9"
+
+
+def test_a_delegation_too_long_to_append_is_named_by_its_digest_and_forgotten_with_its_parent():
+    long_thread = "x" * 1000
+    own, base = run_sessions(config=config("tools:9f3a1c2e-1111-2222-3333-444455556666|model:2", long_thread))
+    assert base == long_thread and own.startswith(long_thread + "/tools~") and len(own) <= 1024
+    assert delegated_from(own, long_thread) and not delegated_from(long_thread + "/notes", long_thread)
+    with pytest.raises(InvalidInput, match="subagent"):
+        run_sessions(config=config("tools:9|model:2", "y" * 1020))
