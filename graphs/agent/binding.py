@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import hashlib
-import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from itertools import takewhile
 from typing import TYPE_CHECKING, Any
 
 from workmem.state.errors import InvalidInput
@@ -64,16 +66,13 @@ def session_from_run(bound: SessionRef = None, *, runtime: Any = None, config: M
                      default: str | None = None) -> str:
     """Session id of the current run: the bound one (a function of the run's `Runtime` is called with it), else
     the run context's `session_id`, else the config's `configurable.session_id` or `thread_id`, else `default` —
-    inside a tool call (a subagent), one taken from the run is the delegation's own (`run_sessions`)."""
+    inside a tool call of an agent on that session (a subagent), the delegation's own (`run_sessions`)."""
     return run_sessions(bound, runtime=runtime, config=config, default=default)[0]
 
 
 def run_sessions(bound: SessionRef = None, *, runtime: Any = None, config: Mapping[str, Any] | None = None,
                  default: str | None = None) -> tuple[str, str]:
-    """(the run's session, the session it runs inside). They differ for a run inside a tool call of another
-    graph — a subagent, which inherits that graph's config and so its thread id and run context: a session taken
-    from the run (not a fixed `bound` id) is then `<session>/<delegation>` (`delegation_of`), so the subagent's
-    messages never join the conversation it runs inside."""
+    """(the run's session, the session of the agent whose tool call it runs in — the same outside one)."""
     if isinstance(bound, str):
         return bound, bound
     if runtime is None:
@@ -91,57 +90,68 @@ def run_sessions(bound: SessionRef = None, *, runtime: Any = None, config: Mappi
             raise InvalidInput("session_id", None, "bind a session id, or run with context.session_id, "
                                                    "configurable.session_id or a thread_id")
         base = found
-    delegation = delegation_of(config)
-    return (_delegated(base, delegation) if delegation else base), base
+    return _delegated(base, _namespace(config))
 
 
-def _delegated(base: str, delegation: str) -> str:
-    """`<base>/<delegation>`; over the id's length limit, the delegation's digest stands for it."""
+# -- a subagent's own session --------------------------------------------------------------------------------
+# LangGraph passes a run's config — and LangChain its run context — to whatever runs inside it, so an agent
+# invoked from a tool of another agent (a subagent) inherits that agent's thread id and context, and with them,
+# when nothing names a session, its session: the subagent's messages would be stored into, and shown from, the
+# other agent's conversation. The middleware marks each tool call it wraps (`delegating`); a run inside one that
+# resolves to the session of an agent around it gets `<session>/subagent/<namespace of the tool call>` instead.
+# Namespaces are deterministic, so a delegation resumed (in this process or another) is the same session.
+NS_SEP = "|"  # LangGraph's separator of checkpoint namespaces
+SUBAGENT = "/subagent/"
+_delegations: ContextVar[tuple[tuple[str, str], ...]] = ContextVar("workmem_delegations", default=())
+
+
+@contextmanager
+def delegating(session_id: str, config: Mapping[str, Any] | None = None) -> Iterator[None]:
+    """While a tool call of the agent on `session_id` runs (an agent it runs gets a session of its own)."""
+    token = _delegations.set((*_delegations.get(), (session_id, _namespace(config or _current_config()))))
+    try:
+        yield
+    finally:
+        _delegations.reset(token)
+
+
+def _namespace(config: Mapping[str, Any] | None) -> str:
+    namespace = ((config or {}).get("configurable") or {}).get("checkpoint_ns") or ""
+    return namespace if isinstance(namespace, str) else ""
+
+
+def _delegated(base: str, namespace: str) -> tuple[str, str]:
+    """(own, enclosing) for a run at `namespace` resolving to `base`: inside the tool calls of the agents around
+    it, one of which is on `base`, its own is named by the innermost call's namespace (and the counter LangGraph
+    gives a second graph run in the same call); the enclosing one is the innermost calling agent's."""
+    around = [(session, call) for session, call in _delegations.get() if namespace.startswith(call + NS_SEP)]
+    if not any(session == base for session, _ in around):
+        return base, base
+    enclosing, call = max(around, key=lambda pair: len(pair[1]))
+    counters = list(takewhile(str.isdigit, namespace[len(call) + 1:].split(NS_SEP)))
+    delegation = NS_SEP.join([call, *counters])
     from workmem.state.ids import MAX_SESSION_ID_CHARS
 
-    own = f"{base}/{delegation}"
-    if len(own) > MAX_SESSION_ID_CHARS:
-        own = f"{base}/{TOOL_NODE}~{hashlib.sha256(delegation.encode()).hexdigest()[:16]}"
+    own = f"{base}{SUBAGENT}{delegation}"
+    if len(own) > MAX_SESSION_ID_CHARS:  # the delegation's digest stands for it
+        own = f"{base}{SUBAGENT}~{hashlib.sha256(delegation.encode()).hexdigest()[:12]}"
     if len(own) > MAX_SESSION_ID_CHARS:
         raise InvalidInput("session_id", base, "is too long to name a subagent's session inside it: give the "
                                                "subagent its own session_id")
-    return own
+    return own, enclosing
 
 
 def readable_session(engine: WorkingMemoryEngine, bound: SessionRef = None, *, config: Mapping[str, Any] | None = None,
                      default: str | None = None) -> str:
     """The session a tool or a node reads and commits: the run's own, else — a helper without a memory of its own,
-    run inside a tool call — the one it runs inside."""
+    run inside an agent's tool call — that agent's."""
     own, enclosing = run_sessions(bound, config=config, default=default)
     return own if own == enclosing or engine.session_exists(own) else enclosing
 
 
 def delegated_from(session_id: str, base: str) -> bool:
     """Whether `session_id` is the session of a subagent run inside a conversation of session `base`."""
-    if not session_id.startswith(base + "/"):
-        return False
-    segments = session_id[len(base) + 1:].split(NS_SEP)
-    return any(re.split(r"[:~]", segment, maxsplit=1)[0] == TOOL_NODE for segment in segments)
-
-
-NS_SEP = "|"  # LangGraph's separator of checkpoint namespaces
-TOOL_NODE = "tools"  # the node `create_agent` (and LangGraph's prebuilt agents) runs tool calls in
-
-
-def delegation_of(config: Mapping[str, Any] | None) -> str | None:
-    """The checkpoint namespace of the tool call the current graph runs inside — up to its newest `tools`
-    segment (with the counter LangGraph adds for a second graph run in the same call) — or None at the top, or in
-    a graph that is a node of another (an agent added to your own graph keeps the thread's session). Namespaces
-    are deterministic: a delegation resumed, in this process or another, is the same one."""
-    namespace = ((config or {}).get("configurable") or {}).get("checkpoint_ns") or ""
-    segments = namespace.split(NS_SEP)[:-1] if isinstance(namespace, str) else []  # the node's own segment: out
-    tools = [i for i, segment in enumerate(segments) if segment.split(":", 1)[0] == TOOL_NODE]
-    if not tools:
-        return None
-    end = tools[-1] + 1
-    while end < len(segments) and segments[end].isdigit():
-        end += 1
-    return NS_SEP.join(segments[:end])
+    return session_id.startswith(base + SUBAGENT)
 
 
 def _called_session(resolve: Callable[[Any], Any], runtime: Any) -> str:

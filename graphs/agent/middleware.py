@@ -36,14 +36,17 @@ from langchain.agents.middleware.types import (
     ModelRequest,
     ModelResponse,
     PrivateStateAttr,
+    ToolCallRequest,
 )
-from langchain_core.messages import BaseMessage, SystemMessage
+from langchain_core.messages import BaseMessage, SystemMessage, ToolMessage
+from langgraph.types import Command
 
 from workmem.graphs.agent.alignment import ArchivedKeys, archive_keys
 from workmem.graphs.agent.binding import (
     SessionRef,
     check_session_ref,
     delegated_from,
+    delegating,
     engine_settings,
     resolve_engine,
     session_from_run,
@@ -287,6 +290,19 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
                 raise
         self._sent(request, prepared)
         return ExtendedModelResponse(model_response=response, command=prepared.command())
+
+    def wrap_tool_call(self, request: ToolCallRequest,
+                       handler: Callable[[ToolCallRequest], ToolMessage | Command]) -> ToolMessage | Command:
+        """Run the tool call marked as this agent's: an agent it runs on this session (a subagent) gets its own."""
+        with delegating(self._session(request.runtime)):
+            return handler(request)
+
+    async def awrap_tool_call(self, request: ToolCallRequest,
+                              handler: Callable[[ToolCallRequest], Awaitable[ToolMessage | Command]]
+                              ) -> ToolMessage | Command:
+        """Async variant of `wrap_tool_call`."""
+        with delegating(self._session(request.runtime)):
+            return await handler(request)
 
     def _prepare(self, request: ModelRequest) -> Prepared:
         """The per-call steps: snapshot, decide, act, assemble (storage down: the last good view)."""
@@ -673,7 +689,7 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         return await asyncio.to_thread(self.after_agent, state, runtime)
 
     def forget(self, thread_id: str, *, checkpointer: Any = None, session_id: str | None = None) -> dict[str, Any]:
-        """Delete the thread's session, and its subagents' (`<session>/tools:…`). The agent's own thread must go
+        """Delete the thread's session, and its subagents' (`<session>/subagent/…`). The agent's own thread must go
         too, or its history is stored again at the next run: pass the agent's `checkpointer` to delete it here, or
         delete it yourself. With a `session_id` function on the middleware, pass the id it returns for that thread
         as `session_id`."""

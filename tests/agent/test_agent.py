@@ -372,7 +372,7 @@ def test_a_subagent_run_from_a_tool_keeps_its_own_session(root, commit_mode):
         engine.join_commits()
         assert out["messages"][-1].text == "Parent done."
         sessions = sorted(s["session_id"] for s in engine.list_sessions())
-        assert sessions[0] == "t" and len(sessions) == 2 and sessions[1].startswith("t/tools:")
+        assert sessions[0] == "t" and len(sessions) == 2 and sessions[1].startswith("t/subagent/tools:")
         parent_log = [texts_of(m) for m in engine.iter_messages("t")]
         sub_log = [texts_of(m) for m in engine.iter_messages(sessions[1])]
         assert len(parent_log) == 6 and "Sub done: lib is clean." in parent_log[-2]

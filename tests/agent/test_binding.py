@@ -1,4 +1,4 @@
-"""Which session a run works on: a subagent's own (an agent run inside a tool call of another graph)."""
+"""Which session a run works on: a subagent's own (an agent run inside a tool call of an agent on its session)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from workmem.graphs.agent.binding import (
     delegated_from,
-    delegation_of,
+    delegating,
     readable_session,
     run_sessions,
     session_from_run,
@@ -21,47 +21,59 @@ def config(namespace: str, thread: str = "t") -> dict[str, dict[str, str]]:
     return {"configurable": {"thread_id": thread, "checkpoint_ns": namespace}}
 
 
-@pytest.mark.parametrize(("namespace", "delegation"), [
-    ("", None),
-    ("model:1", None),  # a node of a top-level agent
-    ("tools:1", None),  # the top-level agent's own tool node
-    ("agent:4|model:5", None),  # an agent added as a node of your own graph
-    ("tools:9|model:2", "tools:9"),  # a subagent invoked from a tool
-    ("tools:9|tools:3", "tools:9"),  # the subagent's own tool node
-    ("tools:9|1|model:2", "tools:9|1"),  # a second graph run in the same tool call
-    ("tools|model:2", "tools"),  # a subagent compiled with checkpointer=True
-    ("agent:4|tools:9|model:2", "agent:4|tools:9"),  # the parent agent is a node of your graph
-    ("tools:9|agent:4|model:2", "tools:9"),  # your own graph, wrapping an agent, run from a tool
-    ("tools:9|tools:3|model:7", "tools:9|tools:3"),  # a subagent's subagent
+PARENT_TOOL = config("tools:9")  # the parent agent's tool call, as its wrap_tool_call sees it
+
+
+@pytest.mark.parametrize(("namespace", "own"), [
+    ("model:1", "t"),  # the parent's own nodes
+    ("tools:9", "t"),  # the tool itself
+    ("tools:8|model:2", "t"),  # inside another tool call than the marked one
+    ("tools:9|model:2", "t/subagent/tools:9"),  # a subagent's node
+    ("tools:9|tools:3", "t/subagent/tools:9"),  # the subagent's own tool node
+    ("tools:9|1|model:2", "t/subagent/tools:9|1"),  # a second graph run in the same tool call
+    ("tools:9|agent:4|model:2", "t/subagent/tools:9"),  # your own graph, wrapping an agent, run from the tool
 ])
-def test_the_delegation_is_the_namespace_up_to_the_newest_tool_call(namespace, delegation):
-    assert delegation_of(config(namespace)) == delegation
+def test_inside_a_marked_tool_call_a_run_on_the_callers_session_gets_its_own(namespace, own):
+    with delegating("t", PARENT_TOOL):
+        assert session_from_run(config=config(namespace)) == own
+    assert session_from_run(config=config(namespace)) == "t", "outside the call: the thread's session"
 
 
-def test_inside_a_tool_call_a_session_from_the_run_is_the_delegations_own():
+def test_only_a_run_that_would_land_in_a_calling_agents_session_is_moved():
     inside = config("tools:9|model:2")
-    assert run_sessions(config=inside) == ("t/tools:9", "t")
-    assert session_from_run(config=config("agent:4|model:5")) == "t"
-    assert session_from_run("fixed", config=inside) == "fixed", "a fixed session is used as given"
-    by_user = SimpleNamespace(context=SimpleNamespace(user_id="u-7"))
-    assert session_from_run(lambda rt: rt.context.user_id, runtime=by_user, config=inside) == "u-7/tools:9"
-    in_context = SimpleNamespace(context={"session_id": "c-1"})
-    assert session_from_run(runtime=in_context, config=inside) == "c-1/tools:9"
+    with delegating("s1", PARENT_TOOL):  # the parent pinned another session: the thread's is free
+        assert run_sessions(config=inside) == ("t", "t")
+        assert session_from_run("fixed", config=inside) == "fixed"
+    with delegating("t", PARENT_TOOL):
+        by_user = SimpleNamespace(context=SimpleNamespace(user_id="t"))
+        assert session_from_run(lambda rt: rt.context.user_id, runtime=by_user, config=inside) == "t/subagent/tools:9"
+        assert session_from_run("t", config=inside) == "t", "a fixed session is used as given"
 
 
-def test_a_helper_without_a_memory_of_its_own_reads_the_one_it_runs_inside(root):
+def test_a_subagents_subagent_and_the_helpers_inside_them():
+    with delegating("t", PARENT_TOOL), delegating("t/subagent/tools:9", config("tools:9|tools:3")):
+        deeper = config("tools:9|tools:3|model:5")
+        assert run_sessions(config=deeper) == ("t/subagent/tools:9|tools:3", "t/subagent/tools:9")
+        assert session_from_run(config=config("tools:9|tools:3")) == "t/subagent/tools:9", "the subagent's tools"
+
+
+def test_a_helper_without_a_memory_of_its_own_reads_the_calling_agents(root):
     inside = config("tools:9|tools:3")
-    with WorkingMemoryEngine(root, durable=False) as engine:
+    with WorkingMemoryEngine(root, durable=False) as engine, delegating("t", PARENT_TOOL):
         engine.add_messages("t", [{"role": "user", "content": "parent"}])
         assert readable_session(engine, config=inside) == "t"
-        engine.add_messages("t/tools:9", [{"role": "user", "content": "sub"}])
-        assert readable_session(engine, config=inside) == "t/tools:9"
+        engine.add_messages("t/subagent/tools:9", [{"role": "user", "content": "sub"}])
+        assert readable_session(engine, config=inside) == "t/subagent/tools:9"
 
 
 def test_a_delegation_too_long_to_append_is_named_by_its_digest_and_forgotten_with_its_parent():
     long_thread = "x" * 1000
-    own, base = run_sessions(config=config("tools:9f3a1c2e-1111-2222-3333-444455556666|model:2", long_thread))
-    assert base == long_thread and own.startswith(long_thread + "/tools~") and len(own) <= 1024
-    assert delegated_from(own, long_thread) and not delegated_from(long_thread + "/notes", long_thread)
-    with pytest.raises(InvalidInput, match="subagent"):
-        run_sessions(config=config("tools:9|model:2", "y" * 1020))
+    call = "tools:9f3a1c2e-1111-2222-3333-444455556666"
+    with delegating(long_thread, config(call, long_thread)):
+        own, base = run_sessions(config=config(call + "|model:2", long_thread))
+        assert base == long_thread and own.startswith(long_thread + "/subagent/~") and len(own) <= 1024
+        with pytest.raises(InvalidInput, match="subagent"):
+            with delegating("y" * 1020, config(call, "y" * 1020)):
+                run_sessions(config=config(call + "|model:2", "y" * 1020))
+    assert delegated_from(own, long_thread)
+    assert not any(delegated_from(f"acme{rest}", "acme") for rest in ("/tools", "/tools:deploy", "/general"))
