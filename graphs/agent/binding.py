@@ -6,6 +6,7 @@ import hashlib
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass
 from itertools import takewhile
 from typing import TYPE_CHECKING, Any
 
@@ -90,46 +91,71 @@ def run_sessions(bound: SessionRef = None, *, runtime: Any = None, config: Mappi
             raise InvalidInput("session_id", None, "bind a session id, or run with context.session_id, "
                                                    "configurable.session_id or a thread_id")
         base = found
-    return _delegated(base, _namespace(config))
+    return _delegated(base, _segments(config))
 
 
 # -- a subagent's own session --------------------------------------------------------------------------------
 # LangGraph passes a run's config — and LangChain its run context — to whatever runs inside it, so an agent
 # invoked from a tool of another agent (a subagent) inherits that agent's thread id and context, and with them,
-# when nothing names a session, its session: the subagent's messages would be stored into, and shown from, the
-# other agent's conversation. The middleware marks each tool call it wraps (`delegating`); a run inside one that
-# resolves to the session of an agent around it gets `<session>/subagent/<namespace of the tool call>` instead.
-# Namespaces are deterministic, so a delegation resumed (in this process or another) is the same session.
+# when nothing names a session, the session of that agent or of its thread: the subagent's messages would be
+# stored into, and shown from, another conversation, and two delegations would share one. The middleware marks
+# each tool call it wraps (`delegating`); a graph run inside one that resolves to the calling agent's session or
+# thread gets `<session>/subagent/<namespace of the call>` instead. Namespaces are deterministic, so a delegation
+# resumed (in this process or another) is the same session; a subagent compiled with `checkpointer=True` runs at
+# the call's node without its task id, and keeps one session per thread, as LangGraph keeps its state.
 NS_SEP = "|"  # LangGraph's separator of checkpoint namespaces
 SUBAGENT = "/subagent/"
-_delegations: ContextVar[tuple[tuple[str, str], ...]] = ContextVar("workmem_delegations", default=())
+
+
+@dataclass(frozen=True)
+class _Call:
+    session: str  # the calling agent's session
+    thread: str | None  # and its thread
+    segments: tuple[str, ...]  # the checkpoint namespace of the tool call
+
+
+_delegations: ContextVar[tuple[_Call, ...]] = ContextVar("workmem_delegations", default=())
 
 
 @contextmanager
 def delegating(session_id: str, config: Mapping[str, Any] | None = None) -> Iterator[None]:
     """While a tool call of the agent on `session_id` runs (an agent it runs gets a session of its own)."""
-    token = _delegations.set((*_delegations.get(), (session_id, _namespace(config or _current_config()))))
+    config = config or _current_config()
+    thread = ((config or {}).get("configurable") or {}).get("thread_id")
+    call = _Call(session_id, thread if isinstance(thread, str) else None, _segments(config))
+    token = _delegations.set((*_delegations.get(), call))
     try:
         yield
     finally:
         _delegations.reset(token)
 
 
-def _namespace(config: Mapping[str, Any] | None) -> str:
+def _segments(config: Mapping[str, Any] | None) -> tuple[str, ...]:
     namespace = ((config or {}).get("configurable") or {}).get("checkpoint_ns") or ""
-    return namespace if isinstance(namespace, str) else ""
+    return tuple(namespace.split(NS_SEP)) if isinstance(namespace, str) and namespace else ()
 
 
-def _delegated(base: str, namespace: str) -> tuple[str, str]:
-    """(own, enclosing) for a run at `namespace` resolving to `base`: inside the tool calls of the agents around
-    it, one of which is on `base`, its own is named by the innermost call's namespace (and the counter LangGraph
-    gives a second graph run in the same call); the enclosing one is the innermost calling agent's."""
-    around = [(session, call) for session, call in _delegations.get() if namespace.startswith(call + NS_SEP)]
-    if not any(session == base for session, _ in around):
+def _node(segment: str) -> str:
+    return segment.split(":", 1)[0]
+
+
+def _inside(segments: tuple[str, ...], call: _Call) -> bool:
+    """A graph run inside the call (deeper, along the same nodes; a checkpointed subgraph's segment has no task
+    id), not the call's own code."""
+    n = len(call.segments)
+    return len(segments) > n and all(_node(a) == _node(b) for a, b in zip(segments, call.segments, strict=False))
+
+
+def _delegated(base: str, segments: tuple[str, ...]) -> tuple[str, str]:
+    """(own, enclosing) for a run at `segments` resolving to `base`: inside the tool call of an agent whose session
+    or thread is `base`, its own is named by the innermost such call's namespace as the run sees it (with the
+    counter LangGraph gives a second graph run in the same call); the enclosing one is that agent's session."""
+    around = [call for call in _delegations.get() if _inside(segments, call) and base in (call.session, call.thread)]
+    if not around:
         return base, base
-    enclosing, call = max(around, key=lambda pair: len(pair[1]))
-    counters = list(takewhile(str.isdigit, namespace[len(call) + 1:].split(NS_SEP)))
-    delegation = NS_SEP.join([call, *counters])
+    call = max(around, key=lambda c: len(c.segments))
+    n = len(call.segments)
+    delegation = NS_SEP.join([*segments[:n], *takewhile(str.isdigit, segments[n:-1])])
     from workmem.state.ids import MAX_SESSION_ID_CHARS
 
     own = f"{base}{SUBAGENT}{delegation}"
@@ -138,7 +164,7 @@ def _delegated(base: str, namespace: str) -> tuple[str, str]:
     if len(own) > MAX_SESSION_ID_CHARS:
         raise InvalidInput("session_id", base, "is too long to name a subagent's session inside it: give the "
                                                "subagent its own session_id")
-    return own, enclosing
+    return own, call.session
 
 
 def readable_session(engine: WorkingMemoryEngine, bound: SessionRef = None, *, config: Mapping[str, Any] | None = None,

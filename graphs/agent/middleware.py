@@ -689,17 +689,18 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         return await asyncio.to_thread(self.after_agent, state, runtime)
 
     def forget(self, thread_id: str, *, checkpointer: Any = None, session_id: str | None = None) -> dict[str, Any]:
-        """Delete the thread's session, and its subagents' (`<session>/subagent/…`). The agent's own thread must go
-        too, or its history is stored again at the next run: pass the agent's `checkpointer` to delete it here, or
-        delete it yourself. With a `session_id` function on the middleware, pass the id it returns for that thread
-        as `session_id`."""
+        """Delete the thread's session, and its subagents' (`<session or thread>/subagent/…`). The agent's own
+        thread must go too, or its history is stored again at the next run: pass the agent's `checkpointer` to delete
+        it here, or delete it yourself. With a `session_id` function on the middleware, pass the id it returns for
+        that thread as `session_id`."""
         engine = resolve_engine(self.engine)
         if session_id is None and callable(self.session_id):
             raise InvalidInput("session_id", None, "the middleware's session_id is a function: call "
                                                    "forget(thread_id, session_id=<the id it returns>)")
         session_id = (require_text("session_id", session_id) if session_id is not None
                       else self.session_id or thread_id)
-        subagents = [s["session_id"] for s in engine.list_sessions() if delegated_from(s["session_id"], session_id)]
+        subagents = [s["session_id"] for s in engine.list_sessions()
+                     if delegated_from(s["session_id"], session_id) or delegated_from(s["session_id"], thread_id)]
         deleted = False
         for each in [session_id, *subagents]:  # the subagents' sessions hold what the conversation gave them
             self._caches.drop(each)  # nothing of a deleted conversation is sent again, even in an outage

@@ -27,11 +27,11 @@ PARENT_TOOL = config("tools:9")  # the parent agent's tool call, as its wrap_too
 @pytest.mark.parametrize(("namespace", "own"), [
     ("model:1", "t"),  # the parent's own nodes
     ("tools:9", "t"),  # the tool itself
-    ("tools:8|model:2", "t"),  # inside another tool call than the marked one
     ("tools:9|model:2", "t/subagent/tools:9"),  # a subagent's node
     ("tools:9|tools:3", "t/subagent/tools:9"),  # the subagent's own tool node
     ("tools:9|1|model:2", "t/subagent/tools:9|1"),  # a second graph run in the same tool call
     ("tools:9|agent:4|model:2", "t/subagent/tools:9"),  # your own graph, wrapping an agent, run from the tool
+    ("tools|model:2", "t/subagent/tools"),  # a subagent compiled with checkpointer=True (no task id)
 ])
 def test_inside_a_marked_tool_call_a_run_on_the_callers_session_gets_its_own(namespace, own):
     with delegating("t", PARENT_TOOL):
@@ -39,11 +39,12 @@ def test_inside_a_marked_tool_call_a_run_on_the_callers_session_gets_its_own(nam
     assert session_from_run(config=config(namespace)) == "t", "outside the call: the thread's session"
 
 
-def test_only_a_run_that_would_land_in_a_calling_agents_session_is_moved():
+def test_only_a_run_that_would_land_in_the_calling_agents_session_or_thread_is_moved():
     inside = config("tools:9|model:2")
-    with delegating("s1", PARENT_TOOL):  # the parent pinned another session: the thread's is free
-        assert run_sessions(config=inside) == ("t", "t")
+    with delegating("s1", PARENT_TOOL):  # the parent pinned another session; its thread is t
+        assert run_sessions(config=inside) == ("t/subagent/tools:9", "s1")
         assert session_from_run("fixed", config=inside) == "fixed"
+        assert session_from_run(runtime=SimpleNamespace(context={"session_id": "mine"}), config=inside) == "mine"
     with delegating("t", PARENT_TOOL):
         by_user = SimpleNamespace(context=SimpleNamespace(user_id="t"))
         assert session_from_run(lambda rt: rt.context.user_id, runtime=by_user, config=inside) == "t/subagent/tools:9"
