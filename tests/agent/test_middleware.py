@@ -558,3 +558,13 @@ def test_forget_deletes_the_threads_session_and_says_what_is_left(make_engine):
     pinned = WorkingMemoryMiddleware(engine, session_id="fixed")
     pinned.after_agent({"messages": [HumanMessage(content="hi", id="h1")]}, runtime())
     assert pinned.forget("any-thread")["session_id"] == "fixed" and not engine.storage.sessions.session_exists("fixed")
+
+
+def test_forget_deletes_the_subagents_sessions_of_the_session_and_of_the_thread_only(make_engine):
+    engine = make_engine(scripted())
+    names = ["s1", "s1/subagent/tools:1", "t/subagent/tools:2|tools:3", "t", "s1/tools:9", "acme/subagent/tools:4"]
+    for name in names:
+        engine.add_messages(name, [{"role": "user", "content": f"in {name}"}])
+    out = WorkingMemoryMiddleware(engine, session_id="s1").forget("t")
+    assert out["deleted"] and sorted(out["subagent_sessions_deleted"]) == [names[1], names[2]]
+    assert sorted(s["session_id"] for s in engine.list_sessions()) == ["acme/subagent/tools:4", "s1/tools:9", "t"]
