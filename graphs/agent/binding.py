@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass
-from itertools import takewhile
 from typing import TYPE_CHECKING, Any
 
 from workmem.state.errors import InvalidInput
@@ -74,12 +73,12 @@ def session_from_run(bound: SessionRef = None, *, runtime: Any = None, config: M
 def run_sessions(bound: SessionRef = None, *, runtime: Any = None, config: Mapping[str, Any] | None = None,
                  default: str | None = None) -> tuple[str, str]:
     """(the run's session, the session of the agent whose tool call it runs in — the same outside one)."""
-    if isinstance(bound, str):
-        return bound, bound
-    if runtime is None:
-        runtime = _current_runtime()
     if config is None:
         config = _current_config()
+    if isinstance(bound, str):
+        return _delegated(bound, config)
+    if runtime is None:
+        runtime = _current_runtime()
     if callable(bound):
         base = _called_session(bound, runtime)
     else:
@@ -91,18 +90,19 @@ def run_sessions(bound: SessionRef = None, *, runtime: Any = None, config: Mappi
             raise InvalidInput("session_id", None, "bind a session id, or run with context.session_id, "
                                                    "configurable.session_id or a thread_id")
         base = found
-    return _delegated(base, _segments(config))
+    return _delegated(base, config)
 
 
 # -- a subagent's own session --------------------------------------------------------------------------------
 # LangGraph passes a run's config — and LangChain its run context — to whatever runs inside it, so an agent
-# invoked from a tool of another agent (a subagent) inherits that agent's thread id and context, and with them,
-# when nothing names a session, the session of that agent or of its thread: the subagent's messages would be
-# stored into, and shown from, another conversation, and two delegations would share one. The middleware marks
-# each tool call it wraps (`delegating`); a graph run inside one that resolves to the calling agent's session or
-# thread gets `<session>/subagent/<namespace of the call>` instead. Namespaces are deterministic, so a delegation
-# resumed (in this process or another) is the same session; a subagent compiled with `checkpointer=True` runs at
-# the call's node without its task id, and keeps one session per thread, as LangGraph keeps its state.
+# invoked from a tool of another agent (a subagent) inherits that agent's thread id and context, and with them the
+# session of that agent or of its thread: the subagent's messages would be stored into, and shown from, another
+# conversation, and two delegations would share one. The middleware registers each tool call it wraps while it
+# runs (`delegating`), by its thread and checkpoint namespace — what the config carries into every graph run
+# inside the call, on whatever thread the tool runs it. Such a run that resolves to the calling agent's session or
+# thread gets `<session>/subagent/<its graph's namespace>` instead. Namespaces are deterministic, so a delegation
+# resumed (in this process or another) is the same session; a subagent compiled with `checkpointer=True` runs
+# without the call's task id, and keeps one session per thread, as LangGraph keeps its state.
 NS_SEP = "|"  # LangGraph's separator of checkpoint namespaces
 SUBAGENT = "/subagent/"
 
@@ -114,20 +114,30 @@ class _Call:
     segments: tuple[str, ...]  # the checkpoint namespace of the tool call
 
 
-_delegations: ContextVar[tuple[_Call, ...]] = ContextVar("workmem_delegations", default=())
+_calls: dict[str | None, list[_Call]] = {}  # the tool calls running now, by thread
+_calls_lock = threading.Lock()
 
 
 @contextmanager
 def delegating(session_id: str, config: Mapping[str, Any] | None = None) -> Iterator[None]:
     """While a tool call of the agent on `session_id` runs (an agent it runs gets a session of its own)."""
     config = config or _current_config()
-    thread = ((config or {}).get("configurable") or {}).get("thread_id")
-    call = _Call(session_id, thread if isinstance(thread, str) else None, _segments(config))
-    token = _delegations.set((*_delegations.get(), call))
+    call = _Call(session_id, _thread(config), _segments(config))
+    with _calls_lock:
+        _calls.setdefault(call.thread, []).append(call)
     try:
         yield
     finally:
-        _delegations.reset(token)
+        with _calls_lock:
+            running = _calls[call.thread]
+            running.remove(call)
+            if not running:
+                del _calls[call.thread]
+
+
+def _thread(config: Mapping[str, Any] | None) -> str | None:
+    thread = ((config or {}).get("configurable") or {}).get("thread_id")
+    return thread if isinstance(thread, str) else None
 
 
 def _segments(config: Mapping[str, Any] | None) -> tuple[str, ...]:
@@ -135,27 +145,25 @@ def _segments(config: Mapping[str, Any] | None) -> tuple[str, ...]:
     return tuple(namespace.split(NS_SEP)) if isinstance(namespace, str) and namespace else ()
 
 
-def _node(segment: str) -> str:
-    return segment.split(":", 1)[0]
-
-
 def _inside(segments: tuple[str, ...], call: _Call) -> bool:
-    """A graph run inside the call (deeper, along the same nodes; a checkpointed subgraph's segment has no task
-    id), not the call's own code."""
-    n = len(call.segments)
-    return len(segments) > n and all(_node(a) == _node(b) for a, b in zip(segments, call.segments, strict=False))
+    """A graph run inside the call (deeper, along the same tasks; a checkpointed subgraph's segment names the node
+    without its task id), not the call's own code."""
+    return len(segments) > len(call.segments) and all(
+        own == theirs or (":" not in own and own == theirs.split(":", 1)[0])
+        for own, theirs in zip(segments, call.segments, strict=False))
 
 
-def _delegated(base: str, segments: tuple[str, ...]) -> tuple[str, str]:
-    """(own, enclosing) for a run at `segments` resolving to `base`: inside the tool call of an agent whose session
-    or thread is `base`, its own is named by the innermost such call's namespace as the run sees it (with the
-    counter LangGraph gives a second graph run in the same call); the enclosing one is that agent's session."""
-    around = [call for call in _delegations.get() if _inside(segments, call) and base in (call.session, call.thread)]
+def _delegated(base: str, config: Mapping[str, Any] | None) -> tuple[str, str]:
+    """(own, enclosing) for a run resolving to `base`: inside a running tool call of an agent whose session or
+    thread is `base`, its own is named by the namespace of the graph it runs in; the enclosing one is the session
+    of the innermost such calling agent."""
+    segments = _segments(config)
+    with _calls_lock:
+        running = list(_calls.get(_thread(config), ()))
+    around = [call for call in running if _inside(segments, call) and base in (call.session, call.thread)]
     if not around:
         return base, base
-    call = max(around, key=lambda c: len(c.segments))
-    n = len(call.segments)
-    delegation = NS_SEP.join([*segments[:n], *takewhile(str.isdigit, segments[n:-1])])
+    delegation = NS_SEP.join(segments[:-1])
     from workmem.state.ids import MAX_SESSION_ID_CHARS
 
     own = f"{base}{SUBAGENT}{delegation}"
@@ -164,7 +172,7 @@ def _delegated(base: str, segments: tuple[str, ...]) -> tuple[str, str]:
     if len(own) > MAX_SESSION_ID_CHARS:
         raise InvalidInput("session_id", base, "is too long to name a subagent's session inside it: give the "
                                                "subagent its own session_id")
-    return own, call.session
+    return own, max(around, key=lambda call: len(call.segments)).session
 
 
 def readable_session(engine: WorkingMemoryEngine, bound: SessionRef = None, *, config: Mapping[str, Any] | None = None,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from types import SimpleNamespace
 
 import pytest
@@ -30,7 +31,7 @@ PARENT_TOOL = config("tools:9")  # the parent agent's tool call, as its wrap_too
     ("tools:9|model:2", "t/subagent/tools:9"),  # a subagent's node
     ("tools:9|tools:3", "t/subagent/tools:9"),  # the subagent's own tool node
     ("tools:9|1|model:2", "t/subagent/tools:9|1"),  # a second graph run in the same tool call
-    ("tools:9|agent:4|model:2", "t/subagent/tools:9"),  # your own graph, wrapping an agent, run from the tool
+    ("tools:9|agent:4|model:2", "t/subagent/tools:9|agent:4"),  # an agent node of your own graph run from the tool
     ("tools|model:2", "t/subagent/tools"),  # a subagent compiled with checkpointer=True (no task id)
 ])
 def test_inside_a_marked_tool_call_a_run_on_the_callers_session_gets_its_own(namespace, own):
@@ -48,7 +49,24 @@ def test_only_a_run_that_would_land_in_the_calling_agents_session_or_thread_is_m
     with delegating("t", PARENT_TOOL):
         by_user = SimpleNamespace(context=SimpleNamespace(user_id="t"))
         assert session_from_run(lambda rt: rt.context.user_id, runtime=by_user, config=inside) == "t/subagent/tools:9"
-        assert session_from_run("t", config=inside) == "t", "a fixed session is used as given"
+        assert session_from_run("t", config=inside) == "t/subagent/tools:9", "one middleware pinned for both"
+
+
+def test_two_agents_run_inside_one_call_in_graphs_of_their_own_get_one_session_each():
+    with delegating("t", PARENT_TOOL):
+        research, write = (session_from_run(config=config(f"tools:9|{node}:1|model:2"))
+                           for node in ("research", "write"))
+    assert (research, write) == ("t/subagent/tools:9|research:1", "t/subagent/tools:9|write:1")
+
+
+def test_the_mark_reaches_a_run_on_a_thread_of_its_own_through_the_config():
+    seen: list[str] = []
+    with delegating("t", PARENT_TOOL):
+        worker = threading.Thread(target=lambda: seen.append(session_from_run(config=config("tools:9|model:2"))))
+        worker.start()
+        worker.join()
+    assert seen == ["t/subagent/tools:9"]
+    assert session_from_run(config=config("tools:9|model:2")) == "t", "gone once the call returned"
 
 
 def test_a_subagents_subagent_and_the_helpers_inside_them():
