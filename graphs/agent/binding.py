@@ -6,6 +6,7 @@ import hashlib
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -98,11 +99,12 @@ def run_sessions(bound: SessionRef = None, *, runtime: Any = None, config: Mappi
 # invoked from a tool of another agent (a subagent) inherits that agent's thread id and context, and with them the
 # session of that agent or of its thread: the subagent's messages would be stored into, and shown from, another
 # conversation, and two delegations would share one. The middleware registers each tool call it wraps while it
-# runs (`delegating`), by its thread and checkpoint namespace — what the config carries into every graph run
-# inside the call, on whatever thread the tool runs it. Such a run that resolves to the calling agent's session or
-# thread gets `<session>/subagent/<its graph's namespace>` instead. Namespaces are deterministic, so a delegation
-# resumed (in this process or another) is the same session; a subagent compiled with `checkpointer=True` runs
-# without the call's task id, and keeps one session per thread, as LangGraph keeps its state.
+# runs (`delegating`): by its thread and checkpoint namespace, which the config carries into every graph run
+# inside the call on whatever thread the tool runs it, and in the context it runs in, which an asyncio task the
+# tool starts keeps after the tool returned. Such a run that resolves to the calling agent's session or thread
+# gets `<session>/subagent/<its graph's namespace>` instead. Namespaces are deterministic, so a delegation resumed
+# (in this process or another) is the same session; a subagent compiled with `checkpointer=True` runs without the
+# call's task id, and keeps one session per thread, as LangGraph keeps its state.
 NS_SEP = "|"  # LangGraph's separator of checkpoint namespaces
 SUBAGENT = "/subagent/"
 
@@ -116,6 +118,8 @@ class _Call:
 
 _calls: dict[str | None, list[_Call]] = {}  # the tool calls running now, by thread
 _calls_lock = threading.Lock()
+_delegations: ContextVar[tuple[_Call, ...]] = ContextVar("workmem_delegations", default=())  # and in this context:
+# an asyncio task the tool started still knows its call once the tool has returned
 
 
 @contextmanager
@@ -125,9 +129,11 @@ def delegating(session_id: str, config: Mapping[str, Any] | None = None) -> Iter
     call = _Call(session_id, _thread(config), _segments(config))
     with _calls_lock:
         _calls.setdefault(call.thread, []).append(call)
+    token = _delegations.set((*_delegations.get(), call))
     try:
         yield
     finally:
+        _delegations.reset(token)
         with _calls_lock:
             running = _calls[call.thread]
             running.remove(call)
@@ -159,7 +165,7 @@ def _delegated(base: str, config: Mapping[str, Any] | None) -> tuple[str, str]:
     of the innermost such calling agent."""
     segments = _segments(config)
     with _calls_lock:
-        running = list(_calls.get(_thread(config), ()))
+        running = list(dict.fromkeys([*_calls.get(_thread(config), ()), *_delegations.get()]))
     around = [call for call in running if _inside(segments, call) and base in (call.session, call.thread)]
     if not around:
         return base, base

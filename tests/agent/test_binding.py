@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from types import SimpleNamespace
 
@@ -67,6 +68,22 @@ def test_the_mark_reaches_a_run_on_a_thread_of_its_own_through_the_config():
         worker.join()
     assert seen == ["t/subagent/tools:9"]
     assert session_from_run(config=config("tools:9|model:2")) == "t", "gone once the call returned"
+
+
+def test_a_task_the_tool_started_keeps_its_call_after_the_tool_returned():
+    async def run() -> str:
+        go = asyncio.Event()
+
+        async def later() -> str:
+            await go.wait()
+            return session_from_run(config=config("tools:9|model:2"))
+
+        with delegating("t", PARENT_TOOL):
+            task = asyncio.create_task(later())
+        go.set()
+        return await task
+
+    assert asyncio.run(run()) == "t/subagent/tools:9"
 
 
 def test_a_subagents_subagent_and_the_helpers_inside_them():
