@@ -121,8 +121,8 @@ def cmd_commit(args: argparse.Namespace) -> int:
         if result["status"] == "completed" or result.get("resumed"):
             result["tokens_before"], result["tokens_after"] = before, engine.context_tokens(args.session)
     if result["status"] == "failed":
-        for earlier in () if args.json else result.get("resumed", ()):  # what was finished before it failed
-            _render_one(earlier, "resumed: ")
+        if not args.json:  # what was finished before it failed is said too
+            _render_interrupted(result)
         raise CommitFailed(args.session, result["task_id"], result.get("reason") or "unknown reason")
     _emit(args, result, _render_commit)
     if result.get("degraded") and not args.allow_degraded:
@@ -135,9 +135,13 @@ def _covered(engine: WorkingMemoryEngine, session_id: str, archive_id: str) -> d
     return {"start_seq": rng["start_seq"], "end_seq": rng["end_seq"], "messages": rng["end_seq"] - rng["start_seq"] + 1}
 
 
-def _render_commit(r: dict[str, Any]) -> None:
+def _render_interrupted(r: dict[str, Any]) -> None:
     for earlier in r.get("resumed", ()):  # an interrupted commit this one finished (or gave up) first
         _render_one(earlier, "resumed: ")
+
+
+def _render_commit(r: dict[str, Any]) -> None:
+    _render_interrupted(r)
     if r["status"] == "skipped" and r.get("resumed"):
         console.print(f"nothing more to commit (task {r['task_id']})")
     else:

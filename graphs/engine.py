@@ -530,11 +530,15 @@ class WorkingMemoryEngine:
             self.storage.sessions.meta(session_id)
         return self.storage.tasks.list_tasks(session_id=session_id)
 
+    def session_ids(self) -> list[str]:
+        """The id of every stored session, as given (nothing else of a session is read)."""
+        return list(self.storage.sessions.list_sessions())
+
     def list_sessions(self) -> list[dict[str, Any]]:
         """Every stored session, by id: {session_id (as given), live_messages, archived_messages, commits,
         last_activity (the newest append or commit, ISO 8601)}."""
         found = []
-        for session_id in self.storage.sessions.list_sessions():
+        for session_id in self.session_ids():
             try:
                 meta = self.storage.sessions.meta(session_id)
             except SessionNotFound:  # deleted since it was listed

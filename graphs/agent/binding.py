@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from workmem.state.errors import InvalidInput
+from workmem.state.ids import MAX_SESSION_ID_CHARS
 
 if TYPE_CHECKING:
     from workmem.graphs.engine import WorkingMemoryEngine
@@ -170,8 +171,6 @@ def _delegated(base: str, config: Mapping[str, Any] | None) -> tuple[str, str]:
     if not around:
         return base, base
     delegation = NS_SEP.join(segments[:-1])
-    from workmem.state.ids import MAX_SESSION_ID_CHARS
-
     own = f"{base}{SUBAGENT}{delegation}"
     if len(own) > MAX_SESSION_ID_CHARS:  # the delegation's digest stands for it
         own = f"{base}{SUBAGENT}~{hashlib.sha256(delegation.encode()).hexdigest()[:12]}"

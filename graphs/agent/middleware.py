@@ -699,8 +699,8 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
                                                    "forget(thread_id, session_id=<the id it returns>)")
         session_id = (require_text("session_id", session_id) if session_id is not None
                       else self.session_id or thread_id)
-        subagents = [s["session_id"] for s in engine.list_sessions()
-                     if delegated_from(s["session_id"], session_id) or delegated_from(s["session_id"], thread_id)]
+        subagents = [each for each in engine.session_ids()
+                     if delegated_from(each, session_id) or delegated_from(each, thread_id)]
         deleted = False
         for each in [session_id, *subagents]:  # the subagents' sessions hold what the conversation gave them
             self._caches.drop(each)  # nothing of a deleted conversation is sent again, even in an outage
