@@ -18,10 +18,12 @@ stored count can make it skip a message it did not match.
   fingerprint: it did not exist before the run.
 - **Fingerprints only when anchored.** Without an id match (a stateless client re-sends plain dicts,
   which get fresh ids every turn), the state's messages are matched in order against the live ones,
-  from the very start of the state (a session with no archive yet) or right after the newest archived
-  message, skipping stored messages the client does not hold (tool calls and results a chat front end
-  leaves out; the answer to a request the client retried); the first state message that matches
-  nothing, and all after it, are new. At least two messages must match (counting those that repeat
+  from the very start of the state (a session with no archive yet), right after the newest archived
+  message, or right after the state's leading messages an archive holds (a client re-sending what the agent
+  returned: the state lost the archived messages known by id, kept the others), skipping stored messages the
+  client does not hold (tool calls and results a chat front end leaves out; the answer to a request the
+  client retried); the results of one parallel call match in any order; the first state message that
+  matches nothing, and all after it, are new. At least two messages must match (counting those that repeat
   the newest archived ones): a client that sends only new turns and repeats an identical one stores
   it twice. Among several places, the one whose preceding messages agree longest with the newest
   archive wins (the earliest on a tie: storing too much beats losing a message).
@@ -131,7 +133,7 @@ def align(candidates: list[dict[str, Any]], live: list[Stored],
             live = [m for m in live if m["seq"] > archived[-1]["seq"]]
             found = _by_ids(candidates, [archived[-1], *live], outputs, stored_print)
         if not found.anchored:
-            found = _by_fingerprints(candidates, live, archived, outputs, stored_print)
+            found = _by_fingerprints(candidates, live, archived, outputs, stored_print, keys)
     if found.anchored and found.by_ids:
         _before_first_match(candidates, live, found, keys, stored_print)
     return _not_archived(candidates, found, keys)
@@ -278,48 +280,81 @@ def _after_anchor(candidates: list[dict[str, Any]], stored: list[Stored], found:
 
 
 def _by_fingerprints(candidates: list[dict[str, Any]], live: list[Stored], archived: list[Stored],
-                     outputs: int, stored_print: _StoredPrints) -> Alignment:
+                     outputs: int, stored_print: _StoredPrints,
+                     keys: Callable[[], ArchivedKeys | None] = lambda: None) -> Alignment:
     """A stateless client's history: the state's messages matched in order against the live messages, from
-    the start of the state (no archive yet) or right after the newest archived message. Stored messages
-    the client does not hold are skipped (a chat front end re-sends the texts without the agent's tool
-    calls; a retried request never saw the first attempt's answer); the first state message that matches
-    nothing ends the match, and it and everything after it are new. The match counts only when it holds at
-    least two messages, counting those that repeat the newest archived ones: a client that sends only new
-    turns and repeats an identical one stores it twice. Among several places, the best-agreeing wins, the
-    earliest on a tie (storing too much beats losing a message)."""
+    the start of the state (no archive yet), right after the newest archived message, or right after the
+    state's leading run of messages an archive holds (a client that keeps what the agent returned: the state
+    trimmed the archived messages it knew by id, never all of them). Stored messages the client does not hold
+    are skipped (a chat front end re-sends the texts without the agent's tool calls; a retried request never
+    saw the first attempt's answer); the first state message that matches nothing ends the match, and it and
+    everything after it are new. The match counts only when it holds at least two messages, counting those
+    that repeat the newest archived ones: a client that sends only new turns and repeats an identical one
+    stores it twice. Among several places, the best-agreeing wins, the earliest on a tie (storing too much
+    beats losing a message)."""
     prints = [fingerprint_of(c) for c in candidates[:outputs]]  # the run's own messages are new
     history = [stored_print(m) for m in archived]
-    starts = [0] if not archived else [p for p in range(1, len(prints) + 1) if prints[p - 1] == history[-1]]
+    starts = {0: 0} if not archived else {p: _agreement(prints[:p], history) for p in range(1, len(prints) + 1)
+                                          if prints[p - 1] == history[-1]}
+    if archived:
+        held = _archived_run(prints, keys)  # every message before it is archived: they agree with the archive
+        starts[held] = max(starts.get(held, 0), held)
     best: tuple[tuple[int, int], int, dict[int, Stored]] | None = None
-    for p in starts:
+    for p, agreement in sorted(starts.items()):
         matched = _in_order(candidates, prints, p, live, stored_print)
-        key = (_agreement(prints[:p], history) + len(matched), -p)
+        if not matched and not (p and prints[p - 1] == history[-1]):
+            continue  # archived messages and nothing live: not a place the live run starts
+        key = (agreement + len(matched), -p)
         if best is None or key > best[0]:
             best = (key, p, matched)
     if best is None or best[0][0] < MIN_FINGERPRINT_RUN:
         return Alignment(new=list(range(len(candidates))))
     _, p, matched = best
     stored = dict(matched)
-    if archived:
+    if archived and p >= 1 and prints[p - 1] == history[-1]:
         stored[p - 1] = archived[-1]
     anchor = max(stored)
     return Alignment(stored=stored, new=[pos for pos in range(p, len(candidates)) if pos not in stored],
                      anchor=anchor, by_ids=False)
 
 
+def _archived_run(prints: list[str], keys: Callable[[], ArchivedKeys | None]) -> int:
+    """How many of the state's first messages an archive holds (by fingerprint, under any id); 0 when the
+    archives cannot be read."""
+    archived = (keys() or {}).get(None, frozenset())
+    n = 0
+    while n < len(prints) and prints[n] in archived:
+        n += 1
+    return n
+
+
 def _in_order(candidates: list[dict[str, Any]], prints: list[str], start: int, live: list[Stored],
               stored_print: _StoredPrints) -> dict[int, Stored]:
     """State positions from `start` matched, in order, to live messages (skipping live ones), up to the first
-    position that matches none."""
+    position that matches none. The results of one parallel call match in any order (a client may re-send them
+    as they came back)."""
     matched: dict[int, Stored] = {}
+    taken: set[int] = set()
     k = 0
     for pos in range(start, len(prints)):
         j = next((j for j in range(k, len(live)) if _same(live[j], candidates[pos], prints[pos], stored_print)), None)
+        if j is None and candidates[pos].get("role") == "tool":
+            j = next((j for j in _results_before(live, k) if j not in taken
+                      and _same(live[j], candidates[pos], prints[pos], stored_print)), None)
         if j is None:
             break
         matched[pos] = live[j]
-        k = j + 1
+        taken.add(j)
+        k = max(k, j + 1)
     return matched
+
+
+def _results_before(live: list[Stored], k: int) -> range:
+    """Indexes of the run of tool results that ends just before `k` (the results of one call, as stored)."""
+    first = k
+    while first > 0 and live[first - 1].get("role") == "tool":
+        first -= 1
+    return range(first, k)
 
 
 def _same(stored: Stored, candidate: dict[str, Any], candidate_print: str, stored_print: _StoredPrints) -> bool:

@@ -12,7 +12,14 @@ import pytest
 from engine_helpers import ask, call, pairing_problems, prompt_texts, read_file, stored, texts, thread
 from fakes import create_call, scripted
 from langchain.agents import create_agent
-from langchain_core.messages import AIMessage, HumanMessage, RemoveMessage, ToolMessage, messages_to_dict
+from langchain_core.messages import (
+    AIMessage,
+    HumanMessage,
+    RemoveMessage,
+    ToolMessage,
+    convert_to_openai_messages,
+    messages_to_dict,
+)
 from langgraph.checkpoint.memory import InMemorySaver
 
 from workmem.graphs.agent.middleware import WorkingMemoryMiddleware
@@ -80,6 +87,34 @@ def test_a_stateless_client_resending_history_after_a_commit_stores_each_message
         assert texts(stored(engine, "web-2")) == [m["content"] for m in history]
         last = prompt_texts(model)
         assert last[0].startswith("[Session History Summary]") and "Question 0?" not in last[1:]
+
+
+def test_a_stateless_client_keeping_what_the_agent_returned_stores_each_message_once(root):
+    """The client re-sends the agent's output as plain dicts (fresh ids every run) with sync commits: the state
+    the agent returned lost the archived messages it knew by id, and kept the ones it had matched by content."""
+    replies = []
+    for i in range(6):
+        replies += [call("cat", {"path": f"f{i}"}, f"c{i}").model_copy(update={"content": f"Reading f{i}."}),
+                    f"Answer {i}."]
+    model = scripted(*replies)
+
+    def cat(path: str) -> str:
+        """Read a file."""
+        return f"contents of {path}\n" + "\n".join(f"line {n}: value {n * 3}" for n in range(30))
+
+    with WorkingMemoryEngine(root, durable=False, keep=("messages", 4)) as engine:
+        agent = create_agent(model, tools=[cat], middleware=[WorkingMemoryMiddleware(
+            engine, trigger=("tokens", 1000), commit_mode="sync")])
+        history: list[Any] = []
+        said: list[str] = []
+        for i in range(6):
+            history.append({"role": "user", "content": f"Task {i}."})
+            out = agent.invoke({"messages": history}, thread("web-3"))
+            said += [m.text for m in out["messages"] if m.text not in said]
+            history = convert_to_openai_messages(out["messages"])
+        kept = [m["parts"][0].get("text") or m["parts"][0].get("content") for m in stored(engine, "web-3")]
+        assert engine.session_info("web-3")["commit_count"] >= 2
+        assert len(kept) == len(set(kept)) == 24, "6 turns of user, call, result, answer, each stored once"
 
 
 def test_a_client_sending_only_new_turns_stores_a_repeated_turn_twice_and_sees_its_tail(root):

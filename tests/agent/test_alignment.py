@@ -15,7 +15,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from oracles import source_turn_range
 
-from workmem.graphs.agent.alignment import MIN_FINGERPRINT_RUN, Alignment, align, fingerprint_of
+from workmem.graphs.agent.alignment import MIN_FINGERPRINT_RUN, Alignment, align, archive_keys, fingerprint_of
 from workmem.state.messages import FINGERPRINT_META, fingerprint, normalize_message
 from workmem.state.storage import open_storage
 
@@ -248,6 +248,50 @@ def test_after_an_archive_a_stateless_history_is_matched_right_after_the_newest_
     assert found.new == [4] and not found.by_ids
     only_new = align(norm([{"role": "user", "content": "new"}]), live, lambda: archived)
     assert only_new.new == [0] and not only_new.anchored
+
+
+def archive_first(storage: Any, messages: list[Any], covered: int) -> tuple[list[Any], Any]:
+    """Store `messages` in session "s", archive the first `covered`; return the live messages and the archive's
+    keys as the middleware reads them."""
+    storage.sessions.append("s", messages)
+    older = storage.sessions.live_messages("s")[:covered]
+    storage.sessions.write_archive("s", {"archive_id": "archive_001", "session_id": "s",
+                                         "source_turn_range": source_turn_range(older)}, older, WM, "x")
+    archived = storage.sessions.archive_messages("s", "archive_001")
+    return storage.sessions.live_messages("s"), (lambda: archived, lambda: archive_keys(archived))
+
+
+def test_a_history_the_agent_trimmed_is_matched_after_its_leading_archived_messages(storage):
+    """A client keeping what the agent returned: the state lost the archived messages it knew by id (here the
+    newest archived one) and kept the others; its live run follows the archived messages it still holds."""
+    turns = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i}"} for i in range(8)]
+    live, (newest, keys) = archive_first(storage, turns, covered=5)
+    client = norm([*turns[:4], *turns[5:], {"role": "user", "content": "new"}])  # "turn 4" trimmed
+    found = align(client, live, newest, archived_keys=keys)
+    assert {pos: m["seq"] for pos, m in found.stored.items()} == {4: 6, 5: 7, 6: 8}
+    assert found.new == [7], "only the new message is new"
+    trimmed_to_live = align(norm([*turns[5:], {"role": "user", "content": "new"}]), live, newest,
+                            archived_keys=keys)
+    assert trimmed_to_live.new == [3], "a state trimmed down to the live run aligns from its start"
+
+
+def test_a_history_of_archived_messages_only_is_not_taken_for_the_live_run(storage):
+    turns = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i}"} for i in range(6)]
+    live, (newest, keys) = archive_first(storage, turns, covered=4)
+    only_archived = align(norm([*turns[:3], {"role": "user", "content": "fork"}]), live, newest, archived_keys=keys)
+    assert not only_archived.stored
+
+
+def test_a_parallel_calls_results_re_sent_in_another_order_are_the_stored_ones(storage):
+    calls = {"role": "assistant", "content": "reading both", "tool_calls": [
+        {"id": c, "type": "function", "function": {"name": "cat", "arguments": "{}"}} for c in ("c1", "c2")]}
+    results = [{"role": "tool", "tool_call_id": c, "content": f"body of {c}"} for c in ("c1", "c2")]
+    history = [{"role": "user", "content": "read"}, calls, *results, {"role": "assistant", "content": "done"}]
+    live = store(storage, history)
+    found = align(norm([*history[:2], results[1], results[0], history[-1], {"role": "user", "content": "more"}]),
+                  live, no_archive)
+    assert {pos: m["seq"] for pos, m in found.stored.items()} == {0: 1, 1: 2, 2: 4, 3: 3, 4: 5}
+    assert found.new == [5]
 
 
 def test_among_several_places_the_one_agreeing_longest_with_the_archive_wins(storage):
