@@ -54,7 +54,8 @@ class Call:
     entries: list[dict[str, Any]]  # what the model may be shown besides the memory, in order
     pinned: list[dict[str, Any]]  # shown after the memory once archived: the running turn's user message, the newest
     # step of a pinned tool
-    own_tokens: int  # the agent's own system prompt
+    system: SystemMessage | None  # the agent's own system message, with its archived instructions (see StateView)
+    own_tokens: int  # tokens of `system`
     schema_tokens: int  # every bound tool's schema
     figures: CallFigures
     events: list[dict[str, Any]] = field(default_factory=list)
@@ -143,24 +144,24 @@ def _head_lines(text: str, max_tokens: int) -> str:
     return "\n".join(kept) + f"\n[… {left} more line(s) of this message are archived: archive_search finds them]"
 
 
-def call_tokens(request: ModelRequest, memory: SessionMemory, entries: list[dict[str, Any]],
+def call_tokens(system: SystemMessage | None, memory: SessionMemory, entries: list[dict[str, Any]],
                 pinned: list[dict[str, Any]], *, own_tokens: int, schema_tokens: int,
                 settings: MiddlewareSettings) -> tuple[int, int]:
     """(the whole call as it would go out if nothing were dropped, what rides on every call: the system prompts
-    and the tool schemas). With a `token_counter`, the call's messages are counted by it (tool schemas still by
-    cl100k: a message counter does not see them)."""
+    and the tool schemas). `system`: the agent's own system message. With a `token_counter`, the call's messages
+    are counted by it (tool schemas still by cl100k: a message counter does not see them)."""
     if settings.token_counter is not None:
-        return _counted(request, memory, entries, pinned, schema_tokens, settings)
+        return _counted(system, memory, entries, pinned, schema_tokens, settings)
     fixed = own_tokens + SYSTEM_ADDITION_TOKENS + schema_tokens
     shown = sum(p["tokens"] for p in pinned) + sum(e["tokens"] for e in entries)
     return fixed + memory.tokens + shown, fixed
 
 
-def _counted(request: ModelRequest, memory: SessionMemory, entries: list[dict[str, Any]],
+def _counted(own: SystemMessage | None, memory: SessionMemory, entries: list[dict[str, Any]],
              pinned: list[dict[str, Any]], schema_tokens: int, settings: MiddlewareSettings) -> tuple[int, int]:
     counter = settings.token_counter
     assert counter is not None
-    system = [m for m in (request.system_message, SystemMessage(content=SYSTEM_ADDITION)) if m is not None]
+    system = [m for m in (own, SystemMessage(content=SYSTEM_ADDITION)) if m is not None]
     summary = [HumanMessage(content=SUMMARY_PREFIX + memory.markdown)] if memory.markdown.strip() else []
     shown = [p.get("lc") or to_langchain_message(p) for p in pinned]
     tail = [e["lc"] if "lc" in e else e.get("original") or to_langchain_message(e) for e in entries]

@@ -71,7 +71,13 @@ from workmem.graphs.agent.session_cache import ARCHIVE_TAIL, session_caches
 from workmem.graphs.agent.settings import CommitMode, MemoryMessage, MiddlewareSettings, TokenCounter
 from workmem.graphs.agent.tools import make_archive_tools, make_tool_result_reader, schema_tokens
 from workmem.graphs.agent.trim import archived_in_state, pinned_step_ids, state_synopses, trimmed
-from workmem.graphs.agent.view import NormalisedCache, StateView, combine_system
+from workmem.graphs.agent.view import (
+    NormalisedCache,
+    StateView,
+    combine_system,
+    leading_system_ids,
+    with_instructions,
+)
 from workmem.graphs.context.assemble import assemble_context, reserve_for_reply
 from workmem.graphs.context.call_state import warn_capped_keep
 from workmem.graphs.context.decision import DEFAULT_LOW_WATER, KeepChoice, Plan, decide, decide_overflow
@@ -340,13 +346,13 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         memory = engine.memory_of(session_id)
         cache.read_limit = size = read_tokens_for(threshold)
         offload = offload_tokens_for(threshold, limit, self.settings.offload_tokens)
-        own = request.system_message
+        own = with_instructions(request.system_message, view.archived_instructions())
         own_tokens = count_tokens(own.text) if own is not None else 0
         schemas = self._schema_tokens(request)
         entries = self._entries(engine, session_id, view, memory.tail_end, (offload, size), engine.max_message_bytes)
         pinned = [p for p in (shown_pinned(view.pinned, self.settings.pinned_tokens),) if p is not None]
         pinned += view.pinned_tool_step(self.settings.pinned_tools)
-        tokens = call_tokens(request, memory, entries, pinned, own_tokens=own_tokens, schema_tokens=schemas,
+        tokens = call_tokens(own, memory, entries, pinned, own_tokens=own_tokens, schema_tokens=schemas,
                              settings=self.settings)
         floor = engine.min_commit_tokens if engine.min_commit_tokens is not None else threshold // 4
         figures = figures_of(view, entries, tokens=tokens, threshold=threshold, floor=floor, limit=limit,
@@ -355,7 +361,7 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
                              engine_keep=engine.keep, engine_trigger=engine.trigger,
                              background_running=calls.background is not None, synopsis_size=size)
         return Call(request, engine, session_id, calls, cache, view, memory, limit, threshold, offload, size,
-                    entries, pinned, own_tokens, schemas, figures, events, update)
+                    entries, pinned, own, own_tokens, schemas, figures, events, update)
 
     def _act(self, call: Call, plan: Plan) -> Call:
         """Carry the plan out: commit (and wait when it must), or wait for the running commit. A new snapshot
@@ -403,7 +409,7 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         if plan is not None and plan.breaker_note:
             sent["breaker"] = plan.breaker_note
         sent["events"], sent["trigger"] = call.events, call.threshold
-        system = combine_system(request.system_message, addition) if addition is not None else request.system_message
+        system = combine_system(call.system, addition) if addition is not None else call.system
         if (self.settings.memory_message == "system" and messages
                 and messages[0].additional_kwargs.get("workmem") == "summary"):
             # the WM after the agent's prompt and workmem's note: no human message of its own, and the system
@@ -434,6 +440,7 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         if not self.settings.trim_state:
             return []
         keep = {p["lc"].id for p in call.pinned if p.get("lc") is not None and p["lc"].id}
+        keep |= leading_system_ids(call.view.messages)
         removals: list[Any] = trimmed(call.view.messages, call.cache.to_trim, keep)
         if call.request.state.get("workmem_prior_upto") is not None:
             gone = {r.id for r in removals}
@@ -540,7 +547,7 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         incarnation = engine.memory_of(session_id).created_at
         removals = archived_in_state(engine, session_id, messages, lambda archive_id: cache.ids_of(
             incarnation, archive_id, lambda: engine.archive_messages(session_id, archive_id)))
-        keep = pinned_step_ids(messages, self.settings.pinned_tools)
+        keep = pinned_step_ids(messages, self.settings.pinned_tools) | leading_system_ids(messages)
         return [r for r in removals if r.id not in keep]
 
     def _input_limit(self, request: ModelRequest, engine: WorkingMemoryEngine, calls: Any) -> int:

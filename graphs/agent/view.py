@@ -54,6 +54,24 @@ def combine_system(own: SystemMessage | None, addition: SystemMessage) -> System
     return SystemMessage(content=content, additional_kwargs={**own.additional_kwargs, "workmem": "system"})
 
 
+def with_instructions(own: SystemMessage | None, instructions: list[SystemMessage]) -> SystemMessage | None:
+    """The agent's system message followed by the state's archived instructions (`StateView.archived_instructions`)."""
+    for message in instructions:
+        own = message if own is None else combine_system(own, message)
+    return own
+
+
+def leading_system_ids(messages: list[Any]) -> set[str]:
+    """Ids of the system messages the state starts with: the agent's instructions, which never leave the state."""
+    ids: set[str] = set()
+    for message in messages:
+        if not isinstance(message, SystemMessage):
+            break
+        if message.id:
+            ids.add(message.id)
+    return ids
+
+
 def carries_content(message: Any) -> bool:
     """False for an AI message with no text and no tool call, or a user message with no content at all (nothing
     to store or send)."""
@@ -258,6 +276,19 @@ class StateView:
             msg = self._normalised[index]
             return {**msg, "tokens": count_tokens(message_text(msg)), "lc": message}
         return None
+
+    def archived_instructions(self) -> list[SystemMessage]:
+        """The system messages the state starts with (the agent's instructions, passed as messages) that a commit
+        archived: they go out with the system message on every call, as a system prompt does."""
+        out: list[SystemMessage] = []
+        new = set(self.alignment.new)
+        for pos, index in enumerate(self.indexes):
+            message = self.messages[index]
+            if not isinstance(message, SystemMessage):
+                break
+            if pos not in new and pos not in self.shown:
+                out.append(message)
+        return out
 
     def pinned_tool_step(self, tools: frozenset[str]) -> list[dict[str, Any]]:
         """The newest call of one of `tools` in the state with its results, once a commit archived it: entries of

@@ -16,6 +16,7 @@ from langchain_core.messages import (
     AIMessage,
     HumanMessage,
     RemoveMessage,
+    SystemMessage,
     ToolMessage,
     convert_to_openai_messages,
     messages_to_dict,
@@ -115,6 +116,34 @@ def test_a_stateless_client_keeping_what_the_agent_returned_stores_each_message_
         kept = [m["parts"][0].get("text") or m["parts"][0].get("content") for m in stored(engine, "web-3")]
         assert engine.session_info("web-3")["commit_count"] >= 2
         assert len(kept) == len(set(kept)) == 24, "6 turns of user, call, result, answer, each stored once"
+
+
+@pytest.mark.parametrize("client", ["checkpointed", "stateless"])
+def test_a_system_message_the_state_starts_with_goes_out_first_on_every_call_after_commits(root, client):
+    """Instructions passed as the first message (`{"messages": [SystemMessage(…), …]}`) instead of
+    `system_prompt=`: a commit archives them; they went out on no later call and left the agent's state."""
+    rules = "You are PirateBot. Answer in pirate speak."
+    model = scripted(*(f"Arr, answer {i} " + "yo ho " * 60 for i in range(6)))
+    with WorkingMemoryEngine(root, durable=False, keep=("messages", 2)) as engine:
+        agent = create_agent(model, middleware=[WorkingMemoryMiddleware(engine, trigger=("tokens", 600),
+                                                                         commit_mode="sync")],
+                             checkpointer=InMemorySaver() if client == "checkpointed" else None)
+        history: list[Any] = [SystemMessage(content=rules, id="rules")]
+        for i in range(6):
+            question = HumanMessage(content=f"Question {i}?", id=f"q{i}")
+            if client == "checkpointed":
+                state = agent.invoke({"messages": [*history, question]}, thread("pirate"))
+                history = []
+            else:
+                history.append(question)
+                state = agent.invoke({"messages": history}, thread("pirate"))
+                history.append(state["messages"][-1])
+        assert engine.session_info("pirate")["commit_count"] >= 2
+        for prompt in model.prompts:
+            assert [m.text.count(rules) for m in prompt] == [1] + [0] * (len(prompt) - 1), "first, once"
+            assert isinstance(prompt[0], SystemMessage)
+        assert any(isinstance(m, SystemMessage) for m in state["messages"]), "it never leaves the state"
+        assert texts(stored(engine, "pirate")).count(rules) == 1
 
 
 def test_a_client_sending_only_new_turns_stores_a_repeated_turn_twice_and_sees_its_tail(root):
