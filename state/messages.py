@@ -548,7 +548,8 @@ def _content(content: Any, field: str) -> tuple[list[dict[str, Any]], list[dict[
                 texts.append(_text(block.get("text")))
         elif kind in _CALL_BLOCKS:
             args = block.get("input", block.get("args", block.get("arguments")))
-            calls.append(_tool_call(block.get("id") or block.get("call_id"), block.get("name"), args))
+            # a Responses-API `function_call` item has its own `id` (fc_…); the call is its `call_id`
+            calls.append(_tool_call(block.get("call_id") or block.get("id"), block.get("name"), args))
         elif kind not in _SKIPPED_BLOCKS:
             other.append(block)  # images, reasoning, …: not parts, but kept verbatim in meta
     return texts, calls, other
@@ -580,10 +581,11 @@ def _from_langchain(obj: Any, field: str) -> dict[str, Any]:
             meta["name"] = name
     if role == "assistant":
         calls = [_tool_call(c.get("id"), c.get("name"), c.get("args")) for c in _dicts(obj, "tool_calls", field)]
-        parts += calls or block_calls
         # LangChain's invalid_tool_call may lack a name (a streamed call cut short): it is kept, named as such
-        parts += [_tool_call(c.get("id"), c.get("name") or INVALID_CALL_NAME, c.get("args") or "")
-                  for c in _dicts(obj, "invalid_tool_calls", field)]
+        invalid = [_tool_call(c.get("id"), c.get("name") or INVALID_CALL_NAME, c.get("args") or "")
+                   for c in _dicts(obj, "invalid_tool_calls", field)]
+        unparsed = {c["id"] for c in invalid}  # a block whose arguments did not parse is its invalid call
+        parts += (calls or [c for c in block_calls if c["id"] not in unparsed]) + invalid
     kwargs = getattr(obj, "additional_kwargs", None) or {}
     kept = {k: v for k, v in kwargs.items() if k not in _DROPPED_KWARGS} if isinstance(kwargs, dict) else {}
     if kept:

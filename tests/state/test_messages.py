@@ -55,6 +55,19 @@ def test_anthropic_style_tool_use_blocks_become_calls_when_tool_calls_is_empty()
     assert parts[1] == {"type": "tool_call", "id": "t1", "name": "grep", "arguments": {"q": "x"}}
 
 
+def test_a_responses_api_function_call_block_is_its_call_id_and_one_call_with_its_invalid_twin():
+    """langchain-openai's Responses output for a call whose arguments are not JSON: a `function_call` block (item
+    id fc_…, call id call_…) beside the `invalid_tool_calls` entry; it was stored as two calls, one under fc_…."""
+    block = {"type": "function_call", "id": "fc_x", "call_id": "call_x", "name": "lookup",
+             "arguments": '{"q": "unterminated'}
+    msg = AIMessage(content=[{"type": "text", "text": "Let me look."}, block], invalid_tool_calls=[
+        {"type": "invalid_tool_call", "id": "call_x", "name": "lookup", "args": '{"q": "unterminated', "error": "x"}])
+    calls = [p for p in normalize_message(msg)["parts"] if p["type"] == "tool_call"]
+    assert [c["id"] for c in calls] == ["call_x"]
+    parsed = normalize_message(AIMessage(content=[{**block, "arguments": '{"q": "x"}'}]))["parts"]
+    assert parsed == [{"type": "tool_call", "id": "call_x", "name": "lookup", "arguments": {"q": "x"}}]
+
+
 def test_non_text_blocks_are_kept_in_meta():
     img = {"type": "image_url", "image_url": {"url": "https://x/y.png"}}
     msg = normalize_message(HumanMessage(content=[{"type": "text", "text": "look"}, img]))
