@@ -30,6 +30,7 @@ FINGERPRINT_META = "fp"
 SYNOPSIS_FP = "workmem_fp"
 SYNOPSIS_HASH = "workmem_synopsis"
 SYNOPSIS_OF_META = "synopsis_of"
+CONTENT_LAYOUT_META = "content_layout"  # how text parts and content blocks interleaved (see lc_messages)
 INTERNAL_FLAG = "internal"  # on a part of workmem's own tool traffic: stored, never indexed
 FORGOTTEN_META = "workmem_forgotten"  # when a message's text was forgotten (`state.forget`): never indexed
 INVALID_CALL_NAME = "invalid_tool_call"  # the name kept for a malformed tool call that came without one
@@ -522,12 +523,14 @@ def _tool_result(call_id: Any, name: Any, content: Any, is_error: Any) -> dict[s
             "is_error": is_error}
 
 
-def _content(content: Any, field: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[Any]]:
-    """Split message content into text parts, tool-call parts found in blocks, and other blocks (kept in meta)."""
+def _content(content: Any, field: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[Any],
+                                               list[dict[str, Any]]]:
+    """Split message content into text parts, tool-call parts found in blocks, other blocks (kept in meta), and
+    the layout that rebuilds the content as it came (empty when texts first, then the other blocks, rebuild it)."""
     if content is None:
-        return [], [], []
+        return [], [], [], []
     if isinstance(content, str):
-        return ([_text(content)] if content else []), [], []
+        return ([_text(content)] if content else []), [], [], []
     if isinstance(content, bytes):
         raise InvalidInput(field, content, "bytes are not text: decode to str (UTF-8) first")
     if not isinstance(content, (list, tuple)):
@@ -535,9 +538,11 @@ def _content(content: Any, field: str) -> tuple[list[dict[str, Any]], list[dict[
     texts: list[dict[str, Any]] = []
     calls: list[dict[str, Any]] = []
     other: list[Any] = []
+    layout: list[dict[str, Any]] = []
     for i, block in enumerate(content):
         if isinstance(block, str):
             if block:
+                layout.append({"text": len(texts), "block": {"type": "text"}})
                 texts.append(_text(block))
             continue
         if not isinstance(block, dict):
@@ -545,14 +550,28 @@ def _content(content: Any, field: str) -> tuple[list[dict[str, Any]], list[dict[
         kind = block.get("type")
         if kind in _TEXT_BLOCKS:
             if block.get("text"):
+                layout.append({"text": len(texts), "block": {k: v for k, v in block.items() if k != "text"}})
                 texts.append(_text(block.get("text")))
         elif kind in _CALL_BLOCKS:
             args = block.get("input", block.get("args", block.get("arguments")))
             # a Responses-API `function_call` item has its own `id` (fc_…); the call is its `call_id`
             calls.append(_tool_call(block.get("call_id") or block.get("id"), block.get("name"), args))
         elif kind not in _SKIPPED_BLOCKS:
+            layout.append({"other": len(other)})
             other.append(block)  # images, reasoning, …: not parts, but kept verbatim in meta
-    return texts, calls, other
+    return texts, calls, other, (layout if _laid_out(layout) else [])
+
+
+def _laid_out(layout: list[dict[str, Any]]) -> bool:
+    """Whether the content needs its layout to come back as it was: a text block with more than its text (an id,
+    annotations, another type), or another block (reasoning, thinking, an image) before a text."""
+    seen_other = False
+    for entry in layout:
+        if "other" in entry:
+            seen_other = True
+        elif seen_other or entry["block"] != {"type": "text"}:
+            return True
+    return False
 
 
 def _joined(texts: list[dict[str, Any]]) -> str:
@@ -569,7 +588,7 @@ def _from_langchain(obj: Any, field: str) -> dict[str, Any]:
         role = _role(getattr(obj, "role", None), f"{field}.role")
     if role is None:
         raise InvalidInput(f"{field}.type", kind, "unknown message type (human, ai, tool or system)")
-    texts, block_calls, other = _content(obj.content, f"{field}.content")
+    texts, block_calls, other, layout = _content(obj.content, f"{field}.content")
     meta: dict[str, Any] = {}
     name = getattr(obj, "name", None)
     if role == "tool":
@@ -597,6 +616,8 @@ def _from_langchain(obj: Any, field: str) -> dict[str, Any]:
         meta[SYNOPSIS_OF_META] = kwargs[SYNOPSIS_FP]
     if other:
         meta["content_blocks"] = other
+    if layout:
+        meta[CONTENT_LAYOUT_META] = layout
     return {"role": role, "parts": _with_blocks_only(parts, other), "meta": meta}
 
 
@@ -631,7 +652,7 @@ def _role(role: Any, field: str) -> str:
 
 def _from_openai(d: dict[str, Any], field: str) -> dict[str, Any]:
     role = _role(d.get("role"), f"{field}.role")
-    texts, block_calls, other = _content(d.get("content"), f"{field}.content")
+    texts, block_calls, other, layout = _content(d.get("content"), f"{field}.content")
     meta = _meta(d.get("meta"), f"{field}.meta")
     if role == "tool":
         is_error = bool(d.get("is_error")) or d.get("status") == "error"
@@ -651,6 +672,8 @@ def _from_openai(d: dict[str, Any], field: str) -> dict[str, Any]:
         meta.setdefault(LC_ID_META, d["id"])             # stored once (any other "id" is the caller's own, ignored)
     if other:
         meta["content_blocks"] = other
+    if layout:
+        meta[CONTENT_LAYOUT_META] = layout
     return {"role": role, "parts": _with_blocks_only(parts, other), "meta": meta}
 
 

@@ -12,7 +12,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from workmem.state.errors import InvalidInput
-from workmem.state.messages import lc_id
+from workmem.state.messages import CONTENT_LAYOUT_META, lc_id
 
 
 def to_langchain_messages(messages: list[dict[str, Any]]) -> list[BaseMessage]:
@@ -32,16 +32,21 @@ def to_langchain_message(msg: dict[str, Any]) -> BaseMessage:
     if isinstance(meta.get("additional_kwargs"), dict):
         common["additional_kwargs"] = dict(meta["additional_kwargs"])
     role = msg.get("role")
+    blocks = [] if msg.get("synopsis") else _blocks(meta)  # a result shown as its synopsis goes without them
     if role == "tool":
         result = next((p for p in msg["parts"] if p.get("type") == "tool_result"), None)
         if result is None:
             raise InvalidInput("message.parts", msg["parts"], "a tool message needs a tool_result part")
-        return ToolMessage(content=result.get("content", ""), tool_call_id=result["tool_call_id"],
+        text = result.get("content", "")
+        content: Any = text
+        if blocks:
+            content = _laid_out([text] if text else [], blocks, meta.get(CONTENT_LAYOUT_META), joined=True)
+        return ToolMessage(content=content, tool_call_id=result["tool_call_id"],
                            name=result.get("name"), status="error" if result.get("is_error") else "success",
                            **common)
     if isinstance(meta.get("name"), str):
         common["name"] = meta["name"]
-    content = _content(msg["parts"], meta.get("content_blocks"))
+    content = _content(msg["parts"], blocks, meta.get(CONTENT_LAYOUT_META))
     if role == "user":
         return HumanMessage(content=content, **common)
     if role == "system":
@@ -61,16 +66,46 @@ def to_langchain_message(msg: dict[str, Any]) -> BaseMessage:
     raise InvalidInput("message.role", role, "must be one of user, assistant, tool, system")
 
 
-def _content(parts: list[dict[str, Any]], extra: Any) -> str | list[str | dict[str, Any]]:
-    """Text of text and context parts: one plain string, or blocks when there are several (or images…)."""
-    blocks: list[str] = []
+def _blocks(meta: dict[str, Any]) -> list[dict[str, Any]]:
+    extra = meta.get("content_blocks")
+    return [b for b in extra if isinstance(b, dict)] if isinstance(extra, list) else []
+
+
+def _content(parts: list[dict[str, Any]], others: list[dict[str, Any]],
+             layout: Any) -> str | list[str | dict[str, Any]]:
+    """Text of text and context parts: one plain string, or blocks when there are several (or images…), in the
+    order they came when the message kept its layout."""
+    texts: list[str] = []
     for part in parts:
         if part.get("type") == "text":
-            blocks.append(part["text"])
+            texts.append(part["text"])
         elif part.get("type") == "context":
-            blocks.append(f"[context] {part.get('uri', '')}\n{part.get('abstract', '')}".strip())
-    others = [b for b in extra if isinstance(b, dict)] if isinstance(extra, list) else []
-    if len(blocks) <= 1 and not others:
-        return blocks[0] if blocks else ""
-    return [*({"type": "text", "text": b} for b in blocks if b or not others), *others]
+            texts.append(f"[context] {part.get('uri', '')}\n{part.get('abstract', '')}".strip())
+    if len(texts) <= 1 and not others and not layout:
+        return texts[0] if texts else ""
+    return _laid_out(texts, others, layout)
+
+
+def _laid_out(texts: list[str], others: list[dict[str, Any]], layout: Any, *,
+              joined: bool = False) -> list[str | dict[str, Any]]:
+    """Text blocks and other blocks as `layout` (`state.messages`) interleaved them, each text block with the
+    keys it came with; texts first when there is no layout or it no longer fits the message (a clipped copy
+    dropped blocks). `joined`: a tool result's texts were joined into one, which takes the first text's place."""
+    default = [*({"type": "text", "text": t} for t in texts if t or not others), *others]
+    if not isinstance(layout, list) or not all(isinstance(e, dict) for e in layout):
+        return default
+    places = [e for e in layout if "text" in e][:1 if joined else None]
+    at = [e["other"] for e in layout if "other" in e]
+    others_fit = all(type(i) is int for i in at) and sorted(at) == list(range(len(others)))
+    texts_fit = [e["text"] for e in places] == list(range(len(texts)))
+    if not (others_fit and texts_fit):
+        return default
+    out: list[str | dict[str, Any]] = []
+    for entry in layout:
+        if "other" in entry:
+            out.append(others[entry["other"]])
+        elif entry in places:
+            block = entry.get("block") if isinstance(entry.get("block"), dict) else {"type": "text"}
+            out.append({**block, "text": texts[places.index(entry)]})
+    return out
 

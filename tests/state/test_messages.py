@@ -206,6 +206,35 @@ def test_round_trip_keeps_additional_kwargs_and_json_args():
     assert back.additional_kwargs == {"refusal": None} and back.tool_calls == ai.tool_calls
 
 
+@pytest.mark.parametrize("original", [
+    AIMessage(content=[{"type": "thinking", "thinking": "Check the log.", "signature": "sig-1"},
+                       {"type": "text", "text": "Let me look."}], id="anthropic"),
+    AIMessage(content=[{"type": "reasoning", "id": "rs_1", "summary": []},
+                       {"type": "text", "text": "Done.", "id": "msg_1", "annotations": [{"type": "url_citation"}]}],
+              id="responses"),
+    ToolMessage(content=[{"type": "text", "text": "the screen"},
+                         {"type": "image", "base64": "iVBORw0KGgo=", "mime_type": "image/png"}],
+                tool_call_id="c1", id="screenshot"),
+    HumanMessage(content=[{"type": "image_url", "image_url": {"url": "https://x/y.png"}},
+                          {"type": "text", "text": "what is this?"}], id="image-first"),
+], ids=lambda m: m.id)
+def test_content_blocks_come_back_from_the_store_as_they_were_sent(root, original):
+    """A message rebuilt from the store (a new thread of the session, a client sending only new messages) put its
+    texts first and dropped a tool result's image: Anthropic refuses thinking after text, the Responses API a
+    reasoning item its message does not follow."""
+    SessionStore(root, durable=False).append("blocks", [original])
+    back = to_langchain_message(SessionStore(root).live_messages("blocks")[0])
+    assert back.content == original.content and type(back) is type(original)
+    assert fingerprint(normalize_message(back)) == fingerprint(normalize_message(original))
+
+
+def test_a_result_shown_as_its_synopsis_goes_without_its_image():
+    blocks = [{"type": "text", "text": "whole"}, {"type": "image", "base64": "A"}]
+    stored = normalize_message(ToolMessage(content=blocks, tool_call_id="c1"))
+    shown = {**stored, "parts": [{**stored["parts"][0], "content": "[synopsis]"}], "synopsis": True}
+    assert to_langchain_message(shown).content == "[synopsis]"
+
+
 @pytest.mark.parametrize("batch", [
     [{"role": "user", "content": "plain ascii"}, {"role": "assistant", "content": 'quotes " and \\ and \x1f'}],
     [{"role": "user", "content": "plain"}, {"role": "assistant", "content": "non-ascii é ✓ \u2028"},
