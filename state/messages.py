@@ -18,6 +18,7 @@ from workmem.state.errors import InvalidInput
 from workmem.state.index_text import index_text
 from workmem.state.jsonutil import dumps
 from workmem.state.payloads import CLIPPED_META, PayloadLimits, externalize, is_payload, stored_parts
+from workmem.state.tokens import count_tokens
 
 ROLES = ("user", "assistant", "tool", "system")
 DEFAULT_MAX_MESSAGE_BYTES = 1 << 20
@@ -319,6 +320,23 @@ def encode_body(msg: dict[str, Any], *, field: str = "message", max_bytes: int =
     if len(body) > max_bytes:
         raise InvalidInput(field, f"<{len(body)} bytes>", f"message is larger than the cap of {max_bytes} bytes")
     return body
+
+
+IMAGE_TOKENS = 1_500  # one image as a provider bills a screenshot at full detail (OpenAI ~1,100, Anthropic ~1,800)
+_IMAGE_BLOCKS = frozenset(("image", "image_url", "input_image"))
+
+
+def image_tokens(msg: dict[str, Any]) -> int:
+    """The tokens a message's image blocks cost, `IMAGE_TOKENS` each (their base64 is no measure of it)."""
+    blocks = (msg.get("meta") or {}).get("content_blocks")
+    if not isinstance(blocks, list):
+        return 0
+    return IMAGE_TOKENS * sum(1 for b in blocks if isinstance(b, dict) and b.get("type") in _IMAGE_BLOCKS)
+
+
+def message_tokens(msg: dict[str, Any]) -> int:
+    """A message's tokens: its text's, and its images' (`image_tokens`)."""
+    return count_tokens(message_text(msg)) + image_tokens(msg)
 
 
 def message_text(msg: dict[str, Any]) -> str:

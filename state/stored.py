@@ -15,6 +15,7 @@ from workmem.state.messages import (
     FORGOTTEN_META,
     LC_ID_META,
     ROLES,
+    image_tokens,
     lc_id,
     message_text,
     prepare_messages,
@@ -37,12 +38,14 @@ def prepared_batch(messages: list[Any], durable: bool | None, max_bytes: int,
     prepared = prepare_messages(messages, max_bytes=max_bytes, payloads=limits)
     if not prepared:
         return prepared, []
+    images = [image_tokens(msg) for msg, _body in prepared]
     if not any("content_ref" in msg["parts"][0] for msg, _body in prepared):  # the usual batch: no payload
-        return prepared, count_tokens_each([message_text(msg) for msg, _body in prepared])
+        counts = count_tokens_each([message_text(msg) for msg, _body in prepared])
+        return prepared, [c + i for c, i in zip(counts, images, strict=True)]
     counted = [_payload_tokens(msg, limits) for msg, _body in prepared]  # a payload's, counted by `externalize`
     counts = count_tokens_each(["" if n is not None else message_text(m)
                                 for n, (m, _body) in zip(counted, prepared, strict=True)])
-    return prepared, [c if n is None else n for c, n in zip(counts, counted, strict=True)]
+    return prepared, [(c if n is None else n) + i for c, n, i in zip(counts, counted, images, strict=True)]
 
 
 def _payload_tokens(msg: dict[str, Any], limits: PayloadLimits) -> int | None:

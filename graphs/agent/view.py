@@ -28,12 +28,11 @@ from workmem.state.messages import (
     clip_to_cap,
     for_storage,
     lc_id,
-    message_text,
+    message_tokens,
     prepare_message,
 )
 from workmem.state.payloads import PayloadLimits
 from workmem.state.safe_form import CHECKPOINTED_FP, as_checkpointed, storable_form
-from workmem.state.tokens import count_tokens
 
 if TYPE_CHECKING:
     from workmem.graphs.engine import WorkingMemoryEngine
@@ -206,7 +205,7 @@ def clipped_entry(stored: dict[str, Any], max_bytes: int) -> dict[str, Any]:
                           max_bytes)
     if clipped["parts"] is stored["parts"]:
         return stored
-    return {**stored, "parts": clipped["parts"], "tokens": count_tokens(message_text(clipped)), "view_clipped": True}
+    return {**stored, "parts": clipped["parts"], "tokens": message_tokens(clipped), "view_clipped": True}
 
 
 class StateView:
@@ -274,7 +273,7 @@ class StateView:
             if pos in new or not getattr(message, "id", None) or self._is_live(pos, message.id):
                 return None
             msg = self._normalised[index]
-            return {**msg, "tokens": count_tokens(message_text(msg)), "lc": message}
+            return {**msg, "tokens": message_tokens(msg), "lc": message}
         return None
 
     def archived_instructions(self) -> list[SystemMessage]:
@@ -311,7 +310,7 @@ class StateView:
                 return []
             step = [AIMessage(content="", tool_calls=calls, id=message.id), *results]
             return [{"role": "assistant" if isinstance(m, AIMessage) else "tool", "parts": [], "lc": m,
-                     "tokens": count_tokens(message_text(self._cache.normalize(m)))} for m in step]
+                     "tokens": message_tokens(self._cache.normalize(m))} for m in step]
         return []
 
     def _is_live(self, pos: int | None, message_id: str) -> bool:

@@ -18,7 +18,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 from workmem.graphs.context.injected import SUMMARY_MARKER, clean_messages
 from workmem.graphs.context.lc_messages import to_langchain_message
 from workmem.state.errors import InvalidInput
-from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES, message_text
+from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES, message_tokens
 from workmem.state.payloads import PayloadLimits
 from workmem.state.tokens import count_tokens
 from workmem.state.turns import message_units as unit_spans
@@ -60,7 +60,7 @@ def pending_entries(messages: list[Any], *, max_bytes: int = DEFAULT_MAX_MESSAGE
     entries = []
     for i, msg, changed in clean_messages(list(messages), max_bytes=max_bytes, payloads=payloads):
         original = messages[i]
-        entry = {**msg, "tokens": count_tokens(message_text(msg))}
+        entry = {**msg, "tokens": message_tokens(msg)}
         entry["lc"] = original if isinstance(original, BaseMessage) and not changed else to_langchain_message(msg)
         entries.append(entry)
     return entries

@@ -12,9 +12,11 @@ from workmem.graphs.context.lc_messages import to_langchain_message, to_langchai
 from workmem.state.errors import InvalidInput
 from workmem.state.files.store import SessionStore
 from workmem.state.messages import (
+    IMAGE_TOKENS,
     fingerprint,
     indexed_text,
     message_text,
+    message_tokens,
     normalize_message,
     prepare_messages,
 )
@@ -226,6 +228,17 @@ def test_content_blocks_come_back_from_the_store_as_they_were_sent(root, origina
     back = to_langchain_message(SessionStore(root).live_messages("blocks")[0])
     assert back.content == original.content and type(back) is type(original)
     assert fingerprint(normalize_message(back)) == fingerprint(normalize_message(original))
+
+
+def test_an_image_counts_as_a_provider_bills_it_not_as_nothing(root):
+    """20 screenshots went out in one call counted as 262 tokens: a computer-use agent's trigger never fired."""
+    shot = {"type": "image", "base64": "iVBORw0KGgo=" * 1000, "mime_type": "image/png"}
+    store = SessionStore(root, durable=False)
+    store.append("shots", [ToolMessage(content=[{"type": "text", "text": "the screen"}, shot, shot], tool_call_id="c"),
+                           HumanMessage(content="the screen")])
+    with_images, text_only = store.live_messages("shots")
+    assert with_images["tokens"] == text_only["tokens"] + 2 * IMAGE_TOKENS
+    assert message_tokens(normalize_message(HumanMessage(content=[shot]))) == IMAGE_TOKENS
 
 
 def test_a_result_shown_as_its_synopsis_goes_without_its_image():
