@@ -54,8 +54,9 @@ def fts_phrase(text: str) -> str:
 
 
 def needs_substring(word: str) -> bool:
-    """CJK, dotted/slashed identifiers, symbol-only strings and short terms need substring matching."""
-    return (len(word) < 3 or "." in word or "/" in word or bool(_CJK.search(word))
+    """CJK, dotted/slashed/snake_case identifiers, symbol-only strings and short terms need substring matching (a
+    Postgres tsvector keeps 256 positions of a word: `handler_450` deep in a file is found only as a substring)."""
+    return (len(word) < 3 or "." in word or "/" in word or "_" in word or bool(_CJK.search(word))
             or not any(ch.isalnum() for ch in word))
 
 
@@ -65,8 +66,9 @@ def word_runs(text: str) -> list[str]:
 
 
 def stem_prefix(stem: str) -> str | None:
-    """The prefix a long stem's relatives share (`allergi` → `aller`: `allergic`, `allergy`), or None."""
-    if len(stem) < PREFIX_MIN_STEM:
+    """The prefix a long stem's relatives share (`allergi` → `aller`: `allergic`, `allergy`), or None — always for
+    a stem with a digit: an id's or a version's "relatives" are other ids (`ticket3` is not `ticket10`)."""
+    if len(stem) < PREFIX_MIN_STEM or any(c.isdigit() for c in stem):
         return None
     return stem[:max(PREFIX_KEEP, len(stem) - PREFIX_CUT)]
 

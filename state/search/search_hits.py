@@ -85,7 +85,8 @@ def ranked_hits(source: CandidateSource, query: str, limit: int) -> list[dict[st
              * (search_rank.OPENER_PRIOR if seq - 1 in dated else 1.0) for seq in head if seq in rows}
     words = fts_query.WORD_RUN.findall(query)
     exact = matched_seqs(found.matches)
-    return [hit(rows[seq], words, EXACT if seq in exact else NEIGHBOUR) for seq in search_rank.top(final, limit)]
+    return [hit(rows[seq], words, EXACT if seq in exact else NEIGHBOUR, query)
+            for seq in search_rank.top(final, limit)]
 
 
 def matched_seqs(matches: Sequence[Sequence[search_rank.Matches]]) -> set[int]:
@@ -94,12 +95,13 @@ def matched_seqs(matches: Sequence[Sequence[search_rank.Matches]]) -> set[int]:
     return {seq for channels in matches for found in channels for seq in found.postings}
 
 
-def hit(row: Row, words: Sequence[str] = (), match: MatchKind = EXACT) -> dict[str, Any]:
+def hit(row: Row, words: Sequence[str] = (), match: MatchKind = EXACT, query: str = "") -> dict[str, Any]:
     """A row as a hit `{archive_id, seq, turn_id, role, content, match}` (content at most HIT_CHARS: a long
-    message shows the window around the first match of the query's `words`); a spilled WM item → role
-    `memory`, seq and turn_id None, and its `section`."""
+    message shows the window around the match of the `query` and its `words`, `shown_window`); a spilled WM
+    item → role `memory`, seq and turn_id None, and its `section`."""
     text = row[5]
-    content = DIGEST_MARK + shown_window(text[1:], words) if is_digest(text) else shown_window(text, words)
+    content = (DIGEST_MARK + shown_window(text[1:], words, query) if is_digest(text)
+               else shown_window(text, words, query))
     if row[4] == MEMORY_ROLE:  # a spilled WM item: its section rides in the turn_id column
         return {"archive_id": row[0], "seq": None, "turn_id": None, "role": MEMORY_ROLE, "section": row[3],
                 "content": content, "match": match}
@@ -113,14 +115,18 @@ def match_counts(hits: Sequence[dict[str, Any]]) -> tuple[int, int]:
     return len(hits) - neighbours, neighbours
 
 
-def shown_window(text: str, words: Sequence[str]) -> str:
-    """`text` when it fits HIT_CHARS; else its head, or — when the first match of a query word lies past the
-    head — the window around that match, cut ends marked `…`."""
+def shown_window(text: str, words: Sequence[str], query: str = "") -> str:
+    """`text` when it fits HIT_CHARS; else its head, or — when the match lies past the head — the window around
+    it, cut ends marked `…`. The match: of the whole `query`, else of one of its tokens as written (an identifier,
+    `handler_450`), else of its rarest word in `text` (`handler 450` → `450`, not the head's first `handler`)."""
     if len(text) <= HIT_CHARS:
         return text
     lowered = text.lower()
-    found = [i for w in words if len(w) >= 2 and (i := lowered.find(w.lower())) >= 0]
-    at = min(found, default=0)
+    identifiers = [t for t in query.split() if not fts_query.WORD_RUN.fullmatch(t)]  # not one plain word
+    at = _match_at(lowered, [query, *identifiers]) if query.strip() else -1
+    if at < 0:
+        present = [w.lower() for w in words if len(w) >= 2 and w.lower() in lowered]
+        at = lowered.find(min(present, key=lowered.count)) if present else 0
     if at + HIT_CHARS // 3 < HIT_CHARS - 1:
         return text[: HIT_CHARS - 1] + "…"
     start = max(0, at - HIT_CHARS // 3)
@@ -128,12 +134,21 @@ def shown_window(text: str, words: Sequence[str]) -> str:
     return "…" + body + ("…" if start + len(body) < len(text) else "")
 
 
+def _match_at(lowered: str, phrases: Sequence[str]) -> int:
+    """Where the first of `phrases` (of two characters or more) that `lowered` holds first occurs, or -1."""
+    for phrase in phrases:
+        phrase = phrase.strip().lower()
+        if len(phrase) >= 2 and (at := lowered.find(phrase)) >= 0:
+            return at
+    return -1
+
+
 def from_message(hit_content: str, text: str, query: str) -> str:
     """A hit's content when the index held a digest of its message (`index_text.index_text`; the content starts
     with `DIGEST_MARK`): the window of the message's own `text` around the match; else the content as it is."""
     if not is_digest(hit_content):
         return hit_content
-    return shown_window(text, fts_query.WORD_RUN.findall(query))
+    return shown_window(text, fts_query.WORD_RUN.findall(query), query)
 
 
 def doc_fields(text: str) -> tuple[int, bool, bool]:

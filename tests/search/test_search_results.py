@@ -102,3 +102,27 @@ def test_a_hit_deep_inside_a_long_message_shows_the_window_around_the_match(back
         assert len(hit["content"]) <= 1_500 and hit["content"].startswith("…")
         head = engine.archive_search("s", "request served")[0]
         assert head["seq"] == 2 and head["content"].startswith("line 0: request served") and head["content"][-1] == "…"
+
+
+def test_an_identifier_or_a_common_word_beside_a_rare_one_shows_the_window_of_the_rare_match(backend):
+    """`handler_450` (and `handler 450`) showed the head of a file of 600 handlers: the window went to the first
+    query word the text held, `handler`, in its first line."""
+    code = "\n".join(f"line {i}: def handler_{i}(row): return parse(row)" for i in range(600))
+    with backend.engine(durable=False) as engine:
+        engine.add_messages("s", [{"role": "user", "content": "Read the handlers."},
+                                  {"role": "assistant", "content": code}, {"role": "user", "content": "ok"}])
+        engine.commit("s", keep_recent_count=0)
+        for query in ("handler_450", "handler 450", "def handler_450(row)"):
+            hit = engine.archive_search("s", query)[0]
+            assert hit["seq"] == 2 and "handler_450(row)" in hit["content"] and hit["content"].startswith("…"), query
+
+
+def test_an_id_that_no_message_holds_has_no_exact_hit_among_other_ids(backend):
+    """`TICKET3` was an `exact` hit of TICKET10, TICKET8 … through the stem-relatives channel."""
+    with backend.engine(durable=False) as engine:
+        engine.add_messages("s", [{"role": "user" if i % 4 == 0 else "assistant",
+                                   "content": f"the code is TICKET{i} for host db{i}"} for i in range(0, 12, 2)])
+        engine.commit("s", keep_recent_count=0)
+        assert engine.archive_search("s", "TICKET3") == []
+        hits = engine.archive_search("s", "TICKET4")
+        assert [h["content"] for h in hits if h["match"] == "exact"] == ["the code is TICKET4 for host db4"]
