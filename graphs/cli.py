@@ -366,18 +366,28 @@ def write_jsonl(messages: Any, handle: Any) -> int:
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
-    """Resume every unfinished commit."""
+    """Resume every unfinished commit: each one finished, abandoned (its session gone, or never started) or not
+    resumable now (a failure: exit 2, the task stays resumable)."""
     with _engine(args) as engine:
         results = engine.resume_all()
     _emit(args, results, _render_resumed)
+    failed = [r for r in results if r.get("status") == "failed"]
+    if failed:
+        return _fail(f"{len(failed)} commit(s) could not be resumed: {failed[0].get('reason') or 'failed'}")
     return EXIT_DEGRADED if any(r.get("degraded") for r in results) and not args.allow_degraded else 0
 
 
 def _render_resumed(results: list[dict[str, Any]]) -> None:
-    console.print(f"resumed {len(results)} commit(s)" if results else "nothing to resume")
+    if not results:
+        console.print("nothing to resume")
+        return
+    finished = sum(r.get("status") == "completed" for r in results)
+    console.print(f"resumed {finished} of {len(results)} unfinished commit(s)")
     for r in results:
         if r.get("degraded"):
             console.print(Text(f"degraded: task {r['task_id'][:8]}: {r.get('reason') or ''}"), style="yellow")
+        elif r.get("status") != "completed":
+            console.print(Text(f"{r.get('status')}: task {r['task_id'][:8]}: {r.get('reason') or ''}"))
 
 
 def cmd_delete(args: argparse.Namespace) -> int:

@@ -100,3 +100,14 @@ def test_the_tasks_table_counts_resumes(filled, capsys):
     assert main(["--root", str(root), "tasks"]) == 0
     header = capsys.readouterr().out
     assert "resumes" in header and "tries" not in header
+
+
+def test_resume_says_what_became_of_each_unfinished_commit(root, capsys):
+    """A commit that never started was abandoned, and `resume` printed "resumed 1 commit(s)"."""
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        engine.add_messages("s", conversation("s", 3))
+        ghost = engine.storage.tasks.create_task("s", archive_id="archive_001", status="running")
+    assert main(["--root", str(root), "resume"]) == 0
+    out = capsys.readouterr().out
+    assert "resumed 0 of 1 unfinished commit(s)" in out and f"abandoned: task {ghost['task_id'][:8]}" in out
+    assert main(["--root", str(root), "resume"]) == 0 and "nothing to resume" in capsys.readouterr().out
