@@ -232,8 +232,8 @@ class CommitRunner:
             self.tasks.update_task(task_id, status="failed", error=error)
             return {"status": "failed", "task_id": task_id, "archive_id": None,
                     "reason": error}
-        if out.get("status") == "skipped":
-            self.tasks.update_task(task_id, status="skipped", result={"reason": out.get("reason")})
+        if out.get("status") == "skipped":  # the archive id it reserved was never written: a later commit's
+            self.tasks.update_task(task_id, status="skipped", archive_id=None, result={"reason": out.get("reason")})
             self.checkpointer.delete_thread(thread_id)
             self.tasks.forget_thread(task_id)
         else:

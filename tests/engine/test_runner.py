@@ -156,6 +156,7 @@ def test_a_skipped_run_deletes_its_thread_and_leaves_the_messages_live(storage, 
     task = storage.tasks.get_task(result["task_id"])
     assert task["status"] == "skipped" and task["result"] == {"reason": "all_within_keep_window"}
     assert task["thread_id"] is None, "the thread is forgotten"
+    assert task["archive_id"] is None, "the id it reserved is the next commit's (`tasks` listed it under it)"
     assert checkpoint_of(runner, commit_thread_id("s", result["task_id"])) is None, "and deleted"
     assert storage.tasks.lease_holder("s") is None and model.calls == 0
     assert len(storage.sessions.live_messages("s")) == 4 and storage.sessions.list_archives("s") == []
