@@ -69,7 +69,7 @@ from workmem.graphs.agent.overflow import is_context_overflow, lowered_limit
 from workmem.graphs.agent.removed import hide_dropped
 from workmem.graphs.agent.session_cache import ARCHIVE_TAIL, session_caches
 from workmem.graphs.agent.settings import CommitMode, MemoryMessage, MiddlewareSettings, TokenCounter
-from workmem.graphs.agent.tools import make_archive_tools, make_tool_result_reader, schema_tokens
+from workmem.graphs.agent.tools import binds_tools, make_archive_tools, make_tool_result_reader, schema_tokens
 from workmem.graphs.agent.trim import archived_in_state, pinned_step_ids, state_synopses, trimmed
 from workmem.graphs.agent.view import (
     NormalisedCache,
@@ -236,6 +236,7 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         self._schemas: dict[tuple[int, ...], tuple[tuple[Any, ...], int]] = {}  # each set of bound tools seen, newest
         # last, with the tokens of its schemas
         self._schemas_lock = threading.Lock()
+        self._warned_no_tools = False
 
     def _build_engine(self, build: dict[str, Any]) -> WorkingMemoryEngine:
         from workmem.graphs.engine import WorkingMemoryEngine
@@ -403,6 +404,9 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         addition, *messages = assembled["messages"]
         if self._tools_join(call, entries, assembled["stats"]):
             call.cache.tools_joined = True
+            if not binds_tools(request.model):  # the memory still works; only the archive tools are left out
+                request = request.override(tools=[t for t in request.tools if not self._own(t)])
+                self._warn_no_tools(request.model)
         else:  # nothing for workmem's note and tools to find yet: the call goes out as the agent's own
             addition, request = None, request.override(tools=[t for t in request.tools if not self._own(t)])
         sent = self._record(call, assembled["stats"], request, addition is not None)
@@ -607,6 +611,12 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
 
     def _shrinkable(self, entry: dict[str, Any]) -> bool:
         return shrinkable(entry, self.settings.exclude_tools)
+
+    def _warn_no_tools(self, model: Any) -> None:
+        if not self._warned_no_tools:
+            self._warned_no_tools = True
+            log.warning("workmem: %s cannot bind tools; workmem's archive tools are left out of its calls (pass "
+                        "tools=False to the middleware to say so)", type(model).__name__)
 
     def _warn_once(self, call: Call, keep: KeepChoice | None, breaker_engaged: bool) -> None:
         """The WARNINGs a decision may give, once per session and cause: a keep the low-water mark caps (only when a

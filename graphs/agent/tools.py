@@ -51,6 +51,13 @@ EXPAND_ARGS: dict[str, Any] = {
 }
 
 
+def binds_tools(model: Any) -> bool:
+    """False for a chat model that cannot take tools (its `bind_tools` is `BaseChatModel`'s, which raises)."""
+    from langchain_core.language_models import BaseChatModel
+
+    return not isinstance(model, BaseChatModel) or type(model).bind_tools is not BaseChatModel.bind_tools
+
+
 def schema_tokens(tools: Sequence[Any]) -> int:
     """Tokens of tool schemas as a provider receives them: `json.dumps` of each tool's OpenAI form."""
     return sum(count_tokens(json.dumps(t if isinstance(t, dict) else convert_to_openai_tool(t))) for t in tools)

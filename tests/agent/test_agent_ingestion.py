@@ -452,3 +452,22 @@ def test_a_long_threads_history_is_normalised_once_not_on_every_model_call(root,
         calls.clear()
         agent.invoke(ask("Question 11?"), thread("long"))
         assert edited.id in calls, "an edited message (same id, new content) is normalised anew"
+
+
+def test_a_model_that_cannot_bind_tools_keeps_its_memory_without_the_archive_tools(root, caplog):
+    """`GenericFakeChatModel` (no `bind_tools`) in an agent with no tools of its own crashed with NotImplementedError
+    at the first call after a commit, when workmem's tools joined."""
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+
+    model = GenericFakeChatModel(messages=iter([AIMessage(content=f"Answer {i}: " + "app/x.py reads rows " * 20)
+                                                for i in range(12)]))
+    with WorkingMemoryEngine(root, durable=False, keep=("turns", 2)) as engine:
+        agent = create_agent(model, middleware=[WorkingMemoryMiddleware(engine, trigger=("tokens", 600))],
+                             checkpointer=InMemorySaver())
+        with caplog.at_level(logging.WARNING, logger="workmem.agent"):
+            for i in range(10):
+                agent.invoke(ask(f"Question {i} about app/x.py"), thread("plain"))
+        last = agent.get_state(thread("plain")).values["workmem_last_call"]
+        assert engine.session_info("plain")["commit_count"] >= 1
+        assert last["working_memory_tokens"] > 0 and last["workmem_tools"], "the memory and workmem's note went out"
+        assert sum("cannot bind tools" in r.getMessage() for r in caplog.records) == 1
