@@ -195,7 +195,8 @@ def message_json(message: Any) -> dict[str, Any]:
 
 
 def cmd_context(args: argparse.Namespace) -> int:
-    """Show the context the next model call would get (system addition, working memory, live tail)."""
+    """Show the engine's context for the next model call (system addition, working memory, live tail), without the
+    middleware's per-call rules (an agent's last call is in its state's `workmem_last_call`)."""
     with _engine(args) as engine:
         result = engine.assemble(args.session, args.budget)
     data = {"messages": [message_json(m) for m in result["messages"]], "stats": result["stats"]}
@@ -473,6 +474,9 @@ def build_parser() -> argparse.ArgumentParser:
         return cmd
 
     demo = command("demo", cmd_demo)
+    for action in demo._actions:  # the demo's own default root (the shared help names the others')
+        if action.dest == "root":
+            action.help = "data root (default: workmem/demo in the cache directory, whatever $WORKMEM_HOME says)"
     add_trigger_options(demo, DEFAULT_DEMO_TRIGGER)
     demo.add_argument("--keep", type=keep_arg, default=(MESSAGES, DEFAULT_KEEP_RECENT), metavar="UNIT:N",
                       help=f"{KEEP_HELP} (default: messages:{DEFAULT_KEEP_RECENT})")

@@ -140,6 +140,7 @@ def _show(console: Console, summary: dict[str, Any]) -> None:
     console.print(f"{len(summary['commits'])} commit(s); {summary['live_messages']} message(s) still live "
                   f"({summary['pending_tokens']} pending tokens).")
     console.print(f"Files: {summary['session_dir']}")
+    console.print(f"Explore: workmem --root {summary['root']} search {DEMO_SESSION} WORDS")
 
 
 def marked_empty(markdown: str) -> str:
