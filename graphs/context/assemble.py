@@ -82,8 +82,18 @@ def message_units(messages: list[dict[str, Any]]) -> list[Unit]:
             continue
         unit = [messages[i] for i in range(lo, hi + 1) if messages[i]["role"] != "tool" or i in paired]
         if unit:
-            units.append(unit)
+            units.append(_results_first(unit))
     return units
+
+
+def _results_first(unit: Unit) -> Unit:
+    """A tool group with the calls and their results first, then any other message that came in between (a
+    tool's `Command` added one while a parallel call's result was still due): providers want results right
+    after their call."""
+    def in_exchange(m: dict[str, Any]) -> bool:
+        return m["role"] == "tool" or any(p.get("type") == "tool_call" for p in m["parts"])
+
+    return [m for m in unit if in_exchange(m)] + [m for m in unit if not in_exchange(m)]
 
 
 def newest_turn_start(units: list[Unit]) -> int:

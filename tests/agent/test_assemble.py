@@ -385,3 +385,16 @@ def test_messages_of_a_running_commit_appear_raw_until_it_is_done(root):
             "Done: the delimiter is now ';' and the tests pass."
         assert "Export the March invoices to CSV." not in [m.content for m in after["messages"]]
         assert not model.timed_out
+
+
+def test_a_message_between_parallel_results_goes_after_them(root):
+    """A tool returning `Command(update={"messages": [ToolMessage(…), HumanMessage(…)]})` in a parallel call leaves the
+    state as call, result, note, result: sent so, a provider refuses the call (its results are not contiguous)."""
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        engine.add_messages("s", [user("Look at both."), assistant(calls=[("c1", "a", "{}"), ("c2", "b", "{}")]),
+                                  tool("c1", "first"), user("A note the tool added."), tool("c2", "second"),
+                                  assistant("Both read.")])
+        sent = engine.assemble("s", token_budget=40_000)["messages"]
+        assert [m.text for m in sent[1:]] == ["Look at both.", "", "first", "second", "A note the tool added.",
+                                              "Both read."]
+        assert pairing_problems(sent) == []
