@@ -360,9 +360,12 @@ def message_text(msg: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+CLIP_MARK = "…[workmem: clipped "  # how every `clip_marker` starts
+
+
 def clip_marker(removed_bytes: int) -> str:
     """The visible marker put where `clip_to_cap` cut text out."""
-    return f"…[workmem: clipped {removed_bytes} bytes — the message exceeded max_message_bytes]…"
+    return f"{CLIP_MARK}{removed_bytes} bytes — the message exceeded max_message_bytes]…"
 
 
 DROPPED_BLOCKS_NOTE = "…[workmem: content blocks dropped — the message exceeded max_message_bytes]…"

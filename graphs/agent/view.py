@@ -21,13 +21,16 @@ from workmem.graphs.context.injected import clean_messages
 from workmem.state.errors import InvalidInput
 from workmem.state.lru import LRU
 from workmem.state.messages import (
+    CLIP_MARK,
     CLIPPED_BYTES_META,
+    DROPPED_BLOCKS_META,
     FINGERPRINT_META,
     NO_BYTE_CAP,
     SYNOPSIS_FP,
     clip_to_cap,
     for_storage,
     lc_id,
+    message_text,
     message_tokens,
     prepare_message,
 )
@@ -367,18 +370,25 @@ class StateView:
         if max_view_bytes < max_message_bytes:
             return [entry if "lc" in entry else clipped_entry(entry, max_view_bytes) for entry in out]
         originals = self._originals()
-        return [{**entry, "original": originals[entry["seq"]]} if "lc" not in entry and entry.get("seq") in originals
+        return [{**entry, **originals[entry["seq"]]} if "lc" not in entry and entry.get("seq") in originals
                 else entry for entry in out]
 
-    def _originals(self) -> dict[int, Any]:
+    def _originals(self) -> dict[int, dict[str, Any]]:
         """A stored message the state holds is sent as the state's own object (its artifact, its metadata), unless
-        its stored copy was clipped or the state holds it as a synopsis: seq → that object."""
-        out = {}
+        the state holds it as a synopsis, or its stored copy was clipped in its text (too large to send whole): seq
+        → `{"original": that object}`, with its `tokens` when the stored copy only dropped content blocks (a
+        screenshot over `max_message_bytes`: the model gets the image the store could not keep)."""
+        out: dict[int, dict[str, Any]] = {}
         for pos, stored in self.alignment.stored.items():
-            message = self.messages[self.indexes[pos]]
-            if (CLIPPED_BYTES_META not in (stored.get("meta") or {})
-                    and SYNOPSIS_FP not in getattr(message, "additional_kwargs", {})):
-                out[stored["seq"]] = message
+            index = self.indexes[pos]
+            message = self.messages[index]
+            if SYNOPSIS_FP in getattr(message, "additional_kwargs", {}):
+                continue
+            meta = stored.get("meta") or {}
+            if CLIPPED_BYTES_META not in meta:
+                out[stored["seq"]] = {"original": message}
+            elif DROPPED_BLOCKS_META in meta and CLIP_MARK not in message_text(stored):
+                out[stored["seq"]] = {"original": message, "tokens": message_tokens(self._normalised[index])}
         return out
 
     def shown_seqs(self) -> list[int]:

@@ -129,3 +129,26 @@ def test_a_reply_with_a_surrogate_in_its_id_and_text_is_stored_once(root, mode):
                          {"configurable": {"thread_id": "t"}})
         engine.join_commits()
         assert len(engine.live_messages("t")) == 6 and not engine.hidden("t"), "every message stored once"
+
+
+def test_a_screenshot_over_max_message_bytes_reaches_the_model_the_store_keeps_it_clipped(root):
+    """The store keeps a copy without the image (a note says so); the next call sent that copy, so the model never
+    saw the screenshot it had just taken, though the agent's state held it."""
+    shot = {"type": "image", "base64": "iVBORw0KGgo" * 4_000, "mime_type": "image/png"}
+
+    @tool
+    def screenshot() -> list:
+        """Take a screenshot."""
+        return [{"type": "text", "text": "screen 1920x1080"}, shot]
+
+    model = scripted(AIMessage(content="", tool_calls=[{"name": "screenshot", "args": {}, "id": "s1",
+                                                        "type": "tool_call"}]), "I see the desktop.")
+    with WorkingMemoryEngine(root, durable=False, max_message_bytes=20_000) as engine:
+        agent = create_agent(model, tools=[screenshot], checkpointer=InMemorySaver(),
+                             middleware=[WorkingMemoryMiddleware(engine)])
+        agent.invoke({"messages": [HumanMessage("What is on my screen?", id="h0")]},
+                     {"configurable": {"thread_id": "t"}})
+        result = next(m for m in model.prompts[1] if isinstance(m, ToolMessage))
+        assert isinstance(result.content, list) and shot in result.content
+        stored = next(m for m in engine.live_messages("t") if m["role"] == "tool")
+        assert "workmem_dropped_blocks" in stored["meta"], "the store still keeps the clipped copy"
