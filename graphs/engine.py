@@ -35,6 +35,7 @@ from workmem.graphs.context.session_memory import NO_MEMORY, MemoryCache, Sessio
 from workmem.graphs.context.tool_results import (
     MAX_MATCHES,
     MAX_READ_TOKENS,
+    agent_result,
     find_in,
     listing,
     parse_ref,
@@ -470,7 +471,7 @@ class WorkingMemoryEngine:
             require_text("query", query)
             matches: list[dict[str, Any]] = []
             for record in records:
-                if len(matches) >= MAX_MATCHES or result_part(record) is None:
+                if len(matches) >= MAX_MATCHES or not agent_result(record):
                     continue
                 whole = self.storage.sessions.messages_in_range(session_id, record["seq"], record["seq"])
                 matches.extend(find_in(whole[0], query))

@@ -14,10 +14,10 @@ from typing import Any
 from langchain_core.messages import BaseMessage
 
 from workmem.graphs.context.lc_messages import to_langchain_message
-from workmem.state.archive_object import READ_TOOL_NAME
+from workmem.state.archive_object import OWN_TOOLS, READ_TOOL_NAME
 from workmem.state.errors import InvalidInput
 from workmem.state.lru import LRU
-from workmem.state.messages import FINGERPRINT_META
+from workmem.state.messages import FINGERPRINT_META, INTERNAL_FLAG
 from workmem.state.payloads import is_payload
 from workmem.state.synopsis import kind_of, synopsis
 from workmem.state.tokens import count_tokens, encoder
@@ -182,10 +182,17 @@ def find_in(msg: dict[str, Any], query: Any) -> list[dict[str, Any]]:
 
 
 def listing(messages: list[dict[str, Any]], min_tokens: int) -> list[dict[str, Any]]:
-    """The session's tool results over `min_tokens`, oldest first: reference, tool, kind, size (from the stored
-    record of a payload when its text was not read: `messages_in_range(texts=False)`)."""
+    """The session's tool results over `min_tokens`, oldest first, but workmem's own tools' answers: reference,
+    tool, kind, size (from the stored record of a payload when its text was not read:
+    `messages_in_range(texts=False)`)."""
     return [{"ref": ref_of(m["seq"]), **_about(m, (result_part(m) or {}).get("content") or "")}
-            for m in messages if result_part(m) is not None and m["tokens"] > min_tokens]
+            for m in messages if agent_result(m) and m["tokens"] > min_tokens]
+
+
+def agent_result(msg: dict[str, Any]) -> bool:
+    """A stored result of one of the agent's own tools (not of workmem's: a read, a search, an expand)."""
+    part = result_part(msg)
+    return part is not None and not part.get(INTERNAL_FLAG) and part.get("name") not in OWN_TOOLS
 
 
 def with_preview(msg: dict[str, Any]) -> dict[str, Any]:

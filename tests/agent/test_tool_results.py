@@ -83,6 +83,18 @@ def test_a_query_finds_the_line_and_shows_the_window_around_it(root):
         assert [(r["ref"], r["tool"], r["kind"]) for r in listed] == [(f"seq:{seq}", "read_log", "log")]
 
 
+def test_the_listing_and_a_search_of_every_result_leave_workmem_s_own_answers_out(root):
+    """A read's answer is itself a large tool result: `read_tool_result()` listed it among the session's results."""
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        seq = big_session(engine)
+        window = engine.read_tool_result("s", f"seq:{seq}", offset=0, max_tokens=2_000)["text"]
+        engine.add_messages("s", [{"role": "assistant", "content": "", "tool_calls": [
+            {"id": "r1", "type": "function", "function": {"name": "read_tool_result", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "r1", "name": "read_tool_result", "content": window + window}])
+        assert [r["ref"] for r in engine.read_tool_result("s", max_tokens=500)["results"]] == [f"seq:{seq}"]
+        assert [m["ref"] for m in engine.read_tool_result("s", query="request 0 served")["matches"]] == [f"seq:{seq}"]
+
+
 @pytest.mark.parametrize(("args", "field"), [
     ({"ref": "seq:1"}, "ref"), ({"ref": "nope"}, "ref"), ({"ref": "seq:99"}, "ref"),
     ({"ref": "seq:3", "offset": -1}, "offset"), ({"ref": "seq:3", "offset": 10**9}, "offset"),
