@@ -23,7 +23,9 @@ stored count can make it skip a message it did not match.
   returned: the state lost the archived messages known by id, kept the others), skipping stored messages the
   client does not hold (tool calls and results a chat front end leaves out; the answer to a request the
   client retried); the results of one parallel call match in any order; the first state message that
-  matches nothing, and all after it, are new. At least two messages must match (counting those that repeat
+  matches nothing, and all after it, are new. After the leading archived messages alone, the live run itself
+  must repeat two messages. A system prompt the client re-sends (leading, and stored: archived or live) is
+  never new. At least two messages must match (counting those that repeat
   the newest archived ones): a client that sends only new turns and repeats an identical one stores
   it twice. Among several places, the one whose preceding messages agree longest with the newest
   archive wins (the earliest on a tie: storing too much beats losing a message).
@@ -296,26 +298,37 @@ def _by_fingerprints(candidates: list[dict[str, Any]], live: list[Stored], archi
     history = [stored_print(m) for m in archived]
     starts = {0: 0} if not archived else {p: _agreement(prints[:p], history) for p in range(1, len(prints) + 1)
                                           if prints[p - 1] == history[-1]}
-    if archived:
-        held = _archived_run(prints, keys)  # every message before it is archived: they agree with the archive
-        starts[held] = max(starts.get(held, 0), held)
+    held = _archived_run(prints, keys) if archived else 0
+    if archived and held not in starts:
+        starts[held] = held  # every message before it is archived: they agree with the archive, as a set
+    # a system prompt a client re-sends (stored: archived, or live) is no new message; a repeated turn may be one
+    stored_system = {stored_print(m) for m in live if m.get("role") == "system"}
+    instructions: set[int] = set()
+    for pos, candidate in enumerate(candidates[:outputs]):
+        if candidate.get("role") != "system":
+            break
+        if pos < held or prints[pos] in stored_system:
+            instructions.add(pos)
     best: tuple[tuple[int, int], int, dict[int, Stored]] | None = None
     for p, agreement in sorted(starts.items()):
         matched = _in_order(candidates, prints, p, live, stored_print)
-        if not matched and not (p and prints[p - 1] == history[-1]):
-            continue  # archived messages and nothing live: not a place the live run starts
+        classic = not archived or (p >= 1 and prints[p - 1] == history[-1])
+        # after archived messages alone, the live run itself must repeat two messages: a client sending its
+        # system prompt and one new turn that repeats a live one must store it again, never lose it
+        if (agreement if classic else 0) + len(matched) < MIN_FINGERPRINT_RUN:
+            continue
         key = (agreement + len(matched), -p)
         if best is None or key > best[0]:
             best = (key, p, matched)
-    if best is None or best[0][0] < MIN_FINGERPRINT_RUN:
-        return Alignment(new=list(range(len(candidates))))
+    if best is None:
+        return Alignment(new=[pos for pos in range(len(candidates)) if pos not in instructions])
     _, p, matched = best
     stored = dict(matched)
     if archived and p >= 1 and prints[p - 1] == history[-1]:
         stored[p - 1] = archived[-1]
     anchor = max(stored)
-    return Alignment(stored=stored, new=[pos for pos in range(p, len(candidates)) if pos not in stored],
-                     anchor=anchor, by_ids=False)
+    return Alignment(stored=stored, new=[pos for pos in range(p, len(candidates))
+                                         if pos not in stored and pos not in instructions], anchor=anchor, by_ids=False)
 
 
 def _archived_run(prints: list[str], keys: Callable[[], ArchivedKeys | None]) -> int:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
-from workmem.graphs.agent.alignment import Alignment, ArchivedKeys, align
+from workmem.graphs.agent.alignment import Alignment, ArchivedKeys, align, fingerprint_of
 from workmem.graphs.context.assemble import pending_entries
 from workmem.graphs.context.injected import clean_messages
 from workmem.state.errors import InvalidInput
@@ -280,17 +280,25 @@ class StateView:
         return None
 
     def archived_instructions(self) -> list[SystemMessage]:
-        """The system messages the state starts with (the agent's instructions, passed as messages) that a commit
-        archived: they go out with the system message on every call, as a system prompt does."""
-        out: list[SystemMessage] = []
-        new = set(self.alignment.new)
+        """The system messages the state starts with (the agent's instructions, passed as messages), all of them in
+        order, once a commit archived any: they go out with the system message on every call, as a system prompt
+        does, and not in the tail (a system message after the memory's is refused by some providers)."""
+        return [self.messages[self.indexes[pos]] for pos in self._folded()]
+
+    def _folded(self) -> list[int]:
+        """Positions of the state's leading system messages when one of them is archived (else none)."""
+        leading = []
         for pos, index in enumerate(self.indexes):
-            message = self.messages[index]
-            if not isinstance(message, SystemMessage):
+            if not isinstance(self.messages[index], SystemMessage):
                 break
-            if pos not in new and pos not in self.shown:
-                out.append(message)
-        return out
+            leading.append(pos)
+        if not leading:
+            return []
+        new = set(self.alignment.new)
+        live = {fingerprint_of(m) for m in self.live if m.get("role") == "system"}
+        archived = [pos for pos in leading if pos not in new and pos not in self.shown
+                    and fingerprint_of(self._normalised[self.indexes[pos]]) not in live]
+        return leading if archived else []
 
     def pinned_tool_step(self, tools: frozenset[str]) -> list[dict[str, Any]]:
         """The newest call of one of `tools` in the state with its results, once a commit archived it: entries of
@@ -360,13 +368,19 @@ class StateView:
         unstored_positions = self.alignment.new
         unstored = clip_oversized([self.messages[self.indexes[p]] for p in unstored_positions], max_view_bytes)
         entries = dict(zip(unstored_positions, pending_entries(unstored, max_bytes=NO_BYTE_CAP), strict=True))
+        folded = self._folded()  # in the system message instead
+        if folded:
+            prints = {fingerprint_of(self._normalised[self.indexes[p]]) for p in folded}
+            entries = {p: e for p, e in entries.items() if p not in folded}
         if not self.state_decides:
             hide = hidden() if self.live else set()
             shown = [m for m in self.live if m["seq"] not in hide] if hide else self.live
+            if folded:
+                shown = [m for m in shown if m.get("role") != "system" or fingerprint_of(m) not in prints]
             out = [*shown, *(entries[p] for p in sorted(entries))]
         else:
             out = [self.shown.get(p) or entries[p] for p in range(len(self.indexes))
-                   if p in self.shown or p in entries]
+                   if p not in folded and (p in self.shown or p in entries)]
         if max_view_bytes < max_message_bytes:
             return [entry if "lc" in entry else clipped_entry(entry, max_view_bytes) for entry in out]
         originals = self._originals()

@@ -146,6 +146,27 @@ def test_a_system_message_the_state_starts_with_goes_out_first_on_every_call_aft
         assert texts(stored(engine, "pirate")).count(rules) == 1
 
 
+@pytest.mark.parametrize("case", ["split-by-the-keep", "edited-after-the-commit"])
+def test_leading_system_messages_go_out_together_in_the_system_message_once_one_is_archived(root, case):
+    """A commit that archived the first of two leading system messages sent the second after the memory's human
+    message; an archived one edited by id went after it too (providers refuse a system message mid-conversation)."""
+    model = scripted(*(f"Answer {i}." for i in range(6)))
+    first, second = SystemMessage(content="S1: be a pirate.", id="s1"), SystemMessage(content="S2: no emoji.", id="s2")
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        agent = create_agent(model, middleware=[WorkingMemoryMiddleware(engine)], checkpointer=InMemorySaver())
+        agent.invoke({"messages": [first, second, HumanMessage(content="Q0", id="q0")]}, thread("sys"))
+        keep = ("messages", 3) if case == "split-by-the-keep" else ("messages", 1)
+        assert engine.commit("sys", keep=keep)["status"] == "completed"
+        if case == "edited-after-the-commit":
+            agent.update_state(thread("sys"), {"messages": [SystemMessage(content="S1: be a parrot.", id="s1")]})
+        agent.invoke({"messages": [HumanMessage(content="Q1", id="q1")]}, thread("sys"))
+        prompt = model.prompts[-1]
+        assert [isinstance(m, SystemMessage) for m in prompt] == [True] + [False] * (len(prompt) - 1)
+        rules = prompt[0].text
+        said = "S1: be a pirate." if case == "split-by-the-keep" else "S1: be a parrot."
+        assert rules.index(said) < rules.index("S2: no emoji.") and rules.count("S2: no emoji.") == 1
+
+
 def test_a_client_sending_only_new_turns_stores_a_repeated_turn_twice_and_sees_its_tail(root):
     model = scripted("Hello!", "Fine, thanks.", "Hello!")
     with WorkingMemoryEngine(root, durable=False) as engine:

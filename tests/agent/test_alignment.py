@@ -275,6 +275,28 @@ def test_a_history_the_agent_trimmed_is_matched_after_its_leading_archived_messa
     assert trimmed_to_live.new == [3], "a state trimmed down to the live run aligns from its start"
 
 
+def test_archived_messages_before_a_single_repeated_live_one_never_make_a_new_message_stored(storage):
+    """A client sending its system prompt (or an old reply) and one new turn that repeats a live message: the
+    archived messages counted toward the two-message run and the new "yes" was taken for the stored one: lost."""
+    turns = [{"role": "system", "content": "Be terse."}, {"role": "user", "content": "Question 0?"},
+             {"role": "assistant", "content": "ok"}, {"role": "user", "content": "Question 1?"},
+             {"role": "user", "content": "yes"}, {"role": "assistant", "content": "Answer 1."}]
+    live, (newest, keys) = archive_first(storage, turns, covered=4)  # the newest archived: "Question 1?"
+    prompt_then_yes = align(norm([turns[0], {"role": "user", "content": "yes"}]), live, newest, archived_keys=keys)
+    assert prompt_then_yes.new == [1] and not prompt_then_yes.stored, "the prompt is stored, the turn is new"
+    ok_then_yes = align(norm([{"role": "assistant", "content": "ok"}, {"role": "user", "content": "yes"}]), live,
+                        newest, archived_keys=keys)
+    assert ok_then_yes.new == [0, 1], "a repeated turn is stored again, never lost"
+
+
+def test_a_system_prompt_a_client_re_sends_is_stored_once(storage):
+    live = store(storage, [{"role": "system", "content": "Be terse."}, {"role": "user", "content": "Hi?"},
+                           {"role": "assistant", "content": "Hello."}])
+    found = align(norm([{"role": "system", "content": "Be terse."}, {"role": "user", "content": "Next?"}]), live,
+                  no_archive)
+    assert found.new == [1]
+
+
 def test_a_history_of_archived_messages_only_is_not_taken_for_the_live_run(storage):
     turns = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i}"} for i in range(6)]
     live, (newest, keys) = archive_first(storage, turns, covered=4)
