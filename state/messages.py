@@ -61,6 +61,7 @@ _TEXT_BLOCKS = {"text", "input_text", "output_text"}
 _CALL_BLOCKS = {"tool_use", "tool_call", "function_call"}
 _SKIPPED_BLOCKS = {"tool_call_chunk", "invalid_tool_call"}
 _DROPPED_KWARGS = {"tool_calls", "function_call"}
+_PER_CALL = {"text", "cache_control"}  # a text block's keys a layout never keeps (a cache breakpoint is per call)
 
 
 class Normalised:
@@ -571,7 +572,7 @@ def _content(content: Any, field: str) -> tuple[list[dict[str, Any]], list[dict[
         kind = block.get("type")
         if kind in _TEXT_BLOCKS:
             if block.get("text"):
-                layout.append({"text": len(texts), "block": {k: v for k, v in block.items() if k != "text"}})
+                layout.append({"text": len(texts), "block": {k: v for k, v in block.items() if k not in _PER_CALL}})
                 texts.append(_text(block.get("text")))
         elif kind in _CALL_BLOCKS:
             args = block.get("input", block.get("args", block.get("arguments")))

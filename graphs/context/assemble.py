@@ -17,6 +17,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from workmem.graphs.context.injected import SUMMARY_MARKER, clean_messages
 from workmem.graphs.context.lc_messages import to_langchain_message
+from workmem.graphs.context.tool_results import result_part
 from workmem.state.errors import InvalidInput
 from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES, message_tokens
 from workmem.state.payloads import PayloadLimits
@@ -87,13 +88,19 @@ def message_units(messages: list[dict[str, Any]]) -> list[Unit]:
 
 
 def _results_first(unit: Unit) -> Unit:
-    """A tool group with the calls and their results first, then any other message that came in between (a
-    tool's `Command` added one while a parallel call's result was still due): providers want results right
-    after their call."""
-    def in_exchange(m: dict[str, Any]) -> bool:
-        return m["role"] == "tool" or any(p.get("type") == "tool_call" for p in m["parts"])
-
-    return [m for m in unit if in_exchange(m)] + [m for m in unit if not in_exchange(m)]
+    """A tool group with each call's results right after it, then what came in between (a tool's `Command` added
+    a message, or a call of its own, while a parallel call's result was still due): providers want them so."""
+    out: Unit = []
+    rest = list(unit)
+    while rest:
+        message = rest.pop(0)
+        out.append(message)
+        for call_id in [p.get("id") for p in message["parts"] if p.get("type") == "tool_call"]:
+            at = next((i for i, m in enumerate(rest) if m["role"] == "tool"
+                       and (result_part(m) or {}).get("tool_call_id") == call_id), None)
+            if at is not None:
+                out.append(rest.pop(at))
+    return out
 
 
 def newest_turn_start(units: list[Unit]) -> int:

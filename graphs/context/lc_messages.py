@@ -32,7 +32,7 @@ def to_langchain_message(msg: dict[str, Any]) -> BaseMessage:
     if isinstance(meta.get("additional_kwargs"), dict):
         common["additional_kwargs"] = dict(meta["additional_kwargs"])
     role = msg.get("role")
-    blocks = [] if msg.get("synopsis") else _blocks(meta)  # a result shown as its synopsis goes without them
+    blocks = _blocks(meta)
     if role == "tool":
         result = next((p for p in msg["parts"] if p.get("type") == "tool_result"), None)
         if result is None:

@@ -17,7 +17,7 @@ from workmem.graphs.context.lc_messages import to_langchain_message
 from workmem.state.archive_object import OWN_TOOLS, READ_TOOL_NAME
 from workmem.state.errors import InvalidInput
 from workmem.state.lru import LRU
-from workmem.state.messages import FINGERPRINT_META, INTERNAL_FLAG
+from workmem.state.messages import FINGERPRINT_META, INTERNAL_FLAG, image_tokens
 from workmem.state.payloads import is_payload
 from workmem.state.synopsis import kind_of, synopsis
 from workmem.state.tokens import count_tokens, encoder
@@ -115,9 +115,15 @@ def shown_as_synopsis(entry: dict[str, Any], line: int, size: int, shrunk: set[i
     or one over `size` a commit boundary shrank (its seq in `shrunk`)."""
     if "lc" in entry or entry.get("role") != "tool" or result_part(entry) is None:
         return False
-    if entry["tokens"] > line:
+    text = text_tokens(entry)  # a synopsis shortens the text; the images stay (they are what the agent looks at)
+    if text > line:
         return True
-    return entry["tokens"] > size and entry["seq"] in shrunk
+    return text > size and entry["seq"] in shrunk
+
+
+def text_tokens(msg: dict[str, Any]) -> int:
+    """A stored message's tokens but its images'."""
+    return msg["tokens"] - image_tokens(msg)
 
 
 def offloaded(entry: dict[str, Any], synopses: Synopses, limit_tokens: int) -> dict[str, Any]:
@@ -125,8 +131,8 @@ def offloaded(entry: dict[str, Any], synopses: Synopses, limit_tokens: int) -> d
     `original` is the LangChain message that carries the synopsis (built once)."""
     text, tokens = synopses.of(entry, limit_tokens)
     parts = [{**p, "content": text} if p.get("type") == "tool_result" else p for p in entry["parts"]]
-    out = {**{k: v for k, v in entry.items() if k != "original"}, "parts": parts, "tokens": tokens,
-           "synopsis": True}
+    out = {**{k: v for k, v in entry.items() if k != "original"}, "parts": parts,
+           "tokens": tokens + image_tokens(entry), "synopsis": True}  # its images go with it
     return {**out, "original": synopses.message_of(out, limit_tokens)}
 
 

@@ -398,3 +398,13 @@ def test_a_message_between_parallel_results_goes_after_them(root):
         assert [m.text for m in sent[1:]] == ["Look at both.", "", "first", "second", "A note the tool added.",
                                               "Both read."]
         assert pairing_problems(sent) == []
+
+
+def test_a_call_a_tool_added_between_parallel_results_goes_after_them_with_its_own_result(root):
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        engine.add_messages("s", [user("Look at both."), assistant(calls=[("c1", "a", "{}"), ("c2", "b", "{}")]),
+                                  tool("c1", "first"), assistant(calls=[("c9", "c", "{}")]), tool("c9", "nested"),
+                                  tool("c2", "second"), assistant("Both read.")])
+        sent = engine.assemble("s", token_budget=40_000)["messages"]
+        assert [m.text for m in sent[1:]] == ["Look at both.", "", "first", "second", "", "nested", "Both read."]
+        assert pairing_problems(sent) == []

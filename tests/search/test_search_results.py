@@ -10,6 +10,7 @@ from workmem.graphs.context.search_results import format_hits, with_context
 from workmem.graphs.engine import WorkingMemoryEngine
 from workmem.state.errors import InvalidInput
 from workmem.state.files.search_index import SearchIndex
+from workmem.state.search.search_hits import shown_window
 from workmem.state.tokens import count_tokens
 
 
@@ -126,3 +127,11 @@ def test_an_id_that_no_message_holds_has_no_exact_hit_among_other_ids(backend):
         assert engine.archive_search("s", "TICKET3") == []
         hits = engine.archive_search("s", "TICKET4")
         assert [h["content"] for h in hits if h["match"] == "exact"] == ["the code is TICKET4 for host db4"]
+
+
+def test_a_plain_question_with_a_clitic_shows_the_window_of_its_match():
+    """"I'm" is no identifier: the window went to the log's first line, which starts with "I'm"."""
+    log = "I'm starting the server now.\n" + "\n".join(f"INFO request {i} ok" for i in range(400)) + \
+        "\nERROR: disk full at /var/lib/db\n"
+    shown = shown_window(log, ["I", "m", "seeing", "a", "disk", "full", "error"], "I'm seeing a disk full error")
+    assert "disk full" in shown and shown.startswith("…")

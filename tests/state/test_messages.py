@@ -9,6 +9,7 @@ from langchain_core.messages import AIMessage, ChatMessage, HumanMessage, System
 from oracles import normalize_messages, validate_message
 
 from workmem.graphs.context.lc_messages import to_langchain_message, to_langchain_messages
+from workmem.graphs.context.tool_results import shown_as_synopsis
 from workmem.state.errors import InvalidInput
 from workmem.state.files.store import SessionStore
 from workmem.state.messages import (
@@ -241,11 +242,29 @@ def test_an_image_counts_as_a_provider_bills_it_not_as_nothing(root):
     assert message_tokens(normalize_message(HumanMessage(content=[shot]))) == IMAGE_TOKENS
 
 
-def test_a_result_shown_as_its_synopsis_goes_without_its_image():
+def test_a_cache_breakpoint_is_not_kept_for_a_rebuilt_message():
+    """A client marking each new turn with `cache_control`: every older turn rebuilt from the store carried its
+    breakpoint again (8 in one call; Anthropic allows 4)."""
+    marked = normalize_message(HumanMessage(content=[{"type": "text", "text": "Q", "cache_control": {"type": "x"}}]))
+    assert "content_layout" not in marked["meta"] and to_langchain_message(marked).content == "Q"
+
+
+def test_a_screenshot_with_a_short_text_is_never_shown_as_its_synopsis():
+    """An image counts 1,500 tokens: at a small input limit the offload line fell under it and the screenshot went
+    out as a text-only synopsis, its image gone (a read cannot bring it back)."""
+    shot = normalize_message(ToolMessage(content=[{"type": "text", "text": "screen"}, {"type": "image", "base64": "A"}],
+                                         tool_call_id="c1"))
+    entry = {**shot, "seq": 5, "tokens": 2 + IMAGE_TOKENS}
+    assert not shown_as_synopsis(entry, line=1_000, size=500, shrunk={5})
+    assert shown_as_synopsis({**entry, "tokens": 1_200 + IMAGE_TOKENS}, line=1_000, size=500, shrunk=set())
+
+
+def test_a_result_shown_as_its_synopsis_keeps_its_image():
+    """A synopsis shortens the text; the screenshot is what the agent looks at (a read cannot bring it back)."""
     blocks = [{"type": "text", "text": "whole"}, {"type": "image", "base64": "A"}]
     stored = normalize_message(ToolMessage(content=blocks, tool_call_id="c1"))
     shown = {**stored, "parts": [{**stored["parts"][0], "content": "[synopsis]"}], "synopsis": True}
-    assert to_langchain_message(shown).content == "[synopsis]"
+    assert to_langchain_message(shown).content == [{"type": "text", "text": "[synopsis]"}, blocks[1]]
 
 
 @pytest.mark.parametrize("batch", [
