@@ -327,12 +327,17 @@ IMAGE_TOKENS = 1_500  # one image as a provider bills a screenshot at full detai
 _IMAGE_BLOCKS = frozenset(("image", "image_url", "input_image"))
 
 
+def is_image(block: Any) -> bool:
+    """Whether a content block is an image."""
+    return isinstance(block, dict) and block.get("type") in _IMAGE_BLOCKS
+
+
 def image_tokens(msg: dict[str, Any]) -> int:
     """The tokens a message's image blocks cost, `IMAGE_TOKENS` each (their base64 is no measure of it)."""
     blocks = (msg.get("meta") or {}).get("content_blocks")
     if not isinstance(blocks, list):
         return 0
-    return IMAGE_TOKENS * sum(1 for b in blocks if isinstance(b, dict) and b.get("type") in _IMAGE_BLOCKS)
+    return IMAGE_TOKENS * sum(1 for b in blocks if is_image(b))
 
 
 def message_tokens(msg: dict[str, Any]) -> int:

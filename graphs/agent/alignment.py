@@ -23,11 +23,10 @@ stored count can make it skip a message it did not match.
   returned: the state lost the archived messages known by id, kept the others), skipping stored messages the
   client does not hold (tool calls and results a chat front end leaves out; the answer to a request the
   client retried); the results of one parallel call match in any order; the first state message that
-  matches nothing, and all after it, are new. After the leading archived messages alone, the live run itself
-  must repeat two messages. A system prompt the client re-sends (leading, and stored: archived or live) is
-  never new. At least two messages must match (counting those that repeat
-  the newest archived ones): a client that sends only new turns and repeats an identical one stores
-  it twice. Among several places, the one whose preceding messages agree longest with the newest
+  matches nothing, and all after it, are new. At least two messages must match (counting those that repeat
+  the newest archived ones; after the leading archived messages alone, two live ones): a client that sends
+  only new turns and repeats an identical one stores it twice. A system prompt the client re-sends, leading
+  and archived, is never new. Among several places, the one whose preceding messages agree longest with the newest
   archive wins (the earliest on a tie: storing too much beats losing a message).
 - **Before the first match.** A state message before the first id match that matches a live stored message
   by fingerprint is stored; any other is new unless an archive holds it — it was put in front of the history
@@ -301,14 +300,9 @@ def _by_fingerprints(candidates: list[dict[str, Any]], live: list[Stored], archi
     held = _archived_run(prints, keys) if archived else 0
     if archived and held not in starts:
         starts[held] = held  # every message before it is archived: they agree with the archive, as a set
-    # a system prompt a client re-sends (stored: archived, or live) is no new message; a repeated turn may be one
-    stored_system = {stored_print(m) for m in live if m.get("role") == "system"}
-    instructions: set[int] = set()
-    for pos, candidate in enumerate(candidates[:outputs]):
-        if candidate.get("role") != "system":
-            break
-        if pos < held or prints[pos] in stored_system:
-            instructions.add(pos)
+    # an archived system prompt a client re-sends is no new message (a repeated turn may be: it is stored again;
+    # a live one is, too: taken for the stored copy, it would make the client's state look like a whole history)
+    instructions = {pos for pos in range(held) if candidates[pos].get("role") == "system"}
     best: tuple[tuple[int, int], int, dict[int, Stored]] | None = None
     for p, agreement in sorted(starts.items()):
         matched = _in_order(candidates, prints, p, live, stored_print)

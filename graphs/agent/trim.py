@@ -12,7 +12,7 @@ from langchain_core.messages import BaseMessage, RemoveMessage, ToolMessage
 
 from workmem.graphs.agent.alignment import fingerprint_of
 from workmem.graphs.agent.view import StateView
-from workmem.graphs.context.tool_results import Synopses, text_tokens
+from workmem.graphs.context.tool_results import Synopses
 from workmem.state.ids import archive_name, archive_number
 from workmem.state.messages import (
     CLIPPED_BYTES_META,
@@ -54,7 +54,7 @@ def state_synopses(view: StateView, limit: int, size: int, synopses: Synopses,
     for pos, stored in view.alignment.stored.items():
         message = view.messages[view.indexes[pos]]
         if (not isinstance(message, ToolMessage) or not isinstance(message.content, str)
-                or SYNOPSIS_FP in message.additional_kwargs or text_tokens(stored) <= limit
+                or SYNOPSIS_FP in message.additional_kwargs or stored["tokens"] <= limit
                 or not shrinkable(stored) or CLIPPED_BYTES_META in (stored.get("meta") or {})):
             continue
         text, _tokens = synopses.of(stored, size)

@@ -208,7 +208,8 @@ def clipped_entry(stored: dict[str, Any], max_bytes: int) -> dict[str, Any]:
                           max_bytes)
     if clipped["parts"] is stored["parts"]:
         return stored
-    return {**stored, "parts": clipped["parts"], "tokens": message_tokens(clipped), "view_clipped": True}
+    return {**stored, "parts": clipped["parts"], "meta": clipped["meta"], "tokens": message_tokens(clipped),
+            "view_clipped": True}
 
 
 class StateView:
@@ -295,10 +296,7 @@ class StateView:
         if not leading:
             return []
         new = set(self.alignment.new)
-        live = {fingerprint_of(m) for m in self.live if m.get("role") == "system"}
-        archived = [pos for pos in leading if pos not in new and pos not in self.shown
-                    and fingerprint_of(self._normalised[self.indexes[pos]]) not in live]
-        return leading if archived else []
+        return leading if any(pos not in new and pos not in self.shown for pos in leading) else []
 
     def pinned_tool_step(self, tools: frozenset[str]) -> list[dict[str, Any]]:
         """The newest call of one of `tools` in the state with its results, once a commit archived it: entries of

@@ -17,7 +17,14 @@ from workmem.graphs.context.lc_messages import to_langchain_message
 from workmem.state.archive_object import OWN_TOOLS, READ_TOOL_NAME
 from workmem.state.errors import InvalidInput
 from workmem.state.lru import LRU
-from workmem.state.messages import FINGERPRINT_META, INTERNAL_FLAG, image_tokens
+from workmem.state.messages import (
+    CONTENT_LAYOUT_META,
+    DROPPED_BLOCKS_META,
+    FINGERPRINT_META,
+    IMAGE_TOKENS,
+    INTERNAL_FLAG,
+    is_image,
+)
 from workmem.state.payloads import is_payload
 from workmem.state.synopsis import kind_of, synopsis
 from workmem.state.tokens import count_tokens, encoder
@@ -115,25 +122,37 @@ def shown_as_synopsis(entry: dict[str, Any], line: int, size: int, shrunk: set[i
     or one over `size` a commit boundary shrank (its seq in `shrunk`)."""
     if "lc" in entry or entry.get("role") != "tool" or result_part(entry) is None:
         return False
-    text = text_tokens(entry)  # a synopsis shortens the text; the images stay (they are what the agent looks at)
-    if text > line:
+    if entry["tokens"] > line:
         return True
-    return text > size and entry["seq"] in shrunk
-
-
-def text_tokens(msg: dict[str, Any]) -> int:
-    """A stored message's tokens but its images'."""
-    return msg["tokens"] - image_tokens(msg)
+    return entry["tokens"] > size and entry["seq"] in shrunk
 
 
 def offloaded(entry: dict[str, Any], synopses: Synopses, limit_tokens: int) -> dict[str, Any]:
-    """The stored entry with its result replaced by its synopsis (the stored message itself is unchanged); its
-    `original` is the LangChain message that carries the synopsis (built once)."""
-    text, tokens = synopses.of(entry, limit_tokens)
+    """The stored entry with its result replaced by its synopsis (the stored message itself is unchanged) and, of
+    its content blocks, its first image only (a screenshot is what the agent looks at, and no read brings an image
+    back; a dozen would not fit where the text does not); its `original` is the LangChain message that carries the
+    synopsis (built once)."""
+    blocks = _blocks_of(entry)
+    images = IMAGE_TOKENS * sum(1 for b in blocks if is_image(b))
+    text, tokens = synopses.of({**entry, "tokens": max(entry["tokens"] - images, 0)}, limit_tokens)  # its text's size
     parts = [{**p, "content": text} if p.get("type") == "tool_result" else p for p in entry["parts"]]
-    out = {**{k: v for k, v in entry.items() if k != "original"}, "parts": parts,
-           "tokens": tokens + image_tokens(entry), "synopsis": True}  # its images go with it
+    meta = {k: v for k, v in (entry.get("meta") or {}).items() if k not in ("content_blocks", CONTENT_LAYOUT_META)}
+    first = next((b for b in blocks if is_image(b)), None)
+    if first is not None:
+        meta["content_blocks"] = [first]
+    out = {**{k: v for k, v in entry.items() if k != "original"}, "parts": parts, "meta": meta,
+           "tokens": tokens + (IMAGE_TOKENS if first is not None else 0), "synopsis": True}
     return {**out, "original": synopses.message_of(out, limit_tokens)}
+
+
+def _blocks_of(entry: dict[str, Any]) -> list[Any]:
+    """A stored result's content blocks — or, when its stored copy dropped them (over `max_message_bytes`), those of
+    the agent state's own copy it is shown for (`original`)."""
+    meta = entry.get("meta") or {}
+    if DROPPED_BLOCKS_META in meta and isinstance(getattr(entry.get("original"), "content", None), list):
+        return [b for b in entry["original"].content if isinstance(b, dict) and b.get("type") != "text"]
+    blocks = meta.get("content_blocks")
+    return blocks if isinstance(blocks, list) else []
 
 
 def read_window(msg: dict[str, Any], offset: Any, limit: Any, max_tokens: int) -> dict[str, Any]:

@@ -34,7 +34,7 @@ from workmem.state.index_text import DIGEST_MARK, is_digest
 from workmem.state.search import fts_query, search_dates, search_rank, search_terms
 
 HIT_CHARS = 1500
-_IDENTIFIER = re.compile(r"\w[_./]\w|[A-Za-z]\d|\d[A-Za-z]")  # snake_case, dotted, a path, letters with digits
+_IDENTIFIER = re.compile(r"\w[_./-]\w|[A-Za-z]\d|\d[A-Za-z]")  # snake_case, dotted, a path, GPT-4, letters+digits
 MAX_LIMIT = 1000
 MEMORY_ROLE = "memory"
 MEMORY_SEQ_GAP = 10  # wider than the neighbour window
@@ -124,7 +124,7 @@ def shown_window(text: str, words: Sequence[str], query: str = "") -> str:
     if len(text) <= HIT_CHARS:
         return text
     lowered = text.lower()
-    identifiers = [t for t in query.split() if _IDENTIFIER.search(t)][:fts_query.MAX_TERMS]  # what the search used
+    identifiers = [t for t in query.split()[:fts_query.MAX_TERMS] if _IDENTIFIER.search(t)]  # what the search used
     at = _match_at(lowered, [query, *identifiers]) if query.strip() else -1
     if at < 0:
         present = [w.lower() for w in words[:fts_query.MAX_TERMS] if len(w) >= 2 and w.lower() in lowered]

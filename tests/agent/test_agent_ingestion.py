@@ -167,6 +167,20 @@ def test_leading_system_messages_go_out_together_in_the_system_message_once_one_
         assert rules.index(said) < rules.index("S2: no emoji.") and rules.count("S2: no emoji.") == 1
 
 
+def test_a_client_sending_its_system_prompt_and_each_new_turn_sees_its_whole_history(root):
+    """The re-sent prompt, taken for the live stored copy, made the state look like a whole history: every earlier
+    turn was hidden from the model and from the next commit."""
+    model = scripted(*(f"Answer {i}." for i in range(4)))
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        agent = create_agent(model, middleware=[WorkingMemoryMiddleware(engine)])  # no checkpointer
+        for i in range(4):
+            agent.invoke({"messages": [{"role": "system", "content": "Be terse."},
+                                       {"role": "user", "content": f"Question {i}?"}]}, thread("prompted"))
+        assert not engine.hidden("prompted")
+        last = [m.text for m in model.prompts[-1]]
+        assert all(f"Question {i}?" in last and f"Answer {i}." in last for i in range(3)) and "Question 3?" in last
+
+
 def test_a_client_sending_only_new_turns_stores_a_repeated_turn_twice_and_sees_its_tail(root):
     model = scripted("Hello!", "Fine, thanks.", "Hello!")
     with WorkingMemoryEngine(root, durable=False) as engine:

@@ -289,12 +289,12 @@ def test_archived_messages_before_a_single_repeated_live_one_never_make_a_new_me
     assert ok_then_yes.new == [0, 1], "a repeated turn is stored again, never lost"
 
 
-def test_a_system_prompt_a_client_re_sends_is_stored_once(storage):
-    live = store(storage, [{"role": "system", "content": "Be terse."}, {"role": "user", "content": "Hi?"},
-                           {"role": "assistant", "content": "Hello."}])
-    found = align(norm([{"role": "system", "content": "Be terse."}, {"role": "user", "content": "Next?"}]), live,
-                  no_archive)
-    assert found.new == [1]
+def test_an_archived_system_prompt_a_client_re_sends_is_not_stored_again(storage):
+    turns = [{"role": "system", "content": "Be terse."}, {"role": "user", "content": "Hi?"},
+             {"role": "assistant", "content": "Hello."}, {"role": "user", "content": "More?"}]
+    live, (newest, keys) = archive_first(storage, turns, covered=2)
+    found = align(norm([turns[0], {"role": "user", "content": "Next?"}]), live, newest, archived_keys=keys)
+    assert found.new == [1] and not found.stored
 
 
 def test_a_history_of_archived_messages_only_is_not_taken_for_the_live_run(storage):

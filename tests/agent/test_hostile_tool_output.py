@@ -131,7 +131,8 @@ def test_a_reply_with_a_surrogate_in_its_id_and_text_is_stored_once(root, mode):
         assert len(engine.live_messages("t")) == 6 and not engine.hidden("t"), "every message stored once"
 
 
-def test_a_screenshot_over_max_message_bytes_reaches_the_model_the_store_keeps_it_clipped(root):
+@pytest.mark.parametrize("budget", [None, 16_000], ids=["whole", "as-its-synopsis"])
+def test_a_screenshot_over_max_message_bytes_reaches_the_model_the_store_keeps_it_clipped(root, budget):
     """The store keeps a copy without the image (a note says so); the next call sent that copy, so the model never
     saw the screenshot it had just taken, though the agent's state held it."""
     shot = {"type": "image", "base64": "iVBORw0KGgo" * 4_000, "mime_type": "image/png"}
@@ -145,7 +146,7 @@ def test_a_screenshot_over_max_message_bytes_reaches_the_model_the_store_keeps_i
                                                         "type": "tool_call"}]), "I see the desktop.")
     with WorkingMemoryEngine(root, durable=False, max_message_bytes=20_000) as engine:
         agent = create_agent(model, tools=[screenshot], checkpointer=InMemorySaver(),
-                             middleware=[WorkingMemoryMiddleware(engine)])
+                             middleware=[WorkingMemoryMiddleware(engine, token_budget=budget)])
         agent.invoke({"messages": [HumanMessage("What is on my screen?", id="h0")]},
                      {"configurable": {"thread_id": "t"}})
         result = next(m for m in model.prompts[1] if isinstance(m, ToolMessage))

@@ -9,7 +9,7 @@ from langchain_core.messages import AIMessage, ChatMessage, HumanMessage, System
 from oracles import normalize_messages, validate_message
 
 from workmem.graphs.context.lc_messages import to_langchain_message, to_langchain_messages
-from workmem.graphs.context.tool_results import shown_as_synopsis
+from workmem.graphs.context.tool_results import Synopses, offloaded
 from workmem.state.errors import InvalidInput
 from workmem.state.files.store import SessionStore
 from workmem.state.messages import (
@@ -21,6 +21,7 @@ from workmem.state.messages import (
     normalize_message,
     prepare_messages,
 )
+from workmem.state.tokens import count_tokens
 
 
 def test_langchain_messages_by_duck_typing():
@@ -249,22 +250,18 @@ def test_a_cache_breakpoint_is_not_kept_for_a_rebuilt_message():
     assert "content_layout" not in marked["meta"] and to_langchain_message(marked).content == "Q"
 
 
-def test_a_screenshot_with_a_short_text_is_never_shown_as_its_synopsis():
-    """An image counts 1,500 tokens: at a small input limit the offload line fell under it and the screenshot went
-    out as a text-only synopsis, its image gone (a read cannot bring it back)."""
-    shot = normalize_message(ToolMessage(content=[{"type": "text", "text": "screen"}, {"type": "image", "base64": "A"}],
-                                         tool_call_id="c1"))
-    entry = {**shot, "seq": 5, "tokens": 2 + IMAGE_TOKENS}
-    assert not shown_as_synopsis(entry, line=1_000, size=500, shrunk={5})
-    assert shown_as_synopsis({**entry, "tokens": 1_200 + IMAGE_TOKENS}, line=1_000, size=500, shrunk=set())
-
-
-def test_a_result_shown_as_its_synopsis_keeps_its_image():
-    """A synopsis shortens the text; the screenshot is what the agent looks at (a read cannot bring it back)."""
-    blocks = [{"type": "text", "text": "whole"}, {"type": "image", "base64": "A"}]
-    stored = normalize_message(ToolMessage(content=blocks, tool_call_id="c1"))
-    shown = {**stored, "parts": [{**stored["parts"][0], "content": "[synopsis]"}], "synopsis": True}
-    assert to_langchain_message(shown).content == [{"type": "text", "text": "[synopsis]"}, blocks[1]]
+@pytest.mark.parametrize("images", [1, 12])
+def test_a_result_shown_as_its_synopsis_keeps_its_first_image(images):
+    """A synopsis that dropped every image hid a screenshot at a small input limit (no read brings an image back);
+    one that kept a dozen did not fit where the text did not, and the run overflowed."""
+    shots = [{"type": "image", "base64": f"img{i}"} for i in range(images)]
+    text = "\n".join(f"line {i}: pixel row" for i in range(400))
+    stored = normalize_message(ToolMessage(content=[{"type": "text", "text": text}, *shots], tool_call_id="c1"))
+    entry = {**stored, "seq": 5, "tokens": count_tokens(text) + images * IMAGE_TOKENS}
+    shown = offloaded(entry, Synopses(), 200)
+    assert shown["original"].content[1:] == [shots[0]] and shown["original"].content[0]["type"] == "text"
+    assert shown["tokens"] == count_tokens(shown["parts"][0]["content"]) + IMAGE_TOKENS
+    assert f"{count_tokens(text):,} tokens" in shown["parts"][0]["content"], "the marker counts the text"
 
 
 @pytest.mark.parametrize("batch", [
