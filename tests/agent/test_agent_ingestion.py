@@ -497,7 +497,8 @@ def test_a_model_that_cannot_bind_tools_keeps_its_memory_without_the_archive_too
     model = GenericFakeChatModel(messages=iter([AIMessage(content=f"Answer {i}: " + "app/x.py reads rows " * 20)
                                                 for i in range(12)]))
     with WorkingMemoryEngine(root, durable=False, keep=("turns", 2)) as engine:
-        agent = create_agent(model, middleware=[WorkingMemoryMiddleware(engine, trigger=("tokens", 600))],
+        agent = create_agent(model, middleware=[WorkingMemoryMiddleware(engine, trigger=("tokens", 600),
+                                                                         commit_mode="sync")],
                              checkpointer=InMemorySaver())
         with caplog.at_level(logging.WARNING, logger="workmem.agent"):
             for i in range(10):
