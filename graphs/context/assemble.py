@@ -90,6 +90,8 @@ def message_units(messages: list[dict[str, Any]]) -> list[Unit]:
 def _results_first(unit: Unit) -> Unit:
     """A tool group with each call's results right after it, then what came in between (a tool's `Command` added
     a message, or a call of its own, while a parallel call's result was still due): providers want them so."""
+    if all(m["role"] == "tool" for m in unit[1:]):  # one call and its results: the usual unit, as it is
+        return unit
     out: Unit = []
     rest = list(unit)
     while rest:
