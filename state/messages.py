@@ -332,12 +332,15 @@ def is_image(block: Any) -> bool:
     return isinstance(block, dict) and block.get("type") in _IMAGE_BLOCKS
 
 
+def content_blocks(meta: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """A message's other content blocks (images, reasoning, …), as its meta keeps them."""
+    blocks = (meta or {}).get("content_blocks")
+    return [b for b in blocks if isinstance(b, dict)] if isinstance(blocks, list) else []
+
+
 def image_tokens(msg: dict[str, Any]) -> int:
     """The tokens a message's image blocks cost, `IMAGE_TOKENS` each (their base64 is no measure of it)."""
-    blocks = (msg.get("meta") or {}).get("content_blocks")
-    if not isinstance(blocks, list):
-        return 0
-    return IMAGE_TOKENS * sum(1 for b in blocks if is_image(b))
+    return IMAGE_TOKENS * sum(1 for b in content_blocks(msg.get("meta")) if is_image(b))
 
 
 def message_tokens(msg: dict[str, Any]) -> int:

@@ -405,10 +405,10 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         if self._tools_join(call, entries, assembled["stats"]):
             call.cache.tools_joined = True
             if not binds_tools(request.model):  # the memory still works; only the archive tools are left out
-                request = request.override(tools=[t for t in request.tools if not self._own(t)])
+                request = self._without_own_tools(request)
                 self._warn_no_tools(request.model)
         else:  # nothing for workmem's note and tools to find yet: the call goes out as the agent's own
-            addition, request = None, request.override(tools=[t for t in request.tools if not self._own(t)])
+            addition, request = None, self._without_own_tools(request)
         sent = self._record(call, assembled["stats"], request, addition is not None)
         if plan is not None and plan.breaker_note:
             sent["breaker"] = plan.breaker_note
@@ -611,6 +611,9 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
 
     def _shrinkable(self, entry: dict[str, Any]) -> bool:
         return shrinkable(entry, self.settings.exclude_tools)
+
+    def _without_own_tools(self, request: ModelRequest) -> ModelRequest:
+        return request.override(tools=[t for t in request.tools if not self._own(t)])
 
     def _warn_no_tools(self, model: Any) -> None:
         if not self._warned_no_tools:

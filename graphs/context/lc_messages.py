@@ -12,7 +12,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 
 from workmem.state.errors import InvalidInput
-from workmem.state.messages import CONTENT_LAYOUT_META, lc_id
+from workmem.state.messages import CONTENT_LAYOUT_META, content_blocks, lc_id
 
 
 def to_langchain_messages(messages: list[dict[str, Any]]) -> list[BaseMessage]:
@@ -32,7 +32,7 @@ def to_langchain_message(msg: dict[str, Any]) -> BaseMessage:
     if isinstance(meta.get("additional_kwargs"), dict):
         common["additional_kwargs"] = dict(meta["additional_kwargs"])
     role = msg.get("role")
-    blocks = _blocks(meta)
+    blocks = content_blocks(meta)
     if role == "tool":
         result = next((p for p in msg["parts"] if p.get("type") == "tool_result"), None)
         if result is None:
@@ -64,11 +64,6 @@ def to_langchain_message(msg: dict[str, Any]) -> BaseMessage:
                                 "error": "arguments are not a JSON object", "type": "invalid_tool_call"})
         return AIMessage(content=content, tool_calls=calls, invalid_tool_calls=invalid, **common)
     raise InvalidInput("message.role", role, "must be one of user, assistant, tool, system")
-
-
-def _blocks(meta: dict[str, Any]) -> list[dict[str, Any]]:
-    extra = meta.get("content_blocks")
-    return [b for b in extra if isinstance(b, dict)] if isinstance(extra, list) else []
 
 
 def _content(parts: list[dict[str, Any]], others: list[dict[str, Any]],

@@ -23,6 +23,7 @@ from workmem.state.messages import (
     FINGERPRINT_META,
     IMAGE_TOKENS,
     INTERNAL_FLAG,
+    content_blocks,
     is_image,
 )
 from workmem.state.payloads import is_payload
@@ -151,8 +152,7 @@ def _blocks_of(entry: dict[str, Any]) -> list[Any]:
     meta = entry.get("meta") or {}
     if DROPPED_BLOCKS_META in meta and isinstance(getattr(entry.get("original"), "content", None), list):
         return [b for b in entry["original"].content if isinstance(b, dict) and b.get("type") != "text"]
-    blocks = meta.get("content_blocks")
-    return blocks if isinstance(blocks, list) else []
+    return content_blocks(meta)
 
 
 def read_window(msg: dict[str, Any], offset: Any, limit: Any, max_tokens: int) -> dict[str, Any]:
