@@ -39,8 +39,9 @@ def redact_secrets(text: str) -> str:
 
 
 def clean_error(text: object, limit: int = MAX_ERROR_CHARS) -> str:
-    """A stored error: redacted first, then cut to `limit` characters."""
-    out = redact_secrets(str(text))
+    """A stored error: redacted first, then cut to `limit` characters, each lone surrogate written as `\\udcxx`
+    (a store or a log file encodes it as UTF-8)."""
+    out = redact_secrets(str(text)).encode("utf-8", "backslashreplace").decode("utf-8")
     return out if len(out) <= limit else out[: limit - 1] + "…"
 
 

@@ -148,7 +148,7 @@ class NormalisedCache:
             repaired, note = storable_form(message, record=_checkpointed_print(message, field))
             if note is None:
                 raise
-            log.warning("workmem: a %s message (id %s) cannot be stored as it is (%s); its storable form is "
+            log.warning("workmem: a %s message (id %r) cannot be stored as it is (%s); its storable form is "
                         "stored", getattr(message, "type", None) or type(message).__name__,
                         getattr(message, "id", None), note)
             prepared = prepare_message(repaired, field=field, max_bytes=max_bytes, payloads=payloads)

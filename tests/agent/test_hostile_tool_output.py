@@ -117,9 +117,9 @@ def test_a_surrogate_result_is_stored_once_whatever_else_it_holds(root, listing,
 
 
 @pytest.mark.parametrize("mode", ["sync", "background"])
-def test_a_reply_with_a_surrogate_in_its_id_and_text_is_stored_once(root, mode):
+def test_a_reply_with_a_surrogate_in_its_id_and_text_is_stored_once(root, mode, caplog):
     """The checkpointer rewrites the id too (`run-?0`): the state's copy no longer matches by id, and must still be
-    the stored reply by its fingerprint."""
+    the stored reply by its fingerprint. The warning that names the id can be written to a UTF-8 log file."""
     replies = [AIMessage(content=f"Saw f_\udcfe{run}.", id=f"run-\udcff{run}") for run in range(3)]
     with WorkingMemoryEngine(root, durable=False) as engine:
         agent = create_agent(scripted(*replies), tools=[], checkpointer=InMemorySaver(),
@@ -129,6 +129,8 @@ def test_a_reply_with_a_surrogate_in_its_id_and_text_is_stored_once(root, mode):
                          {"configurable": {"thread_id": "t"}})
         engine.join_commits()
         assert len(engine.live_messages("t")) == 6 and not engine.hidden("t"), "every message stored once"
+    warnings = [r.getMessage() for r in caplog.records if "storable form" in r.getMessage()]
+    assert warnings and all(w.encode("utf-8") for w in warnings), "the id is logged escaped, not as a lone surrogate"
 
 
 @pytest.mark.parametrize("budget", [None, 16_000], ids=["whole", "as-its-synopsis"])

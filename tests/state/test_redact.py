@@ -47,3 +47,12 @@ def test_redact_secrets(text, leak):
 def test_redact_keeps_ordinary_text():
     assert redact_secrets("tokens: 12, the task-runner failed") == "tokens: 12, the task-runner failed"
     assert redact_secrets("max_tokens=4000 and secrets_found: none") == "max_tokens=4000 and secrets_found: none"
+
+
+def test_a_stored_error_with_a_lone_surrogate_encodes_as_utf8():
+    """An exception's text may carry a file name read with `surrogateescape`; the task store and a log file encode
+    what `clean_error` returns as UTF-8."""
+    from workmem.state.redact import clean_error
+
+    cleaned = clean_error("cannot open caf\udce9.txt: token=abcdef123456")
+    assert cleaned.encode("utf-8") == b"cannot open caf\\udce9.txt: token=***"
