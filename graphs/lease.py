@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
@@ -41,14 +42,25 @@ def acquire(tasks: TaskStorage, session_id: str, task_id: str, owner: str, *,
     A lease left by a process of this host that died (SIGKILL, power loss of a container) is broken at
     once instead of blocking the session until its TTL runs out.
     """
-    holder = tasks.acquire_lease(session_id, task_id, owner, ttl=ttl)
-    if holder is None:
-        return None
-    row = tasks.lease_holder(session_id)
-    if row is not None and not holder_alive(row):
-        tasks.release_lease(session_id, row["task_id"])
-        return tasks.acquire_lease(session_id, task_id, owner, ttl=ttl)
-    return holder
+    try:
+        holder = tasks.acquire_lease(session_id, task_id, owner, ttl=ttl)
+        if holder is None:
+            return None
+        row = tasks.lease_holder(session_id)
+        if row is not None and not holder_alive(row):
+            tasks.release_lease(session_id, row["task_id"])
+            return tasks.acquire_lease(session_id, task_id, owner, ttl=ttl)
+        return holder
+    except BaseException:
+        give_up(tasks, session_id, task_id)  # an interrupt (Ctrl-C) may land once the row is written
+        raise
+
+
+def give_up(tasks: TaskStorage, session_id: str, task_id: str) -> None:
+    """Release `task_id`'s lease if it holds one, as an interrupt propagates: a lease left behind by this live
+    process blocks the session's commits until it expires. Its own failure is left to that expiry."""
+    with contextlib.suppress(Exception):
+        tasks.release_lease(session_id, task_id)
 
 
 class Heartbeat:
@@ -72,9 +84,15 @@ class Heartbeat:
             self._thread.join()
 
     def release(self) -> None:
-        """Stop renewing and give the lease up."""
-        self.stop()
-        self._tasks.release_lease(self._session_id, self._task_id)
+        """Stop renewing and give the lease up (also when an interrupt lands while the renewals stop)."""
+        try:
+            self.stop()
+        finally:
+            try:
+                self._tasks.release_lease(self._session_id, self._task_id)
+            except BaseException:
+                give_up(self._tasks, self._session_id, self._task_id)  # once more: it was the release that was cut
+                raise
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval):

@@ -15,7 +15,7 @@ from typing import Any
 
 from langgraph.constants import TAG_NOSTREAM
 
-from workmem.graphs.lease import LEASE_TTL_SECONDS, Heartbeat, acquire, heartbeat, hold, holder_alive
+from workmem.graphs.lease import LEASE_TTL_SECONDS, Heartbeat, acquire, give_up, heartbeat, hold, holder_alive
 from workmem.nodes.context import CommitContext, CommitNodeFailed
 from workmem.nodes.models import LazyModel
 from workmem.nodes.persist import finish_archived_commit
@@ -136,8 +136,11 @@ class CommitRunner:
             running = self.tasks.get_task(holder) or {}
             return {"status": "busy", "task_id": holder, "archive_id": running.get("archive_id"),
                     "reason": "commit_in_progress"}
-        # Renewed from now on, also while a background commit waits for a free worker of the pool.
-        beat = hold(self.tasks, session_id, task_id, ttl=self.lease_ttl)
+        try:  # renewed from now on, also while a background commit waits for a free worker of the pool
+            beat = hold(self.tasks, session_id, task_id, ttl=self.lease_ttl)
+        except BaseException:
+            give_up(self.tasks, session_id, task_id)
+            raise
         try:
             self.tasks.create_task(task_id=task_id, session_id=session_id, status="pending")
             if not wait:
@@ -162,8 +165,11 @@ class CommitRunner:
                     progress: Progress | None = None) -> dict[str, Any]:
         try:
             return self._run_held(session_id, task_id, settings, progress)
-        except Exception as exc:  # before or around the graph run (the graph's own errors are results)
-            log.error("commit %s of session %r failed outside its graph run: %s", task_id, session_id,
+        except BaseException as exc:  # before or around the graph run (the graph's own errors are results)
+            # An interrupt too (Ctrl-C, SystemExit in a worker thread): a row left `running` would make this
+            # engine wait for a commit that no longer runs; `failed` is resumed by the next one.
+            log.error("commit %s of session %r %s: %s", task_id, session_id,
+                      "failed outside its graph run" if isinstance(exc, Exception) else "was interrupted",
                       describe_error(exc))
             try:
                 self.tasks.update_task(task_id, status="failed",

@@ -68,6 +68,7 @@ from workmem.graphs.agent.outcomes import report, report_background
 from workmem.graphs.agent.overflow import is_context_overflow, lowered_limit
 from workmem.graphs.agent.removed import hide_dropped
 from workmem.graphs.agent.session_cache import ARCHIVE_TAIL, session_caches
+from workmem.graphs.agent.session_locks import SessionLocks
 from workmem.graphs.agent.settings import CommitMode, MemoryMessage, MiddlewareSettings, TokenCounter
 from workmem.graphs.agent.tools import binds_tools, make_archive_tools, make_tool_result_reader, schema_tokens
 from workmem.graphs.agent.trim import archived_in_state, pinned_step_ids, state_synopses, trimmed
@@ -233,6 +234,7 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         self._synopses = Synopses()
         self._normalised = NormalisedCache()
         self._caches = session_caches()
+        self._locks = SessionLocks()  # a session's storing steps, one at a time (a cancelled run's may go on)
         self._schemas: dict[tuple[int, ...], tuple[tuple[Any, ...], int]] = {}  # each set of bound tools seen, newest
         # last, with the tokens of its schemas
         self._schemas_lock = threading.Lock()
@@ -315,16 +317,17 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         """The per-call steps: snapshot, decide, act, assemble (storage down: the last good view)."""
         self._check_tools(request)
         session_id = self._session(request.runtime)
-        try:
-            call = self._snapshot(request, session_id)
-            plan = decide(call.figures, call.calls.counters, sync=self.settings.commit_mode == "sync")
-            call = self._act(call, plan)
-            return self._assemble(call, plan)
-        except STORAGE_DOWN as exc:
-            engine = resolve_engine(self.engine)
-            budget = self.settings.token_budget or profile_limit(request.model) or DEFAULT_CONTEXT_WINDOW
-            return last_good(request, session_id, exc, cache=self._caches.of(session_id),
-                             calls=engine.call_state(session_id), budget=budget)
+        with self._locks.holding(session_id):
+            try:
+                call = self._snapshot(request, session_id)
+                plan = decide(call.figures, call.calls.counters, sync=self.settings.commit_mode == "sync")
+                call = self._act(call, plan)
+                return self._assemble(call, plan)
+            except STORAGE_DOWN as exc:
+                engine = resolve_engine(self.engine)
+                budget = self.settings.token_budget or profile_limit(request.model) or DEFAULT_CONTEXT_WINDOW
+                return last_good(request, session_id, exc, cache=self._caches.of(session_id),
+                                 calls=engine.call_state(session_id), budget=budget)
 
     def _snapshot(self, request: ModelRequest, session_id: str) -> Call:
         """Store the run's new messages and read the call once: the view, the memory, the limit, the counts."""
@@ -463,27 +466,28 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         if prepared.sent.get("storage_unavailable"):  # no commit can make it smaller now
             raise _too_long(prepared) from exc
         engine, session_id = resolve_engine(self.engine), prepared.sent["session_id"]
-        calls = engine.call_state(session_id)
-        overflowed = prepared.sent["call_tokens"]
-        calls.input_limit = lowered_limit(overflowed)
-        log.warning("session %r: the model refused a call of %d tokens as too long (%s); its input limit is %d "
-                    "tokens from now on", session_id, overflowed, describe_error(exc), calls.input_limit)
-        events = list(prepared.sent.get("events", []))
-        if calls.background is not None:
-            engine.join_commits(session_id)
-            report_background(engine, session_id, self._caches.of(session_id), events)
-        state = dict(request.state)
-        call = self._measured(request, engine, session_id, self._view(engine, session_id, state), events=events,
-                              update=dict(prepared.update))
-        keep = decide_overflow(call.figures, overflowed)
-        self._warn_once(call, keep, False)
-        result = self._commit(call, keep.keep, True, "overflow")
-        if result.get("status") == "busy":
-            engine.join_commits(session_id)
-        call.update["workmem_commit_task"] = result.get("task_id")
-        call = self._remeasured(call)
-        call.events.append(emit("overflow_recovered", session_id, call_tokens=overflowed, limit=calls.input_limit))
-        return self._assemble(call)
+        with self._locks.holding(session_id):
+            calls = engine.call_state(session_id)
+            overflowed = prepared.sent["call_tokens"]
+            calls.input_limit = lowered_limit(overflowed)
+            log.warning("session %r: the model refused a call of %d tokens as too long (%s); its input limit is %d "
+                        "tokens from now on", session_id, overflowed, describe_error(exc), calls.input_limit)
+            events = list(prepared.sent.get("events", []))
+            if calls.background is not None:
+                engine.join_commits(session_id)
+                report_background(engine, session_id, self._caches.of(session_id), events)
+            state = dict(request.state)
+            call = self._measured(request, engine, session_id, self._view(engine, session_id, state), events=events,
+                                  update=dict(prepared.update))
+            keep = decide_overflow(call.figures, overflowed)
+            self._warn_once(call, keep, False)
+            result = self._commit(call, keep.keep, True, "overflow")
+            if result.get("status") == "busy":
+                engine.join_commits(session_id)
+            call.update["workmem_commit_task"] = result.get("task_id")
+            call = self._remeasured(call)
+            call.events.append(emit("overflow_recovered", session_id, call_tokens=overflowed, limit=calls.input_limit))
+            return self._assemble(call)
 
     def _send_again(self, handler: Callable[[ModelRequest], ModelResponse], prepared: Prepared) -> ModelResponse:
         try:
@@ -658,20 +662,21 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         never matched by fingerprint) and the session's next seq (what this run stores is the run's own)."""
         messages = list(state.get("messages") or [])
         engine, session_id = resolve_engine(self.engine), self._session(runtime)
-        update: dict[str, Any] = {"workmem_prior_upto": state.get("workmem_stored_upto")}
-        try:
-            update["workmem_run_seq"] = engine.next_seq(session_id)
-            removals = self._archived_in_state(engine, session_id, messages) if self.settings.trim_state else []
-        except STORAGE_DOWN as exc:  # the run goes on; its first call falls back to the last good view
-            log.warning("session %r: storage is unavailable at the start of a run (%s)", session_id,
-                        describe_error(exc))
-            removals = []
-        if removals:
-            update["messages"] = removals
-            gone = {r.id for r in removals}
-            messages = [m for m in messages if m.id not in gone]
-        update["workmem_run_from"] = messages[-1].id if messages else None
-        return update
+        with self._locks.holding(session_id):
+            update: dict[str, Any] = {"workmem_prior_upto": state.get("workmem_stored_upto")}
+            try:
+                update["workmem_run_seq"] = engine.next_seq(session_id)
+                removals = self._archived_in_state(engine, session_id, messages) if self.settings.trim_state else []
+            except STORAGE_DOWN as exc:  # the run goes on; its first call falls back to the last good view
+                log.warning("session %r: storage is unavailable at the start of a run (%s)", session_id,
+                            describe_error(exc))
+                removals = []
+            if removals:
+                update["messages"] = removals
+                gone = {r.id for r in removals}
+                messages = [m for m in messages if m.id not in gone]
+            update["workmem_run_from"] = messages[-1].id if messages else None
+            return update
 
     async def abefore_agent(self, state: WorkmemAgentState, runtime: Any) -> dict[str, Any] | None:
         """Async variant of `before_agent`."""
@@ -683,26 +688,27 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         it is about to send."""
         engine, session_id = resolve_engine(self.engine), self._session(runtime)
         messages: list[BaseMessage] = list(state.get("messages") or [])
-        try:
-            report_background(engine, session_id, self._caches.of(session_id), [])  # streamed: its event pairs
-            view = self._view(engine, session_id, dict(state))
-            turn = view.new_for_storing(engine.max_message_bytes, engine.payload_limits)
-            stored = engine.add_messages(session_id, turn) if turn else []
-            update: dict[str, Any] = {**self._hide_dropped(engine, session_id, view, [m["seq"] for m in stored],
-                                                           dict(state)),
-                                      "workmem_stored_upto": engine.next_seq(session_id)}
-        except STORAGE_DOWN as exc:  # the state keeps the run's messages: the next run's first call stores them
-            log.warning("session %r: storing the end of the run failed (%s); it is retried at the next call",
-                        session_id, describe_error(exc))
-            return None
-        if self.settings.trim_state:
-            # Never this run's own messages: the caller reads its answer from the run's output. A commit that
-            # covered them has them trimmed at the next run's start.
-            own = {getattr(m, "id", None) for m in [*messages[view.first_output_index:], *view.new_messages()]}
-            removals = [r for r in self._archived_in_state(engine, session_id, messages) if r.id not in own]
-            if removals:
-                update["messages"] = removals
-        return update
+        with self._locks.holding(session_id):
+            try:
+                report_background(engine, session_id, self._caches.of(session_id), [])  # streamed: its event pairs
+                view = self._view(engine, session_id, dict(state))
+                turn = view.new_for_storing(engine.max_message_bytes, engine.payload_limits)
+                stored = engine.add_messages(session_id, turn) if turn else []
+                update: dict[str, Any] = {**self._hide_dropped(engine, session_id, view, [m["seq"] for m in stored],
+                                                               dict(state)),
+                                          "workmem_stored_upto": engine.next_seq(session_id)}
+            except STORAGE_DOWN as exc:  # the state keeps the run's messages: the next run's first call stores them
+                log.warning("session %r: storing the end of the run failed (%s); it is retried at the next call",
+                            session_id, describe_error(exc))
+                return None
+            if self.settings.trim_state:
+                # Never this run's own messages: the caller reads its answer from the run's output. A commit that
+                # covered them has them trimmed at the next run's start.
+                own = {getattr(m, "id", None) for m in [*messages[view.first_output_index:], *view.new_messages()]}
+                removals = [r for r in self._archived_in_state(engine, session_id, messages) if r.id not in own]
+                if removals:
+                    update["messages"] = removals
+            return update
 
     async def aafter_agent(self, state: WorkmemAgentState, runtime: Any) -> dict[str, Any] | None:
         """Async variant of `after_agent` (the engine's file I/O runs in a worker thread)."""
@@ -723,12 +729,13 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
                      if delegated_from(each, session_id) or delegated_from(each, thread_id)]
         deleted = False
         for each in [session_id, *subagents]:  # the subagents' sessions hold what the conversation gave them
-            self._caches.drop(each)  # nothing of a deleted conversation is sent again, even in an outage
-            try:
-                engine.delete_session(each)
-                deleted = deleted or each == session_id
-            except SessionNotFound:
-                pass
+            with self._locks.holding(each):  # after a step a cancelled run left storing: it would store it again
+                self._caches.drop(each)  # nothing of a deleted conversation is sent again, even in an outage
+                try:
+                    engine.delete_session(each)
+                    deleted = deleted or each == session_id
+                except SessionNotFound:
+                    pass
         out: dict[str, Any] = {"session_id": session_id, "deleted": deleted, "thread_deleted": False}
         if subagents:
             out["subagent_sessions_deleted"] = subagents

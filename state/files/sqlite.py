@@ -170,16 +170,20 @@ class ThreadConnections:
 
     @contextmanager
     def immediate(self) -> Iterator[Database]:
-        """A write transaction that takes the database write lock up front (BEGIN IMMEDIATE)."""
+        """A write transaction that takes the database write lock up front (BEGIN IMMEDIATE). An interrupt
+        (Ctrl-C) at any point, even as BEGIN or COMMIT returns, rolls it back: an open one would hold the write
+        lock of every process until this connection closed."""
         db = self.db
-        db.execute("BEGIN IMMEDIATE")
+        if db.conn.in_transaction:  # one an interrupt left open on this thread (these never nest)
+            db.execute("ROLLBACK")
         try:
+            db.execute("BEGIN IMMEDIATE")
             yield db
+            db.execute("COMMIT")
         except BaseException:
             if db.conn.in_transaction:
                 db.execute("ROLLBACK")
             raise
-        db.execute("COMMIT")
 
     def close(self) -> None:
         """Close every connection opened here (any thread)."""

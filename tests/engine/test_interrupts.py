@@ -1,0 +1,147 @@
+"""A Ctrl-C (KeyboardInterrupt) or a SystemExit at the edges of a commit's transactions and lease: the interrupt
+propagates, and the next commit — of this engine, of another engine, of another process — starts at once, with
+every message stored once. Lands where a signal arriving during a statement surfaces: as the statement returns."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from pathlib import Path
+
+import pytest
+from engine_helpers import stored, talk
+
+from workmem.graphs.engine import WorkingMemoryEngine
+from workmem.graphs.lease import Heartbeat
+from workmem.nodes.extractive.model import ExtractiveChatModel
+from workmem.state.files import sqlite as files_sqlite
+from workmem.state.files.tasks import TaskStore
+
+SID = "s"
+
+
+def conversation_engine(root: Path, **settings) -> WorkingMemoryEngine:
+    engine = WorkingMemoryEngine(root, durable=False, **settings)
+    engine.add_messages(SID, talk(8))
+    return engine
+
+
+def assert_stored_once(engine: WorkingMemoryEngine) -> None:
+    seqs = [m["seq"] for m in stored(engine, SID)]
+    assert seqs == list(range(1, 17)), "every message once, none lost"
+
+
+def assert_write_lock_free(root: Path) -> None:
+    """Another connection takes each database's write lock without waiting (none is held by an open transaction)."""
+    for path in root.rglob("*.sqlite"):
+        other = sqlite3.connect(path, timeout=0, isolation_level=None)
+        try:
+            other.execute("BEGIN IMMEDIATE")
+            other.execute("ROLLBACK")
+        finally:
+            other.close()
+
+
+@pytest.mark.parametrize("nth", [1, 2, 3], ids=["taking-the-lease", "indexing-the-archive", "giving-the-lease-up"])
+def test_a_ctrl_c_as_a_write_transaction_begins_leaves_no_lock_behind(root, monkeypatch, nth):
+    """A commit's write transactions on the index database, in the calling thread: BEGIN IMMEDIATE once each."""
+    engine = conversation_engine(root)
+    begun = {"n": 0}
+    real = files_sqlite.CheckedConnection.execute
+
+    def interrupted(self, *args, **kwargs):
+        cursor = real(self, *args, **kwargs)
+        if args and args[0] == "BEGIN IMMEDIATE" and threading.current_thread() is threading.main_thread():
+            begun["n"] += 1
+            if begun["n"] == nth:
+                raise KeyboardInterrupt
+        return cursor
+
+    monkeypatch.setattr(files_sqlite.CheckedConnection, "execute", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        engine.commit(SID, keep_recent_count=4)
+    monkeypatch.setattr(files_sqlite.CheckedConnection, "execute", real)
+    assert begun["n"] >= nth
+
+    assert_write_lock_free(root)
+    again = engine.commit(SID, keep_recent_count=4)  # resuming the interrupted one first, if it got that far
+    assert again["status"] in ("completed", "skipped"), "this engine commits at once"
+    assert all(r["status"] == "completed" for r in again.get("resumed", []))
+    with WorkingMemoryEngine(root, durable=False) as other:
+        assert other.commit(SID, keep_recent_count=2)["status"] == "completed", "so does another engine"
+    assert_stored_once(engine)
+    engine.close()
+
+
+def test_a_transaction_an_interrupt_left_open_is_rolled_back_by_the_next_one(root):
+    engine = conversation_engine(root)
+    tasks = engine.storage.tasks
+    tasks.db.execute("BEGIN IMMEDIATE")  # as if an interrupt had landed in the rollback itself
+    assert engine.commit(SID, keep_recent_count=4)["status"] == "completed"
+    assert_write_lock_free(root)
+    engine.close()
+
+
+def test_a_ctrl_c_as_the_lease_is_taken_gives_it_up(root, monkeypatch):
+    engine = conversation_engine(root)
+    real = TaskStore.acquire_lease
+
+    def taken_then_interrupted(self, *args, **kwargs):
+        real(self, *args, **kwargs)  # the lease row is written
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(TaskStore, "acquire_lease", taken_then_interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        engine.commit(SID, keep_recent_count=4)
+    monkeypatch.setattr(TaskStore, "acquire_lease", real)
+
+    assert engine.storage.tasks.lease_holder(SID) is None, "no lease left for this live process"
+    assert engine.commit(SID, keep_recent_count=4)["status"] == "completed"
+    assert_stored_once(engine)
+    engine.close()
+
+
+def test_a_ctrl_c_while_the_heartbeat_stops_still_releases_the_lease(root, monkeypatch):
+    engine = conversation_engine(root)
+    real = Heartbeat.stop
+    hits = {"n": 0}
+
+    def interrupted_stop(self):
+        real(self)
+        hits["n"] += 1
+        if hits["n"] == 1:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(Heartbeat, "stop", interrupted_stop)
+    with pytest.raises(KeyboardInterrupt):
+        engine.commit(SID, keep_recent_count=4)
+
+    assert engine.storage.tasks.lease_holder(SID) is None
+    assert engine.commit(SID, keep_recent_count=2)["status"] == "completed"
+    assert_stored_once(engine)
+    engine.close()
+
+
+class ExitingModel(ExtractiveChatModel):
+    """The offline commit model, but its first call raises SystemExit (a client library giving up)."""
+
+    exits: int = 1
+
+    def _generate(self, *args, **kwargs):
+        if self.exits:
+            self.exits -= 1
+            raise SystemExit(3)
+        return super()._generate(*args, **kwargs)
+
+
+def test_a_system_exit_in_a_background_commit_marks_its_task_failed_and_the_next_commit_resumes_it(root):
+    engine = conversation_engine(root, model=ExitingModel())
+    started = engine.commit(SID, keep_recent_count=4, wait=False)
+    engine.join_commits(SID)
+
+    task = engine.task(started["task_id"])
+    assert task["status"] == "failed" and "SystemExit" in task["error"], "never left `running` with no commit"
+    again = engine.commit(SID, keep_recent_count=4)
+    assert [(r["task_id"], r["status"]) for r in again["resumed"]] == [(started["task_id"], "completed")]
+    assert_stored_once(engine)
+    engine.close()
