@@ -52,15 +52,18 @@ def acquire(tasks: TaskStorage, session_id: str, task_id: str, owner: str, *,
             return tasks.acquire_lease(session_id, task_id, owner, ttl=ttl)
         return holder
     except BaseException:
-        give_up(tasks, session_id, task_id)  # an interrupt (Ctrl-C) may land once the row is written
+        give_up(tasks, session_id, task_id, owner)  # an interrupt (Ctrl-C) may land once the row is written
         raise
 
 
-def give_up(tasks: TaskStorage, session_id: str, task_id: str) -> None:
-    """Release `task_id`'s lease if it holds one, as an interrupt propagates: a lease left behind by this live
-    process blocks the session's commits until it expires. Its own failure is left to that expiry."""
+def give_up(tasks: TaskStorage, session_id: str, task_id: str, owner: str) -> None:
+    """Release the lease `owner` holds for `task_id`, if it holds one, as an interrupt propagates: a lease left
+    behind by this live process blocks the session's commits until it expires (a resumed task's id may be
+    another engine's lease: that one is left alone). Its own failure is left to that expiry."""
     with contextlib.suppress(Exception):
-        tasks.release_lease(session_id, task_id)
+        row = tasks.lease_holder(session_id)
+        if row is not None and row.get("task_id") == task_id and row.get("owner") == str(owner):
+            tasks.release_lease(session_id, task_id)
 
 
 class Heartbeat:
@@ -91,7 +94,8 @@ class Heartbeat:
             try:
                 self._tasks.release_lease(self._session_id, self._task_id)
             except BaseException:
-                give_up(self._tasks, self._session_id, self._task_id)  # once more: it was the release that was cut
+                with contextlib.suppress(Exception):  # once more: it was the release that was cut
+                    self._tasks.release_lease(self._session_id, self._task_id)
                 raise
 
     def _run(self) -> None:

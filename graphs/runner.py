@@ -139,7 +139,7 @@ class CommitRunner:
         try:  # renewed from now on, also while a background commit waits for a free worker of the pool
             beat = hold(self.tasks, session_id, task_id, ttl=self.lease_ttl)
         except BaseException:
-            give_up(self.tasks, session_id, task_id)
+            give_up(self.tasks, session_id, task_id, self.owner)
             raise
         try:
             self.tasks.create_task(task_id=task_id, session_id=session_id, status="pending")

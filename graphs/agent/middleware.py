@@ -68,7 +68,7 @@ from workmem.graphs.agent.outcomes import report, report_background
 from workmem.graphs.agent.overflow import is_context_overflow, lowered_limit
 from workmem.graphs.agent.removed import hide_dropped
 from workmem.graphs.agent.session_cache import ARCHIVE_TAIL, session_caches
-from workmem.graphs.agent.session_locks import SessionLocks
+from workmem.graphs.agent.session_locks import SessionLocks, in_turn, session_locks
 from workmem.graphs.agent.settings import CommitMode, MemoryMessage, MiddlewareSettings, TokenCounter
 from workmem.graphs.agent.tools import binds_tools, make_archive_tools, make_tool_result_reader, schema_tokens
 from workmem.graphs.agent.trim import archived_in_state, pinned_step_ids, state_synopses, trimmed
@@ -234,7 +234,6 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         self._synopses = Synopses()
         self._normalised = NormalisedCache()
         self._caches = session_caches()
-        self._locks = SessionLocks()  # a session's storing steps, one at a time (a cancelled run's may go on)
         self._schemas: dict[tuple[int, ...], tuple[tuple[Any, ...], int]] = {}  # each set of bound tools seen, newest
         # last, with the tokens of its schemas
         self._schemas_lock = threading.Lock()
@@ -247,6 +246,12 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         keep = None if self.settings.keeps_fraction else self.settings.keep
         retention = {"keep": keep, "trigger": self.settings.trigger}
         return WorkingMemoryEngine(**{k: v for k, v in retention.items() if v is not None}, **build)
+
+    @property
+    def _locks(self) -> SessionLocks:
+        """A session's storing steps run one at a time, across the engine's middleware (a cancelled run's may go
+        on in its worker thread)."""
+        return session_locks(resolve_engine(self.engine))
 
     # -- the engine it built ---------------------------------------------------------------------
 
@@ -286,11 +291,12 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
     ) -> ExtendedModelResponse:
         """Async variant of `wrap_model_call` (the engine's file I/O runs in a worker thread)."""
-        prepared = await asyncio.to_thread(self._prepare, request)
+        session_id = self._session(request.runtime)
+        prepared = await in_turn(self._locks, session_id, self._prepare, request)
         try:
             response = await handler(prepared.request)
         except Exception as exc:
-            prepared = await asyncio.to_thread(self._recover, request, prepared, exc)
+            prepared = await in_turn(self._locks, session_id, self._recover, request, prepared, exc)
             try:
                 response = await handler(prepared.request)
             except Exception as again:
@@ -680,7 +686,7 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
 
     async def abefore_agent(self, state: WorkmemAgentState, runtime: Any) -> dict[str, Any] | None:
         """Async variant of `before_agent`."""
-        return await asyncio.to_thread(self.before_agent, state, runtime)
+        return await in_turn(self._locks, self._session(runtime), self.before_agent, state, runtime)
 
     def after_agent(self, state: WorkmemAgentState, runtime: Any) -> dict[str, Any] | None:
         """Store what the run added since its last model call, hide what the state dropped; trim the state; report
@@ -712,7 +718,7 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
 
     async def aafter_agent(self, state: WorkmemAgentState, runtime: Any) -> dict[str, Any] | None:
         """Async variant of `after_agent` (the engine's file I/O runs in a worker thread)."""
-        return await asyncio.to_thread(self.after_agent, state, runtime)
+        return await in_turn(self._locks, self._session(runtime), self.after_agent, state, runtime)
 
     def forget(self, thread_id: str, *, checkpointer: Any = None, session_id: str | None = None) -> dict[str, Any]:
         """Delete the thread's session, and its subagents' (`<session or thread>/subagent/…`). The agent's own

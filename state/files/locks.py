@@ -9,6 +9,7 @@ itself), which the append benchmark cannot afford.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import threading
@@ -56,13 +57,16 @@ class FileMutex:
             self._reset()
         if not self._thread_lock.acquire(timeout=self.timeout):
             raise Timeout(self.path)
-        if self._depth == 0:
-            try:
+        try:
+            if self._depth == 0:
                 self._lock_file()
-            except BaseException:
-                self._thread_lock.release()
-                raise
-        self._depth += 1
+            self._depth += 1
+        except BaseException:  # a Ctrl-C too, even once the file is locked: other processes would wait for good
+            if self._depth == 0 and self._fd is not None:
+                with contextlib.suppress(OSError):
+                    unlock_descriptor(self._fd)
+            self._thread_lock.release()
+            raise
 
     def release(self) -> None:
         """Release one level; the file lock is dropped when the outermost level is released."""

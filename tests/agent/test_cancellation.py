@@ -9,6 +9,7 @@ import collections
 import contextlib
 import threading
 
+import pytest
 from engine_helpers import GATE_TIMEOUT_S, call, stored
 from fakes import scripted
 from langchain.agents import create_agent
@@ -17,6 +18,7 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from workmem import WorkingMemoryEngine, WorkingMemoryMiddleware
+from workmem.graphs.agent.session_locks import in_turn, session_locks
 from workmem.state.messages import lc_id
 
 CONFIG = {"configurable": {"thread_id": "t"}}
@@ -89,7 +91,8 @@ def test_the_next_run_waits_for_a_cancelled_runs_storing_step_nothing_is_stored_
     engine.close()
 
 
-def test_forget_after_a_cancelled_run_waits_for_its_storing_step_the_session_stays_gone(root):
+@pytest.mark.parametrize("forgetter", ["its-middleware", "another-middleware-on-the-engine"])
+def test_forget_after_a_cancelled_run_waits_for_its_storing_step_the_session_stays_gone(root, forgetter):
     async def scenario():
         engine = WorkingMemoryEngine(root, durable=False)
         stall = StalledAppend(engine, after=4)
@@ -100,10 +103,35 @@ def test_forget_after_a_cancelled_run_waits_for_its_storing_step_the_session_sta
                              middleware=[middleware])
         await cancelled_while_storing(agent, stall)
         threading.Timer(1.0, stall.release.set).start()
-        await asyncio.to_thread(middleware.forget, "t", checkpointer=saver)
+        forgets = middleware if forgetter == "its-middleware" else WorkingMemoryMiddleware(engine)
+        await asyncio.to_thread(forgets.forget, "t", checkpointer=saver)
         assert await asyncio.to_thread(stall.returned.wait, GATE_TIMEOUT_S)
         return engine
 
     engine = asyncio.run(scenario())
     assert not engine.session_exists("t"), "the cancelled run's step stored nothing after the forget"
     engine.close()
+
+
+def test_steps_waiting_for_a_busy_session_leave_the_thread_pool_to_other_sessions(root):
+    """Many runs on a session whose step is held (a long commit) wait in the event loop: a step of another session,
+    and any `to_thread` of the application, still gets a worker thread."""
+    async def scenario():
+        engine = WorkingMemoryEngine(root, durable=False)
+        locks, held, release = session_locks(engine), threading.Event(), threading.Event()
+
+        def long_step():
+            held.set()
+            release.wait(GATE_TIMEOUT_S)
+
+        holder = asyncio.ensure_future(in_turn(locks, "busy", long_step))
+        assert await asyncio.to_thread(held.wait, GATE_TIMEOUT_S)
+        waiting = [asyncio.ensure_future(in_turn(locks, "busy", lambda: "later")) for _ in range(40)]
+        other = await asyncio.wait_for(in_turn(locks, "other", lambda: "served"), GATE_TIMEOUT_S / 2)
+        release.set()
+        later = await asyncio.gather(holder, *waiting)
+        engine.close()
+        return other, later
+
+    other, later = asyncio.run(scenario())
+    assert other == "served" and later[1:] == ["later"] * 40

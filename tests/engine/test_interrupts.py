@@ -4,17 +4,20 @@ every message stored once. Lands where a signal arriving during a statement surf
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 from pathlib import Path
 
 import pytest
 from engine_helpers import stored, talk
+from filelock import lock_descriptor, unlock_descriptor
 
 from workmem.graphs.engine import WorkingMemoryEngine
-from workmem.graphs.lease import Heartbeat
+from workmem.graphs.lease import Heartbeat, acquire
 from workmem.nodes.extractive.model import ExtractiveChatModel
 from workmem.state.files import sqlite as files_sqlite
+from workmem.state.files.locks import FileMutex
 from workmem.state.files.tasks import TaskStore
 
 SID = "s"
@@ -145,3 +148,34 @@ def test_a_system_exit_in_a_background_commit_marks_its_task_failed_and_the_next
     assert [(r["task_id"], r["status"]) for r in again["resumed"]] == [(started["task_id"], "completed")]
     assert_stored_once(engine)
     engine.close()
+
+
+def test_a_ctrl_c_once_the_session_file_is_locked_unlocks_it_for_other_threads_and_processes(tmp_path, monkeypatch):
+    mutex = FileMutex(str(tmp_path / "s.lock"), timeout=2)
+    real = FileMutex._still_current
+    monkeypatch.setattr(FileMutex, "_still_current", lambda self: (_ for _ in ()).throw(KeyboardInterrupt))
+    with pytest.raises(KeyboardInterrupt):
+        mutex.acquire()
+    monkeypatch.setattr(FileMutex, "_still_current", real)
+
+    other_process = os.open(tmp_path / "s.lock", os.O_RDWR)
+    try:
+        assert lock_descriptor(other_process, blocking=False), "the file lock was dropped"
+        unlock_descriptor(other_process)
+    finally:
+        os.close(other_process)
+    taken = []
+    other_thread = threading.Thread(target=lambda: (mutex.acquire(), taken.append(True), mutex.release()))
+    other_thread.start()
+    other_thread.join(10)
+    assert taken == [True], "another thread of this process takes it"
+
+
+def test_an_interrupted_resume_never_gives_up_the_lease_another_engine_holds(root, monkeypatch):
+    tasks = WorkingMemoryEngine(root, durable=False).storage.tasks
+    assert acquire(tasks, SID, "task-1", "engine-a") is None  # engine A runs the task
+    monkeypatch.setattr(type(tasks), "lease_holder", lambda self, sid: (_ for _ in ()).throw(KeyboardInterrupt))
+    with pytest.raises(KeyboardInterrupt):
+        acquire(tasks, SID, "task-1", "engine-b")  # engine B, resuming the same task id, is cut
+    monkeypatch.undo()
+    assert tasks.lease_holder(SID)["owner"] == "engine-a"
