@@ -55,8 +55,14 @@ class FileMutex:
         """
         if self._pid != os.getpid():  # inherited through fork: start over with our own descriptor
             self._reset()
-        if not self._thread_lock.acquire(timeout=self.timeout):
-            raise Timeout(self.path)
+        try:
+            if not self._thread_lock.acquire(timeout=self.timeout):
+                raise Timeout(self.path)
+        except BaseException:
+            # A Ctrl-C surfaces as the acquire returns: held at no level, this thread would keep it for good.
+            if self._depth == 0 and self._thread_lock._is_owned():
+                self._thread_lock.release()
+            raise
         try:
             if self._depth == 0:
                 self._lock_file()

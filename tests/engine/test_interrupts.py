@@ -179,3 +179,32 @@ def test_an_interrupted_resume_never_gives_up_the_lease_another_engine_holds(roo
         acquire(tasks, SID, "task-1", "engine-b")  # engine B, resuming the same task id, is cut
     monkeypatch.undo()
     assert tasks.lease_holder(SID)["owner"] == "engine-a"
+
+
+class InterruptedOnce:
+    """A lock whose first acquire takes it and then raises KeyboardInterrupt (a Ctrl-C surfacing as it returns)."""
+
+    def __init__(self, lock) -> None:
+        self.lock, self.armed = lock, True
+
+    def acquire(self, *args, **kwargs):
+        taken = self.lock.acquire(*args, **kwargs)
+        if self.armed:
+            self.armed = False
+            raise KeyboardInterrupt
+        return taken
+
+    def __getattr__(self, name):
+        return getattr(self.lock, name)
+
+
+def test_a_ctrl_c_as_the_threads_lock_is_taken_leaves_it_free_for_other_threads(tmp_path):
+    mutex = FileMutex(str(tmp_path / "s.lock"), timeout=2)
+    mutex._thread_lock = InterruptedOnce(mutex._thread_lock)
+    with pytest.raises(KeyboardInterrupt):
+        mutex.acquire()
+    taken = []
+    other_thread = threading.Thread(target=lambda: (mutex.acquire(), taken.append(True), mutex.release()))
+    other_thread.start()
+    other_thread.join(10)
+    assert taken == [True]
