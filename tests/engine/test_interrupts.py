@@ -85,41 +85,29 @@ def test_a_transaction_an_interrupt_left_open_is_rolled_back_by_the_next_one(roo
     engine.close()
 
 
-def test_a_ctrl_c_as_the_lease_is_taken_gives_it_up(root, monkeypatch):
+def interrupt_once_after(monkeypatch, owner: type, name: str) -> None:
+    """`owner.name` does its work, then raises KeyboardInterrupt the first time (a Ctrl-C as it returns)."""
+    real, hits = getattr(owner, name), []
+
+    def interrupted(self, *args, **kwargs):
+        result = real(self, *args, **kwargs)
+        if not hits:
+            hits.append(True)
+            raise KeyboardInterrupt
+        return result
+
+    monkeypatch.setattr(owner, name, interrupted)
+
+
+@pytest.mark.parametrize(("owner", "name"), [(TaskStore, "acquire_lease"), (Heartbeat, "stop")],
+                         ids=["as-the-lease-row-is-written", "as-the-heartbeat-stops"])
+def test_a_ctrl_c_at_the_leases_edges_gives_it_up(root, monkeypatch, owner, name):
     engine = conversation_engine(root)
-    real = TaskStore.acquire_lease
-
-    def taken_then_interrupted(self, *args, **kwargs):
-        real(self, *args, **kwargs)  # the lease row is written
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(TaskStore, "acquire_lease", taken_then_interrupted)
+    interrupt_once_after(monkeypatch, owner, name)
     with pytest.raises(KeyboardInterrupt):
         engine.commit(SID, keep_recent_count=4)
-    monkeypatch.setattr(TaskStore, "acquire_lease", real)
 
     assert engine.storage.tasks.lease_holder(SID) is None, "no lease left for this live process"
-    assert engine.commit(SID, keep_recent_count=4)["status"] == "completed"
-    assert_stored_once(engine)
-    engine.close()
-
-
-def test_a_ctrl_c_while_the_heartbeat_stops_still_releases_the_lease(root, monkeypatch):
-    engine = conversation_engine(root)
-    real = Heartbeat.stop
-    hits = {"n": 0}
-
-    def interrupted_stop(self):
-        real(self)
-        hits["n"] += 1
-        if hits["n"] == 1:
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(Heartbeat, "stop", interrupted_stop)
-    with pytest.raises(KeyboardInterrupt):
-        engine.commit(SID, keep_recent_count=4)
-
-    assert engine.storage.tasks.lease_holder(SID) is None
     assert engine.commit(SID, keep_recent_count=2)["status"] == "completed"
     assert_stored_once(engine)
     engine.close()
