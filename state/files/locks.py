@@ -58,20 +58,17 @@ class FileMutex:
         try:
             if not self._thread_lock.acquire(timeout=self.timeout):
                 raise Timeout(self.path)
-        except BaseException:
-            # A Ctrl-C surfaces as the acquire returns: held at no level, this thread would keep it for good.
-            if self._depth == 0 and self._thread_lock._is_owned():
-                self._thread_lock.release()
-            raise
-        try:
             if self._depth == 0:
                 self._lock_file()
             self._depth += 1
-        except BaseException:  # a Ctrl-C too, even once the file is locked: other processes would wait for good
-            if self._depth == 0 and self._fd is not None:
-                with contextlib.suppress(OSError):
-                    unlock_descriptor(self._fd)
-            self._thread_lock.release()
+        except BaseException:
+            # A Ctrl-C too, even as a lock is taken: held at no level, this thread would keep the lock and this
+            # process the file, for good.
+            if self._depth == 0 and self._thread_lock._is_owned():
+                if self._fd is not None:
+                    with contextlib.suppress(OSError):
+                        unlock_descriptor(self._fd)
+                self._thread_lock.release()
             raise
 
     def release(self) -> None:
