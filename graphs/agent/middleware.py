@@ -753,6 +753,17 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
                            "otherwise its history is stored again at its next run")
         return out
 
+    async def aforget(self, thread_id: str, *, checkpointer: Any = None,
+                      session_id: str | None = None) -> dict[str, Any]:
+        """Async variant of `forget`: the sessions are deleted in a worker thread, and the thread through the
+        checkpointer's `adelete_thread` (an `AsyncSqliteSaver`, `AsyncPostgresSaver` or `InMemorySaver`)."""
+        out = await asyncio.to_thread(self.forget, thread_id, session_id=session_id)
+        if checkpointer is not None:
+            await checkpointer.adelete_thread(thread_id)
+            out["thread_deleted"] = True
+            out.pop("note", None)
+        return out
+
 
 def _too_long(prepared: Prepared) -> ContextOverflow:
     """The error of a call refused as too long when no commit can make it smaller (retried, or storage down)."""

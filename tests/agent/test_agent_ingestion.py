@@ -4,6 +4,7 @@ the index. Every test runs a real `create_agent` with a scripted model."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from typing import Any
@@ -422,6 +423,25 @@ def test_forget_deletes_the_session_and_with_the_checkpointer_the_thread(root):
         assert engine.session_info("gone")["total_message_count"] == 4, "the thread's history came back"
         assert middleware.forget("gone", checkpointer=saver)["thread_deleted"]
         assert agent.get_state(thread("gone")).values == {}
+
+
+def test_aforget_deletes_the_session_and_with_an_async_checkpointer_the_thread(root):
+    async def scenario(engine):
+        saver = InMemorySaver()
+        middleware = WorkingMemoryMiddleware(engine)
+        agent = create_agent(scripted("one", "two"), middleware=[middleware], checkpointer=saver)
+        await agent.ainvoke(ask("remember me"), thread("gone"))
+        out = await middleware.aforget("gone")
+        assert out["deleted"] and not out["thread_deleted"] and "delete_thread" in out["note"]
+        assert not engine.session_exists("gone")
+        await agent.ainvoke(ask("again"), thread("gone"))
+        out = await middleware.aforget("gone", checkpointer=saver)
+        assert out["deleted"] and out["thread_deleted"] and "note" not in out
+        assert not engine.session_exists("gone")
+        assert (await agent.aget_state(thread("gone"))).values == {}
+
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        asyncio.run(scenario(engine))
 
 
 def test_trim_state_keeps_the_agent_state_bounded_and_the_archive_reachable(root):

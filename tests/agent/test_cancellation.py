@@ -91,7 +91,7 @@ def test_the_next_run_waits_for_a_cancelled_runs_storing_step_nothing_is_stored_
     engine.close()
 
 
-@pytest.mark.parametrize("forgetter", ["its-middleware", "another-middleware-on-the-engine"])
+@pytest.mark.parametrize("forgetter", ["its-middleware", "another-middleware-on-the-engine", "aforget"])
 def test_forget_after_a_cancelled_run_waits_for_its_storing_step_the_session_stays_gone(root, forgetter):
     async def scenario():
         engine = WorkingMemoryEngine(root, durable=False)
@@ -103,8 +103,11 @@ def test_forget_after_a_cancelled_run_waits_for_its_storing_step_the_session_sta
                              middleware=[middleware])
         await cancelled_while_storing(agent, stall)
         threading.Timer(1.0, stall.release.set).start()
-        forgets = middleware if forgetter == "its-middleware" else WorkingMemoryMiddleware(engine)
-        await asyncio.to_thread(forgets.forget, "t", checkpointer=saver)
+        if forgetter == "aforget":
+            await middleware.aforget("t", checkpointer=saver)
+        else:
+            forgets = middleware if forgetter == "its-middleware" else WorkingMemoryMiddleware(engine)
+            await asyncio.to_thread(forgets.forget, "t", checkpointer=saver)
         assert await asyncio.to_thread(stall.returned.wait, GATE_TIMEOUT_S)
         return engine
 

@@ -86,7 +86,8 @@ LAYERS = ("full history", "summarization", "summarization (no trim)", "context e
           "workmem")
 PEERS = LAYERS[1:5]
 DRIVES = ("per user turn", "per model call")
-# what-ifs: middleware settings of the workmem row, as JSON (e.g. '{"offload_tokens": 4000}'); default none
+# what-ifs: middleware settings of the workmem row, as JSON (e.g. '{"offload_tokens": 4000}'); default none. A
+# "trigger" there lists triggers added beside the replay's token one (e.g. '{"trigger": [["messages", 135]]}')
 WORKMEM_OPTIONS: dict[str, Any] = json.loads(os.environ.get("WORKMEM_REPLAY_OPTIONS") or "{}")
 SESSION = "replay"
 STRESS = 10  # the stress row: every tool output of the sessions this many times over (payloads, synopses)
@@ -274,8 +275,10 @@ def _middleware(layer: str, trigger: int, maintainer: CountingModel, root: str) 
         return [LangMemLayer(maintainer, trigger)], None
     if layer == "workmem":
         engine = WorkingMemoryEngine(root=root, model=maintainer, keep=("messages", KEEP), durable=False)
-        return [WorkingMemoryMiddleware(engine, session_id=SESSION, trigger=("tokens", trigger),
-                                        commit_mode="sync", **WORKMEM_OPTIONS)], engine
+        options = dict(WORKMEM_OPTIONS)
+        triggers = [("tokens", trigger), *(tuple(t) for t in options.pop("trigger", []))]  # extra ones beside it
+        return [WorkingMemoryMiddleware(engine, session_id=SESSION, commit_mode="sync",
+                                        trigger=triggers if len(triggers) > 1 else triggers[0], **options)], engine
     return [], None
 
 
