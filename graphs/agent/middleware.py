@@ -725,6 +725,38 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         thread must go too, or its history is stored again at the next run: pass the agent's `checkpointer` to delete
         it here, or delete it yourself. With a `session_id` function on the middleware, pass the id it returns for
         that thread as `session_id`."""
+        engine, session_id, subagents = self._to_forget(thread_id, session_id)
+        deleted = False
+        for each in [session_id, *subagents]:  # the subagents' sessions hold what the conversation gave them
+            with self._locks.holding(each):  # after a step a cancelled run left storing: it would store it again
+                if self._delete_session(engine, each) and each == session_id:
+                    deleted = True
+        if checkpointer is not None:
+            checkpointer.delete_thread(thread_id)
+        return _forgotten(thread_id, session_id, deleted, subagents, checkpointer is not None)
+
+    async def aforget(self, thread_id: str, *, checkpointer: Any = None,
+                      session_id: str | None = None) -> dict[str, Any]:
+        """Async variant of `forget` (the thread deleted by the checkpointer's `adelete_thread`, a sync-only one's
+        `delete_thread` in a worker thread). Once started it runs to its end even if the caller is cancelled: a
+        session deleted with its thread kept would have the thread's history stored again at the next run."""
+        return await asyncio.shield(self._aforget(thread_id, checkpointer, session_id))
+
+    async def _aforget(self, thread_id: str, checkpointer: Any, session_id: str | None) -> dict[str, Any]:
+        engine, session_id, subagents = await asyncio.to_thread(self._to_forget, thread_id, session_id)
+        deleted = False
+        for each in [session_id, *subagents]:  # each waits for its session in the event loop, as the steps do
+            if await in_turn(self._locks, each, self._delete_session, engine, each) and each == session_id:
+                deleted = True
+        if checkpointer is not None:
+            try:
+                await checkpointer.adelete_thread(thread_id)
+            except NotImplementedError:  # a sync-only checkpointer (`SqliteSaver`)
+                await asyncio.to_thread(checkpointer.delete_thread, thread_id)
+        return _forgotten(thread_id, session_id, deleted, subagents, checkpointer is not None)
+
+    def _to_forget(self, thread_id: str, session_id: str | None) -> tuple[WorkingMemoryEngine, str, list[str]]:
+        """The engine, the thread's session id, and its subagents' sessions."""
         engine = resolve_engine(self.engine)
         if session_id is None and callable(self.session_id):
             raise InvalidInput("session_id", None, "the middleware's session_id is a function: call "
@@ -733,36 +765,28 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
                       else self.session_id or thread_id)
         subagents = [each for each in engine.session_ids()
                      if delegated_from(each, session_id) or delegated_from(each, thread_id)]
-        deleted = False
-        for each in [session_id, *subagents]:  # the subagents' sessions hold what the conversation gave them
-            with self._locks.holding(each):  # after a step a cancelled run left storing: it would store it again
-                self._caches.drop(each)  # nothing of a deleted conversation is sent again, even in an outage
-                try:
-                    engine.delete_session(each)
-                    deleted = deleted or each == session_id
-                except SessionNotFound:
-                    pass
-        out: dict[str, Any] = {"session_id": session_id, "deleted": deleted, "thread_deleted": False}
-        if subagents:
-            out["subagent_sessions_deleted"] = subagents
-        if checkpointer is not None:
-            checkpointer.delete_thread(thread_id)
-            out["thread_deleted"] = True
-        else:
-            out["note"] = (f"delete the agent's thread too (checkpointer.delete_thread({thread_id!r})), "
-                           "otherwise its history is stored again at its next run")
-        return out
+        return engine, session_id, subagents
 
-    async def aforget(self, thread_id: str, *, checkpointer: Any = None,
-                      session_id: str | None = None) -> dict[str, Any]:
-        """Async variant of `forget`: the sessions are deleted in a worker thread, and the thread through the
-        checkpointer's `adelete_thread` (an `AsyncSqliteSaver`, `AsyncPostgresSaver` or `InMemorySaver`)."""
-        out = await asyncio.to_thread(self.forget, thread_id, session_id=session_id)
-        if checkpointer is not None:
-            await checkpointer.adelete_thread(thread_id)
-            out["thread_deleted"] = True
-            out.pop("note", None)
-        return out
+    def _delete_session(self, engine: WorkingMemoryEngine, session_id: str) -> bool:
+        """Delete one session (the caller holds its lock); False when there was none."""
+        self._caches.drop(session_id)  # nothing of a deleted conversation is sent again, even in an outage
+        try:
+            engine.delete_session(session_id)
+            return True
+        except SessionNotFound:
+            return False
+
+
+def _forgotten(thread_id: str, session_id: str, deleted: bool, subagents: list[str],
+               thread_deleted: bool) -> dict[str, Any]:
+    """What `forget` answers."""
+    out: dict[str, Any] = {"session_id": session_id, "deleted": deleted, "thread_deleted": thread_deleted}
+    if subagents:
+        out["subagent_sessions_deleted"] = subagents
+    if not thread_deleted:
+        out["note"] = (f"delete the agent's thread too (checkpointer.delete_thread({thread_id!r})), "
+                       "otherwise its history is stored again at its next run")
+    return out
 
 
 def _too_long(prepared: Prepared) -> ContextOverflow:

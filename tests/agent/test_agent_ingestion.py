@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import sqlite3
 from typing import Any
 
 import pytest
@@ -23,6 +24,7 @@ from langchain_core.messages import (
     messages_to_dict,
 )
 from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.checkpoint.sqlite import SqliteSaver
 
 from workmem.graphs.agent.middleware import WorkingMemoryMiddleware
 from workmem.graphs.agent.tools import make_archive_tools
@@ -442,6 +444,18 @@ def test_aforget_deletes_the_session_and_with_an_async_checkpointer_the_thread(r
 
     with WorkingMemoryEngine(root, durable=False) as engine:
         asyncio.run(scenario(engine))
+
+
+def test_aforget_with_a_sync_only_checkpointer_deletes_the_thread_through_its_sync_call(root, tmp_path):
+    with WorkingMemoryEngine(root, durable=False) as engine, \
+            sqlite3.connect(tmp_path / "threads.db", check_same_thread=False) as conn:
+        saver = SqliteSaver(conn)
+        middleware = WorkingMemoryMiddleware(engine)
+        agent = create_agent(scripted("one"), middleware=[middleware], checkpointer=saver)
+        agent.invoke(ask("remember me"), thread("gone"))
+        out = asyncio.run(middleware.aforget("gone", checkpointer=saver))
+        assert out["deleted"] and out["thread_deleted"]
+        assert not engine.session_exists("gone") and saver.get_tuple(thread("gone")) is None
 
 
 def test_trim_state_keeps_the_agent_state_bounded_and_the_archive_reachable(root):

@@ -10,7 +10,7 @@ import contextlib
 import threading
 
 import pytest
-from engine_helpers import GATE_TIMEOUT_S, call, stored
+from engine_helpers import GATE_TIMEOUT_S, call, stored, texts
 from fakes import scripted
 from langchain.agents import create_agent
 from langchain_core.messages import AIMessage, HumanMessage
@@ -138,3 +138,61 @@ def test_steps_waiting_for_a_busy_session_leave_the_thread_pool_to_other_session
 
     other, later = asyncio.run(scenario())
     assert other == "served" and later[1:] == ["later"] * 40
+
+
+def test_aforget_cancelled_by_its_caller_still_deletes_the_thread_nothing_forgotten_comes_back(root):
+    """The caller's timeout fires while `aforget` waits for a cancelled run's storing step: the forget still runs to
+    its end, the session and the thread both, so the next run stores only its own turn."""
+    async def scenario():
+        engine = WorkingMemoryEngine(root, durable=False)
+        stall = StalledAppend(engine, after=4)
+        middleware = WorkingMemoryMiddleware(engine, commit_mode="sync", trigger=("tokens", 2000),
+                                             keep=("messages", 4))
+        saver = InMemorySaver()
+        agent = create_agent(scripted(*reads(1, 8), "Done.", "A new answer."), tools=[read_file],
+                             checkpointer=saver, middleware=[middleware])
+        await cancelled_while_storing(agent, stall)
+        before = {lc_id(m) for m in stored(engine, "t")}
+        threading.Timer(0.5, stall.release.set).start()
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(middleware.aforget("t", checkpointer=saver), 0.1)
+        assert await asyncio.to_thread(stall.returned.wait, GATE_TIMEOUT_S)
+        for _ in range(int(GATE_TIMEOUT_S / 0.02)):  # the shielded forget finishes in this loop
+            if not engine.session_exists("t") and (await agent.aget_state(CONFIG)).values == {}:
+                break
+            await asyncio.sleep(0.02)
+        assert (await agent.aget_state(CONFIG)).values == {}, "the thread was deleted too"
+        await agent.ainvoke({"messages": [HumanMessage("A new topic.", id="h9")]}, CONFIG)
+        return engine, before
+
+    engine, before = asyncio.run(scenario())
+    after = stored(engine, "t")
+    assert "h0" in before and texts(after)[0] == "A new topic."
+    assert not before & {lc_id(m) for m in after}, "a message stored before the forget was stored again"
+    engine.close()
+
+
+def test_aforgets_waiting_for_a_busy_session_leave_the_thread_pool_to_other_sessions(root):
+    async def scenario():
+        engine = WorkingMemoryEngine(root, durable=False)
+        middleware = WorkingMemoryMiddleware(engine)
+        engine.add_messages("busy", [{"role": "user", "content": "hello"}])
+        locks, held, release = session_locks(engine), threading.Event(), threading.Event()
+
+        def long_step():
+            held.set()
+            release.wait(GATE_TIMEOUT_S)
+
+        holder = asyncio.ensure_future(in_turn(locks, "busy", long_step))
+        assert await asyncio.to_thread(held.wait, GATE_TIMEOUT_S)
+        forgets = [asyncio.ensure_future(middleware.aforget("busy")) for _ in range(40)]
+        other = await asyncio.wait_for(in_turn(locks, "other", lambda: "served"), GATE_TIMEOUT_S / 2)
+        release.set()
+        await holder
+        answers = await asyncio.gather(*forgets)
+        engine.close()
+        return other, answers
+
+    other, answers = asyncio.run(scenario())
+    assert other == "served"
+    assert sum(a["deleted"] for a in answers) == 1, "the session was deleted once, by the first forget"
