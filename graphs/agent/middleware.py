@@ -726,14 +726,13 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         it here, or delete it yourself. With a `session_id` function on the middleware, pass the id it returns for
         that thread as `session_id`."""
         engine, session_id, subagents = self._to_forget(thread_id, session_id)
-        deleted = False
+        deleted = []
         for each in [session_id, *subagents]:  # the subagents' sessions hold what the conversation gave them
             with self._locks.holding(each):  # after a step a cancelled run left storing: it would store it again
-                if self._delete_session(engine, each) and each == session_id:
-                    deleted = True
+                deleted.append(self._delete_session(engine, each))
         if checkpointer is not None:
             checkpointer.delete_thread(thread_id)
-        return _forgotten(thread_id, session_id, deleted, subagents, checkpointer is not None)
+        return _forgotten(thread_id, session_id, deleted[0], subagents, checkpointer is not None)
 
     async def aforget(self, thread_id: str, *, checkpointer: Any = None,
                       session_id: str | None = None) -> dict[str, Any]:
@@ -744,16 +743,15 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
 
     async def _aforget(self, thread_id: str, checkpointer: Any, session_id: str | None) -> dict[str, Any]:
         engine, session_id, subagents = await asyncio.to_thread(self._to_forget, thread_id, session_id)
-        deleted = False
+        deleted = []
         for each in [session_id, *subagents]:  # each waits for its session in the event loop, as the steps do
-            if await in_turn(self._locks, each, self._delete_session, engine, each) and each == session_id:
-                deleted = True
+            deleted.append(await in_turn(self._locks, each, self._delete_session, engine, each))
         if checkpointer is not None:
             try:
                 await checkpointer.adelete_thread(thread_id)
             except NotImplementedError:  # a sync-only checkpointer (`SqliteSaver`)
                 await asyncio.to_thread(checkpointer.delete_thread, thread_id)
-        return _forgotten(thread_id, session_id, deleted, subagents, checkpointer is not None)
+        return _forgotten(thread_id, session_id, deleted[0], subagents, checkpointer is not None)
 
     def _to_forget(self, thread_id: str, session_id: str | None) -> tuple[WorkingMemoryEngine, str, list[str]]:
         """The engine, the thread's session id, and its subagents' sessions."""
