@@ -308,13 +308,14 @@ class CommitRunner:
         if writer == task_id:
             # Its archive is complete: finish from it, never from the graph — a power cut may have taken the
             # later checkpoints, and a re-run would slice afresh and find nothing left to cover. It counts as a resume.
-            self.tasks.update_task(task_id, attempts=task.get("attempts", 0) + 1)
+            self.tasks.update_task(task_id, attempts=task.get("attempts", 0) + 1, error=None)
             return self._finish_archived(task, config if has_checkpoint else None)
         if not has_checkpoint or task.get("attempts", 0) >= MAX_RESUMES:
             return self._abandon(task, "never started" if not has_checkpoint else "too many resumes")
         if writer is not None:
             return self._abandon(task, f"{task['archive_id']} was written by another commit")
-        self.tasks.update_task(task_id, status="running", attempts=task.get("attempts", 0) + 1)
+        # a resumed run starts clean: the failure it resumes from is not how it ends (a new one is recorded)
+        self.tasks.update_task(task_id, status="running", attempts=task.get("attempts", 0) + 1, error=None)
         return self._invoke(task_id, thread_id, None, context)
 
     def _finish_archived(self, task: dict[str, Any], config: dict[str, Any] | None) -> dict[str, Any]:

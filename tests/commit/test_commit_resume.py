@@ -270,6 +270,7 @@ def test_failed_commit_is_resumed_before_a_new_one(engine_with_counters):
     assert counters.calls["slice_turns"] == slices_before + 1  # the resumed run did not slice again
     resumed = engine.task(first["task_id"])
     assert (resumed["status"], resumed["attempts"]) == ("completed", 1)
+    assert resumed["error"] is None and not second["resumed"][0]["reason"]  # the failure it got past is not its end
     archives = engine.storage.sessions.list_archives("s")
     assert [(a["archive_id"], a["start_seq"], a["end_seq"]) for a in archives] == [
         ("archive_001", 1, 14), ("archive_002", 15, 18)]
