@@ -48,7 +48,6 @@ _HEADLINE_WORDS = 30
 _DOTTED_RE = re.compile(r"^(?:[A-Za-z_]\w*\.)+([A-Za-z_]\w*\.[A-Za-z_]\w*(?:\(\w*\))?)$")  # `a.b.c()` → `b.c()`
 _VAGUE_RE = re.compile(r"^(?:it|this|that|they|these|those)\b", re.I)
 _NEGATIVE_RE = re.compile(r"(?:don'?t|do not|never)\b", re.I)
-_EMPTY_CALL_RE = re.compile(r"\(\)(?=\W*$)")  # `reindl()` → `reindl`: glue a cut title has no room for
 _CLAUSE_RE = re.compile(r"[:;,]\s|\s[-—]\s|\s\(")
 
 
@@ -163,9 +162,8 @@ def _content_words(text: str) -> int:
 
 def title_of(task: str, budget: int) -> str:
     """The Session Title: the task as written when it fits the title's token budget; else its first clause
-    that fits, fills half the budget and names two words of the task; else the task's words without glue words,
-    version numbers and empty call parentheses, cut to fit (`Regression in 5.2.3: pytest tries …` → `Regression
-    pytest tries collect`)."""
+    that fits, fills half the budget and names two words of the task; else the task's words without glue words
+    and version numbers, cut to fit (`Regression in 5.2.3: pytest tries …` → `Regression pytest tries collect`)."""
     text = task.rstrip(".!?:").strip()
     if count_tokens(text) <= budget:
         return text
@@ -174,8 +172,7 @@ def title_of(task: str, budget: int) -> str:
         head = text[:cut].strip()
         if count_tokens(head) <= budget and _content_words(head) >= 2 and 2 * count_tokens(head) >= budget:
             return head
-    words = [_EMPTY_CALL_RE.sub("", w.rstrip(":,;")) for w in text.split()
-             if w.lower().strip(":,;()") not in TITLE_STOPWORDS
+    words = [w.rstrip(":,;") for w in text.split() if w.lower().strip(":,;()") not in TITLE_STOPWORDS
              and not re.fullmatch(r"[\W\d.]*\d[\W\d.v]*", w) and re.search(r"\w", w)]
     if count_tokens(" ".join(words)) > budget:  # a module path by its last two parts, the most specific ones
         words = [_DOTTED_RE.sub(r"\1", w) for w in words]
