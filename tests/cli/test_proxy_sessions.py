@@ -5,11 +5,12 @@ from __future__ import annotations
 import json
 import sys
 
+import pytest
 from paths import BENCHMARKS
 
 sys.path.insert(0, str(BENCHMARKS))
 
-from proxy_sessions import from_bash_blocks, session  # noqa: E402
+from proxy_sessions import from_bash_blocks, from_tool_calls, session  # noqa: E402
 
 PROMPT = ("<pr_description>\nConsider the following PR description:\nLoader crashes on empty files\nMore.\n"
           "</pr_description>")
@@ -52,3 +53,19 @@ def test_native_tool_calls_keep_their_ids_and_the_exit_message_answers_the_last_
     assert record["task"] == "Loader crashes on empty files\nMore."
     assert [(p["kind"], p["text"]) for p in record["probes"]] == [
         ("task_title", "Loader crashes on empty files"), ("file_edited", "app/loader.py")]
+
+
+def test_a_message_that_answers_no_open_call_is_not_this_shape():
+    call = {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+    with pytest.raises(ValueError, match="answers no open tool call"):  # the exit message of a run without calls
+        from_tool_calls([{"role": "user", "content": PROMPT}, {"role": "exit", "content": DIFF}])
+    with pytest.raises(ValueError, match="answers no open tool call"):  # a second answer to an answered call
+        from_tool_calls([{"role": "assistant", "content": "", "tool_calls": [call]},
+                         {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+                         {"role": "exit", "content": DIFF}])
+
+
+def test_content_given_as_parts_is_their_text():
+    messages = from_tool_calls([{"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text",
+                                                                                             "text": "b"}]}])
+    assert messages == [{"role": "user", "content": "a\nb"}]
