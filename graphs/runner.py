@@ -309,14 +309,26 @@ class CommitRunner:
             # Its archive is complete: finish from it, never from the graph — a power cut may have taken the
             # later checkpoints, and a re-run would slice afresh and find nothing left to cover. It counts as a resume.
             self.tasks.update_task(task_id, attempts=task.get("attempts", 0) + 1, error=None)
-            return self._finish_archived(task, config if has_checkpoint else None)
+            return self._resumed(task_id, lambda: self._finish_archived(task, config if has_checkpoint else None))
         if not has_checkpoint or task.get("attempts", 0) >= MAX_RESUMES:
             return self._abandon(task, "never started" if not has_checkpoint else "too many resumes")
         if writer is not None:
             return self._abandon(task, f"{task['archive_id']} was written by another commit")
         # a resumed run starts clean: the failure it resumes from is not how it ends (a new one is recorded)
         self.tasks.update_task(task_id, status="running", attempts=task.get("attempts", 0) + 1, error=None)
-        return self._invoke(task_id, thread_id, None, context)
+        return self._resumed(task_id, lambda: self._invoke(task_id, thread_id, None, context))
+
+    def _resumed(self, task_id: str, run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        """Run a resumed commit; one cut by an interrupt or a storage error is marked `failed` with what cut it
+        (resumed again later), never left `running` with nothing running it."""
+        try:
+            return run()
+        except BaseException as exc:
+            try:
+                self.tasks.update_task(task_id, status="failed", error=describe_error(exc))
+            except Exception:  # the storage itself may be what failed; the task is resumed or abandoned later
+                pass
+            raise
 
     def _finish_archived(self, task: dict[str, Any], config: dict[str, Any] | None) -> dict[str, Any]:
         """Run the steps after `.done` of a commit whose graph cannot be resumed any more."""
@@ -335,6 +347,15 @@ class CommitRunner:
                 return {"status": "failed", "task_id": task["task_id"], "archive_id": archive_id, "reason": reason}
             return self._abandon(task, reason)
         self.prune_checkpoints()
+        model = archive.get("model") or {}
+        if model.get("degraded"):  # its run fell back before the interruption: say why, as a finished run does
+            error = model.get("error")
+            reason = clean_error(degradation_reason({"model_name": model.get("name"),
+                                                     "model_errors": [error] if error else []}))
+            self.tasks.update_task(task["task_id"], error=reason)
+            self._warn_degraded(session_id, reason)
+            return {"status": "completed", "task_id": task["task_id"], "archive_id": archive_id, "reason": reason,
+                    "degraded": True}
         return {"status": "completed", "task_id": task["task_id"], "archive_id": archive_id,
                 "reason": "finished from its complete archive"}
 

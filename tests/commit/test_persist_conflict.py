@@ -75,8 +75,54 @@ def test_a_commit_whose_archive_is_complete_is_finished_not_abandoned(root, monk
         monkeypatch.setattr(SearchIndex, "index_messages", real)
 
         assert [(r["status"], r["archive_id"]) for r in engine.resume_all()] == [("completed", "archive_001")]
-        assert engine.task(first["task_id"])["status"] == "completed"
+        done = engine.task(first["task_id"])
+        assert (done["status"], done["error"]) == ("completed", None)  # not the lock it got past
         after = engine.archive_search("s", "alpha3")
         assert after[0]["seq"] == 4 and len({h["seq"] for h in after}) == len(after)
         assert engine.storage.sessions.live_messages("s") == []
         assert engine.session_info("s")["last_archive"]["id"] == "archive_001"
+
+
+def test_a_degraded_commit_finished_from_its_archive_says_why_it_degraded(root, monkeypatch, caplog):
+    """The model refuses every chunk (the extractive model stands in), and indexing fails after `.done`: the
+    resume that finishes it from its archive reports the degradation as the same commit run through does."""
+    import itertools
+    import logging
+    import sqlite3
+
+    from fakes import ScriptedToolModel
+
+    from workmem.state.files.search_index import SearchIndex
+
+    def refusing() -> ScriptedToolModel:
+        return ScriptedToolModel(messages=itertools.repeat(ValueError("the request was refused by policy")))
+
+    with WorkingMemoryEngine(root / "through", model=refusing(), durable=False) as engine:
+        engine.add_messages("s", TURNS)
+        through = engine.commit("s", keep_recent_count=0)
+    assert through["degraded"] and "extractive model stood in" in through["reason"]
+
+    real = SearchIndex.index_messages
+
+    def locked(*args, **kwargs):
+        raise sqlite3.OperationalError("database is locked")
+
+    cut = root / "cut"
+    with (WorkingMemoryEngine(cut, model=refusing(), durable=False) as engine,
+          caplog.at_level(logging.WARNING, "workmem")):
+        engine.add_messages("s", TURNS)
+        monkeypatch.setattr(SearchIndex, "index_messages", locked)
+        first = engine.commit("s", keep_recent_count=0)
+        assert first["status"] == "failed" and (cut / "sessions/s/history/archive_001/.done").exists()
+        monkeypatch.setattr(SearchIndex, "index_messages", real)
+
+        [resumed] = engine.resume_all()
+        task = engine.task(first["task_id"])
+        info = engine.session_info("s")
+        archived = [m["seq"] for m in engine.storage.sessions.archive_messages("s", "archive_001")]
+        live = engine.storage.sessions.live_messages("s")
+    assert (resumed["status"], resumed["degraded"], resumed["reason"]) == ("completed", True, through["reason"])
+    assert task["error"] == through["reason"] and task["result"]["degraded"] is True  # not the lock it got past
+    assert info["last_degradation"]["reason"] == through["reason"]
+    assert any("degraded" in r.getMessage() for r in caplog.records)
+    assert archived == list(range(1, len(TURNS) + 1)) and live == []  # every message once, none lost

@@ -138,6 +138,23 @@ def test_a_system_exit_in_a_background_commit_marks_its_task_failed_and_the_next
     engine.close()
 
 
+def test_a_system_exit_while_a_commit_is_resumed_marks_the_resumed_task_failed_not_left_running(root):
+    engine = conversation_engine(root, model=ExitingModel(exits=2))
+    with pytest.raises(SystemExit):
+        engine.commit(SID, keep_recent_count=4)
+    [first] = engine.storage.tasks.list_tasks(SID)
+    with pytest.raises(SystemExit):  # the next commit resumes the first one, and its run is cut too
+        engine.commit(SID, keep_recent_count=4)
+
+    task = engine.task(first["task_id"])
+    assert (task["status"], task["attempts"]) == ("failed", 1) and "SystemExit" in task["error"]
+    again = engine.commit(SID, keep_recent_count=4)
+    assert (first["task_id"], "completed") in [(r["task_id"], r["status"]) for r in again["resumed"]]
+    assert engine.task(first["task_id"])["error"] is None
+    assert_stored_once(engine)
+    engine.close()
+
+
 def test_a_ctrl_c_once_the_session_file_is_locked_unlocks_it_for_other_threads_and_processes(tmp_path, monkeypatch):
     mutex = FileMutex(str(tmp_path / "s.lock"), timeout=2)
     real = FileMutex._still_current
