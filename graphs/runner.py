@@ -171,11 +171,7 @@ class CommitRunner:
             log.error("commit %s of session %r %s: %s", task_id, session_id,
                       "failed outside its graph run" if isinstance(exc, Exception) else "was interrupted",
                       describe_error(exc))
-            try:
-                self.tasks.update_task(task_id, status="failed",
-                                       error=describe_error(exc))
-            except Exception:  # the index itself may be what failed; the task is abandoned on resume
-                pass
+            self._mark_cut(task_id, exc)
             if isinstance(exc, DatabaseUnavailable):  # resumed by a later commit once the database is back
                 return {"status": "failed", "task_id": task_id, "archive_id": None, "reason": clean_error(exc)}
             raise
@@ -246,9 +242,7 @@ class CommitRunner:
             self.prune_checkpoints()
         reason = out.get("reason") or ""
         if out.get("degraded"):  # completed through the fallback: say why, loudly, so a bad model is seen
-            reason = clean_error(degradation_reason(out))
-            task = self.tasks.update_task(task_id, error=reason)
-            self._warn_degraded(task.get("session_id", "?"), reason)
+            reason = self._record_degraded(task_id, out)
         elif out.get("model_errors"):
             self.tasks.update_task(task_id, error=out["model_errors"][-1])
         return {"status": out.get("status", "completed"), "task_id": task_id,
@@ -256,6 +250,14 @@ class CommitRunner:
                 "reason": reason, "degraded": bool(out.get("degraded")),
                 "route": out.get("route", []), "guard_notes": out.get("guard_notes", []),
                 "usage": out.get("usage") or {}, "model_fixes": out.get("model_fixes") or []}
+
+    def _record_degraded(self, task_id: str, out: dict[str, Any]) -> str:
+        """Why a completed commit degraded (`degradation_reason` of its run's `out`), set as its task's error and
+        warned once per session and cause; returned."""
+        reason = clean_error(degradation_reason(out))
+        task = self.tasks.update_task(task_id, error=reason)
+        self._warn_degraded(task.get("session_id", "?"), reason)
+        return reason
 
     def _warn_degraded(self, session_id: str, reason: str) -> None:
         """One WARNING per session and cause (the error's type and HTTP status, not its varying text)."""
@@ -324,11 +326,15 @@ class CommitRunner:
         try:
             return run()
         except BaseException as exc:
-            try:
-                self.tasks.update_task(task_id, status="failed", error=describe_error(exc))
-            except Exception:  # the storage itself may be what failed; the task is resumed or abandoned later
-                pass
+            self._mark_cut(task_id, exc)
             raise
+
+    def _mark_cut(self, task_id: str, exc: BaseException) -> None:
+        """Mark a task whose run `exc` cut `failed` with it (resumed by a later commit)."""
+        try:
+            self.tasks.update_task(task_id, status="failed", error=describe_error(exc))
+        except Exception:  # the storage itself may be what failed; the task is resumed or abandoned later
+            pass
 
     def _finish_archived(self, task: dict[str, Any], config: dict[str, Any] | None) -> dict[str, Any]:
         """Run the steps after `.done` of a commit whose graph cannot be resumed any more."""
@@ -350,10 +356,8 @@ class CommitRunner:
         model = archive.get("model") or {}
         if model.get("degraded"):  # its run fell back before the interruption: say why, as a finished run does
             error = model.get("error")
-            reason = clean_error(degradation_reason({"model_name": model.get("name"),
-                                                     "model_errors": [error] if error else []}))
-            self.tasks.update_task(task["task_id"], error=reason)
-            self._warn_degraded(session_id, reason)
+            reason = self._record_degraded(task["task_id"], {"model_name": model.get("name"),
+                                                             "model_errors": [error] if error else []})
             return {"status": "completed", "task_id": task["task_id"], "archive_id": archive_id, "reason": reason,
                     "degraded": True}
         return {"status": "completed", "task_id": task["task_id"], "archive_id": archive_id,
