@@ -422,6 +422,22 @@ def clip_to_cap(msg: dict[str, Any], max_bytes: int, *, stored: bool = False) ->
     return out
 
 
+def first_image_only(msg: dict[str, Any], max_tokens: int) -> dict[str, Any]:
+    """A copy of a normalised message whose images take it over `max_tokens` (each counts `IMAGE_TOKENS`, whatever
+    its bytes, so `clip_to_cap` cannot bring it under) with its first image only, the others dropped and noted as
+    `clip_to_cap` notes a dropped block; any other message as it is."""
+    blocks = content_blocks(msg.get("meta"))
+    images = [i for i, block in enumerate(blocks) if is_image(block)]
+    if len(images) <= 1 or message_tokens(msg) <= max_tokens:
+        return msg
+    out = copy.deepcopy(msg)
+    out["meta"]["content_blocks"] = [b for i, b in enumerate(blocks) if i not in images[1:]]
+    if DROPPED_BLOCKS_META not in out["meta"]:
+        _add_note(out, DROPPED_BLOCKS_NOTE)
+    out["meta"][DROPPED_BLOCKS_META] = out["meta"].get(DROPPED_BLOCKS_META, 0) + len(images) - 1
+    return out
+
+
 def _whole_len(msg: dict[str, Any]) -> int:
     """Bytes of a message's body with every text in it (a payload's included)."""
     return len(dumps({"meta": msg["meta"], "parts": msg["parts"]})) - 2

@@ -25,7 +25,7 @@ from workmem.graphs.context.lc_messages import to_langchain_message
 from workmem.graphs.context.session_memory import SessionMemory
 from workmem.graphs.context.tool_results import Synopses, offloaded, result_part, shown_as_synopsis
 from workmem.state.archive_object import OWN_TOOLS
-from workmem.state.messages import CLIPPED_BYTES_META
+from workmem.state.messages import CLIPPED_BYTES_META, IMAGE_TOKENS, is_image
 from workmem.state.retention import resolve_keep, trigger_messages
 from workmem.state.tokens import count_tokens, encoder
 
@@ -116,12 +116,47 @@ def shown_pinned(pinned: dict[str, Any] | None, max_tokens: int | None) -> dict[
     — its first lines within them and one marker line (the archive keeps it whole). Same message, same bytes."""
     if pinned is None or max_tokens is None or pinned["tokens"] <= max_tokens:
         return pinned
-    original = pinned["lc"]
-    if not isinstance(original.content, str):  # content blocks (an image, a file) are shown as they are
-        return pinned
-    shown = _head_lines(original.content, max_tokens)
-    lc = HumanMessage(content=shown, id=original.id, name=original.name)
-    return {**pinned, "parts": [{"type": "text", "text": shown}], "tokens": count_tokens(shown), "lc": lc}
+    return shortened(pinned, max_tokens)
+
+
+def shown_pinned_step(step: list[dict[str, Any]], line: int, size: int) -> list[dict[str, Any]]:
+    """A pinned tool's newest step as a call shows it: each result over the offload `line` as its first lines within
+    the synopsis `size`, as a live result over the line is shown as its synopsis (the archive keeps it whole)."""
+    return [shortened(e, size) if e["role"] == "tool" and e["tokens"] > line else e for e in step]
+
+
+def clip_cap(budget: int) -> int:
+    """The most one message may show when the run itself does not fit `budget` (one huge tool output): half the
+    window after the reply's reserve, at least 1,024."""
+    return max(1024, (budget - reserve_for_reply(budget)) // 2)
+
+
+def within_window(pinned: list[dict[str, Any]], budget: int) -> list[dict[str, Any]]:
+    """What stays pinned, each entry at most a quarter of `clip_cap(budget)` (its first lines), whatever
+    `pinned_tokens` says: a pinned message never crowds the run out of the window, nor makes every call commit."""
+    cap = clip_cap(budget) // 4
+    return [shortened(p, cap) if p["tokens"] > cap else p for p in pinned]
+
+
+def shortened(entry: dict[str, Any], max_tokens: int) -> dict[str, Any]:
+    """A pinned entry (its `lc`: the agent state's message) as its first lines within `max_tokens` and one marker
+    line; of content blocks, the text's first lines and the first image (a screenshot is what the agent looks at)."""
+    original = entry["lc"]
+    content = original.content
+    if isinstance(content, str):
+        text, image = content, None
+    else:
+        text = "\n".join(b if isinstance(b, str) else b.get("text") or "" for b in content
+                         if isinstance(b, str) or (isinstance(b, dict) and b.get("type") == "text"))
+        image = next((b for b in content if is_image(b)), None)
+    shown = _head_lines(text, max_tokens) if count_tokens(text) > max_tokens else text
+    if image is None and not isinstance(content, str) and not shown:
+        return entry  # nothing but blocks that are no image (a file, reasoning): shown as they are
+    new_content: Any = shown if image is None else [*([{"type": "text", "text": shown}] if shown else []), image]
+    lc = original.model_copy(update={"content": new_content})
+    tokens = count_tokens(shown) + (IMAGE_TOKENS if image is not None else 0)
+    parts = [{"type": "text", "text": shown}] if entry["role"] == "user" else entry["parts"]
+    return {**entry, "parts": parts, "tokens": tokens, "lc": lc}
 
 
 @lru_cache(maxsize=256)

@@ -56,11 +56,14 @@ from workmem.graphs.agent.call import (
     Call,
     Prepared,
     call_tokens,
+    clip_cap,
     figures_of,
     out_of_view,
     shown_entries,
     shown_pinned,
+    shown_pinned_step,
     shrinkable,
+    within_window,
 )
 from workmem.graphs.agent.events import emit
 from workmem.graphs.agent.fallback import last_good, remember_sent
@@ -361,7 +364,8 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         schemas = self._schema_tokens(request)
         entries = self._entries(engine, session_id, view, memory.tail_end, (offload, size), engine.max_message_bytes)
         pinned = [p for p in (shown_pinned(view.pinned, self.settings.pinned_tokens),) if p is not None]
-        pinned += view.pinned_tool_step(self.settings.pinned_tools)
+        pinned += shown_pinned_step(view.pinned_tool_step(self.settings.pinned_tools), offload, size)
+        pinned = within_window(pinned, limit - own_tokens)
         tokens = call_tokens(own, memory, entries, pinned, own_tokens=own_tokens, schema_tokens=schemas,
                              settings=self.settings)
         floor = engine.min_commit_tokens if engine.min_commit_tokens is not None else threshold // 4
@@ -398,18 +402,24 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
         """The request with its messages replaced by workmem's context, its record, and the state update."""
         request, engine, view = call.request, call.engine, call.view
         budget = call.limit - call.own_tokens
-        memory, entries = call.memory, call.entries
+        if budget - reserve_for_reply(budget) <= SYSTEM_ADDITION_TOKENS:
+            raise InvalidInput("system_prompt", f"{call.own_tokens:,} tokens",
+                               f"leaves no room for any message in the model's input limit of {call.limit:,} tokens")
+        memory, entries, pinned = call.memory, call.entries, call.pinned
         try:
-            assembled = assemble_context(entries, memory.markdown, memory.archives_total, budget, pinned=call.pinned)
+            assembled = assemble_context(entries, memory.markdown, memory.archives_total, budget, pinned=pinned)
         except InvalidInput as exc:
             if exc.field != "token_budget":
                 raise
             # The run itself does not fit (say, one huge tool output): show the model a clipped view of its largest
             # messages — at most half the window each, a token being at least one byte.
-            view_cap = max(1024, (budget - reserve_for_reply(budget)) // 2)
             entries = self._entries(engine, call.session_id, view, memory.tail_end,
-                                    (call.offload_limit, call.synopsis_size), view_cap)
-            assembled = assemble_context(entries, memory.markdown, memory.archives_total, budget, pinned=call.pinned)
+                                    (call.offload_limit, call.synopsis_size), clip_cap(budget))
+            try:
+                assembled = assemble_context(entries, memory.markdown, memory.archives_total, budget, pinned=pinned)
+            except InvalidInput as still:  # named by what the user set: the limit, beside the system prompt's share
+                raise InvalidInput("token_budget", call.limit, f"the agent's system prompt takes {call.own_tokens:,} "
+                                   f"tokens of it; {still.reason}") from still
         addition, *messages = assembled["messages"]
         if self._tools_join(call, entries, assembled["stats"]):
             call.cache.tools_joined = True

@@ -28,6 +28,7 @@ from workmem.state.messages import (
     NO_BYTE_CAP,
     SYNOPSIS_FP,
     clip_to_cap,
+    first_image_only,
     for_storage,
     lc_id,
     message_text,
@@ -206,6 +207,7 @@ def clipped_entry(stored: dict[str, Any], max_bytes: int) -> dict[str, Any]:
     (head and tail kept), its stored copy untouched."""
     clipped = clip_to_cap({"role": stored["role"], "parts": stored["parts"], "meta": dict(stored.get("meta") or {})},
                           max_bytes)
+    clipped = first_image_only(clipped, max_bytes)  # a token is at least a byte: the cap holds for tokens too
     if clipped["parts"] is stored["parts"]:
         return stored
     return {**stored, "parts": clipped["parts"], "meta": clipped["meta"], "tokens": message_tokens(clipped),
