@@ -134,8 +134,8 @@ def clip_cap(budget: int) -> int:
 def within_window(pinned: list[dict[str, Any]], budget: int) -> list[dict[str, Any]]:
     """What stays pinned, each entry at most a quarter of `clip_cap(budget)` (its first lines), whatever
     `pinned_tokens` says: a pinned message never crowds the run out of the window, nor makes every call commit."""
-    cap = clip_cap(budget) // 4
-    return [shortened(p, cap) if p["tokens"] > cap else p for p in pinned]
+    cap = clip_cap(budget) // 4  # a pinned call's arguments are the call: never shortened
+    return [shortened(p, cap) if p["tokens"] > cap and p["role"] != "assistant" else p for p in pinned]
 
 
 def shortened(entry: dict[str, Any], max_tokens: int) -> dict[str, Any]:

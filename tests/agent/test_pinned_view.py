@@ -14,6 +14,7 @@ from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
+from workmem.graphs.agent.call import within_window
 from workmem.graphs.agent.middleware import WorkingMemoryMiddleware
 from workmem.graphs.engine import WorkingMemoryEngine
 from workmem.state.errors import InvalidInput
@@ -142,3 +143,15 @@ def test_a_system_prompt_that_fills_the_window_is_refused_by_name_and_the_run_st
         assert err.value.field == "system_prompt" and "8,000" in str(err.value)
         assert not model.prompts, "no call went out"
         assert [m["seq"] for m in engine.live_messages("t")] == [1], "the user's message is stored, once"
+
+
+def test_a_pinned_call_is_never_shortened_only_its_result():
+    args = {"todos": "step " * 5_000}
+    todo = {"name": "write_todos", "args": args, "id": "w0", "type": "tool_call"}
+    call = {"role": "assistant", "parts": [], "tokens": 5_005, "lc": AIMessage("", id="w", tool_calls=[todo])}
+    text = write_todos.invoke({"todos": "fix"})
+    result = {"role": "tool", "parts": [], "tokens": count_tokens(text), "lc": ToolMessage(text, tool_call_id="w0")}
+    shown_call, shown_result = within_window([call, result], BUDGET)
+    assert shown_call is call, "the call's arguments are the call"
+    assert shown_result["lc"].tool_call_id == "w0" and shown_result["tokens"] < result["tokens"]
+    assert text.startswith(shown_result["lc"].content.rsplit("\n", 1)[0])
