@@ -10,6 +10,8 @@ In the session folder every line of a forgotten seq is replaced by its placehold
 live file and in every archive folder (complete or not), each file rewritten atomically (temp → fsync →
 rename); a commit's half-written temp folder and the temp files crashed writers left are removed, and so is
 every payload no line refers to any more. A line that cannot be parsed is kept as it is (its seq is unknown).
+The placeholders that carry a LangChain id are listed in `forgotten.jsonl`, so an append finds a re-sent copy
+of a forgotten message in whatever archive holds it (it looks in the newest archive and the live file only).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any
 from workmem.state.files import archives, fsutil, jsonl, payload_files
 from workmem.state.forget import forgotten_copy
 from workmem.state.jsonutil import dumps
+from workmem.state.messages import lc_id
 from workmem.state.payloads import refs_of
 from workmem.state.stored import check_stored
 
@@ -33,6 +36,7 @@ INTENT_SUFFIX = ".json"
 _TEMP_FILE = re.compile(r"\..+\.tmp-.+")  # what `fsutil.atomic_write` names its temp files
 _TEMP_ARCHIVE = re.compile(r"\.archive_[0-9]{3,9}\.tmp")  # what `archives.write_archive_dir` writes first
 _SHA = re.compile(r"[0-9a-f]{64}")
+FORGOTTEN = "forgotten.jsonl"  # the placeholders with a LangChain id, for appends to find in any archive
 
 
 def intent_path(sessions_dir: Path, safe_id: str) -> Path:
@@ -73,26 +77,51 @@ def forget_in_folder(session_dir: Path, live_path: Path, seqs: set[int], at: str
     changed: set[int] = set()
     rewritten = []
     referenced: set[str] = set()
+    placeholders: dict[int, dict[str, Any]] = {}
     history = session_dir / archives.HISTORY
     for name in _listing(history):
         folder = history / name
         if _TEMP_ARCHIVE.fullmatch(name):
             fsutil.remove_tree(folder)  # a commit that crashed before publishing it; it writes it again
         elif (n := _archive_number(name)) and folder.is_dir() and not folder.is_symlink():
-            done = _rewrite(folder / archives.MESSAGES, seqs, at, referenced)
+            done = _rewrite(folder / archives.MESSAGES, seqs, at, referenced, placeholders)
             if done:
                 changed |= set(done)
                 rewritten.append(n)
             _remove_temp_files(folder)
-    changed |= set(_rewrite(live_path, seqs, at, referenced))
+    changed |= set(_rewrite(live_path, seqs, at, referenced, placeholders))
+    _record_forgotten(session_dir, placeholders)  # a live one is archived by a later commit
     _remove_temp_files(session_dir)
     return {"forgotten": sorted(changed), "archives": rewritten,
             "payloads_removed": _remove_unreferenced(session_dir, referenced)}
 
 
-def _rewrite(path: Path, seqs: set[int], at: str, referenced: set[str]) -> list[int]:
+def forgotten_placeholders(session_dir: Path) -> list[dict[str, Any]]:
+    """The placeholders of the messages forgets replaced that carry a LangChain id (`FORGOTTEN`), oldest first: an
+    append finds a re-sent copy of one there, whatever archive holds it by then (a damaged line is skipped)."""
+    data = jsonl.read_bytes(session_dir / FORGOTTEN) or b""
+    return [msg for line in jsonl.complete_lines(data).split(b"\n")[:-1] if (msg := _parsed(line)) is not None]
+
+
+def _record_forgotten(session_dir: Path, placeholders: dict[int, dict[str, Any]]) -> None:
+    """Add the placeholders that carry a LangChain id to `FORGOTTEN` (durably; a forget finished again writes the
+    same)."""
+    new = {seq: msg for seq, msg in placeholders.items() if lc_id(msg)}
+    if not new:
+        return
+    known = {msg["seq"]: msg for msg in forgotten_placeholders(session_dir)}
+    if all(known.get(seq) == msg for seq, msg in new.items()):
+        return
+    merged = {**known, **new}
+    fsutil.atomic_write(session_dir / FORGOTTEN, b"".join(dumps(merged[s]) + b"\n" for s in sorted(merged)),
+                        durable=True)
+
+
+def _rewrite(path: Path, seqs: set[int], at: str, referenced: set[str],
+             placeholders: dict[int, dict[str, Any]]) -> list[int]:
     """Rewrite one messages file with the placeholders of `seqs` (atomically, durably: it may be the only copy of
-    the others); adds the payloads its lines refer to afterwards to `referenced`; returns the seqs replaced."""
+    the others); adds the payloads its lines refer to afterwards to `referenced` and the placeholders of `seqs`
+    (new or earlier) to `placeholders`; returns the seqs replaced."""
     data = jsonl.read_bytes(path)
     if data is None:
         return []
@@ -106,6 +135,8 @@ def _rewrite(path: Path, seqs: set[int], at: str, referenced: set[str]) -> list[
                 line, msg = dumps(copy), copy
         if msg is not None:
             referenced.update(refs_of(msg))
+            if msg["seq"] in seqs:
+                placeholders[msg["seq"]] = msg
         lines.append(line + b"\n")
     if replaced:
         fsutil.atomic_write(path, b"".join(lines), durable=True)

@@ -287,15 +287,20 @@ class SessionStore:
         return with_given_texts(merge_repeats(found, stored), given) if found is not None else stored
 
     def _recent(self, p: SessionPaths, live: LiveState) -> list[dict[str, Any]]:
-        """The newest archive's messages (cached per archive) and the live ones: what an append may repeat."""
+        """The newest archive's messages (cached per archive), the placeholders of forgotten messages of older ones
+        and the live messages: what an append may repeat."""
         if not live.archive_n:
             return self._live_snapshot(p, strict=False)[0]
         # a re-created session has other archives; a forget rewrites the archive's file (another inode)
         key = (live.archive_n, str(live.meta.get("created_at")),
-               file_key(archives.archive_dir(p.dir, live.archive_n) / archives.MESSAGES))
+               file_key(archives.archive_dir(p.dir, live.archive_n) / archives.MESSAGES),
+               file_key(p.dir / forgetting.FORGOTTEN))
         cached = self._newest.get(p.dir)
         if cached is None or cached[0] != key:
-            cached = (key, self._archive_messages(p, live.archive_n))
+            newest = self._archive_messages(p, live.archive_n)
+            start = newest[0]["seq"] if newest else live.meta["next_seq"]
+            older = [m for m in forgetting.forgotten_placeholders(p.dir) if m["seq"] < start]  # any archive's
+            cached = (key, [*older, *newest])
             self._newest.put(p.dir, cached)
         newest = cached[1]
         return [*newest, *self._live_snapshot(p, strict=False)[0]]

@@ -17,7 +17,7 @@ from workmem.state.archive_object import with_working_summary
 from workmem.state.errors import ArchiveNotFound, InvalidInput, SessionNotFound
 from workmem.state.forget import forgotten_copy
 from workmem.state.ids import archive_name, archive_number, check_seq_range
-from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES, indexed_text, message_text
+from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES, FORGOTTEN_META, indexed_text, message_text
 from workmem.state.payloads import (
     DEFAULT_LIMITS,
     PayloadCache,
@@ -176,15 +176,19 @@ class PgSessionStore:
     @staticmethod
     def _repeats(conn: Any, session_id: str, prepared: list[tuple[dict[str, Any], bytes | None]]) -> list[Any]:
         """`stored.repeats` of a batch among the live messages and the newest archive's, read through the
-        primary key from the newest archive's first seq on; the session row is locked first, so two appends
-        of one batch cannot both miss each other."""
+        primary key from the newest archive's first seq on, and the forgotten messages of older archives; the
+        session row is locked first, so two appends of one batch cannot both miss each other."""
         if conn.execute("SELECT 1 FROM sessions WHERE session_id = %s FOR UPDATE", [session_id]).fetchone() is None:
             return [None] * len(prepared)
+        ids = batch_ids(prepared)
+        start = ("coalesce((SELECT start_seq FROM archives WHERE session_id = %s ORDER BY number DESC LIMIT 1), 1)")
+        forgotten = conn.execute(  # in an older archive: through the partial index of forgotten messages
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = %s AND meta ? '{FORGOTTEN_META}' "
+            f"AND seq < {start} AND meta->>'lc_id' = ANY(%s) ORDER BY seq", [session_id, session_id, ids]).fetchall()
         rows = conn.execute(
-            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = %s AND seq >= coalesce((SELECT start_seq "
-            "FROM archives WHERE session_id = %s ORDER BY number DESC LIMIT 1), 1) AND meta->>'lc_id' = ANY(%s) "
-            "ORDER BY seq", [session_id, session_id, batch_ids(prepared)]).fetchall()
-        return repeats(prepared, _messages(rows))
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = %s AND seq >= {start} "
+            "AND meta->>'lc_id' = ANY(%s) ORDER BY seq", [session_id, session_id, ids]).fetchall()
+        return repeats(prepared, _messages([*forgotten, *rows]))
 
     @staticmethod
     def _reserve(conn: Any, session_id: str, n: int, tokens: int, now: str) -> dict[str, Any]:

@@ -144,6 +144,30 @@ def test_a_forgotten_message_sent_again_stays_forgotten(backend, resend):
     assert leaks(backend) == []
 
 
+@pytest.mark.parametrize("forgotten_while", ["archived", "live"])
+def test_a_forgotten_message_sent_again_stays_forgotten_in_an_older_archive(backend, forgotten_while):
+    # the repeat check looks at the live messages and the newest archive only: a forgotten message must be found
+    # wherever it is by the time it is sent again (here in archive_001, while archive_002 is the newest)
+    history = with_ids(conversation())
+    engine = backend.engine(model=scripted(WM, valid_update_call({})), durable=False)
+    with engine:
+        engine.add_messages(SID, history)
+        if forgotten_while == "live":
+            engine.forget_messages(SID, [1, 3, 7])
+        assert engine.commit(SID, keep_recent_count=4)["status"] == "completed"  # 1-4 archived, 5-8 live
+        if forgotten_while == "archived":
+            engine.forget_messages(SID, [1, 3, 7])
+        assert engine.commit(SID, keep_recent_count=0)["status"] == "completed"  # 5-8: the newest archive
+        again = engine.add_messages(SID, [*history, history[2].model_copy(update={"content": BIG[:200]})])
+        by_id = {m["meta"]["lc_id"]: m["seq"] for m in again}
+        assert [by_id[f"lc-{n}"] for n in (1, 3, 7)] == [1, 3, 7], "each forgotten one is its placeholder"
+        assert all(FORGOTTEN_TEXT in json.dumps(m["parts"]) for m in again if m["seq"] in (1, 3, 7))
+        messages = stored(engine, SID)
+        assert [m["seq"] for m in messages] == list(range(1, len(messages) + 1)), "nothing lost"
+        assert sum(1 for m in messages if m["role"] == "tool") == 1, "a re-sent forgotten result is no second one"
+    assert leaks(backend) == []
+
+
 def test_a_payload_stays_while_another_message_refers_to_it(backend):
     with committed(backend) as engine:
         engine.add_messages(SID, [assistant("", [("c2", "build", "{}")]), tool("c2", BIG, "build")])  # seq 10
@@ -273,6 +297,24 @@ def test_a_forget_killed_at_any_step_is_finished_by_the_next_engine_files(root):
             assert_whole(engine, {1, 3, 7})
             assert engine.archive_search(SID, "quorvex") == []
         assert leaks(backend) == [], (owner, name, nth, when)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_a_forget_killed_around_its_record_of_forgotten_ids_still_keeps_a_resent_copy_out(root, when):
+    backend = Backend("file", root)
+    history = with_ids(conversation())
+    with backend.engine(model=scripted(WM, valid_update_call({})), durable=False) as engine:
+        engine.add_messages(SID, history)
+        assert engine.commit(SID, keep_recent_count=4)["status"] == "completed"
+    killed = kill_forget(backend, "workmem.state.files.forgetting", "_record_forgotten", 1, when)
+    assert killed.returncode == -signal.SIGKILL, (when, killed.stdout, killed.stderr)
+    with backend.engine(model=scripted(valid_update_call({})), durable=False) as engine:  # finishes the forget
+        assert_whole(engine, {1, 3, 7})
+        assert engine.commit(SID, keep_recent_count=0)["status"] == "completed"  # 1-4 now in an older archive
+        again = engine.add_messages(SID, history)
+        assert [m["seq"] for m in again if m["meta"]["lc_id"] in ("lc-1", "lc-3", "lc-7")] == [1, 3, 7]
+    assert leaks(backend) == [], when
 
 
 @pytest.mark.slow
