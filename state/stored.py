@@ -6,10 +6,12 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from typing import Any
 
 from workmem.state.errors import InvalidInput
 from workmem.state.messages import (
+    ALLOWED_PARTS,
     CLIPPED_BYTES_META,
     FINGERPRINT_META,
     FORGOTTEN_META,
@@ -95,7 +97,43 @@ def check_stored(obj: Any) -> str:
     tokens = obj.get("tokens")
     if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
         return f"bad tokens {tokens!r}"
-    return ""
+    if not isinstance(obj.get("meta", {}), dict):
+        return "meta is not a JSON object"
+    return next((reason for part in obj["parts"] if (reason := _part_problem(part, obj["role"]))), "")
+
+
+_PART_STRINGS = {"text": ("text",), "tool_call": ("name",), "tool_result": ("tool_call_id",),
+                 "context": ("uri", "abstract")}  # what every reader of a part takes for granted
+
+
+def _part_problem(part: Any, role: str) -> str:
+    """Why a stored part is not one ('' when it looks like one): a damaged key would fail every later reader."""
+    if not isinstance(part, dict):
+        return "a part is not a JSON object"
+    kind = part.get("type")
+    if kind not in ALLOWED_PARTS[role]:
+        return f"bad part type {kind!r} in a {role} message"
+    missing = next((key for key in _PART_STRINGS[kind] if not isinstance(part.get(key), str)), None)
+    if missing is None and kind == "tool_result" and not isinstance(part.get("content", part.get("content_ref")), str):
+        missing = "content"
+    if missing is None and kind == "tool_call" and not isinstance(part.get("arguments"), (dict, str)):
+        missing = "arguments"
+    return f"a {kind} part without its {missing}" if missing else ""
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def has_lone_surrogate(value: Any) -> bool:
+    """Whether a parsed JSON value holds a lone surrogate anywhere (JSON's escapes can spell one; UTF-8 cannot hold
+    it, so every writer of the text would fail on it)."""
+    if isinstance(value, str):
+        return _SURROGATE.search(value) is not None
+    if isinstance(value, dict):
+        return any(has_lone_surrogate(k) or has_lone_surrogate(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(has_lone_surrogate(v) for v in value)
+    return False
 
 
 def batch_ids(prepared: list[tuple[dict[str, Any], bytes | None]]) -> list[str]:

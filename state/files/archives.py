@@ -65,9 +65,10 @@ def read_archive_json(folder: Path) -> dict[str, Any]:
 
 
 def read_text(path: Path) -> str:
-    """A UTF-8 text file, '' when it is missing."""
+    """A UTF-8 text file, '' when it is missing; a damaged byte reads as U+FFFD (`check_archive_files` reports it):
+    a memory with one bad byte is still the memory."""
     data = fsutil.read_file(path)
-    return data.decode("utf-8") if data is not None else ""
+    return data.decode("utf-8", "replace") if data is not None else ""
 
 
 def seq_range(archive: dict[str, Any]) -> tuple[int, int]:
@@ -215,7 +216,7 @@ def archive_numbers(session_dir: Path) -> list[int]:
     """Numbers of every archive directory, complete or not, ascending (lists `history/`)."""
     try:
         names = os.listdir(session_dir / HISTORY)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # not a folder: `check` reports the archives it lost
         return []
     return sorted(int(m.group(1)) for name in names if (m := _DIR_NAME.fullmatch(name))
                   and archive_name(int(m.group(1))) == name)
@@ -256,14 +257,26 @@ def check_archive_files(folder: Path, n: int, previous_end: int) -> list[Anomaly
         found.append(Anomaly(str(folder / MESSAGES), 0, f"seqs outside {start}..{end}: {extra[:10]}"))
     if not (folder / OVERVIEW).is_file():
         found.append(Anomaly(str(folder / OVERVIEW), 0, "missing"))
+    for name in (OVERVIEW, ABSTRACT):
+        data = read_bytes(folder / name) if (folder / name).is_file() else None
+        if data is not None and not _utf8(data):
+            found.append(Anomaly(str(folder / name), 0, "not UTF-8: its damaged bytes read as U+FFFD"))
     return found
+
+
+def _utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def complete_numbers(session_dir: Path) -> list[int]:
     """Numbers of every complete archive, ascending (lists `history/`: not for hot paths)."""
     try:
         names = os.listdir(session_dir / HISTORY)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # not a folder: `check` reports the archives it lost
         return []
     numbers = []
     for name in names:

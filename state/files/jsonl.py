@@ -14,7 +14,7 @@ from workmem.state.errors import Anomaly, CorruptLine
 from workmem.state.files import fsutil
 from workmem.state.jsonutil import dumps
 from workmem.state.lru import LRU
-from workmem.state.stored import check_stored, stored_records
+from workmem.state.stored import check_stored, has_lone_surrogate, stored_records
 
 
 @dataclass
@@ -147,6 +147,8 @@ def parse(data: bytes, path: str, *, first_line: int = 1) -> Parsed:
             reason = check_stored(obj)
         except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
             reason = f"invalid JSON: {exc}"
+        if not reason and (b"\\ud" in line or b"\\uD" in line) and has_lone_surrogate(obj):  # no writer escapes one
+            reason = "a lone surrogate (not UTF-8)"
         if reason:
             out.problems.append(CorruptLine(path, line_no, reason))
             out.bad_lines.append(line)
@@ -171,7 +173,7 @@ def _whole_message(line: bytes) -> dict[str, Any] | None:
         obj = json.loads(line)
     except ValueError:  # JSONDecodeError and UnicodeDecodeError
         return None
-    return None if check_stored(obj) else obj
+    return None if check_stored(obj) or has_lone_surrogate(obj) else obj
 
 
 def complete_lines(data: bytes) -> bytes:

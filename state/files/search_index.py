@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlite_utils import Database
 
-from workmem.state.errors import InvalidInput
+from workmem.state.errors import InvalidInput, WorkmemError
 from workmem.state.files import search_candidates
 from workmem.state.files.sqlite import ThreadConnections, secure_deletes, truncate_wal
 from workmem.state.files.tasks import INDEX_FILE
@@ -271,12 +271,27 @@ class SearchIndex:
                     stale = db.execute("SELECT DISTINCT archive_id FROM fts_docs WHERE session_id = ?", [sid])
                     for (aid,) in stale.fetchall():
                         self._delete_archive(db, sid, aid)
-            for archive in store.list_archives(sid):
-                if progress is not None:
-                    progress(sid, archive["archive_id"])
-                count += self.index_messages(sid, archive["archive_id"],
-                                             store.archive_messages(sid, archive["archive_id"]),
+            count += self._reindex_session(store, sid, progress)
+        return count
+
+    def _reindex_session(self, store: SessionStore, sid: str, progress: Callable[[str, str], None] | None) -> int:
+        """Index one session's complete archives; one that cannot be read is skipped with a WARNING (`check`
+        reports it), so a rebuild of the whole root never stops at one damaged session."""
+        count = 0
+        try:
+            found = store.list_archives(sid)
+        except (WorkmemError, OSError) as exc:
+            log.warning("reindex: the archives of session %r cannot be listed, left out: %s", sid, exc)
+            return 0
+        for archive in found:
+            if progress is not None:
+                progress(sid, archive["archive_id"])
+            try:
+                messages = store.archive_messages(sid, archive["archive_id"])
+                count += self.index_messages(sid, archive["archive_id"], messages,
                                              store.spilled_items(sid, archive["archive_id"]))
+            except (WorkmemError, OSError) as exc:
+                log.warning("reindex: %s of session %r cannot be read, left out: %s", archive["archive_id"], sid, exc)
         return count
 
 

@@ -351,6 +351,9 @@ class SessionStore:
         found += payload_files.anomalies(p.dir, [parsed.messages[i] for i in picked], str(p.messages))
         previous_end = 0
         numbers = archives.archive_numbers(p.dir)
+        history = p.dir / archives.HISTORY
+        if history.exists() and not history.is_dir():
+            found.append(Anomaly(str(history), 0, "is not a folder: its archives cannot be read"))
         for n in numbers:
             folder = archives.archive_dir(p.dir, n)
             if not archives.is_complete(p.dir, n):

@@ -477,3 +477,100 @@ def test_expand_and_export_say_which_messages_an_archive_lost(root, capsys):
     assert cli.main(["--root", str(root), "export", "s"]) == 1
     err = capsys.readouterr().err
     assert "4 of the session's 14 message(s) are missing" in err
+
+
+# A damaged key in one line (a flipped bit in "text", "type", "parts" or "meta") is still valid JSON: the readers'
+# line check must catch it, or every later reader fails on the line with a raw KeyError and no commit completes.
+LINE_DAMAGE = {
+    "text key": lambda m: {**m, "parts": [{("texp" if k == "text" else k): v for k, v in m["parts"][0].items()}]},
+    "type key": lambda m: {**m, "parts": [{("typd" if k == "type" else k): v for k, v in m["parts"][0].items()}]},
+    "unknown part type": lambda m: {**m, "parts": [{**m["parts"][0], "type": "textx"}]},
+    "a part that is a number": lambda m: {**m, "parts": [5]},
+    "an empty part": lambda m: {**m, "parts": [{}]},
+    "text that is a number": lambda m: {**m, "parts": [{**m["parts"][0], "text": 5}]},
+    "meta that is a number": lambda m: {**m, "meta": 5},
+}
+
+
+def damage_line(path: Path, index: int, damage) -> None:
+    lines = path.read_bytes().split(b"\n")
+    lines[index] = json.dumps(damage(json.loads(lines[index])), ensure_ascii=False).encode()
+    path.write_bytes(b"\n".join(lines))
+
+
+@pytest.mark.parametrize("kind", LINE_DAMAGE)
+def test_a_damaged_key_in_one_live_line_is_reported_and_never_blocks_reads_or_commits(root, kind):
+    folder = committed_root(root, rounds=1)  # archive 1..10, live 11..14
+    damage_line(folder / "messages.jsonl", 1, LINE_DAMAGE[kind])  # seq 12
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        assert [m["seq"] for m in engine.live_messages("s")] == [11, 13, 14]
+        engine.assemble("s")
+        assert engine.archive_search("s", "Zanzibar"), "the archives still found"
+        findings = engine.check("s")
+        assert any(f["file"].endswith("messages.jsonl") and f["line"] == 2 for f in findings), findings
+        engine.add_messages("s", turns(200, 2))
+        assert engine.commit("s", keep_recent_count=0)["status"] == "completed"
+        seqs = all_seqs(engine)
+        assert seqs == [s for s in range(1, 19) if s != 12], "every readable message once; the damaged one reported"
+
+
+def test_a_lone_surrogate_escape_in_one_line_is_reported_and_never_blocks_commits(root):
+    folder = committed_root(root, rounds=1)
+    path = folder / "messages.jsonl"
+    path.write_bytes(path.read_bytes().replace(b"answer 100 about", b"answer \\udc80 about", 1))  # seq 12
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        assert [m["seq"] for m in engine.live_messages("s")] == [11, 13, 14]
+        assert any("surrogate" in f["problem"] and f["line"] == 2 for f in engine.check("s"))
+        for _ in range(2):
+            engine.add_messages("s", turns(300, 2))
+            assert engine.commit("s", keep_recent_count=0)["status"] == "completed"
+        assert len(all_seqs(engine)) == len(set(all_seqs(engine))) == 21
+
+
+def test_reindex_of_the_root_leaves_a_damaged_archive_out_and_keeps_every_other_session_searchable(root, monkeypatch):
+    committed_root(root, rounds=1)
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        engine.add_messages("b", turns(0, 3))
+        assert engine.commit("b", keep_recent_count=0)["status"] == "completed"
+        before = len(engine.archive_search("b", "Zanzibar"))
+        real = SessionStore.archive_messages
+
+        def damaged(self, session_id, archive_id, *args, **kwargs):
+            if session_id == "s":
+                raise DamagedFile(f"sessions/s/history/{archive_id}/messages.jsonl", "unreadable")
+            return real(self, session_id, archive_id, *args, **kwargs)
+
+        monkeypatch.setattr(SessionStore, "archive_messages", damaged)
+        engine.reindex()
+        assert before and len(engine.archive_search("b", "Zanzibar")) == before, "the healthy session kept"
+
+
+@pytest.mark.parametrize("name", [".overview.md", ".abstract.md"])
+def test_a_memory_file_that_is_not_utf8_reads_with_its_damage_marked_and_is_reported(root, name):
+    folder = committed_root(root, rounds=1)
+    path = folder / "history" / "archive_001" / name
+    path.write_bytes(path.read_bytes()[:20] + b"\xff\xfe" + path.read_bytes()[20:])
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        engine.assemble("s")
+        assert engine.list_archives("s")[0]["archive_id"] == "archive_001"
+        assert any(f["file"].endswith(name) and "UTF-8" in f["problem"] for f in engine.check("s"))
+        assert engine.commit("s", keep_recent_count=0)["status"] == "completed"
+        assert all_seqs(engine) == list(range(1, 15))
+
+
+def test_a_history_that_is_a_file_loses_no_live_message_and_check_says_what_it_lost(root):
+    folder = committed_root(root, rounds=1)
+    for child in (folder / "history").rglob("*"):
+        if child.is_file():
+            child.unlink()
+    for child in sorted((folder / "history").rglob("*"), reverse=True):
+        child.rmdir()
+    (folder / "history").rmdir()
+    (folder / "history").write_text("not a folder")
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        assert [m["seq"] for m in engine.live_messages("s")] == [11, 12, 13, 14]
+        engine.session_info("s")
+        engine.assemble("s")
+        findings = engine.check("s")
+        assert any(f["file"].endswith("history") and "not a folder" in f["problem"] for f in findings)
+        assert any("seqs in between are nowhere" in f["problem"] for f in findings), "what it lost"
