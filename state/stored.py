@@ -99,7 +99,16 @@ def check_stored(obj: Any) -> str:
         return f"bad tokens {tokens!r}"
     if not isinstance(obj.get("meta", {}), dict):
         return "meta is not a JSON object"
-    return next((reason for part in obj["parts"] if (reason := _part_problem(part, obj["role"]))), "")
+    role = obj["role"]
+    for part in obj["parts"]:  # every read checks every line: the two common parts first, inline
+        if type(part) is dict and ((role == "tool" and part.get("type") == "tool_result"
+                                    and type(part.get("tool_call_id")) is str and type(part.get("content")) is str)
+                                   or (role != "tool" and part.get("type") == "text"
+                                       and type(part.get("text")) is str)):
+            continue
+        if reason := _part_problem(part, role):
+            return reason
+    return ""
 
 
 _PART_STRINGS = {"text": ("text",), "tool_call": ("name",), "tool_result": ("tool_call_id",),
