@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from workmem.state.errors import InvalidInput
-from workmem.state.messages import FORGOTTEN_META, LC_ID_META, message_text
+from workmem.state.messages import FORGOTTEN_META, LC_ID_META, lc_id, message_text
 from workmem.state.tokens import count_tokens
 from workmem.state.validation import require_int, require_list
 
@@ -66,9 +66,9 @@ def forgotten_copy(msg: dict[str, Any], at: str) -> dict[str, Any]:
         if kept is not None and not (kept["type"] in ("text", "context") and kept in parts):
             parts.append(kept)
     meta: dict[str, Any] = {FORGOTTEN_META: at}
-    old = msg.get("meta") or {}
-    if isinstance(old.get(LC_ID_META), str):
-        meta = {LC_ID_META: old[LC_ID_META], **meta}
+    ident = lc_id(msg) if isinstance(msg.get("meta"), dict) else None  # an older line's `source_id` too
+    if isinstance(ident, str) and ident:
+        meta = {LC_ID_META: ident, **meta}
     out = {"id": msg["id"], "seq": msg["seq"], "turn_id": msg["turn_id"], "role": msg["role"],
            "created_at": msg["created_at"], "tokens": 0, "meta": meta, "parts": parts}
     out["tokens"] = count_tokens(message_text(out)) if parts else 0

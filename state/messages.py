@@ -57,7 +57,7 @@ _LC_TYPES = {
 }
 _PLAIN_ROLES = frozenset(("user", "assistant", "system"))
 _ROLE_ALIASES = {"human": "user", "ai": "assistant", "developer": "system"}
-_TEXT_BLOCKS = {"text", "input_text", "output_text"}
+TEXT_BLOCKS = frozenset(("text", "input_text", "output_text"))  # content blocks whose `text` is the text
 _CALL_BLOCKS = {"tool_use", "tool_call", "function_call"}
 _SKIPPED_BLOCKS = {"tool_call_chunk", "invalid_tool_call"}
 _DROPPED_KWARGS = {"tool_calls", "function_call"}
@@ -594,7 +594,7 @@ def _content(content: Any, field: str) -> tuple[list[dict[str, Any]], list[dict[
         if not isinstance(block, dict):
             raise InvalidInput(f"{field}[{i}]", block, "content block must be a string or a dict")
         kind = block.get("type")
-        if kind in _TEXT_BLOCKS:
+        if kind in TEXT_BLOCKS:
             if block.get("text"):
                 layout.append({"text": len(texts), "block": {k: v for k, v in block.items() if k not in _PER_CALL}})
                 texts.append(_text(block.get("text")))

@@ -25,7 +25,7 @@ from workmem.graphs.context.lc_messages import to_langchain_message
 from workmem.graphs.context.session_memory import SessionMemory
 from workmem.graphs.context.tool_results import Synopses, offloaded, result_part, shown_as_synopsis
 from workmem.state.archive_object import OWN_TOOLS
-from workmem.state.messages import CLIPPED_BYTES_META, IMAGE_TOKENS, is_image
+from workmem.state.messages import CLIPPED_BYTES_META, IMAGE_TOKENS, TEXT_BLOCKS, is_image
 from workmem.state.retention import resolve_keep, trigger_messages
 from workmem.state.tokens import count_tokens, encoder
 
@@ -143,16 +143,21 @@ def shortened(entry: dict[str, Any], max_tokens: int) -> dict[str, Any]:
     line; of content blocks, the text's first lines and the first image (a screenshot is what the agent looks at)."""
     original = entry["lc"]
     content = original.content
+    kind = "text"
     if isinstance(content, str):
         text, image = content, None
     else:
-        text = "\n".join(b if isinstance(b, str) else b.get("text") or "" for b in content
-                         if isinstance(b, str) or (isinstance(b, dict) and b.get("type") == "text"))
+        texts = [b for b in content if isinstance(b, str) or (isinstance(b, dict) and b.get("type") in TEXT_BLOCKS)]
+        text = "\n".join(b if isinstance(b, str) else str(b.get("text") or "") for b in texts)
+        kind = next((b["type"] for b in texts if isinstance(b, dict)), kind)  # `input_text` stays `input_text`
         image = next((b for b in content if is_image(b)), None)
     shown = _head_lines(text, max_tokens) if count_tokens(text) > max_tokens else text
     if image is None and not isinstance(content, str) and not shown:
         return entry  # nothing but blocks that are no image (a file, reasoning): shown as they are
-    new_content: Any = shown if image is None else [*([{"type": "text", "text": shown}] if shown else []), image]
+    if image is None and not isinstance(content, str):
+        new_content: Any = [{"type": kind, "text": shown}]
+    else:
+        new_content = shown if image is None else [*([{"type": kind, "text": shown}] if shown else []), image]
     lc = original.model_copy(update={"content": new_content})
     tokens = count_tokens(shown) + (IMAGE_TOKENS if image is not None else 0)
     parts = [{"type": "text", "text": shown}] if entry["role"] == "user" else entry["parts"]

@@ -257,7 +257,7 @@ def check_archive_files(folder: Path, n: int, previous_end: int) -> list[Anomaly
         found.append(Anomaly(str(folder / MESSAGES), 0, f"seqs outside {start}..{end}: {extra[:10]}"))
     if not (folder / OVERVIEW).is_file():
         found.append(Anomaly(str(folder / OVERVIEW), 0, "missing"))
-    for name in (OVERVIEW, ABSTRACT):
+    for name in (OVERVIEW, ABSTRACT, SPILLED):
         data = read_bytes(folder / name) if (folder / name).is_file() else None
         if data is not None and not _utf8(data):
             found.append(Anomaly(str(folder / name), 0, "not UTF-8: its damaged bytes read as U+FFFD"))

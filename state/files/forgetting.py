@@ -20,11 +20,12 @@ import json
 import logging
 import os
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from workmem.state.files import archives, fsutil, jsonl, payload_files
-from workmem.state.forget import forgotten_copy
+from workmem.state.forget import forgotten_copy, is_forgotten
 from workmem.state.jsonutil import dumps
 from workmem.state.messages import lc_id
 from workmem.state.payloads import refs_of
@@ -103,6 +104,15 @@ def forgotten_placeholders(session_dir: Path) -> list[dict[str, Any]]:
     return [msg for line in jsonl.complete_lines(data).split(b"\n")[:-1] if (msg := _parsed(line)) is not None]
 
 
+def write_placeholders(session_dir: Path, archived: Iterable[list[dict[str, Any]]]) -> None:
+    """Write `FORGOTTEN` from the placeholders the `archived` messages hold (empty when none: the archives were
+    looked at); for a session without the file, which builds before it forgot in. A cache of the archives:
+    written without fsync, found again when lost."""
+    found = {m["seq"]: m for messages in archived for m in messages if is_forgotten(m) and lc_id(m)}
+    fsutil.atomic_write(session_dir / FORGOTTEN, b"".join(dumps(found[s]) + b"\n" for s in sorted(found)),
+                        durable=False)
+
+
 def _record_forgotten(session_dir: Path, placeholders: dict[int, dict[str, Any]]) -> None:
     """Add the placeholders that carry a LangChain id to `FORGOTTEN` (durably; a forget finished again writes the
     same)."""
@@ -120,8 +130,8 @@ def _record_forgotten(session_dir: Path, placeholders: dict[int, dict[str, Any]]
 def _rewrite(path: Path, seqs: set[int], at: str, referenced: set[str],
              placeholders: dict[int, dict[str, Any]]) -> list[int]:
     """Rewrite one messages file with the placeholders of `seqs` (atomically, durably: it may be the only copy of
-    the others); adds the payloads its lines refer to afterwards to `referenced` and the placeholders of `seqs`
-    (new or earlier) to `placeholders`; returns the seqs replaced."""
+    the others); adds the payloads its lines refer to afterwards to `referenced` and every placeholder it holds
+    afterwards to `placeholders`; returns the seqs replaced."""
     data = jsonl.read_bytes(path)
     if data is None:
         return []
@@ -135,7 +145,7 @@ def _rewrite(path: Path, seqs: set[int], at: str, referenced: set[str],
                 line, msg = dumps(copy), copy
         if msg is not None:
             referenced.update(refs_of(msg))
-            if msg["seq"] in seqs:
+            if msg["seq"] in seqs or is_forgotten(msg):  # an older forget's too (a build before the record's)
                 placeholders[msg["seq"]] = msg
         lines.append(line + b"\n")
     if replaced:

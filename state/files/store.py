@@ -292,9 +292,11 @@ class SessionStore:
         if not live.archive_n:
             return self._live_snapshot(p, strict=False)[0]
         # a re-created session has other archives; a forget rewrites the archive's file (another inode)
+        forgotten = p.dir / forgetting.FORGOTTEN
+        if live.archive_n > 1 and not forgotten.exists():  # once: a session older builds forgot in, or none did
+            self._write_placeholders(p, live.archive_n)
         key = (live.archive_n, str(live.meta.get("created_at")),
-               file_key(archives.archive_dir(p.dir, live.archive_n) / archives.MESSAGES),
-               file_key(p.dir / forgetting.FORGOTTEN))
+               file_key(archives.archive_dir(p.dir, live.archive_n) / archives.MESSAGES), file_key(forgotten))
         cached = self._newest.get(p.dir)
         if cached is None or cached[0] != key:
             newest = self._archive_messages(p, live.archive_n)
@@ -304,6 +306,16 @@ class SessionStore:
             self._newest.put(p.dir, cached)
         newest = cached[1]
         return [*newest, *self._live_snapshot(p, strict=False)[0]]
+
+    def _write_placeholders(self, p: SessionPaths, newest: int) -> None:
+        """`forgotten.jsonl` from the archives before the newest; not while one of them cannot be read (its
+        placeholders are unknown: the next append looks again; `check` reports the damage)."""
+        try:
+            older = [self._archive_messages(p, n) for n in range(1, newest) if archives.is_complete(p.dir, n)]
+        except (WorkmemError, OSError) as exc:
+            log.debug("forgotten placeholders of %s not recorded: %s", p.dir, exc)
+            return
+        forgetting.write_placeholders(p.dir, older)
 
     # -- reading ------------------------------------------------------------------------------------
 

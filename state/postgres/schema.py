@@ -24,7 +24,7 @@ from workmem.state.search.search_hits import MEMORY_ROLE
 log = logging.getLogger("workmem.postgres")
 ENV_SCHEMA = "WORKMEM_DATABASE_SCHEMA"
 DEFAULT_SCHEMA = "workmem"
-SCHEMA_VERSION = 3  # 2: payloads; 3: forgotten messages indexed; a build that knows an older version refuses it
+SCHEMA_VERSION = 2  # 2: payloads; a build that knows an older version refuses the schema
 POOL_MAX = 8
 CONNECT_TIMEOUT = 10
 NUL_STANDIN = "\ufffd"
@@ -264,18 +264,20 @@ def ensure_schema(pool: Any, schema: str) -> None:
 
 
 def _upgrade(conn: Any, schema: str) -> None:
-    """Bring an existing schema to `SCHEMA_VERSION` (1 → 2 adds `payloads`, 2 → 3 the index of forgotten
-    messages); a newer one is refused."""
+    """Bring an existing schema to `SCHEMA_VERSION` (1 → 2 adds `payloads`) and its indexes (an index is no new
+    version: a build without it reads the same rows); a newer one is refused."""
     row = conn.execute(f'SELECT max(version) AS v FROM "{schema}".workmem_schema').fetchone()
     version = row["v"] if row else None
     if version is not None and version > SCHEMA_VERSION:
         raise UnsupportedFormat(f"schema {schema}", version, SCHEMA_VERSION)
+    if conn.execute("SELECT 1 FROM pg_indexes WHERE schemaname = %s AND indexname = 'messages_forgotten'",
+                    [schema]).fetchone() is None:
+        conn.execute(f'CREATE INDEX IF NOT EXISTS messages_forgotten ON "{schema}".messages (session_id, seq) '
+                     "WHERE meta ? 'workmem_forgotten'")
     if version == SCHEMA_VERSION:
         return
     conn.execute(f'CREATE TABLE IF NOT EXISTS "{schema}".payloads (session_id text NOT NULL, sha256 text NOT NULL, '
                  'size bigint NOT NULL, data bytea NOT NULL, PRIMARY KEY (session_id, sha256))')
-    conn.execute(f'CREATE INDEX IF NOT EXISTS messages_forgotten ON "{schema}".messages (session_id, seq) '
-                 "WHERE meta ? 'workmem_forgotten'")
     conn.execute(f'UPDATE "{schema}".workmem_schema SET version = %s', [SCHEMA_VERSION])
 
 

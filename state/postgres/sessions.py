@@ -37,6 +37,14 @@ from workmem.state.stored import batch_ids, merge_repeats, prepared_batch, repea
 from workmem.state.turns import DEFAULT_KEEP_RECENT
 
 MESSAGE_COLUMNS = "id, seq, turn_id, role, created_at, tokens, meta, parts, exact_body"
+# What an append may repeat: from the newest archive's first seq on, through the primary key, and the forgotten
+# messages of older archives, through the partial index of forgotten rows; one round trip.
+_REPEATS = (f"WITH newest AS (SELECT coalesce((SELECT start_seq FROM archives WHERE session_id = %(sid)s "
+            f"ORDER BY number DESC LIMIT 1), 1) AS seq) "
+            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = %(sid)s AND meta ? '{FORGOTTEN_META}' "
+            f"AND seq < (SELECT seq FROM newest) AND meta->>'lc_id' = ANY(%(ids)s) "
+            f"UNION ALL SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = %(sid)s "
+            f"AND seq >= (SELECT seq FROM newest) AND meta->>'lc_id' = ANY(%(ids)s) ORDER BY seq")
 _RESERVE = ("UPDATE sessions SET next_seq = next_seq + %(n)s, message_count = message_count + %(n)s, "
             "live_tokens = live_tokens + %(tokens)s, updated_at = greatest(updated_at, %(now)s) "
             "WHERE session_id = %(sid)s RETURNING next_seq, message_count, keep_unit, keep_n, last_archive_end, "
@@ -180,15 +188,8 @@ class PgSessionStore:
         session row is locked first, so two appends of one batch cannot both miss each other."""
         if conn.execute("SELECT 1 FROM sessions WHERE session_id = %s FOR UPDATE", [session_id]).fetchone() is None:
             return [None] * len(prepared)
-        ids = batch_ids(prepared)
-        start = ("coalesce((SELECT start_seq FROM archives WHERE session_id = %s ORDER BY number DESC LIMIT 1), 1)")
-        forgotten = conn.execute(  # in an older archive: through the partial index of forgotten messages
-            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = %s AND meta ? '{FORGOTTEN_META}' "
-            f"AND seq < {start} AND meta->>'lc_id' = ANY(%s) ORDER BY seq", [session_id, session_id, ids]).fetchall()
-        rows = conn.execute(
-            f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = %s AND seq >= {start} "
-            "AND meta->>'lc_id' = ANY(%s) ORDER BY seq", [session_id, session_id, ids]).fetchall()
-        return repeats(prepared, _messages([*forgotten, *rows]))
+        rows = conn.execute(_REPEATS, {"sid": session_id, "ids": batch_ids(prepared)}).fetchall()
+        return repeats(prepared, _messages(rows))
 
     @staticmethod
     def _reserve(conn: Any, session_id: str, n: int, tokens: int, now: str) -> dict[str, Any]:

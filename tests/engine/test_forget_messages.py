@@ -168,6 +168,27 @@ def test_a_forgotten_message_sent_again_stays_forgotten_in_an_older_archive(back
     assert leaks(backend) == []
 
 
+@pytest.mark.parametrize("then", ["re-send", "forget another"])
+def test_a_session_forgotten_in_before_the_record_existed_keeps_a_resent_copy_out(root, then):
+    # a build before `forgotten.jsonl` forgot seq 1; the file is found missing and written from the archives
+    from workmem.state.files.forgetting import FORGOTTEN
+
+    backend = Backend("file", root)
+    history = with_ids(conversation())
+    with backend.engine(model=scripted(WM, valid_update_call({})), durable=False) as engine:
+        engine.add_messages(SID, history)
+        assert engine.commit(SID, keep_recent_count=4)["status"] == "completed"
+        engine.forget_messages(SID, [1, 3])
+    (root / "sessions" / SID / FORGOTTEN).unlink()  # as that build left it
+    with backend.engine(model=scripted(valid_update_call({})), durable=False) as engine:
+        if then == "forget another":
+            engine.forget_messages(SID, [7])
+        assert engine.commit(SID, keep_recent_count=0)["status"] == "completed"  # 1-4 in an older archive now
+        again = engine.add_messages(SID, history)
+        assert [m["seq"] for m in again if m["meta"]["lc_id"] in ("lc-1", "lc-3")] == [1, 3]
+        assert all(FORGOTTEN_TEXT in json.dumps(m["parts"]) for m in again if m["seq"] in (1, 3))
+
+
 def test_a_payload_stays_while_another_message_refers_to_it(backend):
     with committed(backend) as engine:
         engine.add_messages(SID, [assistant("", [("c2", "build", "{}")]), tool("c2", BIG, "build")])  # seq 10

@@ -97,3 +97,9 @@ def test_every_thread_goes_and_unfinished_commits_are_abandoned_unless_they_comp
     cleared, abandoned = commit_threads_to_clear(tasks, lambda t: writers.get(t["archive_id"]))
     assert [t["task_id"] for t in cleared] == ["done", "failed", "wrote"]
     assert abandoned == ["failed"], "the runner finishes `wrote` from its complete archive, without a checkpoint"
+
+
+def test_an_older_lines_source_id_is_kept_as_the_placeholders_id():
+    # lines written before `lc_id` name the LangChain id `source_id`: a re-sent copy must still find the placeholder
+    copy = forgotten_copy(stored(2, "user", [{"type": "text", "text": SECRET}], {"source_id": "lc-2"}), AT)
+    assert copy["meta"] == {"lc_id": "lc-2", FORGOTTEN_META: AT} and SECRET not in json.dumps(copy)

@@ -220,10 +220,8 @@ def test_a_session_in_a_newer_format_is_refused_not_misread(backend):
     else:
         import psycopg
 
-        from workmem.state.postgres.schema import SCHEMA_VERSION
-
         with psycopg.connect(backend.url, autocommit=True) as conn:
-            conn.execute("UPDATE workmem.workmem_schema SET version = %s", [SCHEMA_VERSION + 1])
+            conn.execute("UPDATE workmem.workmem_schema SET version = 3")
         with pytest.raises(UnsupportedFormat):
             backend.storage()
 

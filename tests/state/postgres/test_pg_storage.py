@@ -629,3 +629,15 @@ def test_a_server_restart_mid_load_loses_nothing_and_every_error_is_typed():
     finally:
         server.stop()
     assert all(isinstance(e, DatabaseUnavailable) for e in errors), {f"{type(e).__name__}: {e}" for e in errors}
+
+
+def test_a_schema_made_before_the_index_of_forgotten_rows_gets_it_and_stays_readable_by_older_builds(database_url):
+    """The index that finds a forgotten message in any archive is no new schema version: a database a build
+    before it made gets it at the next open, and its version stays what older builds read."""
+    PostgresStorage(database_url, durable=False).close()
+    sql(database_url, "DROP INDEX workmem.messages_forgotten")
+    version = sql(database_url, "SELECT max(version) FROM workmem.workmem_schema")
+    PostgresStorage(database_url, durable=False).close()
+    assert sql(database_url, "SELECT indexname FROM pg_indexes WHERE schemaname = 'workmem' "
+                             "AND indexname = 'messages_forgotten'") == [("messages_forgotten",)]
+    assert sql(database_url, "SELECT max(version) FROM workmem.workmem_schema") == version == [(2,)]
