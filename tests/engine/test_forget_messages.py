@@ -338,6 +338,46 @@ def test_a_forget_killed_around_its_record_of_forgotten_ids_still_keeps_a_resent
     assert leaks(backend) == [], when
 
 
+APPEND_CHILD = r"""
+import sys
+sys.path.insert(0, sys.argv[2])
+from kill_at import kill_at
+import workmem.state.files.forgetting as forgetting
+from workmem.graphs.engine import WorkingMemoryEngine
+from langchain_core.messages import AIMessage, HumanMessage
+kill_at(forgetting, "write_placeholders", 1, sys.argv[3])
+with WorkingMemoryEngine(sys.argv[1], durable=False) as engine:
+    engine.add_messages("private", [HumanMessage("A new question.", id="lc-9"), AIMessage("Answer.", id="lc-10")])
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_an_append_killed_around_the_record_it_rebuilds_stores_each_message_once_and_nothing_forgotten(root, when):
+    from langchain_core.messages import HumanMessage
+
+    from workmem.state.files.forgetting import FORGOTTEN
+
+    backend = Backend("file", root)
+    history = with_ids(conversation())
+    with backend.engine(model=scripted(WM, valid_update_call({})), durable=False) as engine:
+        engine.add_messages(SID, history)
+        assert engine.commit(SID, keep_recent_count=4)["status"] == "completed"
+        engine.forget_messages(SID, [1, 3, 7])
+        assert engine.commit(SID, keep_recent_count=0)["status"] == "completed"  # 1-4 in the older archive
+    (root / "sessions" / SID / FORGOTTEN).unlink()  # as a build before the record left it
+    killed = subprocess.run([sys.executable, "-c", APPEND_CHILD, str(root), str(TESTS), when],
+                            capture_output=True, text=True, cwd=REPO, timeout=180)
+    assert killed.returncode == -signal.SIGKILL, (when, killed.stderr)
+    with backend.engine(durable=False) as engine:
+        again = engine.add_messages(SID, [*history, HumanMessage("A new question.", id="lc-9")])
+        assert [m["seq"] for m in again if m["meta"]["lc_id"] in ("lc-1", "lc-3", "lc-7")] == [1, 3, 7]
+        messages = stored(engine, SID)
+        assert [m["seq"] for m in messages] == list(range(1, len(messages) + 1)), "each stored once, in order"
+        assert sum(1 for m in messages if m["meta"].get("lc_id") == "lc-9") == 1, "the killed append stored nothing"
+    assert leaks(backend) == [], when
+
+
 @pytest.mark.slow
 def test_a_forget_killed_inside_its_transaction_leaves_all_or_nothing_postgres(root, database_url):
     backend = Backend("postgres", root, database_url)
