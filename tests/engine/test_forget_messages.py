@@ -124,6 +124,17 @@ def with_ids(messages: list[dict[str, Any]]) -> list[Any]:
     return out
 
 
+def archived_with_ids(root: Path, forget: list[int] | None = None) -> tuple[Backend, list[Any]]:
+    """A files session holding the conversation with ids: 1-4 archived, 5-8 live; `forget` forgotten then."""
+    backend, history = Backend("file", root), with_ids(conversation())
+    with backend.engine(model=scripted(WM, valid_update_call({})), durable=False) as engine:
+        engine.add_messages(SID, history)
+        assert engine.commit(SID, keep_recent_count=4)["status"] == "completed"
+        if forget:
+            engine.forget_messages(SID, forget)
+    return backend, history
+
+
 @pytest.mark.parametrize("resend", ["add_messages", "after_turn"])
 def test_a_forgotten_message_sent_again_stays_forgotten(backend, resend):
     history = with_ids(conversation())
@@ -173,12 +184,7 @@ def test_a_session_forgotten_in_before_the_record_existed_keeps_a_resent_copy_ou
     # a build before `forgotten.jsonl` forgot seq 1; the file is found missing and written from the archives
     from workmem.state.files.forgetting import FORGOTTEN
 
-    backend = Backend("file", root)
-    history = with_ids(conversation())
-    with backend.engine(model=scripted(WM, valid_update_call({})), durable=False) as engine:
-        engine.add_messages(SID, history)
-        assert engine.commit(SID, keep_recent_count=4)["status"] == "completed"
-        engine.forget_messages(SID, [1, 3])
+    backend, history = archived_with_ids(root, forget=[1, 3])
     (root / "sessions" / SID / FORGOTTEN).unlink()  # as that build left it
     with backend.engine(model=scripted(valid_update_call({})), durable=False) as engine:
         if then == "forget another":
@@ -323,11 +329,7 @@ def test_a_forget_killed_at_any_step_is_finished_by_the_next_engine_files(root):
 @pytest.mark.slow
 @pytest.mark.parametrize("when", ["before", "after"])
 def test_a_forget_killed_around_its_record_of_forgotten_ids_still_keeps_a_resent_copy_out(root, when):
-    backend = Backend("file", root)
-    history = with_ids(conversation())
-    with backend.engine(model=scripted(WM, valid_update_call({})), durable=False) as engine:
-        engine.add_messages(SID, history)
-        assert engine.commit(SID, keep_recent_count=4)["status"] == "completed"
+    backend, history = archived_with_ids(root)
     killed = kill_forget(backend, "workmem.state.files.forgetting", "_record_forgotten", 1, when)
     assert killed.returncode == -signal.SIGKILL, (when, killed.stdout, killed.stderr)
     with backend.engine(model=scripted(valid_update_call({})), durable=False) as engine:  # finishes the forget
@@ -358,12 +360,8 @@ def test_an_append_killed_around_the_record_it_rebuilds_stores_each_message_once
 
     from workmem.state.files.forgetting import FORGOTTEN
 
-    backend = Backend("file", root)
-    history = with_ids(conversation())
-    with backend.engine(model=scripted(WM, valid_update_call({})), durable=False) as engine:
-        engine.add_messages(SID, history)
-        assert engine.commit(SID, keep_recent_count=4)["status"] == "completed"
-        engine.forget_messages(SID, [1, 3, 7])
+    backend, history = archived_with_ids(root, forget=[1, 3, 7])
+    with backend.engine(model=scripted(valid_update_call({})), durable=False) as engine:
         assert engine.commit(SID, keep_recent_count=0)["status"] == "completed"  # 1-4 in the older archive
     (root / "sessions" / SID / FORGOTTEN).unlink()  # as a build before the record left it
     killed = subprocess.run([sys.executable, "-c", APPEND_CHILD, str(root), str(TESTS), when],
