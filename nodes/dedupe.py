@@ -16,13 +16,15 @@ from workmem.nodes.guard_words import RESOLVED_TAG, RESTORED_TAG, REVERSAL_WORDS
 from workmem.state.memory import ARCHIVED_TAG
 
 STATUS_MARKERS = (RESOLVED_TAG, RESTORED_TAG, ARCHIVED_TAG)
-_EMPHASIS = re.compile(r"[*`~]+|(?<!\w)_+|_+(?!\w)")
+_EMPHASIS = re.compile(r"[*`~]+")
+# `_word_` at a word's edges is emphasis; an underscore inside a name is the name (`__main__`, `_cache`, `src/_x`)
+_UNDERSCORE_EMPHASIS = re.compile(r"(?<![\w/.'\\])_([^\s_/.][^\s_]*?)_(?![\w/])")
 _APOSTROPHES = str.maketrans({"’": "'", "‘": "'"})
 
 
 def normalize_item_tokens(item: str) -> list[str]:
     """Tokens used by dedupe: lowercase, emphasis/backticks removed, split, trailing punctuation dropped."""
-    text = _EMPHASIS.sub("", (item or "").lower().translate(_APOSTROPHES))
+    text = _UNDERSCORE_EMPHASIS.sub(r"\1", _EMPHASIS.sub("", (item or "").lower().translate(_APOSTROPHES)))
     tokens = (token.rstrip(".,;:!?") for token in text.split())
     return [token for token in tokens if token]
 

@@ -33,6 +33,7 @@ from workmem.state.memory import (
     budgets,
     bullet_items,
     clean_item,
+    escape_body,
     is_own_header,
     is_v2,
     parse_sections,
@@ -149,9 +150,16 @@ def _guard_files(name: str, old_body: str, op: Op) -> Decision:
 def _guard_errors(name: str, old_body: str, op: Op) -> Decision:
     if op["op"] != "UPDATE":
         return op, []
-    items = _new_items(old_body, bullet_items(op["content"]))
+    items = _new_items(old_body, content_items(op["content"]))
     return _append_or_keep(items), [note(name, "errors", "demoted",
                                          f"append-only: the UPDATE became an APPEND of {len(items)} new item(s)")]
+
+
+def content_items(content: str) -> list[str]:
+    """The items of a model's UPDATE content: its lines, list markers off. A `#` line is the model's text (stored
+    escaped, as an UPDATE applied whole stores it), not a heading; only a section's header is left out."""
+    lines = [line for line in split_lines(content) if not any(is_own_header(s, line) for s in SECTIONS)]
+    return bullet_items(escape_body("\n".join(lines)))
 
 
 def _issue_key(item: str) -> str:
@@ -188,7 +196,7 @@ def _guard_key_facts(name: str, old_body: str, op: Op, limits: Budgets = FULL_BU
     rejection = _key_facts_update_rejection(old_body, n, op["content"])
     if rejection is None:
         return op, []
-    salvaged = _new_items(old_body, bullet_items(op["content"]))
+    salvaged = _new_items(old_body, content_items(op["content"]))
     if limits.emergency(n, t):
         # Nothing is salvaged into a section at emergency size (KEEP); its new items go to the archive.
         return {**KEEP, TO_ARCHIVE: salvaged} if salvaged else dict(KEEP), [note(
@@ -204,7 +212,7 @@ def _key_facts_update_rejection(old_body: str, n: int, content: str) -> str | No
     """Why a Key Facts UPDATE loses too much (bullet ratio < 0.15 or anchor coverage < 0.70), else None."""
     if n == 0:
         return None
-    kept = len(bullet_items(content))
+    kept = len(content_items(content))
     if kept * 100 < 15 * n:
         return f"bullets {kept}/{n} < 0.15"
     old_anchors = lexical_anchors(old_body)

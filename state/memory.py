@@ -60,8 +60,8 @@ ARCHIVED_TAG = "[archived]"
 POINTER_ITEM = ARCHIVED_TAG + " {n} older items — archive_search finds them"
 REFUSED_ITEMS = "{n} new items refused for size"
 _POINTER_END = " — archive_search finds them"
-_POINTER_LINE = re.compile(r"^\s*(?:[-*+]\s+)?\[archived\] (?:(\d+) older items)?(?:(?:, )?(\d+) new items refused "
-                           r"for size)? — archive_search finds them\s*$")
+_POINTER_LINE = re.compile(r"^\s*(?:(?:[-*+]|\d+[.)])\s+)?\[archived\] (?:(\d+) older items)?(?:(?:, )?(\d+) new items "
+                           r"refused for size)? — archive_search finds them[.!]?\s*$")  # a model's variants too
 
 CONSOLIDATION_SENTINEL = (
     "[⚠ CONSOLIDATION REQUIRED: Key Facts exceeds size limit. "

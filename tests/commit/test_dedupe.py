@@ -83,3 +83,14 @@ def test_dedupe_items(existing, new, kept):
 )
 def test_dedupe_never_swallows_a_reversal(existing, new, kept):
     assert dedupe_items(existing, new) == kept
+
+
+@pytest.mark.parametrize(("existing", "new"), [
+    (["app/main.py"], ["app/__main__.py"]),
+    (["TypeError in app.init"], ["TypeError in app.__init__"]),
+    (["cache is cold"], ["_cache is cold"]),
+    (["src/internal/config.py"], ["src/_internal/config.py"]),
+], ids=["dunder_path", "dunder_module", "leading_underscore", "underscore_folder"])
+def test_an_underscore_inside_a_name_is_the_name_not_emphasis(existing, new):
+    assert dedupe_items(existing, new) == new, "another file, another name: not a duplicate"
+    assert dedupe_items(new, new) == [], "the same name is still a duplicate"
