@@ -42,6 +42,7 @@ from workmem.graphs.context.tool_results import (
     read_window,
     result_part,
     with_preview,
+    within_read_cap,
 )
 from workmem.graphs.lease import acquire, heartbeat
 from workmem.graphs.runner import DEFAULT_KEEP_CHECKPOINTS, CommitRunner
@@ -475,13 +476,13 @@ class WorkingMemoryEngine:
                     continue
                 whole = self.storage.sessions.messages_in_range(session_id, record["seq"], record["seq"])
                 matches.extend(find_in(whole[0], query))
-            return {"query": query, "matches": matches[:MAX_MATCHES]}
+            return {"query": query, "matches": within_read_cap(matches[:MAX_MATCHES], max_tokens)}
         seq = parse_ref(ref)
         found = self.storage.sessions.messages_in_range(session_id, seq, seq) if seq < self.next_seq(session_id) else []
         if not found or result_part(found[0]) is None:
             raise InvalidInput("ref", ref, "names no stored tool result of this session")
         if query is not None:
-            return {"query": query, "matches": find_in(found[0], query)}
+            return {"query": query, "matches": within_read_cap(find_in(found[0], query), max_tokens)}
         return read_window(found[0], offset, limit, max_tokens)
 
     def shown_live(self, session_id: str) -> list[dict[str, Any]]:
@@ -544,7 +545,7 @@ class WorkingMemoryEngine:
                 meta = self.storage.sessions.meta(session_id)
             except SessionNotFound:  # deleted since it was listed
                 continue
-            except DamagedFile as exc:  # one damaged session never hides the others: listed with what is wrong
+            except (WorkmemError, OSError) as exc:  # one damaged session never hides the others: listed so
                 found.append({"session_id": session_id, "live_messages": None, "archived_messages": None,
                               "commits": None, "last_activity": None, "damaged": str(exc)})
                 continue

@@ -206,6 +206,19 @@ def find_in(msg: dict[str, Any], query: Any) -> list[dict[str, Any]]:
     return out
 
 
+def within_read_cap(matches: list[dict[str, Any]], max_tokens: int) -> list[dict[str, Any]]:
+    """The windows around matches that one read may return: in order while their tokens fit `max_tokens`, the one
+    that crosses it cut to what is left (a long query makes long windows; a read keeps its cap)."""
+    out, left = [], max_tokens
+    for match in matches:
+        if left <= 0:
+            break
+        piece = _within(match["text"], left)
+        out.append({**match, "end": match["offset"] + len(piece), "text": piece} if piece != match["text"] else match)
+        left -= count_tokens(piece)
+    return out
+
+
 def listing(messages: list[dict[str, Any]], min_tokens: int) -> list[dict[str, Any]]:
     """The session's tool results over `min_tokens`, oldest first, but workmem's own tools' answers: reference,
     tool, kind, size (from the stored record of a payload when its text was not read:

@@ -156,7 +156,7 @@ def _rewrite(path: Path, seqs: set[int], at: str, referenced: set[str],
 def _parsed(line: bytes) -> dict[str, Any] | None:
     try:
         obj = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return obj if not check_stored(obj) else None
 

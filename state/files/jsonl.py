@@ -147,6 +147,8 @@ def parse(data: bytes, path: str, *, first_line: int = 1) -> Parsed:
             reason = check_stored(obj)
         except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
             reason = f"invalid JSON: {exc}"
+        except RecursionError:  # a line nested past what JSON parsing can hold (no writer nests so deep)
+            reason = "nested too deeply"
         if not reason and (b"\\ud" in line or b"\\uD" in line) and has_lone_surrogate(obj):  # no writer escapes one
             reason = "a lone surrogate (not UTF-8)"
         if reason:
@@ -171,7 +173,7 @@ def _whole_message(line: bytes) -> dict[str, Any] | None:
     """The stored message a line without its newline holds, or None for a torn write."""
     try:
         obj = json.loads(line)
-    except ValueError:  # JSONDecodeError and UnicodeDecodeError
+    except (ValueError, RecursionError):  # JSONDecodeError and UnicodeDecodeError; nested too deeply
         return None
     return None if check_stored(obj) or has_lone_surrogate(obj) else obj
 

@@ -183,9 +183,9 @@ class PgCandidates:
             found[r["channel"]].append((r["seq"], r["length"], r["asks"]))
         scanned = []
         for text, rows in zip(scans, results, strict=True):
-            needle = text.replace("\x00", NUL_STANDIN).casefold()
+            needle = text.replace("\x00", NUL_STANDIN).casefold()  # what `_scan` matched by: SQL for ASCII only
             scanned.append([(r["seq"], r["length"], r["asks"]) for r in rows
-                            if text.isascii() or needle in r["content"].casefold()])
+                            if needle.isascii() or needle in r["content"].casefold()])
         common = [k for k, c in enumerate(channels) if c.cap is not None and search_terms.is_common(found[k], c)]
         newest: dict[int, list[tuple[int, Any, Any]]] = {}
         if common:

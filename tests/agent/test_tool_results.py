@@ -83,6 +83,16 @@ def test_a_query_finds_the_line_and_shows_the_window_around_it(root):
         assert [(r["ref"], r["tool"], r["kind"]) for r in listed] == [(f"seq:{seq}", "read_log", "log")]
 
 
+@pytest.mark.parametrize("query", ["request", "\n".join(LOG.splitlines()[:300])], ids=["many matches", "long query"])
+def test_a_query_read_keeps_the_read_cap_its_windows_cut_in_their_own_text(root, query):
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        seq = big_session(engine)
+        for found in (engine.read_tool_result("s", f"seq:{seq}", query=query, max_tokens=160)["matches"],
+                      engine.read_tool_result("s", query=query, max_tokens=160)["matches"]):
+            assert found and sum(count_tokens(m["text"]) for m in found) <= 160
+            assert all(LOG[m["offset"]:m["end"]] == m["text"] for m in found), "each window is the result's text"
+
+
 def test_the_listing_and_a_search_of_every_result_leave_workmem_s_own_answers_out(root):
     """A read's answer is itself a large tool result: `read_tool_result()` listed it among the session's results."""
     with WorkingMemoryEngine(root, durable=False) as engine:

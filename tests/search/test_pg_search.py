@@ -73,13 +73,14 @@ def test_hostile_queries_are_text_never_syntax(engine, query):
     ("東京タワー", "東京タワーで会議をしました。"),
     ("ÉC", "Short terms: Go, C, R and ÉCOLE or STRASSE."),
     ("x\x00y", "The NUL byte x\x00y came from the serial port."),
+    ("\x00", "The NUL byte x\x00y came from the serial port."),
 ])
 def test_wildcards_and_odd_characters_match_only_themselves(engine, backend, query, only):
     found = texts(search(engine, query))
     if backend.name == "postgres":  # Postgres text cannot hold NUL: stored rows show U+FFFD in its place
         found = [t.replace("\ufffd", "\x00") for t in found]
     assert found and found[0] == only
-    if query == "%":  # a 1-character scan: no neighbours either
+    if query in ("%", "\x00"):  # a 1-character scan: no neighbours either
         assert found == [only], f"{query!r} must not work as a wildcard"
     if query in ("50%", "file_name.py"):  # any other hit is a neighbour of the match, never a wildcard's match
         at = TEXTS.index(only)

@@ -576,3 +576,28 @@ def test_a_history_that_is_a_file_loses_no_live_message_and_check_says_what_it_l
         findings = engine.check("s")
         assert any(f["file"].endswith("history") and "not a folder" in f["problem"] for f in findings)
         assert any("seqs in between are nowhere" in f["problem"] for f in findings), "what it lost"
+
+
+def test_a_line_nested_past_what_json_parsing_holds_is_reported_and_never_blocks_reads_tools_or_commits(root):
+    folder = committed_root(root, rounds=1)
+    path = folder / "messages.jsonl"
+    lines = path.read_bytes().split(b"\n")
+    lines[1] = b"[" * 100_000 + b"]" * 100_000  # seq 12's line
+    path.write_bytes(b"\n".join(lines))
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        assert [m["seq"] for m in engine.live_messages("s")] == [11, 13, 14]
+        engine.assemble("s")
+        assert any("nested too deeply" in f["problem"] and f["line"] == 2 for f in engine.check("s"))
+        engine.add_messages("s", turns(400, 2))
+        assert engine.commit("s", keep_recent_count=0)["status"] == "completed"
+        assert all_seqs(engine) == [s for s in range(1, 19) if s != 12]
+
+
+def test_one_session_in_a_newer_format_never_hides_the_others_from_the_listing(root):
+    committed_root(root, rounds=1)
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        engine.add_messages("b", turns(0, 1))
+    (root / "sessions" / "s" / "FORMAT").write_text("99\n")
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        listed = {s["session_id"]: s for s in engine.list_sessions()}
+        assert listed["b"]["live_messages"] == 2 and listed["s"].get("damaged"), listed
