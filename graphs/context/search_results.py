@@ -15,7 +15,7 @@ from typing import Any
 
 from workmem.state.messages import message_text
 from workmem.state.search.search_hits import match_counts
-from workmem.state.tokens import count_tokens
+from workmem.state.tokens import count_tokens, encoder
 
 MAX_CONTEXT = 3
 MAX_OUTPUT_TOKENS = 4_000
@@ -80,21 +80,40 @@ def format_hits(query: str, hits: list[dict[str, Any]], max_tokens: int = MAX_OU
             if is_hit or seq not in target["lines"]:
                 target["lines"][seq] = (entry, is_hit)
         target["members"].append(hit)
-    rendered, used = [], 0
+    rendered, used, cut = [], 0, []
     for block in blocks:
         text = _render(block)
         cost = count_tokens(text)
         if rendered and used + cost > max_tokens:
             break
+        if cost > max_tokens:  # one block over the cap alone (adjacent hits share a block): its first lines
+            text, cut = _first_lines(block, max_tokens)
+            rendered.append(text)
+            break
         rendered.append(text)
         used += cost
     head = f"{count_phrase(hits)} for {query!r}, best first" + (NEIGHBOUR_NOTE if match_counts(hits)[1] else "")
-    left = [hit for block in blocks[len(rendered):] for hit in block["members"]]
+    left = cut + [hit for block in blocks[len(rendered):] for hit in block["members"]]
     note = ""
     if left:
         note = (f"\n\n[{len(left)} more not shown ({count_phrase(left)}; output capped at about {max_tokens} "
                 "tokens): use more specific keywords, or archive_expand on a range]")
     return head + ":\n\n" + "\n\n".join(rendered) + note
+
+
+def _first_lines(block: dict[str, Any], max_tokens: int) -> tuple[str, list[dict[str, Any]]]:
+    """A block over `max_tokens` as its first entries that fit (at least its first, cut to the cap), and the hits
+    of the entries left out."""
+    kept, shown, used = [], set(), 0
+    for seq in sorted(block["lines"]):
+        text = _line(seq, *block["lines"][seq])
+        cost = count_tokens(text) + 1
+        if kept and used + cost > max_tokens:
+            break
+        kept.append(text if cost <= max_tokens else encoder().decode(encoder().encode(text)[:max_tokens]))
+        shown.add(seq)
+        used += cost
+    return "\n".join(kept), [hit for hit in block["members"] if hit.get("seq") not in shown]
 
 
 def _overlaps(a: dict[int, Any], b: dict[int, Any]) -> bool:
@@ -106,12 +125,11 @@ def _render(block: dict[str, Any]) -> str:
         hit = block["memory"]
         section = hit.get("section") or "item"
         return f"[{hit['archive_id']} working memory, {section} · {hit['match']}] {hit['content']}"
-    out = []
-    for seq in sorted(block["lines"]):
-        entry, is_hit = block["lines"][seq]
-        if is_hit:
-            out.append(f"[{entry['archive_id']} #{seq} {entry['turn_id']} {entry['role']} · {entry['match']}] "
-                       f"{entry['content']}")
-        else:  # a neighbour shown for context
-            out.append(f"  (context) [#{seq} {entry['turn_id']} {entry['role']}] {entry['content']}")
-    return "\n".join(out)
+    return "\n".join(_line(seq, *block["lines"][seq]) for seq in sorted(block["lines"]))
+
+
+def _line(seq: int, entry: dict[str, Any], is_hit: bool) -> str:
+    if is_hit:
+        head = f"[{entry['archive_id']} #{seq} {entry['turn_id']} {entry['role']} · {entry['match']}]"
+        return f"{head} {entry['content']}"
+    return f"  (context) [#{seq} {entry['turn_id']} {entry['role']}] {entry['content']}"  # a neighbour, for context

@@ -50,6 +50,16 @@ def test_the_tool_text_merges_overlapping_windows_and_caps_its_size():
     assert everything.count("[archive_001 #") == len(hits) and "not shown" not in everything
 
 
+def test_one_block_of_adjacent_hits_over_the_cap_is_cut_at_an_entry_and_says_how_many_are_left():
+    # thirty adjacent hits share one block: the cap holds for it too, and the note counts what it leaves out
+    log = {i: stored_text(i, f"message number {i} " + "word " * 300) for i in range(1, 31)}
+    hits = [hit(s, log[s]["parts"][0]["text"]) for s in range(1, 31)]
+    text = format_hits("word", hits, max_tokens=900)
+    assert count_tokens(text) <= 1_000
+    shown = text.count("[archive_001 #")
+    assert 1 <= shown < 30 and f"[{30 - shown} more not shown ({30 - shown} matches, 0 " in text
+
+
 def test_spilled_items_are_searchable_as_memory_hits(root):
     index = SearchIndex(root)
     index.index_messages("s", "archive_002", [stored_text(7, "we talked about the kiln")],
