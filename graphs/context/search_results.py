@@ -104,6 +104,8 @@ def format_hits(query: str, hits: list[dict[str, Any]], max_tokens: int = MAX_OU
 def _first_lines(block: dict[str, Any], max_tokens: int) -> tuple[str, list[dict[str, Any]]]:
     """A block over `max_tokens` as its first entries that fit (at least its first, cut to the cap), and the hits
     of the entries left out."""
+    if "memory" in block:  # one working-memory item: its head
+        return encoder().decode(encoder().encode(_render(block))[:max_tokens]), []
     kept, shown, used = [], set(), 0
     for seq in sorted(block["lines"]):
         text = _line(seq, *block["lines"][seq])
