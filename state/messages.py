@@ -769,6 +769,11 @@ def _meta(meta: Any, field: str) -> dict[str, Any]:
     return dict(meta)
 
 
+def bad_value(value: Any) -> str:
+    """Why a parsed value cannot be written as JSON UTF-8 text (a lone surrogate, NaN, …), '' when it can."""
+    return _find_bad_value(value, "value")[2]
+
+
 def _find_bad_value(value: Any, path: str) -> tuple[str, Any, str]:
     """Locate the first value that is not JSON-able UTF-8 text, for a precise error message."""
     if isinstance(value, str):

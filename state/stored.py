@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 from typing import Any
 
 from workmem.state.errors import InvalidInput
@@ -128,21 +127,6 @@ def _part_problem(part: Any, role: str) -> str:
     if missing is None and kind == "tool_call" and not isinstance(part.get("arguments"), (dict, str)):
         missing = "arguments"
     return f"a {kind} part without its {missing}" if missing else ""
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def has_lone_surrogate(value: Any) -> bool:
-    """Whether a parsed JSON value holds a lone surrogate anywhere (JSON's escapes can spell one; UTF-8 cannot hold
-    it, so every writer of the text would fail on it)."""
-    if isinstance(value, str):
-        return _SURROGATE.search(value) is not None
-    if isinstance(value, dict):
-        return any(has_lone_surrogate(k) or has_lone_surrogate(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(has_lone_surrogate(v) for v in value)
-    return False
 
 
 def batch_ids(prepared: list[tuple[dict[str, Any], bytes | None]]) -> list[str]:

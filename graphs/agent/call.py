@@ -154,11 +154,8 @@ def shortened(entry: dict[str, Any], max_tokens: int) -> dict[str, Any]:
     shown = _head_lines(text, max_tokens) if count_tokens(text) > max_tokens else text
     if image is None and not isinstance(content, str) and not shown:
         return entry  # nothing but blocks that are no image (a file, reasoning): shown as they are
-    if image is None and not isinstance(content, str):
-        new_content: Any = [{"type": kind, "text": shown}]
-    else:
-        new_content = shown if image is None else [*([{"type": kind, "text": shown}] if shown else []), image]
-    lc = original.model_copy(update={"content": new_content})
+    blocks = [*([{"type": kind, "text": shown}] if shown else []), *([image] if image is not None else [])]
+    lc = original.model_copy(update={"content": shown if isinstance(content, str) else blocks})
     tokens = count_tokens(shown) + (IMAGE_TOKENS if image is not None else 0)
     parts = [{"type": "text", "text": shown}] if entry["role"] == "user" else entry["parts"]
     return {**entry, "parts": parts, "tokens": tokens, "lc": lc}

@@ -108,9 +108,8 @@ def write_placeholders(session_dir: Path, archived: Iterable[list[dict[str, Any]
     """Write `FORGOTTEN` from the placeholders the `archived` messages hold (empty when none: the archives were
     looked at); for a session without the file, which builds before it forgot in. A cache of the archives:
     written without fsync, found again when lost."""
-    found = {m["seq"]: m for messages in archived for m in messages if is_forgotten(m) and lc_id(m)}
-    fsutil.atomic_write(session_dir / FORGOTTEN, b"".join(dumps(found[s]) + b"\n" for s in sorted(found)),
-                        durable=False)
+    _write_forgotten(session_dir, {m["seq"]: m for messages in archived for m in messages
+                                   if is_forgotten(m) and lc_id(m)}, durable=False)
 
 
 def _record_forgotten(session_dir: Path, placeholders: dict[int, dict[str, Any]]) -> None:
@@ -122,9 +121,13 @@ def _record_forgotten(session_dir: Path, placeholders: dict[int, dict[str, Any]]
     known = {msg["seq"]: msg for msg in forgotten_placeholders(session_dir)}
     if all(known.get(seq) == msg for seq, msg in new.items()):
         return
-    merged = {**known, **new}
-    fsutil.atomic_write(session_dir / FORGOTTEN, b"".join(dumps(merged[s]) + b"\n" for s in sorted(merged)),
-                        durable=True)
+    _write_forgotten(session_dir, {**known, **new}, durable=True)
+
+
+def _write_forgotten(session_dir: Path, placeholders: dict[int, dict[str, Any]], *, durable: bool) -> None:
+    """`FORGOTTEN` holding `placeholders`, one line each in seq order, replaced atomically."""
+    data = b"".join(dumps(placeholders[seq]) + b"\n" for seq in sorted(placeholders))
+    fsutil.atomic_write(session_dir / FORGOTTEN, data, durable=durable)
 
 
 def _rewrite(path: Path, seqs: set[int], at: str, referenced: set[str],

@@ -14,7 +14,8 @@ from workmem.state.errors import Anomaly, CorruptLine
 from workmem.state.files import fsutil
 from workmem.state.jsonutil import dumps
 from workmem.state.lru import LRU
-from workmem.state.stored import check_stored, has_lone_surrogate, stored_records
+from workmem.state.messages import bad_value
+from workmem.state.stored import check_stored, stored_records
 
 
 @dataclass
@@ -149,8 +150,8 @@ def parse(data: bytes, path: str, *, first_line: int = 1) -> Parsed:
             reason = f"invalid JSON: {exc}"
         except RecursionError:  # a line nested past what JSON parsing can hold (no writer nests so deep)
             reason = "nested too deeply"
-        if not reason and (b"\\ud" in line or b"\\uD" in line) and has_lone_surrogate(obj):  # no writer escapes one
-            reason = "a lone surrogate (not UTF-8)"
+        if not reason and (b"\\ud" in line or b"\\uD" in line):  # no writer escapes a surrogate: is it a lone one?
+            reason = bad_value(obj)
         if reason:
             out.problems.append(CorruptLine(path, line_no, reason))
             out.bad_lines.append(line)
@@ -175,7 +176,7 @@ def _whole_message(line: bytes) -> dict[str, Any] | None:
         obj = json.loads(line)
     except (ValueError, RecursionError):  # JSONDecodeError and UnicodeDecodeError; nested too deeply
         return None
-    return None if check_stored(obj) or has_lone_surrogate(obj) else obj
+    return None if check_stored(obj) or bad_value(obj) else obj
 
 
 def complete_lines(data: bytes) -> bytes:

@@ -293,10 +293,12 @@ class SessionStore:
             return self._live_snapshot(p, strict=False)[0]
         # a re-created session has other archives; a forget rewrites the archive's file (another inode)
         forgotten = p.dir / forgetting.FORGOTTEN
-        if live.archive_n > 1 and not forgotten.exists():  # once: a session older builds forgot in, or none did
+        recorded = file_key(forgotten)
+        if live.archive_n > 1 and recorded is None:  # once: a session older builds forgot in, or none did
             self._write_placeholders(p, live.archive_n)
+            recorded = file_key(forgotten)
         key = (live.archive_n, str(live.meta.get("created_at")),
-               file_key(archives.archive_dir(p.dir, live.archive_n) / archives.MESSAGES), file_key(forgotten))
+               file_key(archives.archive_dir(p.dir, live.archive_n) / archives.MESSAGES), recorded)
         cached = self._newest.get(p.dir)
         if cached is None or cached[0] != key:
             newest = self._archive_messages(p, live.archive_n)
