@@ -33,6 +33,8 @@ from workmem.state.files.appenders import Appenders
 from workmem.state.files.locks import DEFAULT_TIMEOUT, FileMutex, session_lock
 from workmem.state.files.meta import (
     HIDDEN_FILE,
+    MESSAGES_FILE,
+    META_FILE,
     LiveState,
     SessionPaths,
     archive_hint,
@@ -144,17 +146,20 @@ class SessionStore:
         return os.path.exists(p.meta) or os.path.exists(p.messages)
 
     def list_sessions(self) -> list[str]:
-        """Original ids of every session with a readable meta (lists `sessions/`; not a hot path)."""
+        """Original ids of every session (lists `sessions/`; not a hot path): from its meta, or — the meta garbled —
+        from its folder's name when that is the id itself (the meta is derived from the files on access)."""
         try:
             names = sorted(os.listdir(self.sessions_dir))
         except FileNotFoundError:
             return []
         ids = []
         for name in names:
-            disk = read_meta(self.sessions_dir / name / ".meta.json")
+            folder = self.sessions_dir / name
+            disk = read_meta(folder / META_FILE)
+            session_id = disk["session_id"] if disk is not None else _plain_name_of_a_session(folder)
             try:
-                if disk is not None and safe_session_id(disk["session_id"]) == name:
-                    ids.append(disk["session_id"])
+                if session_id is not None and safe_session_id(session_id) == name:
+                    ids.append(session_id)
             except InvalidInput:
                 continue
         return ids
@@ -764,3 +769,11 @@ class SessionStore:
         except OSError as exc:
             live.dirty = True
             log.warning("could not refresh %s: %s", p.meta, exc)
+
+
+def _plain_name_of_a_session(folder: Path) -> str | None:
+    """A session folder's name when its meta cannot be read but it holds the session's files (a plain id is its own
+    folder name; a hashed one cannot be told from it)."""
+    if folder.name.startswith(".") or not any((folder / f).exists() for f in (MESSAGES_FILE, archives.HISTORY)):
+        return None
+    return folder.name

@@ -601,3 +601,17 @@ def test_one_session_in_a_newer_format_never_hides_the_others_from_the_listing(r
     with WorkingMemoryEngine(root, durable=False) as engine:
         listed = {s["session_id"]: s for s in engine.list_sessions()}
         assert listed["b"]["live_messages"] == 2 and listed["s"].get("damaged"), listed
+
+
+@pytest.mark.parametrize("damage", ["{garbled", "", '{"session_id": 7}'])
+def test_a_garbled_meta_never_hides_its_session_from_the_listing(root, damage):
+    committed_root(root, rounds=1)
+    (root / "sessions" / "s" / ".meta.json").write_text(damage)
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        listed = {s["session_id"]: s for s in engine.list_sessions()}
+        assert listed["s"]["live_messages"] == 4 and listed["s"]["archived_messages"] == 10, listed
+        assert all_seqs(engine) == list(range(1, 15))
+        engine.add_messages("s", turns(200, 1))
+        assert engine.commit("s", keep_recent_count=0)["status"] == "completed"
+        assert all_seqs(engine) == list(range(1, 17))
+    assert json.loads((root / "sessions" / "s" / ".meta.json").read_text())["session_id"] == "s"
