@@ -98,15 +98,27 @@ def cmd_add(args: argparse.Namespace) -> int:
     with _engine(args, create=True) as engine:
         before = engine.next_seq(args.session)
         stored = engine.add_messages(args.session, messages)
-        info = engine.session_info(args.session)
+        pending = _pending_tokens_after_append(engine, args.session)
     seqs = sorted({m["seq"] for m in stored})  # a message given twice is stored once
     added = [seq for seq in seqs if seq >= before]  # the others repeat stored messages (same id and content)
     _emit(args, {"added": len(added), "already_stored": len(seqs) - len(added),
-                 "first_seq": added[0] if added else None, "pending_tokens": info.get("pending_tokens")},
+                 "first_seq": added[0] if added else None, "pending_tokens": pending},
           lambda d: console.print(f"added {d['added']} message(s)"
                                   + (f" ({d['already_stored']} already stored)" if d["already_stored"] else "")
-                                  + f"; pending tokens {d['pending_tokens']}"))
+                                  + (f"; pending tokens {d['pending_tokens']}" if d["pending_tokens"] is not None
+                                     else "")))
     return 0
+
+
+def _pending_tokens_after_append(engine: WorkingMemoryEngine, session_id: str) -> int | None:
+    """The session's pending tokens once an append succeeded — None, with a warning, when they cannot be read (a
+    damaged index): the batch is stored, and a failed `add` would make a retry store it twice."""
+    try:
+        return engine.session_info(session_id).get("pending_tokens")
+    except (WorkmemError, OSError) as exc:
+        print(f"warning: the messages are stored, but the session could not be read back: {describe_error(exc)}",
+              file=sys.stderr)
+        return None
 
 
 def cmd_commit(args: argparse.Namespace) -> int:

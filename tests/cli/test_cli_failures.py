@@ -71,6 +71,18 @@ def test_deeply_nested_json_input(tmp_path):
                           "nested too deeply")
 
 
+def test_an_add_that_stored_its_batch_succeeds_though_the_index_is_damaged(filled):
+    """The append is durable before the index is read: a failure then would make the caller's retry store the batch
+    twice."""
+    (filled / "index.sqlite").write_text("garbage")
+    more = [{"role": "user", "content": "One more question about the CSV import."}]
+    done = workmem("--root", str(filled), "add", "s", stdin=json.dumps(more))
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert "added 1 message(s)" in done.stdout and "stored" in done.stderr
+    lines = (filled / "sessions" / "s" / "messages.jsonl").read_text().splitlines()
+    assert [json.loads(line)["seq"] for line in lines] == [1, 2, 3]
+
+
 def test_expand_past_the_last_seq(filled):
     assert_one_error_line(workmem("--root", str(filled), "expand", "s", "--start-seq", "3", "--end-seq", "9"),
                           "start_seq", "last message (seq 2)")
