@@ -714,13 +714,24 @@ def _from_openai(d: dict[str, Any], field: str) -> dict[str, Any]:
             raise InvalidInput(f"{field}.tool_calls", raw_calls, "must be a list")
         calls = [_openai_call(c, f"{field}.tool_calls[{i}]") for i, c in enumerate(raw_calls)]
         parts += calls or block_calls
-    if isinstance(d.get("id"), str) and d["id"]:  # LangChain's dict form carries the message id: a retry is
-        meta.setdefault(LC_ID_META, d["id"])             # stored once (any other "id" is the caller's own, ignored)
+    message_id = _message_id(d.get("id"), f"{field}.id")
+    if message_id:  # LangChain's dict form carries the message id: a retry is stored once
+        meta.setdefault(LC_ID_META, message_id)
     if other:
         meta["content_blocks"] = other
     if layout:
         meta[CONTENT_LAYOUT_META] = layout
     return {"role": role, "parts": _with_blocks_only(parts, other), "meta": meta}
+
+
+def _message_id(value: Any, field: str) -> str | None:
+    """A dict message's id as stored: a string as it is, an integer (a caller's row number) as its digits — so a
+    retry under it is stored once — else `InvalidInput` (a float or a bool is no id to match a retry by)."""
+    if value is None or isinstance(value, str):
+        return value or None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    raise InvalidInput(field, value, "must be a string (or an integer)")
 
 
 def _with_blocks_only(parts: list[dict[str, Any]], other: list[Any]) -> list[dict[str, Any]]:

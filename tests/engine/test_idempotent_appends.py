@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
 
-from workmem.state.errors import StorageError
+from workmem.state.errors import InvalidInput, StorageError
 
 
 def batch(prefix: str = "m") -> list:
@@ -135,5 +135,15 @@ def test_a_dict_message_with_an_id_is_stored_once_on_retry(backend):
         assert [m["seq"] for m in again] == [1, 2, 3] and again[:2] == first
         assert engine.add_messages("s", [{"role": "user", "content": "deploy at 16:00", "id": "u1"}])[0]["seq"] == 4
         assert seqs(engine) == [1, 2, 3, 4], "an edit by id is stored; the repeats are not"
-        engine.add_messages("s", [{"role": "user", "content": "x", "id": 7}] * 2)  # not a message id: no dedupe
-        assert seqs(engine) == [1, 2, 3, 4, 5, 6]
+        engine.add_messages("s", [{"role": "user", "content": "x", "id": 7}])  # a caller's row number: its digits
+        engine.add_messages("s", [{"role": "user", "content": "x", "id": 7}])
+        assert seqs(engine) == [1, 2, 3, 4, 5], "an integer id is matched on retry as its digits"
+
+
+@pytest.mark.parametrize("bad", [1.5, float("inf"), True, ["u1"], {"id": "u1"}])
+def test_a_dict_message_id_that_is_no_string_or_integer_is_refused_and_nothing_stored(backend, bad):
+    with backend.engine(durable=False) as engine:
+        engine.add_messages("s", [{"role": "user", "content": "deploy at 14:00", "id": "u1"}])
+        with pytest.raises(InvalidInput, match=r"messages\[1\]\.id"):
+            engine.add_messages("s", [{"role": "user", "content": "ok"}, {"role": "user", "content": "x", "id": bad}])
+        assert seqs(engine) == [1]
