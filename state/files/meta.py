@@ -290,6 +290,9 @@ def load(p: SessionPaths, cache: archives.ArchiveCache, *,
     if hint_n > n or (hint_n == n > 0 and hint_end != end):  # a meta behind the files is only a stale cache
         found.append(Anomaly(str(p.meta), 0, f"last_archive says {disk.get('last_archive')} but the archives end "
                                              f"at {archive_name(n) if n else 'none'} (seq {end}): recomputed"))
+    if raw is None and os.path.lexists(p.meta):  # a cache, so only said: every field is derived below
+        found.append(Anomaly(str(p.meta), 0, "unreadable (not a JSON object naming its session): recomputed from "
+                                             "the files"))
     picked, disorder = jsonl.ordered(parsed, str(p.messages), after=end)
     found += disorder
     msgs = [parsed.messages[i] for i in picked]

@@ -156,8 +156,10 @@ class SessionStore:
         for name in names:
             folder = self.sessions_dir / name
             disk = read_meta(folder / META_FILE)
-            session_id = disk["session_id"] if disk is not None else _plain_name_of_a_session(folder)
+            session_id = disk["session_id"] if disk is not None else None
             try:
+                if session_id is None or safe_session_id(session_id) != name:
+                    session_id = _plain_name_of_a_session(folder)
                 if session_id is not None and safe_session_id(session_id) == name:
                     ids.append(session_id)
             except InvalidInput:

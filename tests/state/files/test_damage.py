@@ -606,7 +606,14 @@ def test_one_session_in_a_newer_format_never_hides_the_others_from_the_listing(r
 @pytest.mark.parametrize("damage", ["{garbled", "", '{"session_id": 7}'])
 def test_a_garbled_meta_never_hides_its_session_from_the_listing(root, damage):
     committed_root(root, rounds=1)
-    (root / "sessions" / "s" / ".meta.json").write_text(damage)
+    meta = root / "sessions" / "s" / ".meta.json"
+    meta.write_text(damage)
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        assert engine.reindex()["indexed"] == 10 and engine.archive_search("s", "Zanzibar"), "reindex reaches it"
+    meta.write_text(damage)
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        assert ".meta.json" in problems_of(engine) and "recomputed" in problems_of(engine)
+    meta.write_text(damage)
     with WorkingMemoryEngine(root, durable=False) as engine:
         listed = {s["session_id"]: s for s in engine.list_sessions()}
         assert listed["s"]["live_messages"] == 4 and listed["s"]["archived_messages"] == 10, listed
@@ -614,4 +621,13 @@ def test_a_garbled_meta_never_hides_its_session_from_the_listing(root, damage):
         engine.add_messages("s", turns(200, 1))
         assert engine.commit("s", keep_recent_count=0)["status"] == "completed"
         assert all_seqs(engine) == list(range(1, 17))
-    assert json.loads((root / "sessions" / "s" / ".meta.json").read_text())["session_id"] == "s"
+    assert json.loads(meta.read_text())["session_id"] == "s"
+
+
+def test_a_meta_naming_another_session_lists_its_folder_as_damaged_not_hidden(root):
+    committed_root(root, rounds=1)
+    meta = root / "sessions" / "s" / ".meta.json"
+    meta.write_text(json.dumps({**json.loads(meta.read_text()), "session_id": "other"}))
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        listed = {s["session_id"]: s for s in engine.list_sessions()}
+        assert "belongs to session 'other'" in listed["s"]["damaged"], listed
