@@ -7,6 +7,7 @@ the next id — never by listing `history/` (only `complete_numbers` lists it, f
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 from pathlib import Path
@@ -25,6 +26,8 @@ MESSAGES = "messages.jsonl"
 ABSTRACT = ".abstract.md"
 ARCHIVE_JSON = "archive.json"
 SPILLED = "spilled.md"
+log = logging.getLogger("workmem.store")
+
 CACHED_ARCHIVES = 512  # archive objects an ArchiveCache keeps (least recently used go first)
 _DIR_NAME = re.compile(r"archive_([0-9]{3,9})")
 
@@ -65,9 +68,13 @@ def read_archive_json(folder: Path) -> dict[str, Any]:
 
 
 def read_text(path: Path) -> str:
-    """A UTF-8 text file, '' when it is missing; a damaged byte reads as U+FFFD (`check_archive_files` reports it):
-    a memory with one bad byte is still the memory."""
-    data = fsutil.read_file(path)
+    """A UTF-8 text file, '' when it is missing or not a regular file; a damaged byte reads as U+FFFD
+    (`check_archive_files` reports both): a memory with one bad byte is still the memory."""
+    try:
+        data = fsutil.read_file(path)
+    except DamagedFile as exc:  # a folder or a FIFO where the file belongs: read as missing, as `check` reports it
+        log.warning("%s; read as missing", exc)
+        return ""
     return data.decode("utf-8", "replace") if data is not None else ""
 
 
@@ -241,7 +248,10 @@ def check_archive_files(folder: Path, n: int, previous_end: int) -> list[Anomaly
         found.append(Anomaly(str(folder / DONE), 0, f"says end_seq {done_end}, archive.json {end}"))
     if start != previous_end + 1:
         found.append(Anomaly(str(folder), 0, f"starts at seq {start}; the archive before ends at {previous_end}"))
-    data = read_bytes(folder / MESSAGES)
+    try:
+        data = read_bytes(folder / MESSAGES)
+    except DamagedFile as exc:  # not a regular file
+        return [*found, Anomaly(exc.path, 0, exc.reason)]
     if data is None:
         return [*found, Anomaly(str(folder / MESSAGES), 0, "missing")]
     parsed = parse(data, str(folder / MESSAGES))
@@ -256,7 +266,8 @@ def check_archive_files(folder: Path, n: int, previous_end: int) -> list[Anomaly
     if extra:
         found.append(Anomaly(str(folder / MESSAGES), 0, f"seqs outside {start}..{end}: {extra[:10]}"))
     if not (folder / OVERVIEW).is_file():
-        found.append(Anomaly(str(folder / OVERVIEW), 0, "missing"))
+        found.append(Anomaly(str(folder / OVERVIEW), 0, "is not a regular file: read as missing"
+                             if os.path.lexists(folder / OVERVIEW) else "missing"))
     for name in (OVERVIEW, ABSTRACT, SPILLED):
         data = read_bytes(folder / name) if (folder / name).is_file() else None
         if data is not None and not _utf8(data):

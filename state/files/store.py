@@ -308,13 +308,23 @@ class SessionStore:
                file_key(archives.archive_dir(p.dir, live.archive_n) / archives.MESSAGES), recorded)
         cached = self._newest.get(p.dir)
         if cached is None or cached[0] != key:
-            newest = self._archive_messages(p, live.archive_n)
+            newest = self._newest_archived(p, live.archive_n)
             start = newest[0]["seq"] if newest else live.meta["next_seq"]
             older = [m for m in forgetting.forgotten_placeholders(p.dir) if m["seq"] < start]  # any archive's
             cached = (key, [*older, *newest])
             self._newest.put(p.dir, cached)
         newest = cached[1]
         return [*newest, *self._live_snapshot(p, strict=False)[0]]
+
+    def _newest_archived(self, p: SessionPaths, n: int) -> list[dict[str, Any]]:
+        """The messages of archive `n` an append may repeat — none, with a WARNING, when its file cannot be read
+        (damage stays local: `check` reports it, and appends go on rather than fail every agent run)."""
+        try:
+            return self._archive_messages(p, n)
+        except (WorkmemError, OSError) as exc:
+            log.warning("%s: the newest archive cannot be read (%s); an append is checked for repeats against the "
+                        "live messages only", p.dir, exc)
+            return []
 
     def _write_placeholders(self, p: SessionPaths, newest: int) -> None:
         """`forgotten.jsonl` from the archives before the newest; not while one of them cannot be read (its

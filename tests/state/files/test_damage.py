@@ -7,6 +7,7 @@ above all that every confirmed message is still present exactly once after the n
 from __future__ import annotations
 
 import errno
+import os
 import json
 from pathlib import Path
 
@@ -631,3 +632,30 @@ def test_a_meta_naming_another_session_lists_its_folder_as_damaged_not_hidden(ro
     with WorkingMemoryEngine(root, durable=False) as engine:
         listed = {s["session_id"]: s for s in engine.list_sessions()}
         assert "belongs to session 'other'" in listed["s"]["damaged"], listed
+
+
+@pytest.mark.parametrize("kind", ["folder", "fifo"])
+def test_a_newest_archive_file_that_is_not_regular_never_blocks_appends_with_ids(root, kind):
+    committed_root(root, rounds=1)
+    archived = root / "sessions" / "s" / "history" / "archive_001" / "messages.jsonl"
+    archived.unlink()
+    archived.mkdir() if kind == "folder" else os.mkfifo(archived)
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        stored = engine.add_messages("s", [{"role": "user", "content": "a question with an id", "id": "u-1"}])
+        assert stored[0]["seq"] == 15
+        assert engine.add_messages("s", [{"role": "user", "content": "a question with an id", "id": "u-1"}]) == stored
+        assert [m["seq"] for m in engine.storage.sessions.live_messages("s")] == [11, 12, 13, 14, 15]
+        assert any("archive_001" in f["file"] for f in engine.check("s")), engine.check("s")
+
+
+def test_a_memory_file_that_is_a_folder_reads_as_missing_and_never_blocks_reads_or_commits(root):
+    committed_root(root, rounds=1)
+    overview = root / "sessions" / "s" / "history" / "archive_001" / ".overview.md"
+    overview.unlink()
+    overview.mkdir()
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        assert engine.archive_expand("s", archive_id="archive_001")["message_count"] == 10
+        assert engine.assemble("s")["messages"]
+        assert engine.commit("s", keep_recent_count=0)["status"] == "completed"
+        assert all_seqs(engine) == list(range(1, 15))
+        assert any("not a regular file" in f["problem"] for f in engine.check("s"))
