@@ -25,6 +25,9 @@ from workmem.graphs.demo.run import DEFAULT_DEMO_TRIGGER
 from workmem.graphs.eval.cli import add_eval_parser
 from workmem.graphs.help_format import DefaultsFormatter
 from workmem.state.errors import CommitFailed, InvalidInput, WorkmemError
+from workmem.state.files.storage import CHECKPOINTS_FILE
+from workmem.state.files.store import SESSIONS_DIR
+from workmem.state.files.tasks import INDEX_FILE
 from workmem.state.redact import clean_error, describe_error
 from workmem.state.retention import MESSAGES
 from workmem.state.tokens import DEFAULT_CONTEXT_WINDOW
@@ -33,7 +36,17 @@ from workmem.state.turns import DEFAULT_KEEP_RECENT
 if TYPE_CHECKING:  # the engine is imported when a command runs (the CLI starts fast)
     from workmem.graphs.engine import WorkingMemoryEngine
 
-console = Console()
+class _Console(Console):
+    """rich's console, a closed pipe left to `main` (one `error:` line and exit code 2, as under `--json`): rich
+    itself would exit with 1, the code of a finding, and say nothing."""
+
+    def on_broken_pipe(self) -> None:
+        """Raise `BrokenPipeError` for `main` to report."""
+        self.quiet = True
+        raise BrokenPipeError
+
+
+console = _Console()
 EXIT_DEGRADED = 3  # a commit completed, but the extractive model stood in for the configured one (2: bad input)
 
 
@@ -348,16 +361,38 @@ def cmd_export(args: argparse.Namespace) -> int:
             count = write_jsonl(messages, sys.stdout)
             return _exported_all(count, stored, args.session)
         out = Path(args.out)
-        partial = out.with_name(f".{out.name}.partial")
-        try:
-            with partial.open("w", encoding="utf-8") as handle:
-                count = write_jsonl(messages, handle)
-            os.replace(partial, out)  # a reader never sees half an export
-        finally:
-            partial.unlink(missing_ok=True)
+        if engine.root is not None and _own_file(out, Path(engine.root)):
+            raise InvalidInput("out", args.out, "is one of workmem's own files in the data root")
+        count = _write_export(messages, out)
     _emit(args, {"session_id": args.session, "messages": count, "out": str(out)},
           lambda d: console.print(Text(f"exported {d['messages']} message(s) of {d['session_id']!r} to {d['out']}")))
     return _exported_all(count, stored, args.session)
+
+
+def _own_file(path: Path, root: Path) -> bool:
+    """Whether `path` is workmem's in the data `root`: under `sessions/`, or one of its databases (an export must
+    never replace them)."""
+    try:
+        first = path.resolve().relative_to(root.resolve()).parts[:1]
+    except ValueError:
+        return False
+    return bool(first) and (first[0] == SESSIONS_DIR or first[0].startswith((INDEX_FILE, CHECKPOINTS_FILE)))
+
+
+def _write_export(messages: Any, out: Path) -> int:
+    """Write the export to `out` → how many messages: a regular file (or a new one) replaced whole, so a reader never
+    sees half an export; a link, a FIFO or a device written through, never replaced by a file."""
+    if out.is_symlink() or (out.exists() and not out.is_file()):
+        with out.open("w", encoding="utf-8") as handle:
+            return write_jsonl(messages, handle)
+    partial = out.with_name(f".{out.name}.partial")
+    try:
+        with partial.open("w", encoding="utf-8") as handle:
+            count = write_jsonl(messages, handle)
+        os.replace(partial, out)
+    finally:
+        partial.unlink(missing_ok=True)
+    return count
 
 
 def _exported_all(count: int, stored: int, session: str) -> int:

@@ -17,7 +17,7 @@ from workmem.state.errors import ArchiveNotFound, DamagedFile
 from workmem.state.files import fsutil
 from workmem.state.files.search_index import SearchIndex
 from workmem.state.files.sqlite import BUSY_TIMEOUT_SECONDS, connect, is_corruption, secure_deletes, truncate_wal
-from workmem.state.files.store import SessionStore
+from workmem.state.files.store import SESSIONS_DIR, SessionStore
 from workmem.state.files.tasks import INDEX_FILE, TaskStore
 from workmem.state.forget import ABANDONED_REASON, commit_threads_to_clear, forget_result
 from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES
@@ -36,7 +36,7 @@ STUDIO_FILE = "studio.sqlite"
 def holds_data(root: Path) -> bool:
     """Whether `root` is a workmem data root: its index or its sessions folder is there (opening a root creates
     both, so a root that has neither was never opened)."""
-    return (root / INDEX_FILE).is_file() or (root / "sessions").is_dir()
+    return (root / INDEX_FILE).is_file() or (root / SESSIONS_DIR).is_dir()
 
 
 @asynccontextmanager

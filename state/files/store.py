@@ -57,6 +57,7 @@ from workmem.state.session_meta import now_iso, public
 from workmem.state.stored import has_ids, has_payloads, merge_repeats, prepared_batch, repeats, to_write
 
 log = logging.getLogger("workmem.store")
+SESSIONS_DIR = "sessions"  # under the data root: one folder per session
 TOMBSTONE_PREFIX = ".deleted-"
 TOMBSTONE_MARKER = ".tombstone.json"
 _WARNED_ROOTS: set[Path] = set()
@@ -109,7 +110,7 @@ class SessionStore:
         if isinstance(max_message_bytes, bool) or not isinstance(max_message_bytes, int) or max_message_bytes < 1:
             raise InvalidInput("max_message_bytes", max_message_bytes, "must be a positive integer")
         self.root = Path(root).absolute()
-        self.sessions_dir = self.root / "sessions"
+        self.sessions_dir = self.root / SESSIONS_DIR
         self.durable = durable
         self.max_message_bytes = max_message_bytes
         if not isinstance(payload_limits, PayloadLimits):

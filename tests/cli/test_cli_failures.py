@@ -107,6 +107,20 @@ def test_a_closed_pipe_under_json(filled):
     assert stderr.strip().splitlines() == ["error: output pipe closed"]
 
 
+@pytest.mark.parametrize("argv", [["sessions"], ["check", "s"], ["context", "s"]])
+def test_a_closed_pipe_under_text_output_is_an_error_not_a_finding(filled, argv):
+    """`workmem check s | head -0`: exit 1 means "a finding"; a reader gone is an error (2) that says so."""
+    for _ in range(2):
+        workmem("--root", str(filled), "add", "s", stdin=json.dumps(MESSAGES * 100))
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the command writes
+    done = subprocess.run([WORKMEM, "--root", str(filled), *argv], stdout=write, stderr=subprocess.PIPE, text=True,
+                          timeout=120, env={k: v for k, v in os.environ.items() if not k.startswith("WORKMEM_")})
+    os.close(write)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.strip().splitlines() == ["error: output pipe closed"]
+
+
 def test_a_model_without_its_key_fails_the_commit_only(filled):
     env = {"WORKMEM_MODEL": "openai:gpt-4o-mini"}
     assert workmem("--root", str(filled), "add", "s", stdin=json.dumps(MESSAGES), env=env).returncode == 0

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import stat
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
@@ -127,6 +130,35 @@ def test_export_to_no_file_is_refused_before_anything_is_written(root, tmp_path,
     assert cli.main(["--root", str(root), "export", "s", "--out", target]) == 2
     assert "invalid out=" in capsys.readouterr().err
     assert not list(tmp_path.parent.glob(".*.partial")) and not list(tmp_path.glob(".*.partial"))
+
+
+@pytest.mark.parametrize("own", ["index.sqlite", "checkpoints.sqlite", "sessions/s/messages.jsonl"])
+def test_export_over_one_of_workmems_own_files_is_refused_and_leaves_it_whole(root, capsys, own):
+    _stored(root, n=6)
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        assert engine.commit("s", keep_recent_count=2)["status"] == "completed"
+    target = root / own
+    before = target.read_bytes()
+    assert cli.main(["--root", str(root), "export", "s", "--out", str(target)]) == 2
+    assert "workmem's own files" in capsys.readouterr().err
+    assert target.read_bytes() == before
+
+
+def test_export_through_a_link_or_a_fifo_writes_through_it_never_replacing_it(root, tmp_path, capsys):
+    _stored(root)
+    real = tmp_path / "real.jsonl"
+    real.write_text("old\n")
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(real)
+    assert cli.main(["--root", str(root), "export", "s", "--out", str(link)]) == 0
+    assert link.is_symlink() and len(real.read_text().splitlines()) == 4
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with ThreadPoolExecutor(1) as pool:
+        reader = pool.submit(lambda: open(fifo, encoding="utf-8").read())  # noqa: SIM115
+        assert cli.main(["--root", str(root), "export", "s", "--out", str(fifo)]) == 0
+        assert len(reader.result(timeout=30).splitlines()) == 4
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
 
 
 @pytest.mark.parametrize(("argv", "says"), [
