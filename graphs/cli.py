@@ -86,14 +86,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def read_messages(file: str | None) -> list[Any]:
-    """Messages from a file (or stdin): a JSON list, or JSONL with one message per line."""
-    source = file or "<stdin>"
+    """Messages from a file (or stdin: none, or `-`): a JSON list, or JSONL with one message per line."""
+    from_stdin = file in (None, "-")
+    source = "<stdin>" if from_stdin else str(file)
     try:
-        text = (Path(file).read_text(encoding="utf-8") if file else sys.stdin.read()).strip()
-        if text.startswith("["):
-            messages = json.loads(text)
-        else:
-            messages = [json.loads(line) for line in text.splitlines() if line.strip()]
+        text = (sys.stdin.read() if from_stdin else Path(str(file)).read_text(encoding="utf-8")).strip()
+        messages = json.loads(text) if text.startswith("[") else _jsonl(text)
     except (OSError, UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError is a ValueError
         raise InvalidInput("file", source, f"cannot read messages: {exc}") from exc
     except RecursionError as exc:
@@ -102,6 +100,18 @@ def read_messages(file: str | None) -> list[Any]:
         raise InvalidInput("file", source, "expected a JSON list of messages or JSONL")
     if not messages:
         raise InvalidInput("file", source, "no messages to add")
+    return messages
+
+
+def _jsonl(text: str) -> list[Any]:
+    """One message per non-blank line; a bad line is named by its own line number."""
+    messages = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                messages.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"line {number}: {exc.msg} (column {exc.colno})") from exc
     return messages
 
 
@@ -534,7 +544,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add = command("add", cmd_add)
     add.add_argument("session")
-    add.add_argument("file", nargs="?", help="JSON list or JSONL of messages (default: stdin)")
+    add.add_argument("file", nargs="?", help="JSON list or JSONL of messages (default, or `-`: stdin)")
 
     commit = command("commit", cmd_commit)
     commit.add_argument("session")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 
 import pytest
@@ -94,6 +95,15 @@ def test_errors_exit_2_with_a_message(capsys, root, session, tmp_path):
     bad.write_text("{not json\n", encoding="utf-8")
     assert main(["--root", str(root), "add", session, str(bad)]) == 2
     assert "cannot read messages" in capsys.readouterr().err
+    bad.write_text('{"role": "user", "content": "fine"}\n\n{"role": "user", oops}\n', encoding="utf-8")
+    assert main(["--root", str(root), "add", session, str(bad)]) == 2
+    assert "line 3:" in capsys.readouterr().err, "a bad JSONL line is named by its own number"
+
+
+def test_add_reads_standard_input_from_a_dash(capsys, root, monkeypatch):
+    monkeypatch.setattr("sys.stdin", io.StringIO('[{"role": "user", "content": "from stdin"}]'))
+    assert main(["--root", str(root), "add", "dashed", "-"]) == 0
+    assert "added 1 message(s)" in capsys.readouterr().out
 
 
 def test_human_output_does_not_interpret_message_text_as_markup(capsys, root, session):
