@@ -25,9 +25,6 @@ from workmem.graphs.demo.run import DEFAULT_DEMO_TRIGGER
 from workmem.graphs.eval.cli import add_eval_parser
 from workmem.graphs.help_format import DefaultsFormatter
 from workmem.state.errors import CommitFailed, InvalidInput, WorkmemError
-from workmem.state.files.storage import CHECKPOINTS_FILE
-from workmem.state.files.store import SESSIONS_DIR
-from workmem.state.files.tasks import INDEX_FILE
 from workmem.state.redact import clean_error, describe_error
 from workmem.state.retention import MESSAGES
 from workmem.state.tokens import DEFAULT_CONTEXT_WINDOW
@@ -41,8 +38,7 @@ class _Console(Console):
     itself would exit with 1, the code of a finding, and say nothing."""
 
     def on_broken_pipe(self) -> None:
-        """Raise `BrokenPipeError` for `main` to report."""
-        self.quiet = True
+        """Raise `BrokenPipeError` for `main` to report (it points standard output at /dev/null)."""
         raise BrokenPipeError
 
 
@@ -90,8 +86,8 @@ def read_messages(file: str | None) -> list[Any]:
     from_stdin = file in (None, "-")
     source = "<stdin>" if from_stdin else str(file)
     try:
-        text = (sys.stdin.read() if from_stdin else Path(str(file)).read_text(encoding="utf-8")).strip()
-        messages = json.loads(text) if text.startswith("[") else _jsonl(text)
+        text = sys.stdin.read() if from_stdin else Path(str(file)).read_text(encoding="utf-8")
+        messages = json.loads(text) if text.lstrip().startswith("[") else _jsonl(text)
     except (OSError, UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError is a ValueError
         raise InvalidInput("file", source, f"cannot read messages: {exc}") from exc
     except RecursionError as exc:
@@ -104,9 +100,10 @@ def read_messages(file: str | None) -> list[Any]:
 
 
 def _jsonl(text: str) -> list[Any]:
-    """One message per non-blank line; a bad line is named by its own line number."""
+    """One message per non-blank line; a bad line is named by its own line number (lines end at `\\n` only: a
+    U+2028 inside a JSON string is text)."""
     messages = []
-    for number, line in enumerate(text.splitlines(), 1):
+    for number, line in enumerate(text.split("\n"), 1):
         if line.strip():
             try:
                 messages.append(json.loads(line))
@@ -371,7 +368,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             count = write_jsonl(messages, sys.stdout)
             return _exported_all(count, stored, args.session)
         out = Path(args.out)
-        if engine.root is not None and _own_file(out, Path(engine.root)):
+        if engine.holds_file(out):
             raise InvalidInput("out", args.out, "is one of workmem's own files in the data root")
         count = _write_export(messages, out)
     _emit(args, {"session_id": args.session, "messages": count, "out": str(out)},
@@ -379,20 +376,11 @@ def cmd_export(args: argparse.Namespace) -> int:
     return _exported_all(count, stored, args.session)
 
 
-def _own_file(path: Path, root: Path) -> bool:
-    """Whether `path` is workmem's in the data `root`: under `sessions/`, or one of its databases (an export must
-    never replace them)."""
-    try:
-        first = path.resolve().relative_to(root.resolve()).parts[:1]
-    except ValueError:
-        return False
-    return bool(first) and (first[0] == SESSIONS_DIR or first[0].startswith((INDEX_FILE, CHECKPOINTS_FILE)))
-
-
 def _write_export(messages: Any, out: Path) -> int:
-    """Write the export to `out` → how many messages: a regular file (or a new one) replaced whole, so a reader never
-    sees half an export; a link, a FIFO or a device written through, never replaced by a file."""
-    if out.is_symlink() or (out.exists() and not out.is_file()):
+    """Write the export to `out` → how many messages: a regular file (or a new one; through a link, the file it
+    names) replaced whole, so a reader never sees half an export; a FIFO or a device written through."""
+    out = out.resolve() if out.is_symlink() else out
+    if out.exists() and not out.is_file():
         with out.open("w", encoding="utf-8") as handle:
             return write_jsonl(messages, handle)
     partial = out.with_name(f".{out.name}.partial")

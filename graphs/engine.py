@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import uuid
 import warnings
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -531,6 +532,11 @@ class WorkingMemoryEngine:
         if session_id is not None:
             self.storage.sessions.meta(session_id)
         return self.storage.tasks.list_tasks(session_id=session_id)
+
+    def holds_file(self, path: str | os.PathLike[str]) -> bool:
+        """Whether `path` is one of workmem's own files in the data root (under `sessions/`, or a database): what an
+        export must never replace. Always False on PostgreSQL."""
+        return self.storage.holds_file(Path(path))
 
     def session_ids(self) -> list[str]:
         """The id of every stored session, as given (nothing else of a session is read)."""

@@ -14,7 +14,10 @@ class InvalidInput(WorkmemError, ValueError):
         self.field = field
         self.value = value
         self.reason = reason
-        shown = repr(value)
+        try:
+            shown = repr(value)
+        except ValueError:  # an integer past Python's 4,300-digit limit for text
+            shown = f"<a {type(value).__name__} too large to show>"
         if len(shown) > 120:
             shown = shown[:117] + "..."
         super().__init__(f"invalid {field}={shown}" + (f": {reason}" if reason else ""))

@@ -729,9 +729,9 @@ def _message_id(value: Any, field: str) -> str | None:
     retry under it is stored once — else `InvalidInput` (a float or a bool is no id to match a retry by)."""
     if value is None or isinstance(value, str):
         return value or None
-    if isinstance(value, int) and not isinstance(value, bool):
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) < 10**18:
         return str(value)
-    raise InvalidInput(field, value, "must be a string (or an integer)")
+    raise InvalidInput(field, value, "must be a string (or an integer below 10**18)")
 
 
 def _with_blocks_only(parts: list[dict[str, Any]], other: list[Any]) -> list[dict[str, Any]]:

@@ -157,14 +157,10 @@ class SessionStore:
         for name in names:
             folder = self.sessions_dir / name
             disk = read_meta(folder / META_FILE)
-            session_id = disk["session_id"] if disk is not None else None
-            try:
-                if session_id is None or safe_session_id(session_id) != name:
-                    session_id = _plain_name_of_a_session(folder)
-                if session_id is not None and safe_session_id(session_id) == name:
-                    ids.append(session_id)
-            except InvalidInput:
-                continue
+            session_id = disk["session_id"] if disk is not None and _maps_to(disk["session_id"], name) else None
+            session_id = session_id or _plain_name_of_a_session(folder)
+            if session_id is not None:
+                ids.append(session_id)
         return ids
 
     def entomb(self, session_id: str, marker: dict[str, Any]) -> Path:
@@ -309,23 +305,13 @@ class SessionStore:
                file_key(archives.archive_dir(p.dir, live.archive_n) / archives.MESSAGES), recorded)
         cached = self._newest.get(p.dir)
         if cached is None or cached[0] != key:
-            newest = self._newest_archived(p, live.archive_n)
+            newest = self._archive_messages(p, live.archive_n)  # unreadable: the append fails, never duplicates
             start = newest[0]["seq"] if newest else live.meta["next_seq"]
             older = [m for m in forgetting.forgotten_placeholders(p.dir) if m["seq"] < start]  # any archive's
             cached = (key, [*older, *newest])
             self._newest.put(p.dir, cached)
         newest = cached[1]
         return [*newest, *self._live_snapshot(p, strict=False)[0]]
-
-    def _newest_archived(self, p: SessionPaths, n: int) -> list[dict[str, Any]]:
-        """The messages of archive `n` an append may repeat — none, with a WARNING, when its file cannot be read
-        (damage stays local: `check` reports it, and appends go on rather than fail every agent run)."""
-        try:
-            return self._archive_messages(p, n)
-        except (WorkmemError, OSError) as exc:
-            log.warning("%s: the newest archive cannot be read (%s); an append is checked for repeats against the "
-                        "live messages only", p.dir, exc)
-            return []
 
     def _write_placeholders(self, p: SessionPaths, newest: int) -> None:
         """`forgotten.jsonl` from the archives before the newest; not while one of them cannot be read (its
@@ -784,9 +770,18 @@ class SessionStore:
             log.warning("could not refresh %s: %s", p.meta, exc)
 
 
+def _maps_to(session_id: str, name: str) -> bool:
+    """Whether `session_id` is the session of the folder `name` (an id no session may have maps to none)."""
+    try:
+        return safe_session_id(session_id) == name
+    except InvalidInput:
+        return False
+
+
 def _plain_name_of_a_session(folder: Path) -> str | None:
-    """A session folder's name when its meta cannot be read but it holds the session's files (a plain id is its own
-    folder name; a hashed one cannot be told from it)."""
-    if folder.name.startswith(".") or not any((folder / f).exists() for f in (MESSAGES_FILE, archives.HISTORY)):
+    """A session folder's name when its meta cannot be read or names another session, and the folder holds a
+    session's files: a plain id is its own folder's name (a hashed one cannot be told from it)."""
+    if not _maps_to(folder.name, folder.name) or not any((folder / f).exists()
+                                                          for f in (MESSAGES_FILE, archives.HISTORY)):
         return None
     return folder.name

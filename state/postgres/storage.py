@@ -45,6 +45,11 @@ class PostgresStorage:
 
     root = None  # no data root: everything is in the database
 
+    @staticmethod
+    def holds_file(path: Any) -> bool:
+        """False: no file is the database's own."""
+        return False
+
     def __init__(self, url: str, *, schema: str | None = None, durable: bool = True,
                  max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES, payload_limits: PayloadLimits = DEFAULT_LIMITS,
                  clock: Callable[[], float] | None = None, create: bool = True) -> None:

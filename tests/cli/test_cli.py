@@ -95,9 +95,22 @@ def test_errors_exit_2_with_a_message(capsys, root, session, tmp_path):
     bad.write_text("{not json\n", encoding="utf-8")
     assert main(["--root", str(root), "add", session, str(bad)]) == 2
     assert "cannot read messages" in capsys.readouterr().err
-    bad.write_text('{"role": "user", "content": "fine"}\n\n{"role": "user", oops}\n', encoding="utf-8")
+    bad.write_text('\n\n{"role": "user", "content": "fine"}\n\n{"role": "user", oops}\n', encoding="utf-8")
     assert main(["--root", str(root), "add", session, str(bad)]) == 2
-    assert "line 3:" in capsys.readouterr().err, "a bad JSONL line is named by its own number"
+    assert "line 5:" in capsys.readouterr().err, "a bad JSONL line is named by its own number"
+
+
+def test_add_reads_back_an_export_holding_a_line_separator_in_its_text(capsys, root, tmp_path):
+    """JSONL lines end at a newline only: U+2028 inside a JSON string is text (`splitlines` would cut it)."""
+    source = tmp_path / "in.jsonl"
+    source.write_text(json.dumps({"role": "user", "content": "one\u2028two"}, ensure_ascii=False) + "\n",
+                      encoding="utf-8")
+    assert main(["--root", str(root), "add", "sep", str(source)]) == 0
+    capsys.readouterr()
+    out = tmp_path / "out.jsonl"
+    assert main(["--root", str(root), "export", "sep", "--out", str(out)]) == 0
+    assert main(["--root", str(root), "add", "sep2", str(out)]) == 0
+    assert "added 1 message(s)" in capsys.readouterr().out
 
 
 def test_add_reads_standard_input_from_a_dash(capsys, root, monkeypatch):

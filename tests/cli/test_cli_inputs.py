@@ -132,12 +132,14 @@ def test_export_to_no_file_is_refused_before_anything_is_written(root, tmp_path,
     assert not list(tmp_path.parent.glob(".*.partial")) and not list(tmp_path.glob(".*.partial"))
 
 
-@pytest.mark.parametrize("own", ["index.sqlite", "checkpoints.sqlite", "sessions/s/messages.jsonl"])
+@pytest.mark.parametrize("own", ["index.sqlite", "checkpoints.sqlite", "studio.sqlite", "sessions/s/messages.jsonl"])
 def test_export_over_one_of_workmems_own_files_is_refused_and_leaves_it_whole(root, capsys, own):
     _stored(root, n=6)
     with WorkingMemoryEngine(root, durable=False) as engine:
         assert engine.commit("s", keep_recent_count=2)["status"] == "completed"
     target = root / own
+    if not target.exists():
+        target.write_bytes(b"Studio's database")
     before = target.read_bytes()
     assert cli.main(["--root", str(root), "export", "s", "--out", str(target)]) == 2
     assert "workmem's own files" in capsys.readouterr().err
@@ -152,6 +154,16 @@ def test_export_through_a_link_or_a_fifo_writes_through_it_never_replacing_it(ro
     link.symlink_to(real)
     assert cli.main(["--root", str(root), "export", "s", "--out", str(link)]) == 0
     assert link.is_symlink() and len(real.read_text().splitlines()) == 4
+    real.write_text("old\n")
+
+    def fails_midway(messages, handle):
+        handle.write("half an export\n")
+        raise OSError(28, "No space left on device")
+
+    with pytest.MonkeyPatch.context() as patch:  # the export fails: the file the link names keeps what it held
+        patch.setattr(cli, "write_jsonl", fails_midway)
+        assert cli.main(["--root", str(root), "export", "s", "--out", str(link)]) == 2
+    assert real.read_text() == "old\n" and link.is_symlink() and not list(tmp_path.glob(".*.partial"))
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     with ThreadPoolExecutor(1) as pool:

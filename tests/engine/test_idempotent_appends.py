@@ -140,7 +140,8 @@ def test_a_dict_message_with_an_id_is_stored_once_on_retry(backend):
         assert seqs(engine) == [1, 2, 3, 4, 5], "an integer id is matched on retry as its digits"
 
 
-@pytest.mark.parametrize("bad", [1.5, float("inf"), True, ["u1"], {"id": "u1"}])
+@pytest.mark.parametrize("bad", [1.5, float("inf"), True, ["u1"], {"id": "u1"}, 10**5000],
+                         ids=["float", "inf", "bool", "list", "dict", "huge-int"])
 def test_a_dict_message_id_that_is_no_string_or_integer_is_refused_and_nothing_stored(backend, bad):
     with backend.engine(durable=False) as engine:
         engine.add_messages("s", [{"role": "user", "content": "deploy at 14:00", "id": "u1"}])

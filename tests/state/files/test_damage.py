@@ -7,8 +7,8 @@ above all that every confirmed message is still present exactly once after the n
 from __future__ import annotations
 
 import errno
-import os
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -625,27 +625,30 @@ def test_a_garbled_meta_never_hides_its_session_from_the_listing(root, damage):
     assert json.loads(meta.read_text())["session_id"] == "s"
 
 
-def test_a_meta_naming_another_session_lists_its_folder_as_damaged_not_hidden(root):
+@pytest.mark.parametrize("named", ["other", "", "x" * 2000])
+def test_a_meta_naming_another_session_lists_its_folder_as_damaged_not_hidden(root, named):
     committed_root(root, rounds=1)
     meta = root / "sessions" / "s" / ".meta.json"
-    meta.write_text(json.dumps({**json.loads(meta.read_text()), "session_id": "other"}))
+    meta.write_text(json.dumps({**json.loads(meta.read_text()), "session_id": named}))
     with WorkingMemoryEngine(root, durable=False) as engine:
         listed = {s["session_id"]: s for s in engine.list_sessions()}
-        assert "belongs to session 'other'" in listed["s"]["damaged"], listed
+        assert "belongs to session" in listed["s"]["damaged"], listed
 
 
 @pytest.mark.parametrize("kind", ["folder", "fifo"])
-def test_a_newest_archive_file_that_is_not_regular_never_blocks_appends_with_ids(root, kind):
+def test_a_newest_archive_file_that_is_not_regular_is_a_finding_and_an_append_with_ids_stores_nothing(root, kind):
+    """The repeats of a batch with ids cannot be checked against an archive that cannot be read: the append is a
+    typed error (never a batch stored twice), one without ids goes on, and `check` names the file."""
     committed_root(root, rounds=1)
     archived = root / "sessions" / "s" / "history" / "archive_001" / "messages.jsonl"
     archived.unlink()
     archived.mkdir() if kind == "folder" else os.mkfifo(archived)
     with WorkingMemoryEngine(root, durable=False) as engine:
-        stored = engine.add_messages("s", [{"role": "user", "content": "a question with an id", "id": "u-1"}])
-        assert stored[0]["seq"] == 15
-        assert engine.add_messages("s", [{"role": "user", "content": "a question with an id", "id": "u-1"}]) == stored
+        with pytest.raises(DamagedFile, match="archive_001"):
+            engine.add_messages("s", [{"role": "user", "content": "a question with an id", "id": "u-1"}])
+        assert engine.add_messages("s", [{"role": "user", "content": "one without"}])[0]["seq"] == 15
         assert [m["seq"] for m in engine.storage.sessions.live_messages("s")] == [11, 12, 13, 14, 15]
-        assert any("archive_001" in f["file"] for f in engine.check("s")), engine.check("s")
+        assert any("archive_001" in f["file"] and "regular" in f["problem"] for f in engine.check("s"))
 
 
 def test_a_memory_file_that_is_a_folder_reads_as_missing_and_never_blocks_reads_or_commits(root):
