@@ -117,10 +117,14 @@ def test_a_damaged_live_file_comes_back_to_the_model_as_tool_text_without_the_ro
         assert "messages.jsonl" in answer and str(root) not in answer, answer
 
 
+CHILD_TIMEOUT = 60  # a wait on a FIFO never ends; a loaded CI machine can take more than 5 s to import the CLI
+
+
 def run_cli(root, *argv: str) -> subprocess.CompletedProcess:
-    """The `workmem` command in a child process that must end within 5 s."""
+    """The `workmem` command in a child process that must end (a FIFO read would wait for ever)."""
     return subprocess.run([sys.executable, "-m", "workmem.graphs.cli", "--root", str(root), *argv],
-                          capture_output=True, text=True, timeout=5, env={**os.environ, "WORKMEM_HOME": str(root)})
+                          capture_output=True, text=True, timeout=CHILD_TIMEOUT,
+                          env={**os.environ, "WORKMEM_HOME": str(root)})
 
 
 def test_a_fifo_payload_never_blocks_check_context_or_expand(root):
@@ -152,5 +156,6 @@ def test_a_fifo_in_place_of_the_live_file_is_an_error_never_a_wait(root):
         done = run_cli(root, *argv)
         assert done.returncode == 2 and "a FIFO" in done.stderr, done.stderr
     added = subprocess.run([sys.executable, "-m", "workmem.graphs.cli", "--root", str(root), "add", "s"],
-                           input='[{"role": "user", "content": "hi"}]', capture_output=True, text=True, timeout=5)
+                           input='[{"role": "user", "content": "hi"}]', capture_output=True, text=True,
+                           timeout=CHILD_TIMEOUT)
     assert added.returncode == 2, added.stderr
