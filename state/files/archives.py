@@ -20,14 +20,14 @@ from workmem.state.ids import archive_name
 from workmem.state.lru import LRU
 from workmem.state.memory import SECTIONS, bullet_items, parse_sections
 
+log = logging.getLogger("workmem.store")
+
 HISTORY = "history"
 DONE = ".done"
 MESSAGES = "messages.jsonl"
 ABSTRACT = ".abstract.md"
 ARCHIVE_JSON = "archive.json"
 SPILLED = "spilled.md"
-log = logging.getLogger("workmem.store")
-
 CACHED_ARCHIVES = 512  # archive objects an ArchiveCache keeps (least recently used go first)
 _DIR_NAME = re.compile(r"archive_([0-9]{3,9})")
 

@@ -147,8 +147,9 @@ class SessionStore:
         return os.path.exists(p.meta) or os.path.exists(p.messages)
 
     def list_sessions(self) -> list[str]:
-        """Original ids of every session (lists `sessions/`; not a hot path): from its meta, or — the meta garbled —
-        from its folder's name when that is the id itself (the meta is derived from the files on access)."""
+        """Original ids of every session (lists `sessions/`; not a hot path): from its meta, or — the meta garbled or
+        naming another session — from its folder's name when that is the id itself (the meta is derived from the
+        files on access; one naming another session makes the session a typed error there, listed as damaged)."""
         try:
             names = sorted(os.listdir(self.sessions_dir))
         except FileNotFoundError:
@@ -781,7 +782,7 @@ def _maps_to(session_id: str, name: str) -> bool:
 def _plain_name_of_a_session(folder: Path) -> str | None:
     """A session folder's name when its meta cannot be read or names another session, and the folder holds a
     session's files: a plain id is its own folder's name (a hashed one cannot be told from it)."""
-    if not _maps_to(folder.name, folder.name) or not any((folder / f).exists()
-                                                          for f in (MESSAGES_FILE, archives.HISTORY)):
+    plain = _maps_to(folder.name, folder.name)  # a plain id is its own folder's name; tombstones are not plain
+    if not plain or not any((folder / f).exists() for f in (MESSAGES_FILE, archives.HISTORY)):
         return None
     return folder.name
