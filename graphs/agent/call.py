@@ -27,7 +27,7 @@ from workmem.graphs.context.tool_results import Synopses, offloaded, result_part
 from workmem.state.archive_object import OWN_TOOLS
 from workmem.state.messages import CLIPPED_BYTES_META, IMAGE_TOKENS, TEXT_BLOCKS, is_image
 from workmem.state.retention import resolve_keep, trigger_messages
-from workmem.state.tokens import count_tokens, encoder
+from workmem.state.tokens import count_tokens, token_head
 
 if TYPE_CHECKING:
     from workmem.graphs.agent.session_cache import SessionCache
@@ -175,8 +175,7 @@ def _head_lines(text: str, max_tokens: int) -> str:
         kept.append(line)
         used += cost
     if not kept:
-        tokens = encoder().encode(lines[0] if lines else text, disallowed_special=())
-        kept = [encoder().decode(tokens[:max_tokens]).rstrip("\ufffd")]
+        kept = [token_head(lines[0] if lines else text, max_tokens)]
     left = len(lines) - len(kept)
     return "\n".join(kept) + f"\n[… {left} more line(s) of this message are archived: archive_search finds them]"
 

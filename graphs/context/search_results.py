@@ -15,7 +15,7 @@ from typing import Any
 
 from workmem.state.messages import message_text
 from workmem.state.search.search_hits import match_counts
-from workmem.state.tokens import count_tokens, encoder
+from workmem.state.tokens import count_tokens, token_head
 
 MAX_CONTEXT = 3
 MAX_OUTPUT_TOKENS = 4_000
@@ -105,14 +105,14 @@ def _first_lines(block: dict[str, Any], max_tokens: int) -> tuple[str, list[dict
     """A block over `max_tokens` as its first entries that fit (at least its first, cut to the cap), and the hits
     of the entries left out."""
     if "memory" in block:  # one working-memory item: its head
-        return encoder().decode(encoder().encode(_render(block))[:max_tokens]), []
+        return token_head(_render(block), max_tokens), []
     kept, shown, used = [], set(), 0
     for seq in sorted(block["lines"]):
         text = _line(seq, *block["lines"][seq])
         cost = count_tokens(text) + 1
         if kept and used + cost > max_tokens:
             break
-        kept.append(text if cost <= max_tokens else encoder().decode(encoder().encode(text)[:max_tokens]))
+        kept.append(text if cost <= max_tokens else token_head(text, max_tokens))
         shown.add(seq)
         used += cost
     return "\n".join(kept), [hit for hit in block["members"] if hit.get("seq") not in shown]

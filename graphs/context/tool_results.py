@@ -28,7 +28,7 @@ from workmem.state.messages import (
 )
 from workmem.state.payloads import is_payload
 from workmem.state.synopsis import kind_of, synopsis
-from workmem.state.tokens import count_tokens, encoder
+from workmem.state.tokens import count_tokens, token_head
 from workmem.state.validation import require_int, require_text
 
 REF_PREFIX = "seq:"
@@ -171,23 +171,8 @@ def _within(piece: str, max_tokens: int) -> str:
     """The head of `piece` its first `max_tokens` tokens spell (one encode; re-encoding a token prefix never
     takes more tokens) — at least its first character, so a read always moves on (an emoji takes several
     tokens: a cap of one or two would spell none of it)."""
-    head = _token_head(piece, max_tokens)
+    head = token_head(piece, max_tokens)
     return head or piece[:1]
-
-
-def _token_head(piece: str, max_tokens: int) -> str:
-    if len(piece) <= max_tokens:  # a token is at least one character
-        return piece
-    tokens = encoder().encode(piece, disallowed_special=())
-    if len(tokens) <= max_tokens:
-        return piece
-    head = encoder().decode(tokens[:max_tokens]).rstrip("\ufffd")
-    if piece.startswith(head):
-        return head
-    cut = len(head)  # the decoded text differs from the piece (invalid UTF-8 inside): cut by characters
-    while cut and count_tokens(piece[:cut]) > max_tokens:
-        cut -= max(cut // 16, 1)
-    return piece[:cut]
 
 
 def find_in(msg: dict[str, Any], query: Any) -> list[dict[str, Any]]:

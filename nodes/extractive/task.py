@@ -26,7 +26,7 @@ from workmem.nodes.extractive.prose import is_output_line, is_prose
 from workmem.nodes.extractive.text import alternation, clean, norm, sentences
 from workmem.nodes.extractive.transcript import Msg, is_harness_note
 from workmem.nodes.guard_words import TITLE_STOPWORDS
-from workmem.state.tokens import count_tokens, encoder
+from workmem.state.tokens import count_tokens, token_head
 
 MAX_TASK_CHARS = 240
 TASK_PREFIX = "Task: "
@@ -153,7 +153,7 @@ def fit_tokens(text: str, budget: int) -> str:
     head = " ".join(words).rstrip(" ,;:-—(")
     if budget // 2 <= count_tokens(head) <= budget:
         return head
-    return encoder().decode(encoder().encode(text, disallowed_special=())[:max(budget, 0)]).rstrip("\ufffd")
+    return token_head(text, budget)
 
 
 def _content_words(text: str) -> int:

@@ -39,17 +39,6 @@ def holds_data(root: Path) -> bool:
     return (root / INDEX_FILE).is_file() or (root / SESSIONS_DIR).is_dir()
 
 
-def holds_file(root: Path, path: Path) -> bool:
-    """Whether `path` is one of workmem's own files in the data `root`: under `sessions/`, or one of its databases
-    (with their journals)."""
-    try:
-        first = path.resolve().relative_to(root.resolve()).parts[:1]
-    except ValueError:
-        return False
-    own = (INDEX_FILE, CHECKPOINTS_FILE, STUDIO_FILE)
-    return bool(first) and (first[0] == SESSIONS_DIR or first[0].startswith(own))
-
-
 @asynccontextmanager
 async def open_studio_saver(root: Path) -> AsyncIterator[Any]:
     """`StudioSaver` (an AsyncSqliteSaver) on `<root>/studio.sqlite`, WAL, 30 s timeout (the server's own async
@@ -147,8 +136,14 @@ class FileStorage:
         self._lock = threading.Lock()
 
     def holds_file(self, path: Path) -> bool:
-        """Whether `path` is one of this root's own files (`holds_file`): what an export must never replace."""
-        return holds_file(self.root, path)
+        """Whether `path` is one of this root's own files — under `sessions/`, or one of its databases (with their
+        journals): what an export must never replace."""
+        try:
+            first = path.resolve().relative_to(self.root.resolve()).parts[:1]
+        except ValueError:
+            return False
+        own = (INDEX_FILE, CHECKPOINTS_FILE, STUDIO_FILE)
+        return bool(first) and (first[0] == SESSIONS_DIR or first[0].startswith(own))
 
     def delete_session(self, session_id: str) -> None:
         """Delete a session everywhere: its files (a tombstone first, crash-safe), its full-text rows, its

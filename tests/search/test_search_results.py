@@ -60,6 +60,16 @@ def test_one_block_of_adjacent_hits_over_the_cap_is_cut_at_an_entry_and_says_how
     assert 1 <= shown < 30 and f"[{30 - shown} more not shown ({30 - shown} matches, 0 " in text
 
 
+def test_a_block_over_the_cap_holding_a_special_token_string_is_cut_as_plain_text():
+    # a transcript about tokenizers quotes `<|endoftext|>`: the cut counts it as text, as every count does
+    long = "the model stops at <|endoftext|> " + "word " * 2_000
+    text = format_hits("endoftext", [hit(1, long)], max_tokens=300)
+    assert text.count("[archive_001 #1") == 1 and count_tokens(text) <= 400
+    memory = {"archive_id": "archive_001", "seq": None, "turn_id": None, "role": "memory", "section": "Key Facts",
+              "content": long, "match": "exact"}
+    assert count_tokens(format_hits("endoftext", [memory], max_tokens=300)) <= 400
+
+
 def test_spilled_items_are_searchable_as_memory_hits(root):
     index = SearchIndex(root)
     index.index_messages("s", "archive_002", [stored_text(7, "we talked about the kiln")],
