@@ -125,6 +125,8 @@ def parse_sample(item: Any, position: int = 0) -> Sample:
         raise InvalidInput(f"data[{position}].qa", type(qa_raw).__name__, "must be a list")
     qa = tuple(_qa(q, i, position) for i, q in enumerate(qa_raw))
     sample_id = str(item.get("sample_id") or f"sample-{position}")
+    if not any(s.turns for s in sessions):
+        raise InvalidInput(f"data[{position}].conversation", sample_id, "holds no turns: nothing to evaluate")
     return Sample(sample_id, speakers, tuple(s for s in sessions if s.turns), qa)
 
 

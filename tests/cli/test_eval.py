@@ -290,6 +290,9 @@ def test_bad_data_names_the_field() -> None:
         load_samples({"conversation": {}, "qa": [{"question": "why?"}]})
     with pytest.raises(InvalidInput, match="threshold"):
         run_eval(FIXTURE, threshold=0, no_model=True, progress=False)
+    # a sample whose sessions hold no turn is named, not evaluated into "session not found"
+    with pytest.raises(InvalidInput, match=r"data\[0\]\.conversation.*holds no turns"):
+        load_samples({"sample_id": "s1", "conversation": {"speaker_a": "A", "session_1": []}, "qa": []})
 
 
 def test_resolve_models() -> None:
