@@ -563,8 +563,19 @@ class WorkingMemoryEngine:
         payload inline); read `batch` seqs at a time, so a long session is never held whole.
         `SessionNotFound` is raised here, before the first message."""
         batch = _positive_int("batch", batch)
-        last = self.storage.sessions.meta(session_id)["total_message_count"]
-        return self._messages_by_batch(session_id, last, batch)
+        return self._messages_by_batch(session_id, self._newest_seq(session_id), batch)
+
+    def _newest_seq(self, session_id: str) -> int:
+        """The newest stored seq: the meta's count, unless the live count and the newest archive cannot reach it
+        (a `next_seq` set far ahead by hand, which `check` reports) — then the newest seq actually stored, so an
+        export never walks billions of empty ranges."""
+        meta = self.storage.sessions.meta(session_id)
+        last, end = meta["total_message_count"], (meta.get("last_archive") or {}).get("end_seq") or 0
+        if last <= end + meta["message_count"]:
+            return last
+        live = self.storage.sessions.live_messages(session_id, texts=False)
+        ends = [a["end_seq"] for a in self.storage.sessions.list_archives(session_id)]
+        return min(last, max([*(m["seq"] for m in live[-1:]), *ends], default=0))
 
     def _messages_by_batch(self, session_id: str, last: int, batch: int) -> Iterator[dict[str, Any]]:
         for start in range(1, last + 1, batch):
@@ -573,8 +584,7 @@ class WorkingMemoryEngine:
     async def aiter_messages(self, session_id: str, *, batch: int = EXPORT_BATCH) -> AsyncIterator[dict[str, Any]]:
         """Async twin of `iter_messages` (each batch is read in a worker thread)."""
         batch = _positive_int("batch", batch)
-        meta = await asyncio.to_thread(self.storage.sessions.meta, session_id)
-        last = meta["total_message_count"]
+        last = await asyncio.to_thread(self._newest_seq, session_id)
         for start in range(1, last + 1, batch):
             stop = min(start + batch - 1, last)
             for message in await asyncio.to_thread(self.storage.sessions.messages_in_range, session_id, start, stop):

@@ -721,7 +721,12 @@ class WorkingMemoryMiddleware(AgentMiddleware[WorkmemAgentState, Any]):
                 # Never this run's own messages: the caller reads its answer from the run's output. A commit that
                 # covered them has them trimmed at the next run's start.
                 own = {getattr(m, "id", None) for m in [*messages[view.first_output_index:], *view.new_messages()]}
-                removals = [r for r in self._archived_in_state(engine, session_id, messages) if r.id not in own]
+                try:
+                    removals = [r for r in self._archived_in_state(engine, session_id, messages) if r.id not in own]
+                except STORAGE_DOWN as exc:  # the run's messages are stored: its answer goes back untrimmed
+                    log.warning("session %r: trimming the state failed (%s); it is tried again at the next run's end",
+                                session_id, describe_error(exc))
+                    removals = []
                 if removals:
                     update["messages"] = removals
             return update

@@ -45,7 +45,11 @@ _REPEATS = (f"WITH newest AS (SELECT coalesce((SELECT start_seq FROM archives WH
             f"AND seq < (SELECT seq FROM newest) AND meta->>'lc_id' = ANY(%(ids)s) "
             f"UNION ALL SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = %(sid)s "
             f"AND seq >= (SELECT seq FROM newest) AND meta->>'lc_id' = ANY(%(ids)s) ORDER BY seq")
-_RESERVE = ("UPDATE sessions SET next_seq = next_seq + %(n)s, message_count = message_count + %(n)s, "
+# The seqs come from the row's next_seq, or past the newest stored row when a hand edit or an older backup of the
+# sessions table left next_seq behind (the files backend derives it from its lines the same way): a seq is never
+# taken twice. The newest row is one step down the primary key.
+_RESERVE = ("UPDATE sessions SET next_seq = greatest(next_seq, (SELECT coalesce(max(seq), 0) + 1 FROM messages "
+            "WHERE session_id = %(sid)s)) + %(n)s, message_count = message_count + %(n)s, "
             "live_tokens = live_tokens + %(tokens)s, updated_at = greatest(updated_at, %(now)s) "
             "WHERE session_id = %(sid)s RETURNING next_seq, message_count, keep_unit, keep_n, last_archive_end, "
             "last_turn")
@@ -145,7 +149,7 @@ class PgSessionStore:
         now = now_iso()
         given = [msg for msg, _body in prepared]
         with self.db.transaction(durable=self.durable if durable is None else durable) as conn:
-            found = self._repeats(conn, session_id, prepared) if batch_ids(prepared) else None
+            found = self._repeats(conn, session_id, prepared, now) if batch_ids(prepared) else None
             payloads = payloads_of(to_write(given, found))  # a repeat's too: it heals a damaged stored copy
             if payloads:
                 with conn.cursor() as cur:
@@ -182,12 +186,14 @@ class PgSessionStore:
         return {r["sha256"]: bytes(r["data"]) for r in rows}
 
     @staticmethod
-    def _repeats(conn: Any, session_id: str, prepared: list[tuple[dict[str, Any], bytes | None]]) -> list[Any]:
+    def _repeats(conn: Any, session_id: str, prepared: list[tuple[dict[str, Any], bytes | None]],
+                 now: str) -> list[Any]:
         """`stored.repeats` of a batch among the live messages and the newest archive's, read through the
         primary key from the newest archive's first seq on, and the forgotten messages of older archives; the
-        session row is locked first, so two appends of one batch cannot both miss each other."""
-        if conn.execute("SELECT 1 FROM sessions WHERE session_id = %s FOR UPDATE", [session_id]).fetchone() is None:
-            return [None] * len(prepared)
+        session row is locked first — created first when new, so two appends of one batch to a new (or just
+        deleted) session wait for each other too."""
+        _create_row(conn, session_id, now)
+        conn.execute("SELECT 1 FROM sessions WHERE session_id = %s FOR UPDATE", [session_id])
         rows = conn.execute(_REPEATS, {"sid": session_id, "ids": batch_ids(prepared)}).fetchall()
         return repeats(prepared, _messages(rows))
 
@@ -197,9 +203,7 @@ class PgSessionStore:
         args = {"n": n, "tokens": tokens, "now": now, "sid": session_id}
         row = conn.execute(_RESERVE, args).fetchone()
         if row is None:
-            conn.execute("INSERT INTO sessions (session_id, keep_unit, keep_n, created_at, updated_at) "
-                         "VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                         [session_id, MESSAGES, DEFAULT_KEEP_RECENT, now, now])
+            _create_row(conn, session_id, now)
             row = conn.execute(_RESERVE, args).fetchone()
         return row
 
@@ -397,6 +401,13 @@ class PgSessionStore:
             self._existing(session_id)
             raise ArchiveNotFound(session_id, archive_id)
         return row
+
+
+def _create_row(conn: Any, session_id: str, now: str) -> None:
+    """A new session's row (nothing when it exists; a concurrent creator's insert is waited for)."""
+    conn.execute("INSERT INTO sessions (session_id, keep_unit, keep_n, created_at, updated_at) "
+                 "VALUES (%s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                 [session_id, MESSAGES, DEFAULT_KEEP_RECENT, now, now])
 
 
 def _recount(conn: Any, session_id: str, keep: Keep) -> dict[str, Any]:

@@ -330,6 +330,22 @@ def test_an_outage_at_a_runs_start_or_end_never_fails_the_run_and_loses_nothing(
             "hello", "one", "again", "two", "and now", "three"], "stored once each, after the outage"
 
 
+def test_an_outage_while_the_end_of_a_run_trims_the_state_still_returns_the_answer(root, caplog):
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        agent, _outage, _model, (middleware, _saver) = outage_agent(engine, "one", "two")
+        config = {"configurable": {"thread_id": "t"}}
+        agent.invoke({"messages": [HumanMessage("hello", id="h1")]}, config)
+
+        def storage_gone(*_args: Any) -> Any:  # the connection drops after the run's messages were stored
+            raise StorageError(str(root), OSError(errno.EIO, "Input/output error"))
+
+        middleware._archived_in_state = storage_gone
+        state = agent.invoke({"messages": [HumanMessage("again", id="h2")]}, config)
+        assert state["messages"][-1].text == "two", "the run's answer comes back"
+        assert any("trimming the state failed" in r.getMessage() for r in caplog.records)
+        assert [m["parts"][0]["text"] for m in engine.live_messages("t")] == ["hello", "one", "again", "two"]
+
+
 def test_an_overflow_during_an_outage_is_context_overflow(root):
     with WorkingMemoryEngine(root, durable=False) as engine:
         agent, outage, _, _ = outage_agent(engine, "first", ContextOverflowError("too long"), "never")

@@ -4,10 +4,12 @@ read, a data root that is not there refused without creating it; waiting for a s
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import warnings
 from typing import Any
 
+import psycopg
 import pytest
 from engine_helpers import talk, user
 from langchain_core.messages import BaseMessage
@@ -53,6 +55,37 @@ def test_iter_messages_gives_every_message_in_seq_order_with_payloads_inline(bac
         assert asyncio.run(_collect(engine.aiter_messages("s", batch=4))) == exported
         with pytest.raises(SessionNotFound):
             engine.iter_messages("nobody")  # at the call, before any message
+
+
+def test_an_export_of_a_session_whose_next_seq_was_set_far_ahead_ends_after_its_last_message(backend):
+    with backend.engine(durable=False) as engine:
+        engine.add_messages("s", talk(4))
+        engine.commit("s", keep_recent_count=2)
+    _set_next_seq(backend, "s", 10**12)  # damage `check` reports; an export walked every empty range up to it
+    with backend.engine(durable=False) as engine:
+        reads = []
+        in_range = engine.storage.sessions.messages_in_range
+
+        def counted(*args: Any, **kwargs: Any) -> list[dict[str, Any]]:
+            reads.append(args)
+            assert len(reads) < 100, "the export walks empty ranges"
+            return in_range(*args, **kwargs)
+
+        engine.storage.sessions.messages_in_range = counted
+        assert [m["seq"] for m in engine.iter_messages("s", batch=3)] == list(range(1, 9))
+        assert [m["seq"] for m in asyncio.run(_collect(engine.aiter_messages("s", batch=3)))] == list(range(1, 9))
+        assert engine.check("s")  # and `check` names the damage
+
+
+def _set_next_seq(backend: Any, session: str, value: int) -> None:
+    if backend.url is not None:
+        with psycopg.connect(backend.url, autocommit=True) as conn:
+            conn.execute("UPDATE workmem.sessions SET next_seq = %s WHERE session_id = %s", [value, session])
+        return
+    meta_file = backend.root / "sessions" / session / ".meta.json"
+    meta = json.loads(meta_file.read_text())
+    meta["next_seq"] = value
+    meta_file.write_text(json.dumps(meta))
 
 
 async def _collect(iterator: Any) -> list[dict[str, Any]]:

@@ -197,6 +197,46 @@ def test_hundreds_of_concurrent_appends_to_two_sessions(storage):
         assert storage.sessions.check(session) == []
 
 
+def test_one_batch_sent_at_once_by_two_replicas_to_a_new_session_is_stored_once(database_url):
+    """Two engines (a retried request landing on a second replica) append the same id'd batch to a session that
+    does not exist yet — or was just deleted: the second waits for the first's new row and finds its messages."""
+    replicas = [WorkingMemoryEngine(database_url=database_url, durable=False) for _ in range(2)]
+    batch = [{**user("Deploy the build."), "id": "u1"}, {**assistant("Deploying."), "id": "a1"}]
+    try:
+        for trial in range(12):
+            session = f"s{trial}"
+            if trial % 3 == 2:  # a session deleted just before: its row is gone as for a new one
+                replicas[0].add_messages(session, [user("old")])
+                replicas[0].delete_session(session)
+            start = threading.Barrier(2)
+
+            def send(engine: WorkingMemoryEngine, session: str = session, start: threading.Barrier = start) -> None:
+                start.wait()
+                engine.add_messages(session, batch)
+
+            threads = [threading.Thread(target=send, args=(r,)) for r in replicas]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            live = replicas[1].live_messages(session)
+            assert [(m["seq"], m["meta"]["lc_id"]) for m in live] == [(1, "u1"), (2, "a1")], (trial, live)
+    finally:
+        for r in replicas:
+            r.close()
+
+
+def test_a_next_seq_left_behind_by_hand_or_an_old_backup_never_takes_a_stored_seq(storage, database_url):
+    store = storage.sessions
+    store.append("s", [user(f"m{i}") for i in range(6)])
+    sql(database_url, "UPDATE workmem.sessions SET next_seq = 3 WHERE session_id = 's'")
+    assert any("next_seq is 3" in a.reason for a in store.check("s"))
+    stored = store.append("s", [user("next")])  # was a raw UniqueViolation on every append
+    assert [m["seq"] for m in stored] == [7]
+    assert [m["parts"][0]["text"] for m in store.live_messages("s")] == [f"m{i}" for i in range(6)] + ["next"]
+    assert not any("next_seq" in a.reason for a in store.check("s"))
+
+
 def test_check_names_table_and_key_of_what_was_changed_by_hand(storage, database_url):
     store = storage.sessions
     store.append("s", [user(f"m{i}") for i in range(8)])
