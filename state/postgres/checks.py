@@ -11,6 +11,7 @@ from typing import Any
 
 from workmem.state.errors import Anomaly
 from workmem.state.ids import archive_name
+from workmem.state.postgres.rows import MESSAGE_COLUMNS, message_of_row
 from workmem.state.postgres.schema import Database
 from workmem.state.retention import Keep, covered_tokens
 
@@ -60,6 +61,7 @@ def session_anomalies(db: Database, row: dict[str, Any]) -> list[Anomaly]:
                       ("archived_but_live", "archived after the last archive's end")):
         if counts[key]:
             found.append(Anomaly(db.where("messages", f"session_id={sid!r}"), 0, f"{counts[key]} message(s) {what}"))
+    found += _row_anomalies(db, sid)
     found += _archive_anomalies(db, row)
     found += _payload_anomalies(db, sid)
     with db.pool.connection() as conn:
@@ -70,12 +72,30 @@ def session_anomalies(db: Database, row: dict[str, Any]) -> list[Anomaly]:
     return found
 
 
+_ROWS = f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = %s AND seq > %s ORDER BY seq LIMIT %s"
+ROWS_AT_ONCE = 1_000
+
+
+def _row_anomalies(db: Database, sid: str) -> list[Anomaly]:
+    """Rows that are not a stored message (the readers leave them out), read a thousand at a time."""
+    found, after = [], 0
+    while rows := db.rows(_ROWS, [sid, after, ROWS_AT_ONCE]):
+        for r in rows:
+            if why := message_of_row(r)[1]:
+                found.append(Anomaly(db.where("messages", f"session_id={sid!r}, seq={r['seq']}"), 0,
+                                     f"not a stored message ({why}): left out of every read"))
+        after = rows[-1]["seq"]
+    return found
+
+
 # Each payload reference of the session's messages, with what its row holds (size and sha256 computed by the
 # server, so the payloads never travel): a missing row, a size or a digest that differs is an anomaly.
 _PAYLOAD_REFS = """
-SELECT m.seq, r.part->>'sha256' AS sha, (r.part->>'size')::bigint AS size, p.size AS stored_size,
-       octet_length(p.data) AS length, encode(sha256(p.data), 'hex') AS digest
-FROM messages m CROSS JOIN LATERAL jsonb_array_elements(m.parts) AS r(part)
+SELECT m.seq, r.part->>'sha256' AS sha,
+       CASE WHEN jsonb_typeof(r.part->'size') = 'number' THEN (r.part->>'size')::numeric END AS size,
+       p.size AS stored_size, octet_length(p.data) AS length, encode(sha256(p.data), 'hex') AS digest
+FROM messages m CROSS JOIN LATERAL jsonb_array_elements(
+    CASE WHEN jsonb_typeof(m.parts) = 'array' THEN m.parts ELSE '[]'::jsonb END) AS r(part)
 LEFT JOIN payloads p ON p.session_id = m.session_id AND p.sha256 = r.part->>'sha256'
 WHERE m.session_id = %s AND r.part ? 'content_ref' ORDER BY m.seq
 """

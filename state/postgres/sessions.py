@@ -14,7 +14,7 @@ from typing import Any
 
 from workmem.state.archive_checks import check_archive_write
 from workmem.state.archive_object import with_working_summary
-from workmem.state.errors import ArchiveNotFound, InvalidInput, SessionNotFound
+from workmem.state.errors import ArchiveNotFound, DamagedFile, InvalidInput, SessionNotFound
 from workmem.state.forget import forgotten_copy
 from workmem.state.ids import archive_name, archive_number, check_seq_range
 from workmem.state.messages import DEFAULT_MAX_MESSAGE_BYTES, FORGOTTEN_META, indexed_text, message_text
@@ -29,6 +29,7 @@ from workmem.state.payloads import (
     with_given_texts,
 )
 from workmem.state.postgres.checks import live_pending, session_anomalies
+from workmem.state.postgres.rows import MESSAGE_COLUMNS, message_of_row, messages_of_rows
 from workmem.state.postgres.schema import NUL_STANDIN, Database, index_documents, session_key, shown_url, without_nul
 from workmem.state.retention import MESSAGES, Keep, as_keep
 from workmem.state.search.search_hits import doc_fields, memory_seq
@@ -36,7 +37,6 @@ from workmem.state.session_meta import now_iso, public
 from workmem.state.stored import batch_ids, merge_repeats, prepared_batch, repeats, stored_records, to_write
 from workmem.state.turns import DEFAULT_KEEP_RECENT
 
-MESSAGE_COLUMNS = "id, seq, turn_id, role, created_at, tokens, meta, parts, exact_body"
 # What an append may repeat: from the newest archive's first seq on, through the primary key, and the forgotten
 # messages of older archives, through the partial index of forgotten rows; one round trip.
 _REPEATS = (f"WITH newest AS (SELECT coalesce((SELECT start_seq FROM archives WHERE session_id = %(sid)s "
@@ -195,7 +195,7 @@ class PgSessionStore:
         _create_row(conn, session_id, now)
         conn.execute("SELECT 1 FROM sessions WHERE session_id = %s FOR UPDATE", [session_id])
         rows = conn.execute(_REPEATS, {"sid": session_id, "ids": batch_ids(prepared)}).fetchall()
-        return repeats(prepared, _messages(rows))
+        return repeats(prepared, messages_of_rows(rows))
 
     @staticmethod
     def _reserve(conn: Any, session_id: str, n: int, tokens: int, now: str) -> dict[str, Any]:
@@ -212,7 +212,7 @@ class PgSessionStore:
     def live_messages(self, session_id: str, *, texts: bool = True) -> list[dict[str, Any]]:
         """Messages not yet archived (archive_id is null), oldest first (`texts=False`: payload parts as stored)."""
         self._existing(session_id)
-        return self._resolved(session_id, texts=texts, messages=_messages(self.db.rows(
+        return self._resolved(session_id, texts=texts, messages=messages_of_rows(self.db.rows(
             f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = %s AND archive_id IS NULL ORDER BY seq",
             [session_id])))
 
@@ -221,7 +221,7 @@ class PgSessionStore:
         """Messages with start_seq ≤ seq ≤ end_seq, archived or live (`texts=False`: payload parts as stored)."""
         check_seq_range(start_seq, end_seq)
         self._existing(session_id)
-        return self._resolved(session_id, texts=texts, messages=_messages(self.db.rows(
+        return self._resolved(session_id, texts=texts, messages=messages_of_rows(self.db.rows(
             f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = %s AND seq BETWEEN %s AND %s ORDER BY seq",
             [session_id, start_seq, end_seq])))
 
@@ -230,9 +230,9 @@ class PgSessionStore:
     def last_complete_archive(self, session_id: str) -> dict[str, Any] | None:
         """The newest archive object (with the WM filled in), or None before the first commit."""
         self._existing(session_id)
-        row = self.db.row("SELECT object, overview FROM archives WHERE session_id = %s ORDER BY number DESC LIMIT 1",
-                          [session_id])
-        return with_working_summary(row["object"], row["overview"]) if row else None
+        row = self.db.row("SELECT archive_id, object, overview FROM archives WHERE session_id = %s "
+                          "ORDER BY number DESC LIMIT 1", [session_id])
+        return self._object(session_id, row) if row else None
 
     def latest_overview(self, session_id: str) -> str | None:
         """The working-memory document of the newest archive, or None."""
@@ -253,9 +253,15 @@ class PgSessionStore:
 
     def read_archive(self, session_id: str, archive_id: str) -> dict[str, Any]:
         """The archive object plus `overview` (the WM) and `abstract`; unknown id → ArchiveNotFound."""
-        row = self._archive(session_id, archive_id, "object, overview, abstract")
-        return {**with_working_summary(row["object"], row["overview"]), "overview": row["overview"],
-                "abstract": row["abstract"]}
+        row = self._archive(session_id, archive_id, "archive_id, object, overview, abstract")
+        return {**self._object(session_id, row), "overview": row["overview"], "abstract": row["abstract"]}
+
+    def _object(self, session_id: str, row: dict[str, Any]) -> dict[str, Any]:
+        """An archive row's object with the WM filled in; `DamagedFile` naming the row when it holds no object."""
+        if not isinstance(row["object"], dict) or not isinstance(row["overview"], str):
+            raise DamagedFile(self.db.where("archives", f"session_id={session_id!r}, archive_id={row['archive_id']!r}"),
+                              "its object or overview was changed by hand: not an archive")
+        return with_working_summary(row["object"], row["overview"])
 
     def spilled_items(self, session_id: str, archive_id: str) -> list[dict[str, str]]:
         """The WM items an archive's commit moved out of the working memory."""
@@ -267,7 +273,7 @@ class PgSessionStore:
         """The messages one archive covers (a damaged payload reads as its placeholder; `texts=False`: payload
         parts as stored)."""
         row = self._archive(session_id, archive_id, "archive_id, start_seq, end_seq")
-        return self._resolved(session_id, texts=texts, messages=_messages(self.db.rows(
+        return self._resolved(session_id, texts=texts, messages=messages_of_rows(self.db.rows(
             f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = %s AND seq BETWEEN %s AND %s "
             "AND archive_id = %s ORDER BY seq", [session_id, row["start_seq"], row["end_seq"], row["archive_id"]])))
 
@@ -275,7 +281,9 @@ class PgSessionStore:
                       overview: str, abstract: str, spilled: list[dict[str, str]] | None = None) -> str:
         """Insert the archive and mark its messages archived, in one transaction; a no-op when it exists.
 
-        `messages` must be exactly the oldest live messages up to end_seq."""
+        `messages` must be exactly the oldest live messages up to end_seq that can be read: a row missing from
+        the run, or one the readers leave out as damaged, is passed over (and archived with the range), as the
+        files backend passes a lost or damaged line — one bad row never blocks every later commit."""
         n, seqs, abstract = check_archive_write(session_id, archive, messages, overview, abstract)
         start, end = seqs[0], seqs[-1]
         archive_id = archive_name(n)
@@ -288,9 +296,10 @@ class PgSessionStore:
             if n != row["commit_count"] + 1:
                 raise InvalidInput("archive.archive_id", archive["archive_id"],
                                    f"the next archive of this session is {archive_name(row['commit_count'] + 1)}")
-            marked = conn.execute("UPDATE messages SET archive_id = %s WHERE session_id = %s AND seq BETWEEN %s AND %s "
-                                  "AND archive_id IS NULL", [archive_id, session_id, start, end]).rowcount
-            if start != row["last_archive_end"] + 1 or seqs != list(range(start, end + 1)) or marked != len(seqs):
+            marked = {r["seq"] for r in conn.execute(
+                "UPDATE messages SET archive_id = %s WHERE session_id = %s AND seq BETWEEN %s AND %s "
+                "AND archive_id IS NULL RETURNING seq", [archive_id, session_id, row["last_archive_end"] + 1, end])}
+            if start <= row["last_archive_end"] or not _only_unreadable_left_out(conn, session_id, seqs, marked):
                 raise InvalidInput("messages", f"seqs {seqs[0]}..{seqs[-1]}",
                                    f"must be exactly the oldest live messages up to end_seq {end}")
             self._insert_archive(conn, session_id, archive, archive_id, n, overview, abstract, spilled or [])
@@ -298,7 +307,8 @@ class PgSessionStore:
             conn.execute("UPDATE sessions SET commit_count = %s, last_archive_id = %s, last_archive_end = %s, "
                          "message_count = message_count - %s, archived_count = archived_count + %s, "
                          "last_commit_at = %s WHERE session_id = %s",
-                         [n, archive_id, end, marked, marked, archive.get("created_at") or now_iso(), session_id])
+                         [n, archive_id, end, len(marked), len(marked), archive.get("created_at") or now_iso(),
+                          session_id])
             _recount(conn, session_id, (row["keep_unit"], row["keep_n"]))
         return self.db.where("archives", f"session_id={session_id!r}, archive_id={archive_id!r}")
 
@@ -356,7 +366,7 @@ class PgSessionStore:
                             "ORDER BY seq", [session_id, seqs]).fetchall()
         refs: set[str] = set()
         changed = []
-        for msg in _messages(rows):
+        for msg in messages_of_rows(rows):
             copy = forgotten_copy(msg, at)
             if copy == msg:
                 continue
@@ -401,6 +411,16 @@ class PgSessionStore:
             self._existing(session_id)
             raise ArchiveNotFound(session_id, archive_id)
         return row
+
+
+def _only_unreadable_left_out(conn: Any, session_id: str, seqs: list[int], marked: set[int]) -> bool:
+    """Whether the live rows an archive marked are the covered messages `seqs`, and any other one among them is a
+    row the readers leave out as damaged (never a readable live message a caller forgot)."""
+    if not marked.issuperset(seqs):
+        return False
+    other = sorted(marked.difference(seqs))
+    return not other or all(message_of_row(r)[1] for r in conn.execute(
+        f"SELECT {MESSAGE_COLUMNS} FROM messages WHERE session_id = %s AND seq = ANY(%s)", [session_id, other]))
 
 
 def _create_row(conn: Any, session_id: str, now: str) -> None:
@@ -451,17 +471,6 @@ def _message_row(session_id: str, msg: dict[str, Any], body: bytes | None) -> tu
     return (session_id, msg["seq"], msg["id"], msg["turn_id"], msg["role"], Jsonb(parts), Jsonb(meta), exact,
             msg["tokens"], msg["created_at"], text.replace("\x00", NUL_STANDIN) if "\x00" in text else text,
             *doc_fields(text))
-
-
-def _messages(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Stored messages from rows, keys in the order the file backend writes them."""
-    out = []
-    for r in rows:
-        exact = r["exact_body"]
-        out.append({"id": r["id"], "seq": r["seq"], "turn_id": r["turn_id"], "role": r["role"],
-                    "created_at": r["created_at"].isoformat(), "tokens": r["tokens"],
-                    "meta": exact["meta"] if exact else r["meta"], "parts": exact["parts"] if exact else r["parts"]})
-    return out
 
 
 def _meta(row: dict[str, Any]) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from workmem.nodes.extractive.model import ExtractiveChatModel
 from workmem.state.errors import (
     ArchiveNotFound,
     CommitInProgress,
+    DamagedFile,
     DatabaseUnavailable,
     InvalidInput,
     SessionNotFound,
@@ -253,6 +254,59 @@ def test_check_names_table_and_key_of_what_was_changed_by_hand(storage, database
     for field in ("message_count is 99", "pending_tokens is 7"):
         assert any(p.startswith("workmem.sessions (session_id='s')") and field in r for p, r in reasons), reasons
     assert all(a.line_no == 0 for a in store.check("s"))
+
+
+DAMAGED_ROWS = {
+    "parts null": "UPDATE workmem.messages SET parts = 'null' WHERE session_id = 's' AND seq = 28",
+    "parts an object": "UPDATE workmem.messages SET parts = '{\"text\": \"hi\"}' WHERE session_id = 's' AND seq = 28",
+    "meta a list": "UPDATE workmem.messages SET meta = '[1]' WHERE session_id = 's' AND seq = 28",
+    "exact_body without meta": "UPDATE workmem.messages SET exact_body = '{\"parts\": []}' "
+                               "WHERE session_id = 's' AND seq = 28",
+    "a text part a number": "UPDATE workmem.messages SET parts = '[{\"type\": \"text\", \"text\": 5}]' "
+                            "WHERE session_id = 's' AND seq = 28",
+    "a payload size not a number": "UPDATE workmem.messages SET parts = '[{\"type\": \"text\", \"text\": \"x\", "
+                                   "\"content_ref\": \"r\", \"sha256\": \"00\", \"size\": \"big\"}]' "
+                                   "WHERE session_id = 's' AND seq = 28",
+    "a live row deleted": "DELETE FROM workmem.messages WHERE session_id = 's' AND seq = 28",
+}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGED_ROWS))
+def test_a_row_changed_by_hand_is_left_out_reported_and_never_blocks_a_commit(database_url, damage):
+    """As the files backend does with a damaged line: every read leaves the row out, `check` names it by table
+    and key (it never raises), and commits go on — the row itself stays as it is, archived with its range."""
+    talk_ = [{"role": "user" if i % 2 == 0 else "assistant", "id": f"m{i}", "content": f"line {i}"}
+             for i in range(30)]
+    with WorkingMemoryEngine(database_url=database_url, durable=False) as engine:
+        engine.add_messages("s", talk_)
+        engine.commit("s", keep_recent_count=4)  # archive_001 = 1..26, live 27..30
+    sql(database_url, DAMAGED_ROWS[damage])
+    with WorkingMemoryEngine(database_url=database_url, durable=False) as engine:
+        problems = engine.check("s")
+        assert any("seq=28" in p["file"] or "seq 28" in p["problem"] or "missing" in p["problem"]
+                   for p in problems), problems
+        readable = damage == "a payload size not a number"  # read as its preview with a note, as on files
+        assert [m["seq"] for m in engine.live_messages("s")] == [27, 28, 29, 30] if readable else [27, 29, 30]
+        engine.assemble("s")
+        engine.forget_messages("s", [29])
+        engine.add_messages("s", [{"role": "user", "id": f"x{i}", "content": f"more {i}"} for i in range(6)])
+        report = engine.commit("s", keep_recent_count=2)
+        assert report["status"] == "completed", report
+        assert [m["seq"] for m in engine.live_messages("s")] == [35, 36]
+        assert engine.commit("s", keep_recent_count=1)["status"] in ("completed", "skipped")
+        stored = {r[0] for r in sql(database_url, "SELECT seq FROM workmem.messages WHERE session_id = 's'")}
+        assert stored == set(range(1, 37)) - ({28} if damage == "a live row deleted" else set()), "nothing deleted"
+
+
+def test_an_archive_row_without_its_object_is_a_typed_damaged_file(database_url):
+    with WorkingMemoryEngine(database_url=database_url, durable=False) as engine:
+        engine.add_messages("s", [user(f"m{i}") for i in range(8)])
+        engine.commit("s", keep_recent_count=2)
+    sql(database_url, "UPDATE workmem.archives SET object = 'null' WHERE session_id = 's'")
+    with WorkingMemoryEngine(database_url=database_url, durable=False) as engine:
+        for read in (lambda: engine.assemble("s"), lambda: engine.read_archive("s", "archive_001")):
+            with pytest.raises(DamagedFile, match="archive_id='archive_001'"):
+                read()
 
 
 # -- tasks and leases -----------------------------------------------------------------------------------
