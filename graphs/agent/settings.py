@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from langchain_core.messages import BaseMessage
+from langchain_core.messages import BaseMessage, HumanMessage
 
 from workmem.graphs.context.assemble import validate_budget
 from workmem.graphs.context.decision import DEFAULT_LOW_WATER, check_low_water
@@ -79,6 +79,8 @@ def _check_choices(memory_message: Any, token_counter: Any) -> None:
         raise InvalidInput("memory_message", memory_message, "must be 'human' or 'system'")
     if token_counter is not None and not callable(token_counter):
         raise InvalidInput("token_counter", token_counter, "must be a function of a list of messages → int")
+    if token_counter is not None:  # tried once here, so a counter that cannot count fails now, not mid-run
+        counted(token_counter, [HumanMessage(content="workmem tries the token counter on one message")])
 
 
 def _check_names(field: str, value: Any, kinds: tuple[type, ...]) -> None:
@@ -90,7 +92,10 @@ def counted(counter: TokenCounter, messages: list[BaseMessage]) -> int:
     """The caller's counter on `messages`, checked: a count that is not a non-negative int is `InvalidInput`."""
     if not messages:
         return 0
-    count = counter(messages)
+    try:
+        count = counter(messages)
+    except Exception as exc:  # the caller's code: its failure is named as the setting it came through
+        raise InvalidInput("token_counter", counter, f"raised {type(exc).__name__}: {exc}") from exc
     if isinstance(count, bool) or not isinstance(count, int) or count < 0:
         raise InvalidInput("token_counter", count, "must return a non-negative int")
     return count

@@ -52,6 +52,30 @@ def test_a_counter_must_be_callable(root, bad):
     assert not root.exists()
 
 
+def boom(messages: list) -> int:
+    raise RuntimeError("counter boom")
+
+
+@pytest.mark.parametrize("bad", [boom, lambda messages: -1, lambda messages: 1.5, lambda messages: None])
+def test_a_counter_that_cannot_count_is_refused_at_construction(root, bad):
+    with pytest.raises(InvalidInput, match="token_counter"):
+        WorkingMemoryMiddleware(model="extractive", root=root, token_counter=bad)
+    assert not root.exists()
+
+
+def test_a_counter_that_fails_mid_run_is_a_typed_error_naming_it(root):
+    calls = []
+
+    def tired(messages: list) -> int:  # counts once (the construction's try), then fails
+        calls.append(1)
+        if len(calls) > 1:
+            raise RuntimeError("counter boom")
+        return 1
+
+    with pytest.raises(InvalidInput, match="token_counter.*RuntimeError: counter boom"):
+        run(root, tired)
+
+
 def test_a_counter_returning_no_count_is_refused(root):
     with pytest.raises(InvalidInput, match="token_counter"):
         run(root, lambda messages: "many")

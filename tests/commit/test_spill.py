@@ -118,6 +118,22 @@ def test_title_and_current_state_never_spill_items():
     assert "[archived]" not in merged
 
 
+@pytest.mark.parametrize("shape", ["one sentence", "many sentences"])
+def test_a_model_section_of_40_000_words_is_cut_in_a_few_dozen_counts(shape, monkeypatch):
+    """A model stuck repeating a word must not hold the commit's lease for minutes: the cut bisects."""
+    import workmem.nodes.spill as spill
+
+    counts = []
+    monkeypatch.setattr(spill, "count_tokens", lambda text: counts.append(1) or count_tokens(text))
+    words = " ".join(["y"] * 40_000) if shape == "one sentence" else " ".join(["Step done."] * 20_000)
+    doc = render_sections({"Session Title": "Migration plan", "Current State": "Short."})
+    merged, spilled = merge_with_spill(doc, {"Current State": {"op": "UPDATE", "content": words}})
+    state = parse_sections(merged)["Current State"]
+    assert body_tokens(state) <= SECTION_BUDGETS["Current State"] and state
+    assert " ".join([state, spilled[0]["item"]]).split() == words.split(), "nothing lost at the cut"
+    assert len(counts) < 100, len(counts)
+
+
 def test_key_facts_spill_only_when_allowed_and_only_at_emergency():
     old = items("fact", 60, 3) + [CONSOLIDATION_SENTINEL]
     doc = render_sections({FACTS: body(old)})
