@@ -116,13 +116,33 @@ def build_model(spec: ModelSpec, *, env: Mapping[str, str] = os.environ,
             return _openai_model(name, env, extra)
         from langchain.chat_models import init_chat_model
 
-        return init_chat_model(spec, **(_supported_settings(provider) | extra))
+        model = init_chat_model(spec, **(_supported_settings(provider) | extra))
     except ImportError as exc:
-        package = "langchain-" + provider.split("_")[0]
-        raise ModelUnavailable(spec, f"its provider package is missing (pip install {package}): {exc}") from exc
-    except Exception as exc:  # the provider's client refusing to start: almost always a missing key
+        raise ModelUnavailable(spec, f"its provider package is missing (pip install {_package_of(provider)}): "
+                                     f"{exc}") from exc
+    except Exception as exc:  # the provider's client refusing to start: a missing key, or a keyword it refuses
         variables = KEY_VARIABLES.get(provider, "the provider's API key variable")
-        raise ModelUnavailable(spec, f"set {variables} ({describe_error(exc, 200)})") from exc
+        also = f", and are the model_kwargs {sorted(extra)} ones it takes" if extra else ""
+        raise ModelUnavailable(spec, f"its client could not be built ({describe_error(exc, 200)}): is {variables} "
+                                     f"set{also}?") from exc
+    if provider in KEY_VARIABLES and _lacks_key(model):  # some clients start without one and fail every call
+        raise ModelUnavailable(spec, f"set {KEY_VARIABLES[provider]}")
+    return model
+
+
+def _package_of(provider: str) -> str:
+    """The pip package of a LangChain provider (`bedrock` → langchain-aws), from LangChain's own table."""
+    from langchain.chat_models.base import _BUILTIN_PROVIDERS
+
+    entry = _BUILTIN_PROVIDERS.get(provider)
+    return entry[0].split(".")[0].replace("_", "-") if entry else "langchain-" + provider.split("_")[0]
+
+
+def _lacks_key(model: Any) -> bool:
+    """True when the built client has API key fields and every one is empty (its provider's variable unset)."""
+    keys = [getattr(model, name, None) for name in getattr(type(model), "model_fields", {}) if name.endswith("api_key")]
+    values = [k.get_secret_value() if hasattr(k, "get_secret_value") else k for k in keys]
+    return bool(keys) and not any(values)
 
 
 def model_kwargs_setting(value: Any = None, *, env: Mapping[str, str] = os.environ) -> dict[str, Any]:

@@ -247,6 +247,17 @@ def api_refusal(status: int = 401) -> Exception:
     return error("Incorrect API key provided: sk-abc123def456ghi789jkl", response=response, body=None)
 
 
+def test_a_call_that_fails_on_the_client_side_is_named_as_it_is_not_taken_for_malformed_output(make_engine):
+    """A typo in model_kwargs makes the client raise `TypeError` on every call: the reason names it, and the
+    create retry is not spent on a model that never answered."""
+    engine, model, result = run_second_commit(make_engine, TypeError("create() got an unexpected keyword 'bogus'"))
+    archive = archive_of(engine)
+    assert archive["model"]["route"] == HEAD + ["generate", "validate", "extractive_fallback", "guard", "merge"] + TAIL
+    assert model.calls == 2 and archive["model"]["usage"]["calls"] == 0
+    assert archive["model"]["error"] == "TypeError: create() got an unexpected keyword 'bogus'"
+    assert "no usable tool call" not in result["reason"] and "TypeError" in result["reason"]
+
+
 @pytest.mark.parametrize("status", [401, 404])
 def test_api_refusal_is_a_visible_model_error_not_malformed_output(make_engine, status):
     """A bad key or model name is not retried and not spent on the create retry: it goes straight to the

@@ -115,3 +115,37 @@ def test_a_missing_provider_package_fails_the_commit_it_never_degrades(root):
         assert result["status"] == "failed" and not result.get("degraded")
         assert "langchain-mistralai" in result["reason"] and result["archive_id"] is None
         assert len(engine.storage.sessions.live_messages("s")) == 2, "nothing archived"
+
+
+@pytest.mark.parametrize(("spec", "package"), [("bedrock:x", "langchain-aws"), ("azure_ai:x", "langchain-azure-ai"),
+                                               ("google_genai:x", "langchain-google-genai")])
+def test_a_missing_package_is_named_as_pip_knows_it(spec, package):
+    from workmem.nodes.models import build_model
+    from workmem.state.errors import ModelUnavailable
+
+    with pytest.raises(ModelUnavailable, match=f"pip install {package}\\)"):
+        build_model(spec)
+
+
+def test_a_client_that_starts_without_its_key_fails_the_commit_naming_the_variable(root, monkeypatch):
+    """ChatAnthropic starts with an empty key and fails every call: the commit fails and asks for the key, it
+    does not degrade after three connection errors."""
+    pytest.importorskip("langchain_anthropic")
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    with WorkingMemoryEngine(root=root, model="anthropic:claude-sonnet-4-5", durable=False) as engine:
+        engine.add_messages("s", MESSAGES)
+        result = engine.commit("s", keep_recent_count=0)
+        assert result["status"] == "failed" and not result.get("degraded")
+        assert "set ANTHROPIC_API_KEY" in result["reason"]
+        assert len(engine.storage.sessions.live_messages("s")) == 2, "nothing archived"
+
+
+@SOCKET_PROBE
+def test_a_keyword_the_client_refuses_is_named_beside_the_key(monkeypatch):
+    from workmem.nodes.models import build_model
+    from workmem.state.errors import ModelUnavailable
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key-0000")
+    refused = r"could not be built \(TypeError: Invalid timeout.*model_kwargs \['timeout'\]"
+    with pytest.raises(ModelUnavailable, match=refused):
+        build_model("openai:gpt-4o-mini", model_kwargs={"timeout": "abc"})
