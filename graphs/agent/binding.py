@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from workmem.state.errors import InvalidInput
-from workmem.state.ids import MAX_SESSION_ID_CHARS
+from workmem.state.ids import MAX_SESSION_ID_CHARS, check_session_id
 
 if TYPE_CHECKING:
     from workmem.graphs.engine import WorkingMemoryEngine
@@ -38,6 +38,8 @@ def engine_settings(engine: Any, settings: Mapping[str, Any]) -> dict[str, Any] 
     from workmem.graphs.engine import WorkingMemoryEngine
 
     if engine is not None:
+        if not (isinstance(engine, WorkingMemoryEngine) or callable(engine)):
+            raise InvalidInput("engine", engine, "must be a WorkingMemoryEngine or a function returning one")
         if settings:
             raise InvalidInput("engine", engine, f"give an engine or engine settings ({', '.join(sorted(settings))}), "
                                                  "not both")
@@ -59,8 +61,10 @@ SessionRef = str | Callable[[Any], str] | None
 
 def check_session_ref(value: Any) -> SessionRef:
     """A bound session as a middleware or tool accepts it: None, a non-empty string, or a callable."""
-    if value is None or callable(value) or (isinstance(value, str) and value):
+    if value is None or callable(value):
         return value
+    if isinstance(value, str) and value:
+        return check_session_id(value)  # its length and characters too, as every run would check them
     raise InvalidInput("session_id", value, "must be a non-empty string, a function of the run's runtime, or None")
 
 

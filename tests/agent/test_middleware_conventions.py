@@ -83,6 +83,13 @@ def test_an_engine_and_engine_settings_together_are_refused(make_engine, setting
     assert err.value.field == "engine" and next(iter(settings)) in str(err.value)
 
 
+@pytest.mark.parametrize("engine", [5, "notanengine"])
+def test_an_engine_that_is_no_engine_is_refused_at_construction(engine):
+    with pytest.raises(InvalidInput) as err:
+        WorkingMemoryMiddleware(engine)
+    assert err.value.field == "engine"
+
+
 @pytest.mark.parametrize(("kwargs", "field"), [
     ({"memory_message": "user"}, "memory_message"),
     ({"low_water": 2}, "low_water"),
@@ -94,8 +101,11 @@ def test_an_engine_and_engine_settings_together_are_refused(make_engine, setting
     ({"default_session_id": 5}, "default_session_id"),
     ({"default_session_id": ""}, "default_session_id"),
     ({"database_schema": "Bad Schema!"}, "database_schema"),
+    ({"session_id": "x" * 10_000}, "session_id"),
+    ({"session_id": "\ud800"}, "session_id"),
 ], ids=["memory_message", "low_water", "session_id", "engine-setting", "model", "unknown-setting", "tools",
-        "default_session_id", "empty-default_session_id", "database_schema"])
+        "default_session_id", "empty-default_session_id", "database_schema", "long-session_id",
+        "surrogate-session_id"])
 def test_bad_arguments_fail_before_the_built_engine_touches_the_disk(tmp_path, kwargs, field):
     where = tmp_path / "never"
     with pytest.raises(InvalidInput) as err:
