@@ -10,7 +10,9 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from workmem.state.errors import InvalidInput
+from workmem.state.ids import check_session_id
 from workmem.state.memory import MAX_MEMORY_BUDGET, MIN_MEMORY_BUDGET
+from workmem.state.messages import prepare_messages
 from workmem.state.retention import keep_from_args
 from workmem.state.tokens import DEFAULT_CONTEXT_WINDOW
 from workmem.state.validation import require_int, require_text
@@ -28,7 +30,7 @@ def studio_keep(state: dict[str, Any]) -> tuple[str, int]:
 
 def check_studio_input(state: dict[str, Any]) -> Literal["valid"]:
     """`valid`, or `InvalidInput` naming the first bad field of the Studio input."""
-    require_text("session_id", state.get("session_id"))
+    check_session_id(require_text("session_id", state.get("session_id")))
     studio_keep(state)
     if state.get("memory_budget") is not None:
         require_int("memory_budget", state["memory_budget"], min=MIN_MEMORY_BUDGET, max=MAX_MEMORY_BUDGET)
@@ -40,4 +42,7 @@ def check_studio_input(state: dict[str, Any]) -> Literal["valid"]:
             if not isinstance(message, dict):
                 raise InvalidInput(f"messages[{i}]", type(message).__name__,
                                    'must be an object such as {"role": "user", "content": "…"}')
+            if not isinstance(message.get("meta") or {}, dict):
+                raise InvalidInput(f"messages[{i}].meta", message["meta"], "must be an object")
+        prepare_messages(messages)  # every field the append would refuse, refused here, before any node runs
     return "valid"

@@ -82,6 +82,13 @@ def test_tasks_errors_wrap_as_a_paragraph_at_80_columns(root, monkeypatch):
     ({"session_id": "s", "memory_budget": 5}, "memory_budget", "400"),
     ({"session_id": "s", "messages": "hello"}, "messages", "list"),
     ({"session_id": "s", "messages": ["hello"]}, "messages[0]", "object"),
+    ({"session_id": "x" * 100_000}, "session_id", "long"),
+    ({"session_id": "\ud800"}, "session_id", "UTF-8"),
+    ({"session_id": "s", "messages": [{"role": "user", "content": "y", "meta": "notadict"}]}, "messages[0].meta",
+     "object"),
+    ({"session_id": "s", "messages": [{"role": "wizard", "content": "y"}]}, "messages[0].role", "one of"),
+    ({"session_id": "s", "messages": [{"role": "user", "content": "a\ud800"}]}, "messages[0].parts[0].text",
+     "surrogate"),
 ])
 def test_the_studio_graph_checks_its_input_before_any_node(root, given, field, says):
     graph = build_commit_graph(with_lease=True).compile(checkpointer=InMemorySaver())
