@@ -23,7 +23,7 @@ from workmem.graphs.context.assemble import budget_line
 from workmem.graphs.context.tool_results import MAX_READ_TOKENS
 from workmem.graphs.demo.run import DEFAULT_DEMO_TRIGGER
 from workmem.graphs.eval.cli import add_eval_parser
-from workmem.graphs.help_format import DefaultsFormatter
+from workmem.graphs.help_format import DefaultsFormatter, readable_on_any_terminal
 from workmem.state.errors import CommitFailed, InvalidInput, WorkmemError
 from workmem.state.redact import clean_error, describe_error
 from workmem.state.retention import MESSAGES
@@ -70,11 +70,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
     workmem/demo of the cache directory, started afresh at each run)."""
     from workmem.graphs.demo.run import run_demo
 
+    unicode = readable_on_any_terminal()
     summary = run_demo(root=args.root, trigger=args.trigger, keep=args.keep, console=console,
                        quiet=args.json, model=args.model or "extractive")
     degraded = [c for c in summary["commits"] if c.get("degraded")]
     if args.json:
-        print(json.dumps(summary, indent=2, ensure_ascii=False, default=str))
+        print(json.dumps(summary, indent=2, ensure_ascii=not unicode, default=str))
     elif degraded:
         console.print(Text(f"degraded: {len(degraded)} of {len(summary['commits'])} commit(s) fell back to the "
                            f"extractive model ({degraded[-1].get('reason') or 'the model failed'})"), style="yellow")

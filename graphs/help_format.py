@@ -15,3 +15,18 @@ class DefaultsFormatter(argparse.HelpFormatter):
                 or (action.const is False and default is True)):  # a store_false --no-X flag: "not given"
             return text
         return f"{text} (default: %(default)s)"
+
+
+def readable_on_any_terminal() -> bool:
+    """Let a report's tables and bullets (`•`, `∪`, `—`) print on a terminal that cannot show them — as `?`,
+    never a `UnicodeEncodeError` after the work is done; → True when standard output takes any Unicode (JSON may
+    then keep its text as it is, else it is written ASCII-escaped, which loses nothing)."""
+    import sys
+
+    encoding = (getattr(sys.stdout, "encoding", None) or "").lower().replace("-", "").replace("_", "")
+    if encoding.startswith("utf"):
+        return True
+    reconfigure = getattr(sys.stdout, "reconfigure", None)
+    if reconfigure is not None:
+        reconfigure(errors="replace")
+    return False

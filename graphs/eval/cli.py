@@ -15,7 +15,7 @@ from rich.table import Table
 
 from workmem.graphs.cli_args import KEEP_HELP, add_trigger_options, check_out_file, keep_arg, positive_int
 from workmem.graphs.eval.run import DEFAULT_EVAL_TRIGGER
-from workmem.graphs.help_format import DefaultsFormatter
+from workmem.graphs.help_format import DefaultsFormatter, readable_on_any_terminal
 from workmem.state.errors import CommitFailed, InvalidInput
 from workmem.state.memory import DEFAULT_MEMORY_BUDGET
 from workmem.state.retention import MESSAGES
@@ -77,8 +77,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
         from workmem.graphs.eval.report import write_report
 
         write_report(results, args.report)
+    unicode = readable_on_any_terminal()
     if as_json:
-        print(json.dumps(results, indent=2, ensure_ascii=False, default=str))
+        print(json.dumps(results, indent=2, ensure_ascii=not unicode, default=str))
     else:
         console = Console(width=None if sys.stdout.isatty() else 120)  # a log file gets whole tables
         render_results(results, console, out=str(path) if path else None)

@@ -122,6 +122,20 @@ def test_demo_stays_offline_when_workmem_model_names_a_paid_model(tmp_path):
     assert all(wm.get(name, "").strip() for name in ("Session Title", "Current State")), summary["working_memory"]
 
 
+@pytest.mark.parametrize("argv", [["demo"], ["demo", "--json"],
+                                  ["eval", "--data", str(Path(__file__).parent.parent / "fixtures" / "locomo_mini.json"),
+                                   "--no-model", "--no-search-recall", "--out", ""]], ids=["demo", "demo-json", "eval"])
+def test_a_terminal_that_cannot_show_unicode_gets_the_report_not_an_error_after_the_work(tmp_path, argv):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "WORKMEM_"))}
+    env |= {"PYTHONIOENCODING": "ascii", "HOME": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-c", CHILD, "--root", str(tmp_path / "wm"), *argv],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.isascii() and "UnicodeEncodeError" not in proc.stderr
+    if "--json" in argv:
+        assert json.loads(proc.stdout)["commits"], "JSON ASCII-escaped, nothing of it lost"
+
+
 def test_the_demo_takes_the_keep_and_trigger_syntax_of_every_command(tmp_path, capsys):
     from workmem.graphs.cli import main
 
