@@ -122,9 +122,12 @@ def test_demo_stays_offline_when_workmem_model_names_a_paid_model(tmp_path):
     assert all(wm.get(name, "").strip() for name in ("Session Title", "Current State")), summary["working_memory"]
 
 
+MINI_LOCOMO = str(Path(__file__).parent.parent / "fixtures" / "locomo_mini.json")
+
+
 @pytest.mark.parametrize("argv", [["demo"], ["demo", "--json"],
-                                  ["eval", "--data", str(Path(__file__).parent.parent / "fixtures" / "locomo_mini.json"),
-                                   "--no-model", "--no-search-recall", "--out", ""]], ids=["demo", "demo-json", "eval"])
+                                  ["eval", "--data", MINI_LOCOMO, "--no-model", "--no-search-recall", "--out", ""]],
+                         ids=["demo", "demo-json", "eval"])
 def test_a_terminal_that_cannot_show_unicode_gets_the_report_not_an_error_after_the_work(tmp_path, argv):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "WORKMEM_"))}
     env |= {"PYTHONIOENCODING": "ascii", "HOME": str(tmp_path)}
