@@ -84,6 +84,11 @@ class SearchIndex:
             db.execute(statement)
         return db
 
+    def _not_made_yet(self) -> bool:
+        """True before the root's first commit made `index.sqlite`: it holds nothing, and a read never creates it
+        (a read-only root is read before its first commit too)."""
+        return not (self.root / INDEX_FILE).exists()
+
     def _write(self) -> AbstractContextManager[Database]:
         """A write transaction (BEGIN IMMEDIATE) on a schema with every column."""
         self.db  # noqa: B018 — opens the connection and adds missing columns first
@@ -243,6 +248,8 @@ class SearchIndex:
         """
         check_session_id(session_id)
         archive = search_hits.check_search(query, archive_id, limit)
+        if self._not_made_yet():
+            return []
         scope = "d.session_id = ?" + (" AND d.archive_id = ?" if archive else "")
         args = [session_id, archive] if archive else [session_id]
         return search_hits.ranked_hits(search_candidates.SqliteCandidates(self.db, scope, args), query, limit)
@@ -251,6 +258,8 @@ class SearchIndex:
         """archive_id → the seqs of the messages the index holds for it, ascending (spilled items left out)."""
         check_session_id(session_id)
         out: dict[str, list[int]] = {}
+        if self._not_made_yet():
+            return out
         for archive_id, seq in self.db.execute("SELECT archive_id, seq FROM fts_docs WHERE session_id = ? AND seq > 0 "
                                                "ORDER BY seq", [session_id]).fetchall():
             out.setdefault(archive_id, []).append(seq)

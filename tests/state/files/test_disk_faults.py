@@ -75,6 +75,25 @@ def test_a_read_only_root_reads_on_and_refuses_writes_typed(small_fs):
             engine.commit("s", keep_recent_count=0)
 
 
+APPEND_IN_A_CHILD = """
+import sys
+from workmem import WorkingMemoryEngine
+with WorkingMemoryEngine(sys.argv[1], durable=False) as engine:
+    engine.add_messages("s", [{"role": "user", "content": "note: the Kestrel build"}])
+"""
+
+
+def test_a_read_only_root_is_searched_and_checked_before_its_first_commit(small_fs):
+    root = small_fs / "root"
+    subprocess.run([sys.executable, "-c", APPEND_IN_A_CHILD, str(root)], check=True, timeout=120)
+    subprocess.run(["mount", "-o", "remount,ro", str(small_fs)], check=True)
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        assert engine.archive_search("s", "Kestrel") == [], "nothing archived yet: no hit, and no index made"
+        assert engine.check("s") == []
+        assert every_seq(engine) == [1]
+    assert not (root / "index.sqlite").exists()
+
+
 def test_a_full_disk_fails_writes_typed_and_loses_nothing(small_fs):
     root = small_fs / "root"
     with WorkingMemoryEngine(root, durable=False) as engine:
