@@ -214,8 +214,12 @@ async def studio_checkpointer() -> AsyncIterator[Any]:
 
 
 def default_root() -> Path:
-    """The data root: `WORKMEM_HOME` if set, else `./.workmem`."""
-    return Path(os.environ.get(ENV_HOME) or DEFAULT_ROOT).resolve()
+    """The data root: `WORKMEM_HOME` if set, else `./.workmem`; a blank `WORKMEM_HOME` is `InvalidInput` (it
+    would make a folder named by spaces)."""
+    home = os.environ.get(ENV_HOME)
+    if home is not None and home and not home.strip():
+        raise InvalidInput(ENV_HOME, home, "must be a path, not blank")
+    return Path(home or DEFAULT_ROOT).resolve()
 
 
 def database_url_for(root: str | os.PathLike[str] | None = None, url: str | None = None) -> str | None:
@@ -243,11 +247,13 @@ def open_storage(root: str | os.PathLike[str] | None = None, *, database_url: st
         return PostgresStorage(url, schema=database_schema, durable=durable, max_message_bytes=max_message_bytes,
                                payload_limits=payload_limits, create=create)
     from workmem.state.files.storage import FileStorage, holds_data
-    from workmem.state.postgres.schema import schema_name
+    from workmem.state.postgres.schema import ENV_SCHEMA, schema_name
 
-    if database_schema is not None:  # checked on either backend: a typo fails here too, not on the move to Postgres
-        schema_name(database_schema, "database_schema")
-    if root is not None and (not isinstance(root, (str, os.PathLike)) or not str(root) or "\x00" in str(root)):
+    if database_schema is not None or os.environ.get(ENV_SCHEMA):  # checked on either backend, the environment's
+        # too: a typo fails here, not on the move to Postgres
+        schema_name(database_schema, "database_schema" if database_schema is not None else ENV_SCHEMA)
+    if root is not None and (not isinstance(root, (str, os.PathLike)) or not str(root).strip()
+                             or "\x00" in str(root)):
         raise InvalidInput("root", root, "must be a non-empty path without NUL")
     path = Path(root).resolve() if root is not None else default_root()
     if path.exists() and not path.is_dir():

@@ -16,7 +16,7 @@ from langchain_core.messages import BaseMessage
 
 from workmem.graphs.engine import WorkingMemoryEngine
 from workmem.nodes.extractive.model import ExtractiveChatModel
-from workmem.state.errors import ArchiveNotFound, DataRootNotFound, SessionNotFound
+from workmem.state.errors import ArchiveNotFound, DataRootNotFound, InvalidInput, SessionNotFound
 
 ODD_ID = "team/alice:42"  # stored under a hashed folder name; listed as given
 
@@ -178,3 +178,21 @@ def test_ajoin_commits_awaits_and_the_old_names_still_work(make_engine):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         engine.wait()  # the blocking spelling the middleware uses stays silent
+
+
+@pytest.mark.parametrize(("setting", "value"), [("root", "   "), ("WORKMEM_HOME", "   "),
+                                                ("WORKMEM_DATABASE_SCHEMA", "Bad;")])
+def test_a_blank_root_or_a_bad_schema_in_the_environment_is_refused_and_makes_nothing(tmp_path, monkeypatch,
+                                                                                     setting, value):
+    monkeypatch.chdir(tmp_path)
+    for name in ("WORKMEM_HOME", "WORKMEM_DATABASE_URL", "POSTGRES_URI", "WORKMEM_DATABASE_SCHEMA"):
+        monkeypatch.delenv(name, raising=False)
+    if setting == "root":
+        kwargs = {"root": value}
+    else:
+        monkeypatch.setenv(setting, value)
+        kwargs = {"root": str(tmp_path / "wm")} if setting == "WORKMEM_DATABASE_SCHEMA" else {}
+    with pytest.raises(InvalidInput) as refused:
+        WorkingMemoryEngine(**kwargs)
+    assert refused.value.field == setting
+    assert list(tmp_path.iterdir()) == [], "no folder named by spaces, no data root"
