@@ -404,10 +404,12 @@ def _exported_all(count: int, stored: int, session: str) -> int:
 
 
 def write_jsonl(messages: Any, handle: Any) -> int:
-    """Write messages one JSON object per line; returns how many."""
+    """Write messages one JSON object per line; returns how many. To an output that cannot take every character
+    (`PYTHONIOENCODING=ascii`) the lines are ASCII-escaped JSON, the same data."""
     count = 0
+    escaped = not (getattr(handle, "encoding", None) or "utf-8").lower().replace("-", "").startswith("utf")
     for message in messages:
-        handle.write(json.dumps(message, ensure_ascii=False, separators=(",", ":")) + "\n")
+        handle.write(json.dumps(message, ensure_ascii=escaped, separators=(",", ":")) + "\n")
         count += 1
     return count
 

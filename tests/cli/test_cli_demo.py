@@ -139,6 +139,24 @@ def test_a_terminal_that_cannot_show_unicode_gets_the_report_not_an_error_after_
         assert json.loads(proc.stdout)["commits"], "JSON ASCII-escaped, nothing of it lost"
 
 
+def test_an_export_to_a_terminal_without_unicode_is_the_same_data_escaped(tmp_path):
+    from workmem.graphs.cli import main
+
+    root = tmp_path / "wm"
+    assert main(["--root", str(root), "add", "s", str(_messages_file(tmp_path, "Grüße — naïve café ✓"))]) == 0
+    env = {**os.environ, "PYTHONIOENCODING": "ascii"}
+    proc = subprocess.run([sys.executable, "-c", CHILD, "--root", str(root), "export", "s"],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.isascii() and json.loads(proc.stdout)["parts"][0]["text"] == "Grüße — naïve café ✓"
+
+
+def _messages_file(folder: Path, text: str) -> Path:
+    path = folder / "in.json"
+    path.write_text(json.dumps([{"role": "user", "content": text}]), encoding="utf-8")
+    return path
+
+
 def test_the_demo_takes_the_keep_and_trigger_syntax_of_every_command(tmp_path, capsys):
     from workmem.graphs.cli import main
 
