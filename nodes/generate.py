@@ -81,15 +81,6 @@ def _text_blocks(content: list[Any]) -> str:
     return "\n".join(b if isinstance(b, str) else str(b.get("text", "")) for b in content)
 
 
-def is_unreadable_answer(exc: BaseException) -> bool:
-    """True for an answer that came back but could not be read (a parser's, JSON's or pydantic's error — a
-    `ValueError`): an invalid tool call, asked again; any other exception is the call's own failure."""
-    from langchain_core.exceptions import OutputParserException
-    from pydantic import ValidationError
-
-    return isinstance(exc, (OutputParserException, ValidationError, ValueError))
-
-
 def retry_delay(backoff_s: float, attempt: int) -> float:
     """Seconds to wait before attempt `attempt` (2, 3, …): backoff_s, then doubling."""
     return backoff_s * 2 ** (attempt - 2) if attempt > 1 else 0.0
@@ -131,12 +122,13 @@ def generate(state: CommitState, runtime: Runtime[CommitContext]) -> dict[str, A
                     continue
                 return {**common, "attempt": 0, "transport_error": "", "answer": {}, "model_error": error,
                         "model_errors": [error], "model_fixes": svc.fixes.names()}
-            if not is_unreadable_answer(exc):  # the call itself failed (a client's TypeError, a bug): named as is
-                return {**common, "attempt": 0, "transport_error": "", "answer": {}, "model_error": error,
-                        "model_errors": [error], "model_fixes": svc.fixes.names()}
+            # any other failure — a body the client could not read (an OpenAI-compatible server's reply without
+            # `choices`), a client's own TypeError — is an unusable answer, asked again with the create prompt;
+            # the error is kept, so a fallback names it rather than "no usable tool call"
             reply = AIMessage(content="", invalid_tool_calls=[
                 {"name": tool["function"]["name"], "args": error, "id": None,
                  "error": type(exc).__name__, "type": "invalid_tool_call"}])
-            break
+            return {**common, "attempt": 0, "transport_error": "", "answer": answer_of(reply), "model_error": "",
+                    "model_errors": [error], "usage": {"failed_attempts": 1}, "model_fixes": svc.fixes.names()}
     return {**common, "attempt": 0, "transport_error": "", "answer": answer_of(reply), "model_error": "",
             "usage": usage_of(reply), "model_fixes": svc.fixes.names()}

@@ -125,9 +125,16 @@ def build_model(spec: ModelSpec, *, env: Mapping[str, str] = os.environ,
         also = f", and are the model_kwargs {sorted(extra)} ones it takes" if extra else ""
         raise ModelUnavailable(spec, f"its client could not be built ({describe_error(exc, 200)}): is {variables} "
                                      f"set{also}?") from exc
-    if provider in KEY_VARIABLES and _lacks_key(model):  # some clients start without one and fail every call
+    if provider in KEY_ONLY and not (KEY_ONLY[provider] & (set(extra) | {k for k in env if env[k]})) \
+            and _lacks_key(model):  # a client that starts without its key and fails every call
         raise ModelUnavailable(spec, f"set {KEY_VARIABLES[provider]}")
     return model
+
+
+# Providers whose client starts without a key although it can do nothing without one — unless one of these settings
+# (a keyword or an environment variable) points it at a gateway or another way to authenticate.
+KEY_ONLY = {"anthropic": {"base_url", "anthropic_api_url", "default_headers", "ANTHROPIC_BASE_URL",
+                          "ANTHROPIC_AUTH_TOKEN"}}
 
 
 def _package_of(provider: str) -> str:

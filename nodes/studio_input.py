@@ -13,6 +13,7 @@ from workmem.state.errors import InvalidInput
 from workmem.state.ids import check_session_id
 from workmem.state.memory import MAX_MEMORY_BUDGET, MIN_MEMORY_BUDGET
 from workmem.state.messages import prepare_messages
+from workmem.state.payloads import DEFAULT_LIMITS
 from workmem.state.retention import keep_from_args
 from workmem.state.tokens import DEFAULT_CONTEXT_WINDOW
 from workmem.state.validation import require_int, require_text
@@ -44,5 +45,6 @@ def check_studio_input(state: dict[str, Any]) -> Literal["valid"]:
                                    'must be an object such as {"role": "user", "content": "…"}')
             if not isinstance(message.get("meta") or {}, dict):
                 raise InvalidInput(f"messages[{i}].meta", message["meta"], "must be an object")
-        prepare_messages(messages)  # every field the append would refuse, refused here, before any node runs
+        prepare_messages(messages, payloads=DEFAULT_LIMITS)  # what the append refuses, refused here, first (a large
+        # tool result is a payload there, so here too)
     return "valid"

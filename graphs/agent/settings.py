@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -15,6 +16,8 @@ from workmem.state.archive_object import OWN_TOOLS
 from workmem.state.errors import InvalidInput
 from workmem.state.retention import Keep, Trigger, keep_value, trigger_value
 from workmem.state.validation import require_int
+
+log = logging.getLogger("workmem.agent")
 
 CommitMode = Literal["background", "sync"]
 MemoryMessage = Literal["human", "system"]  # where a call carries the working memory
@@ -80,7 +83,20 @@ def _check_choices(memory_message: Any, token_counter: Any) -> None:
     if token_counter is not None and not callable(token_counter):
         raise InvalidInput("token_counter", token_counter, "must be a function of a list of messages → int")
     if token_counter is not None:  # tried once here, so a counter that cannot count fails now, not mid-run
-        counted(token_counter, [HumanMessage(content="workmem tries the token counter on one message")])
+        _try_counter(token_counter)
+
+
+def _try_counter(counter: TokenCounter) -> None:
+    """The counter on one message: `InvalidInput` when it cannot count — but a counter that asks its provider
+    (`ChatAnthropic.get_num_tokens_from_messages`) and finds it unreachable now is not refused for an outage."""
+    from workmem.nodes.models import is_transport_error
+
+    try:
+        counted(counter, [HumanMessage(content="workmem tries the token counter on one message")])
+    except InvalidInput as exc:
+        if exc.__cause__ is None or not is_transport_error(exc.__cause__):
+            raise
+        log.warning("the token counter could not be tried now (%s); it is used as given", exc.__cause__)
 
 
 def _check_names(field: str, value: Any, kinds: tuple[type, ...]) -> None:

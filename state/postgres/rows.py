@@ -34,3 +34,16 @@ def message_of_row(row: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
 def messages_of_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The stored messages of `rows`, damaged rows left out (`check` reports them)."""
     return [msg for msg, _why in map(message_of_row, rows) if msg is not None]
+
+
+def row_as_found(row: dict[str, Any]) -> dict[str, Any]:
+    """A `messages` row as a message whatever its shape (parts not a list read as none, meta not an object as
+    empty): what a forget rewrites, so a damaged row's text goes too."""
+    msg, _why = message_of_row(row)
+    if msg is not None:
+        return msg
+    created = row["created_at"]
+    return {"id": row["id"], "seq": row["seq"], "turn_id": row["turn_id"], "role": row["role"],
+            "created_at": created.isoformat() if hasattr(created, "isoformat") else created, "tokens": 0,
+            "meta": row["meta"] if isinstance(row["meta"], dict) else {},
+            "parts": row["parts"] if isinstance(row["parts"], list) else []}

@@ -29,7 +29,7 @@ from workmem.state.payloads import (
     with_given_texts,
 )
 from workmem.state.postgres.checks import live_pending, session_anomalies
-from workmem.state.postgres.rows import MESSAGE_COLUMNS, message_of_row, messages_of_rows
+from workmem.state.postgres.rows import MESSAGE_COLUMNS, message_of_row, messages_of_rows, row_as_found
 from workmem.state.postgres.schema import NUL_STANDIN, Database, index_documents, session_key, shown_url, without_nul
 from workmem.state.retention import MESSAGES, Keep, as_keep
 from workmem.state.search.search_hits import doc_fields, memory_seq
@@ -192,8 +192,10 @@ class PgSessionStore:
         primary key from the newest archive's first seq on, and the forgotten messages of older archives; the
         session row is locked first — created first when new, so two appends of one batch to a new (or just
         deleted) session wait for each other too."""
-        _create_row(conn, session_id, now)
-        conn.execute("SELECT 1 FROM sessions WHERE session_id = %s FOR UPDATE", [session_id])
+        while True:  # a delete holding the row when we wait for it leaves none: create it again, and lock that
+            _create_row(conn, session_id, now)
+            if conn.execute("SELECT 1 FROM sessions WHERE session_id = %s FOR UPDATE", [session_id]).fetchone():
+                break
         rows = conn.execute(_REPEATS, {"sid": session_id, "ids": batch_ids(prepared)}).fetchall()
         return repeats(prepared, messages_of_rows(rows))
 
@@ -302,6 +304,8 @@ class PgSessionStore:
             if start <= row["last_archive_end"] or not _only_unreadable_left_out(conn, session_id, seqs, marked):
                 raise InvalidInput("messages", f"seqs {seqs[0]}..{seqs[-1]}",
                                    f"must be exactly the oldest live messages up to end_seq {end}")
+            if min(marked) < start:  # the oldest live rows were unreadable: the archive's range starts with them
+                archive = {**archive, "source_turn_range": {**archive["source_turn_range"], "start_seq": min(marked)}}
             self._insert_archive(conn, session_id, archive, archive_id, n, overview, abstract, spilled or [])
             index_documents(conn, session_id, archive_id)
             conn.execute("UPDATE sessions SET commit_count = %s, last_archive_id = %s, last_archive_end = %s, "
@@ -366,7 +370,7 @@ class PgSessionStore:
                             "ORDER BY seq", [session_id, seqs]).fetchall()
         refs: set[str] = set()
         changed = []
-        for msg in messages_of_rows(rows):
+        for msg in map(row_as_found, rows):  # a row the readers leave out as damaged too: its text goes all the same
             copy = forgotten_copy(msg, at)
             if copy == msg:
                 continue

@@ -63,6 +63,16 @@ def test_a_counter_that_cannot_count_is_refused_at_construction(root, bad):
     assert not root.exists()
 
 
+def test_a_counter_whose_provider_is_unreachable_at_construction_is_taken(root, caplog):
+    """`ChatAnthropic.get_num_tokens_from_messages` asks Anthropic: an outage then is no reason to refuse it."""
+    def offline(messages: list) -> int:
+        raise ConnectionError("provider unreachable")
+
+    with WorkingMemoryMiddleware(model="extractive", root=root, token_counter=offline) as mw:
+        assert mw.settings.token_counter is offline
+    assert any("could not be tried now" in r.getMessage() for r in caplog.records)
+
+
 def test_a_counter_that_fails_mid_run_is_a_typed_error_naming_it(root):
     calls = []
 

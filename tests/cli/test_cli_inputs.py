@@ -102,6 +102,18 @@ def test_the_studio_graph_checks_its_input_before_any_node(root, given, field, s
     assert seen == [] and not root.exists(), "no node ran, nothing was written"
 
 
+def test_the_studio_graph_takes_a_tool_result_the_store_keeps_as_a_payload(root):
+    calls = [{"role": "user", "content": "fetch it"},
+             {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "name": "fetch", "args": {}}]},
+             {"role": "tool", "tool_call_id": "c1", "content": "x" * 2_000_000}]
+    graph = build_commit_graph(with_lease=True).compile(checkpointer=InMemorySaver())
+    out = graph.invoke({"session_id": "s", "messages": calls, "keep": 0}, {"configurable": {"thread_id": "p"}},
+                       context=CommitContext(root=str(root)))
+    assert out["status"] == "completed", json.dumps(out, default=str)[:300]
+    with WorkingMemoryEngine(root, durable=False) as engine:
+        assert [m["seq"] for m in engine.iter_messages("s")] == [1, 2, 3]
+
+
 def test_the_studio_graph_takes_a_fraction_keep(root):
     with WorkingMemoryEngine(root, durable=False) as engine:
         engine.add_messages("s", [{"role": r, "content": f"step {i}"} for i in range(6) for r in ("user", "assistant")])

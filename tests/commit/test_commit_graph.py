@@ -247,15 +247,21 @@ def api_refusal(status: int = 401) -> Exception:
     return error("Incorrect API key provided: sk-abc123def456ghi789jkl", response=response, body=None)
 
 
-def test_a_call_that_fails_on_the_client_side_is_named_as_it_is_not_taken_for_malformed_output(make_engine):
-    """A typo in model_kwargs makes the client raise `TypeError` on every call: the reason names it, and the
-    create retry is not spent on a model that never answered."""
-    engine, model, result = run_second_commit(make_engine, TypeError("create() got an unexpected keyword 'bogus'"))
+def test_a_call_that_raises_is_asked_again_and_a_fallback_names_the_error(make_engine):
+    """A typo in model_kwargs makes the client raise `TypeError` on every call (an OpenAI-compatible server's body
+    without `choices` raises too, and may answer the next time): asked once more with the create prompt, and the
+    fallback names the exception, not "no usable tool call"; a raised call is a failed attempt, not an answer."""
+    error = TypeError("create() got an unexpected keyword 'bogus'")
+    engine, model, result = run_second_commit(make_engine, error, error)
     archive = archive_of(engine)
-    assert archive["model"]["route"] == HEAD + ["generate", "validate", "extractive_fallback", "guard", "merge"] + TAIL
-    assert model.calls == 2 and archive["model"]["usage"]["calls"] == 0
+    assert archive["model"]["route"] == [*HEAD, "generate", "validate", "recover", "create_retry", "generate",
+                                         "validate", "extractive_fallback", "guard", "merge", *TAIL]
+    assert model.calls == 3 and archive["model"]["usage"]["calls"] == 0
     assert archive["model"]["error"] == "TypeError: create() got an unexpected keyword 'bogus'"
     assert "no usable tool call" not in result["reason"] and "TypeError" in result["reason"]
+    engine, model, result = run_second_commit(make_engine, KeyError("Response missing 'choices' key"),
+                                              create_call(BASE))
+    assert result["status"] == "completed" and not result.get("degraded"), "the second answer is used"
 
 
 @pytest.mark.parametrize("status", [401, 404])

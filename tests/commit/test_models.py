@@ -149,3 +149,18 @@ def test_a_keyword_the_client_refuses_is_named_beside_the_key(monkeypatch):
     refused = r"could not be built \(TypeError: Invalid timeout.*model_kwargs \['timeout'\]"
     with pytest.raises(ModelUnavailable, match=refused):
         build_model("openai:gpt-4o-mini", model_kwargs={"timeout": "abc"})
+
+
+def test_a_client_that_authenticates_another_way_is_built_without_a_key(monkeypatch):
+    """Azure with an Entra ID token, Anthropic behind a gateway that takes its own header: no key, and built."""
+    from workmem.nodes.models import build_model
+
+    for name in ("AZURE_OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AZURE_OPENAI_ENDPOINT", "https://example.openai.azure.com")
+    monkeypatch.setenv("OPENAI_API_VERSION", "2024-06-01")
+    monkeypatch.setenv("AZURE_OPENAI_AD_TOKEN", "eyJ0eXAi.fake.token")
+    assert type(build_model("azure_openai:gpt-4o")).__name__ == "AzureChatOpenAI"
+    pytest.importorskip("langchain_anthropic")
+    gateway = build_model("anthropic:claude-sonnet-4-5", model_kwargs={"default_headers": {"Authorization": "x"}})
+    assert type(gateway).__name__ == "ChatAnthropic"

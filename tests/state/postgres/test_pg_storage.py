@@ -227,6 +227,31 @@ def test_one_batch_sent_at_once_by_two_replicas_to_a_new_session_is_stored_once(
             r.close()
 
 
+def test_one_batch_sent_by_two_replicas_while_a_delete_of_the_session_runs_is_stored_once(database_url):
+    """The delete holds the session row when both appends lock it; once it commits, their lock finds no row: each
+    creates it again and locks that, so the second still waits for the first and finds its messages."""
+    replicas = [WorkingMemoryEngine(database_url=database_url, durable=False) for _ in range(2)]
+    batch = [{**user("Deploy the build."), "id": "u1"}, {**assistant("Deploying."), "id": "a1"}]
+    try:
+        replicas[0].add_messages("s", [user("old")])
+        with psycopg.connect(database_url) as deleting:  # a delete_session that locked the row and is still busy
+            deleting.execute("SELECT 1 FROM workmem.sessions WHERE session_id = 's' FOR UPDATE")
+            threads = [threading.Thread(target=r.add_messages, args=("s", batch)) for r in replicas]
+            for t in threads:
+                t.start()
+            time.sleep(0.5)  # both appends found the row and wait for its lock
+            deleting.execute("DELETE FROM workmem.messages WHERE session_id = 's'")
+            deleting.execute("DELETE FROM workmem.sessions WHERE session_id = 's'")
+            deleting.commit()
+        for t in threads:
+            t.join()
+        live = replicas[1].live_messages("s")
+        assert [(m["seq"], m["meta"]["lc_id"]) for m in live] == [(1, "u1"), (2, "a1")], live
+    finally:
+        for r in replicas:
+            r.close()
+
+
 def test_a_next_seq_left_behind_by_hand_or_an_old_backup_never_takes_a_stored_seq(storage, database_url):
     store = storage.sessions
     store.append("s", [user(f"m{i}") for i in range(6)])
@@ -268,6 +293,7 @@ DAMAGED_ROWS = {
                                    "\"content_ref\": \"r\", \"sha256\": \"00\", \"size\": \"big\"}]' "
                                    "WHERE session_id = 's' AND seq = 28",
     "a live row deleted": "DELETE FROM workmem.messages WHERE session_id = 's' AND seq = 28",
+    "the oldest live row's parts null": "UPDATE workmem.messages SET parts = 'null' WHERE session_id = 's' AND seq = 27",
 }
 
 
@@ -283,10 +309,13 @@ def test_a_row_changed_by_hand_is_left_out_reported_and_never_blocks_a_commit(da
     sql(database_url, DAMAGED_ROWS[damage])
     with WorkingMemoryEngine(database_url=database_url, durable=False) as engine:
         problems = engine.check("s")
-        assert any("seq=28" in p["file"] or "seq 28" in p["problem"] or "missing" in p["problem"]
-                   for p in problems), problems
+        oldest = damage.startswith("the oldest")
+        damaged_seq = 27 if oldest else 28
+        assert any(f"seq={damaged_seq}" in p["file"] or f"seq {damaged_seq}" in p["problem"]
+                   or "missing" in p["problem"] for p in problems), problems
         readable = damage == "a payload size not a number"  # read as its preview with a note, as on files
-        assert [m["seq"] for m in engine.live_messages("s")] == [27, 28, 29, 30] if readable else [27, 29, 30]
+        assert [m["seq"] for m in engine.live_messages("s")] == (
+            [27, 28, 29, 30] if readable else [28, 29, 30] if oldest else [27, 29, 30])
         engine.assemble("s")
         engine.forget_messages("s", [29])
         engine.add_messages("s", [{"role": "user", "id": f"x{i}", "content": f"more {i}"} for i in range(6)])
@@ -296,6 +325,26 @@ def test_a_row_changed_by_hand_is_left_out_reported_and_never_blocks_a_commit(da
         assert engine.commit("s", keep_recent_count=1)["status"] in ("completed", "skipped")
         stored = {r[0] for r in sql(database_url, "SELECT seq FROM workmem.messages WHERE session_id = 's'")}
         assert stored == set(range(1, 37)) - ({28} if damage == "a live row deleted" else set()), "nothing deleted"
+        if oldest:  # archived with the range it starts: the archives still chain, only the row itself is reported
+            assert [p["problem"] for p in engine.check("s")] == [
+                p["problem"] for p in problems if "seq=27" in p["file"]]
+
+
+@pytest.mark.parametrize("damage", ["meta = '[1]'", "parts = 'null'", "exact_body = '{\"parts\": []}'"])
+def test_forgetting_a_row_changed_by_hand_removes_its_text_all_the_same(database_url, damage):
+    talk_ = [{"role": "user" if i % 2 == 0 else "assistant", "id": f"m{i}", "content": f"line {i}"}
+             for i in range(10)]
+    talk_[3]["content"] = "my secret passphrase is zanzibarquokka"
+    with WorkingMemoryEngine(database_url=database_url, durable=False) as engine:
+        engine.add_messages("s", talk_)
+    sql(database_url, f"UPDATE workmem.messages SET {damage} WHERE session_id = 's' AND seq = 4")
+    with WorkingMemoryEngine(database_url=database_url, durable=False) as engine:
+        assert engine.forget_messages("s", [4])["forgotten"] == [4]
+        engine.commit("s", keep_recent_count=2)
+        assert engine.archive_search("s", "zanzibarquokka") == []
+    left = sql(database_url, "SELECT parts::text || meta::text || coalesce(exact_body::text, '') || content "
+                             "FROM workmem.messages WHERE session_id = 's' AND seq = 4")
+    assert "zanzibarquokka" not in left[0][0]
 
 
 def test_an_archive_row_without_its_object_is_a_typed_damaged_file(database_url):
