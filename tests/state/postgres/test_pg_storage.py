@@ -293,7 +293,8 @@ DAMAGED_ROWS = {
                                    "\"content_ref\": \"r\", \"sha256\": \"00\", \"size\": \"big\"}]' "
                                    "WHERE session_id = 's' AND seq = 28",
     "a live row deleted": "DELETE FROM workmem.messages WHERE session_id = 's' AND seq = 28",
-    "the oldest live row's parts null": "UPDATE workmem.messages SET parts = 'null' WHERE session_id = 's' AND seq = 27",
+    "the oldest live row's parts null": "UPDATE workmem.messages SET parts = 'null' "
+                                        "WHERE session_id = 's' AND seq = 27",
 }
 
 
