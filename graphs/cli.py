@@ -23,7 +23,7 @@ from workmem.graphs.context.assemble import budget_line
 from workmem.graphs.context.tool_results import MAX_READ_TOKENS
 from workmem.graphs.demo.run import DEFAULT_DEMO_TRIGGER
 from workmem.graphs.eval.cli import add_eval_parser
-from workmem.graphs.help_format import DefaultsFormatter, readable_on_any_terminal
+from workmem.graphs.help_format import DefaultsFormatter, readable_on_any_terminal, takes_unicode
 from workmem.state.errors import CommitFailed, InvalidInput, WorkmemError
 from workmem.state.redact import clean_error, describe_error
 from workmem.state.retention import MESSAGES
@@ -407,7 +407,7 @@ def write_jsonl(messages: Any, handle: Any) -> int:
     """Write messages one JSON object per line; returns how many. To an output that cannot take every character
     (`PYTHONIOENCODING=ascii`) the lines are ASCII-escaped JSON, the same data."""
     count = 0
-    escaped = not (getattr(handle, "encoding", None) or "utf-8").lower().replace("-", "").startswith("utf")
+    escaped = not takes_unicode(handle)
     for message in messages:
         handle.write(json.dumps(message, ensure_ascii=escaped, separators=(",", ":")) + "\n")
         count += 1

@@ -17,14 +17,20 @@ class DefaultsFormatter(argparse.HelpFormatter):
         return f"{text} (default: %(default)s)"
 
 
+def takes_unicode(stream: object) -> bool:
+    """True when a text stream encodes every character (UTF-8, UTF-16, …; a stream that names no encoding
+    is taken for UTF-8)."""
+    encoding = (getattr(stream, "encoding", None) or "utf-8").lower().replace("-", "").replace("_", "")
+    return encoding.startswith("utf")
+
+
 def readable_on_any_terminal() -> bool:
     """Let a report's tables and bullets (`•`, `∪`, `—`) print on a terminal that cannot show them — as `?`,
     never a `UnicodeEncodeError` after the work is done; → True when standard output takes any Unicode (JSON may
     then keep its text as it is, else it is written ASCII-escaped, which loses nothing)."""
     import sys
 
-    encoding = (getattr(sys.stdout, "encoding", None) or "").lower().replace("-", "").replace("_", "")
-    if encoding.startswith("utf"):
+    if takes_unicode(sys.stdout):
         return True
     reconfigure = getattr(sys.stdout, "reconfigure", None)
     if reconfigure is not None:

@@ -21,10 +21,8 @@ def message_of_row(row: dict[str, Any]) -> tuple[dict[str, Any] | None, str]:
     if exact is not None and not (isinstance(exact, dict) and isinstance(exact.get("meta"), dict)
                                   and isinstance(exact.get("parts"), list)):
         return None, "exact_body is not an object with meta and parts"
-    created = row["created_at"]
-    msg = {"id": row["id"], "seq": row["seq"], "turn_id": row["turn_id"], "role": row["role"],
-           "created_at": created.isoformat() if hasattr(created, "isoformat") else created, "tokens": row["tokens"],
-           "meta": exact["meta"] if exact else row["meta"], "parts": exact["parts"] if exact else row["parts"]}
+    msg = {**_head(row), "tokens": row["tokens"], "meta": exact["meta"] if exact else row["meta"],
+           "parts": exact["parts"] if exact else row["parts"]}
     if not isinstance(msg["meta"], dict):  # `check_stored` lets a missing meta by; a row always has one
         return None, "meta is not a JSON object"
     reason = check_stored(msg)
@@ -42,8 +40,11 @@ def row_as_found(row: dict[str, Any]) -> dict[str, Any]:
     msg, _why = message_of_row(row)
     if msg is not None:
         return msg
+    return {**_head(row), "tokens": 0, "meta": row["meta"] if isinstance(row["meta"], dict) else {},
+            "parts": row["parts"] if isinstance(row["parts"], list) else []}
+
+
+def _head(row: dict[str, Any]) -> dict[str, Any]:
     created = row["created_at"]
     return {"id": row["id"], "seq": row["seq"], "turn_id": row["turn_id"], "role": row["role"],
-            "created_at": created.isoformat() if hasattr(created, "isoformat") else created, "tokens": 0,
-            "meta": row["meta"] if isinstance(row["meta"], dict) else {},
-            "parts": row["parts"] if isinstance(row["parts"], list) else []}
+            "created_at": created.isoformat() if hasattr(created, "isoformat") else created}
