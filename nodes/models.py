@@ -78,6 +78,9 @@ def check_model(model: Any, *, field: str = "model") -> ModelSpec:
     if known is not None and provider not in known:
         raise InvalidInput(field, model,
                            f"unknown provider {provider!r}; init_chat_model knows {', '.join(sorted(known))}")
+    if name.lstrip().startswith(":") or not name.isprintable():  # 'openai::x', a NUL: a typo, not a model
+        raise InvalidInput(field, model, "the model name after '<provider>:' must not start with ':' or hold "
+                                         "control characters")
     return f"{provider}:{name.strip()}"
 
 

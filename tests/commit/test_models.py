@@ -19,7 +19,8 @@ MESSAGES = [{"role": "user", "content": "Rotate the TLS certificates before 2024
 
 
 @pytest.mark.parametrize("bad", [5, 3.5, object(), {"model": "openai:x"}, ["openai:x"], ExtractiveChatModel,
-                                 "my-local-model", "openai:", ":gpt", "nope:model", "  "])
+                                 "my-local-model", "openai:", ":gpt", "nope:model", "  ", "openai::x",
+                                 "openai:gpt\x00"])
 def test_model_of_the_wrong_kind_is_refused_at_construction(root, bad):
     if bad == "  ":
         assert check_model(bad) == "extractive"  # blank means the offline default
