@@ -174,7 +174,10 @@ class WorkingMemoryEngine:
         if model_kwargs is not None and not isinstance(spec, str):
             raise InvalidInput("model_kwargs", model_kwargs,
                                "applies to model strings; configure the model object itself")
-        self.model = LazyModel(spec, model_kwargs_setting(model_kwargs) if isinstance(spec, str) else None)
+        # the offline model takes no keywords: WORKMEM_MODEL_KWARGS, meant for a provider's model, is not read for it
+        offline = spec == "extractive" and model_kwargs is None
+        self.model = LazyModel(spec, model_kwargs_setting(model_kwargs) if isinstance(spec, str) and not offline
+                               else None)
         context = CommitContext(chunk_tokens=_positive_int("chunk_tokens", chunk_tokens),
                                 clip_tokens=_positive_int("clip_tokens", clip_tokens), durable=durable)
         workers = _positive_int("max_workers", max_workers)

@@ -73,6 +73,14 @@ def test_model_kwargs_are_refused_with_a_model_object_and_read_from_the_environm
     assert model_kwargs_setting({"seed": 1}) == {"seed": 1}  # the argument wins over the environment
 
 
+def test_the_offline_model_does_not_read_the_providers_keywords(root, monkeypatch):
+    """`workmem demo` and every offline engine run whatever WORKMEM_MODEL_KWARGS holds for a provider's model."""
+    monkeypatch.setenv("WORKMEM_MODEL_KWARGS", "{temperature: none}")
+    with WorkingMemoryEngine(root=root, model="extractive", durable=False) as engine:
+        engine.add_messages("s", MESSAGES)
+        assert engine.commit("s", keep_recent_count=0)["status"] == "completed"
+
+
 @SOCKET_PROBE
 def test_everything_but_commit_works_without_the_models_key(root, monkeypatch, caplog):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
