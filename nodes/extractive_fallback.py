@@ -23,5 +23,7 @@ def extractive_fallback(state: CommitState, runtime: Runtime[CommitContext]) -> 
     prompt, tool = build_prompt({**state, "prompt_kind": kind}, services(runtime))
     reply = bind_commit_tool(_EXTRACTIVE, tool).invoke(prompt)
     verdict = classify_answer(answer_of(reply), creating=kind == "create")
+    # a call that raised (a body the client could not read, a client's TypeError) is why it fell back: said so
+    raised = [state["call_error"]] if state.get("call_error") and not state.get("model_error") else []
     return {"ops": verdict["ops"], "degraded": True, "attempt": 0, "transport_error": "",
-            "route": ["extractive_fallback"]}
+            "route": ["extractive_fallback"], "model_errors": raised}

@@ -124,11 +124,11 @@ def generate(state: CommitState, runtime: Runtime[CommitContext]) -> dict[str, A
                         "model_errors": [error], "model_fixes": svc.fixes.names()}
             # any other failure — a body the client could not read (an OpenAI-compatible server's reply without
             # `choices`), a client's own TypeError — is an unusable answer, asked again with the create prompt;
-            # the error is kept, so a fallback names it rather than "no usable tool call"
+            # its error is kept, so a fallback it leads to names it rather than "no usable tool call"
             reply = AIMessage(content="", invalid_tool_calls=[
                 {"name": tool["function"]["name"], "args": error, "id": None,
                  "error": type(exc).__name__, "type": "invalid_tool_call"}])
             return {**common, "attempt": 0, "transport_error": "", "answer": answer_of(reply), "model_error": "",
-                    "model_errors": [error], "usage": {"failed_attempts": 1}, "model_fixes": svc.fixes.names()}
+                    "call_error": error, "usage": {"failed_attempts": 1}, "model_fixes": svc.fixes.names()}
     return {**common, "attempt": 0, "transport_error": "", "answer": answer_of(reply), "model_error": "",
-            "usage": usage_of(reply), "model_fixes": svc.fixes.names()}
+            "call_error": "", "usage": usage_of(reply), "model_fixes": svc.fixes.names()}

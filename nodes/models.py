@@ -128,16 +128,22 @@ def build_model(spec: ModelSpec, *, env: Mapping[str, str] = os.environ,
         also = f", and are the model_kwargs {sorted(extra)} ones it takes" if extra else ""
         raise ModelUnavailable(spec, f"its client could not be built ({describe_error(exc, 200)}): is {variables} "
                                      f"set{also}?") from exc
-    if provider in KEY_ONLY and not (KEY_ONLY[provider] & (set(extra) | {k for k in env if env[k]})) \
-            and _lacks_key(model):  # a client that starts without its key and fails every call
-        raise ModelUnavailable(spec, f"set {KEY_VARIABLES[provider]}")
+    if provider == "anthropic" and _lacks_key(model) and not _anthropic_elsewhere(extra, env):
+        raise ModelUnavailable(spec, f"set {KEY_VARIABLES[provider]}")  # it would start, and fail every call
     return model
 
 
-# Providers whose client starts without a key although it can do nothing without one — unless one of these settings
-# (a keyword or an environment variable) points it at a gateway or another way to authenticate.
-KEY_ONLY = {"anthropic": {"base_url", "anthropic_api_url", "default_headers", "ANTHROPIC_BASE_URL",
-                          "ANTHROPIC_AUTH_TOKEN"}}
+def _anthropic_elsewhere(extra: Mapping[str, Any], env: Mapping[str, str]) -> bool:
+    """True when a keyless Anthropic client authenticates another way: an auth header (a keyword or the SDK's
+    variables) or a gateway URL other than Anthropic's own (the gateway adds the key)."""
+    headers = extra.get("default_headers") or {}
+    if isinstance(headers, Mapping) and any(str(k).lower() in ("authorization", "x-api-key") for k in headers):
+        return True
+    if env.get("ANTHROPIC_AUTH_TOKEN") or env.get("ANTHROPIC_CUSTOM_HEADERS"):
+        return True
+    url = (extra.get("base_url") or extra.get("anthropic_api_url") or env.get("ANTHROPIC_API_URL")
+           or env.get("ANTHROPIC_BASE_URL") or "")
+    return bool(url) and "api.anthropic.com" not in str(url)
 
 
 def _package_of(provider: str) -> str:

@@ -44,7 +44,8 @@ def fresh_run() -> dict[str, Any]:
     return {"route": [RESET], "issues": [RESET], "guard_notes": [RESET], "model_errors": [RESET],
             "usage": {RESET: 1}, "spilled": [RESET], "archive_id": "", "working_memory": "", "previous_memory": "",
             "reason": "", "degraded": False, "key_facts_may_spill": False, "model_name": "", "chunks": [],
-            "chunk_index": 0, "attempt": 0, "transport_error": "", "model_error": "", "answer": {}, "ops": {},
+            "chunk_index": 0, "attempt": 0, "transport_error": "", "model_error": "", "call_error": "", "answer": {},
+            "ops": {},
             "guarded_ops": {}, "raw_args": "", "model_fixes": []}
 
 
@@ -154,6 +155,7 @@ class CommitState(TypedDict, total=False):
     transport_error: str  # the redacted transport error of the last attempt, "" when it answered
     answer: dict[str, Any]  # the model's answer: tool_calls, invalid_tool_calls, text
     model_error: str  # redacted: this call's API refusal, or its transport error past the last attempt
+    call_error: str  # redacted: the exception the newest model call raised, "" when it answered
     model_errors: Annotated[list[str], extend]  # every model error of the run (the task shows the last)
     model_fixes: list[str]  # the refusal fixes in effect at the last call (nodes/model_fixes.py)
     raw_args: str  # malformed arguments handed to `recover`

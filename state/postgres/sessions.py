@@ -370,9 +370,10 @@ class PgSessionStore:
                             "ORDER BY seq", [session_id, seqs]).fetchall()
         refs: set[str] = set()
         changed = []
-        for msg in map(row_as_found, rows):  # a row the readers leave out as damaged too: its text goes all the same
+        for row in rows:  # a row the readers leave out as damaged too: rewritten whatever it holds, so its text goes
+            msg = row_as_found(row)
             copy = forgotten_copy(msg, at)
-            if copy == msg:
+            if copy == msg and not message_of_row(row)[1]:
                 continue
             refs.update(refs_of(msg))
             changed.append((Jsonb(copy["parts"]), Jsonb(copy["meta"]), copy["tokens"], *doc_fields(""),

@@ -262,6 +262,8 @@ def test_a_call_that_raises_is_asked_again_and_a_fallback_names_the_error(make_e
     engine, model, result = run_second_commit(make_engine, KeyError("Response missing 'choices' key"),
                                               create_call(BASE))
     assert result["status"] == "completed" and not result.get("degraded"), "the second answer is used"
+    assert archive_of(engine)["model"]["error"] is None and not engine.task(result["task_id"])["error"], \
+        "a call the retry recovered from is no error of the commit"
 
 
 @pytest.mark.parametrize("status", [401, 404])

@@ -173,3 +173,18 @@ def test_a_client_that_authenticates_another_way_is_built_without_a_key(monkeypa
     pytest.importorskip("langchain_anthropic")
     gateway = build_model("anthropic:claude-sonnet-4-5", model_kwargs={"default_headers": {"Authorization": "x"}})
     assert type(gateway).__name__ == "ChatAnthropic"
+    monkeypatch.setenv("ANTHROPIC_API_URL", "http://proxy.internal:4000")  # the SDK's variable, read first
+    assert type(build_model("anthropic:claude-sonnet-4-5")).__name__ == "ChatAnthropic"
+
+
+def test_a_setting_that_still_sends_no_key_is_no_way_around_it(monkeypatch):
+    from workmem.nodes.models import build_model
+    from workmem.state.errors import ModelUnavailable
+
+    pytest.importorskip("langchain_anthropic")
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_API_URL", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_CUSTOM_HEADERS"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "https://api.anthropic.com")
+    for kwargs in (None, {"default_headers": {"anthropic-beta": "x"}}):
+        with pytest.raises(ModelUnavailable, match="set ANTHROPIC_API_KEY"):
+            build_model("anthropic:claude-sonnet-4-5", model_kwargs=kwargs)

@@ -331,7 +331,9 @@ def test_a_row_changed_by_hand_is_left_out_reported_and_never_blocks_a_commit(da
                 p["problem"] for p in problems if "seq=27" in p["file"]]
 
 
-@pytest.mark.parametrize("damage", ["meta = '[1]'", "parts = 'null'", "exact_body = '{\"parts\": []}'"])
+@pytest.mark.parametrize("damage", ["meta = '[1]'", "parts = 'null'", "exact_body = '{\"parts\": []}'",
+                                    "parts = '\"my secret passphrase is zanzibarquokka\"', "
+                                    "meta = '{\"workmem_forgotten\": \"2020\"}'"])
 def test_forgetting_a_row_changed_by_hand_removes_its_text_all_the_same(database_url, damage):
     talk_ = [{"role": "user" if i % 2 == 0 else "assistant", "id": f"m{i}", "content": f"line {i}"}
              for i in range(10)]
