@@ -18,7 +18,8 @@ _EXTRACTIVE = ExtractiveChatModel()
 
 
 def extractive_fallback(state: CommitState, runtime: Runtime[CommitContext]) -> dict[str, Any]:
-    """Last resort: never fails, never stores an error text; the archive is flagged degraded."""
+    """Last resort: never fails; the archive is flagged degraded, and a model call that raised on the way here is
+    named as the commit's error."""
     kind = "update" if is_v2(state.get("working_memory", "")) else "create"
     prompt, tool = build_prompt({**state, "prompt_kind": kind}, services(runtime))
     reply = bind_commit_tool(_EXTRACTIVE, tool).invoke(prompt)
