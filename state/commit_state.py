@@ -45,8 +45,7 @@ def fresh_run() -> dict[str, Any]:
             "usage": {RESET: 1}, "spilled": [RESET], "archive_id": "", "working_memory": "", "previous_memory": "",
             "reason": "", "degraded": False, "key_facts_may_spill": False, "model_name": "", "chunks": [],
             "chunk_index": 0, "attempt": 0, "transport_error": "", "model_error": "", "call_error": "", "answer": {},
-            "ops": {},
-            "guarded_ops": {}, "raw_args": "", "model_fixes": []}
+            "ops": {}, "guarded_ops": {}, "raw_args": "", "model_fixes": []}
 
 
 def memory_budget_of(state: Any) -> int | None:

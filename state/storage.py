@@ -217,7 +217,7 @@ def default_root() -> Path:
     """The data root: `WORKMEM_HOME` if set, else `./.workmem`; a blank `WORKMEM_HOME` is `InvalidInput` (it
     would make a folder named by spaces)."""
     home = os.environ.get(ENV_HOME)
-    if home is not None and home and not home.strip():
+    if home and not home.strip():
         raise InvalidInput(ENV_HOME, home, "must be a path, not blank")
     return Path(home or DEFAULT_ROOT).resolve()
 

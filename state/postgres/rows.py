@@ -34,14 +34,14 @@ def messages_of_rows(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [msg for msg, _why in map(message_of_row, rows) if msg is not None]
 
 
-def row_as_found(row: dict[str, Any]) -> dict[str, Any]:
-    """A `messages` row as a message whatever its shape (parts not a list read as none, meta not an object as
-    empty): what a forget rewrites, so a damaged row's text goes too."""
+def row_as_found(row: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    """(a `messages` row as a message whatever its shape — parts not a list read as none, meta not an object as
+    empty —, whether the row is damaged): what a forget rewrites, so a damaged row's text goes too."""
     msg, _why = message_of_row(row)
     if msg is not None:
-        return msg
+        return msg, False
     return {**_head(row), "tokens": 0, "meta": row["meta"] if isinstance(row["meta"], dict) else {},
-            "parts": row["parts"] if isinstance(row["parts"], list) else []}
+            "parts": row["parts"] if isinstance(row["parts"], list) else []}, True
 
 
 def _head(row: dict[str, Any]) -> dict[str, Any]:

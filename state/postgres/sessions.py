@@ -371,9 +371,9 @@ class PgSessionStore:
         refs: set[str] = set()
         changed = []
         for row in rows:  # a row the readers leave out as damaged too: rewritten whatever it holds, so its text goes
-            msg = row_as_found(row)
+            msg, damaged = row_as_found(row)
             copy = forgotten_copy(msg, at)
-            if copy == msg and not message_of_row(row)[1]:
+            if copy == msg and not damaged:
                 continue
             refs.update(refs_of(msg))
             changed.append((Jsonb(copy["parts"]), Jsonb(copy["meta"]), copy["tokens"], *doc_fields(""),
